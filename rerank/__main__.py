@@ -1,0 +1,3 @@
+from rerank.cli import main
+
+raise SystemExit(main())
