@@ -22,7 +22,7 @@ def _open_binary(path: str):
         raw = open(path, "rb")
     except OSError as exc:
         raise InputError(f"cannot open: {exc.strerror}", path) from None
-    if raw.peek(2)[:2] == GZIP_MAGIC if hasattr(raw, "peek") else False:
+    if raw.peek(2)[:2] == GZIP_MAGIC:
         return gzip.GzipFile(fileobj=raw)
     return raw
 
@@ -71,10 +71,10 @@ def atomic_write(path: str, mode: str = "w", encoding: str | None = "utf-8"):
             if "b" in mode:
                 yield target
             else:
-                with io.TextIOWrapper(target, encoding=encoding, newline="\n") as text:
-                    yield text
-                    text.flush()
-                    text.detach()
+                text = io.TextIOWrapper(target, encoding=encoding, newline="\n")
+                yield text
+                text.flush()
+                text.detach()
             if target is not raw:
                 target.close()
         os.replace(tmp, path)

@@ -1,0 +1,159 @@
+"""BLEU, chrF, TER and the length ratio on top of sacrebleu's metric classes.
+
+Statistics come from sacrebleu itself (same tokenisers, same counting), so corpus scores equal
+the `sacrebleu` CLI; only the final formula is re-written in numpy so that it runs over a batch
+axis (randomisation/bootstrap trials). Tests compare both formulas on real data.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+import numpy as np
+from sacrebleu.metrics import BLEU, CHRF, TER
+
+from rerank.metrics.base import Metric
+
+# sacrebleu warns about tokenised periods on every call; the eval command reports tokenisation itself.
+logging.getLogger("sacrebleu").setLevel(logging.ERROR)
+
+
+def _streams(refs: Sequence[Sequence[str]]) -> list[list[str]]:
+    return [list(r) for r in refs]
+
+
+class BLEUMetric(Metric):
+    """Corpus BLEU as sacrebleu computes it (exp smoothing by default).
+
+    Statistics per sentence: [sys_len, ref_len, correct_1..4, total_1..4] (sacrebleu's layout).
+    """
+
+    name = "bleu"
+    higher_is_better = True
+
+    def __init__(self, tokenize: str | None = None, lowercase: bool = False, smooth_method: str = "exp"):
+        if smooth_method not in ("exp", "none"):
+            raise ValueError(f"unsupported BLEU smoothing {smooth_method!r} (exp or none)")
+        self._bleu = BLEU(tokenize=tokenize, lowercase=lowercase, smooth_method=smooth_method, force=True)
+        self.smooth_method = smooth_method
+
+    def sentence_stats(self, hyps, refs):
+        stats = self._bleu._extract_corpus_statistics(list(hyps), _streams(refs))
+        return np.asarray(stats, dtype=np.float64).reshape(len(hyps), 10)
+
+    def score_from_stats(self, stats):
+        stats = np.asarray(stats, dtype=np.float64)
+        sys_len, ref_len = stats[..., 0], stats[..., 1]
+        correct, total = stats[..., 2:6], stats[..., 6:10]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            bp = np.where(sys_len < ref_len,
+                          np.where(sys_len > 0, np.exp(1.0 - ref_len / np.where(sys_len > 0, sys_len, 1.0)), 0.0),
+                          1.0)
+            # sacrebleu stops at the first order with no n-grams; later precisions stay 0
+            valid = np.cumprod(total > 0, axis=-1).astype(bool)
+            safe_total = np.where(total > 0, total, 1.0)
+            if self.smooth_method == "exp":
+                zero = (correct == 0) & valid
+                smooth = np.power(2.0, np.cumsum(zero, axis=-1))
+                prec = np.where(correct > 0, 100.0 * correct / safe_total, 100.0 / (smooth * safe_total))
+            else:
+                prec = np.where(correct > 0, 100.0 * correct / safe_total, 0.0)
+            prec = np.where(valid, prec, 0.0)
+            logp = np.where(prec > 0, np.log(np.where(prec > 0, prec, 1.0)), -9999999999.0)
+            score = bp * np.exp(logp.mean(axis=-1))
+        score = np.where(np.any(correct > 0, axis=-1), score, 0.0)
+        return score if score.ndim else float(score)
+
+    def signature(self):
+        return "BLEU|" + str(self._bleu.get_signature())
+
+
+class CHRFMetric(Metric):
+    """chrF (or chrF++ with word_order=2) as sacrebleu computes it."""
+
+    name = "chrf"
+    higher_is_better = True
+
+    def __init__(self, word_order: int = 0, lowercase: bool = False):
+        self._chrf = CHRF(word_order=word_order, lowercase=lowercase)
+        self.order = self._chrf.order
+        self.beta = self._chrf.beta
+        if word_order:
+            self.name = "chrf++"
+
+    def sentence_stats(self, hyps, refs):
+        stats = self._chrf._extract_corpus_statistics(list(hyps), _streams(refs))
+        return np.asarray(stats, dtype=np.float64).reshape(len(hyps), 3 * self.order)
+
+    def score_from_stats(self, stats):
+        stats = np.asarray(stats, dtype=np.float64)
+        shape = stats.shape[:-1]
+        s = stats.reshape(shape + (self.order, 3))
+        n_hyp, n_ref, n_match = s[..., 0], s[..., 1], s[..., 2]
+        eps = 1e-16
+        with np.errstate(divide="ignore", invalid="ignore"):
+            prec = np.where(n_hyp > 0, n_match / np.where(n_hyp > 0, n_hyp, 1), eps)
+            rec = np.where(n_ref > 0, n_match / np.where(n_ref > 0, n_ref, 1), eps)
+            factor = self.beta ** 2
+            eff = (n_hyp > 0) & (n_ref > 0)
+            count = eff.sum(axis=-1)
+            avg_p = np.where(count > 0, (prec * eff).sum(axis=-1) / np.maximum(count, 1), 0.0)
+            avg_r = np.where(count > 0, (rec * eff).sum(axis=-1) / np.maximum(count, 1), 0.0)
+            denom = factor * avg_p + avg_r
+            score = np.where(avg_p + avg_r > 0,
+                             100.0 * (1 + factor) * avg_p * avg_r / np.where(denom > 0, denom, 1.0), 0.0)
+        return score if score.ndim else float(score)
+
+    def signature(self):
+        return ("chrF2++|" if self.name == "chrf++" else "chrF2|") + str(self._chrf.get_signature())
+
+
+class TERMetric(Metric):
+    """TER as sacrebleu computes it; lower is better. Statistics: [edits, ref_len]."""
+
+    name = "ter"
+    higher_is_better = False
+
+    def __init__(self, normalized: bool = False, no_punct: bool = False, case_sensitive: bool = False):
+        self._ter = TER(normalized=normalized, no_punct=no_punct, case_sensitive=case_sensitive)
+
+    def sentence_stats(self, hyps, refs):
+        stats = self._ter._extract_corpus_statistics(list(hyps), _streams(refs))
+        return np.asarray(stats, dtype=np.float64).reshape(len(hyps), 2)
+
+    def score_from_stats(self, stats):
+        stats = np.asarray(stats, dtype=np.float64)
+        edits, ref_len = stats[..., 0], stats[..., 1]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            score = np.where(ref_len > 0, edits / np.where(ref_len > 0, ref_len, 1.0),
+                             np.where(edits > 0, 1.0, 0.0)) * 100.0
+        return score if score.ndim else float(score)
+
+    def signature(self):
+        return "TER|" + str(self._ter.get_signature())
+
+
+class LengthMetric(Metric):
+    """Length ratio 100 * hypothesis words / reference words, as MultEval's "Length" column.
+
+    Words are BLEU's tokens; the reference length is BLEU's (closest reference).
+    """
+
+    name = "length"
+    higher_is_better = True  # not a quality score; marks are not printed for it
+
+    def __init__(self, tokenize: str | None = None, lowercase: bool = False):
+        self._bleu = BLEUMetric(tokenize=tokenize, lowercase=lowercase)
+
+    def sentence_stats(self, hyps, refs):
+        return self._bleu.sentence_stats(hyps, refs)[:, :2].copy()
+
+    def score_from_stats(self, stats):
+        stats = np.asarray(stats, dtype=np.float64)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            score = np.where(stats[..., 1] > 0, 100.0 * stats[..., 0] / np.where(stats[..., 1] > 0, stats[..., 1], 1), 0.0)
+        return score if score.ndim else float(score)
+
+    def signature(self):
+        return "Length|" + self._bleu.signature().split("|", 2)[2]

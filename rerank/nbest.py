@@ -1,0 +1,270 @@
+"""The n-best data model: one columnar structure for a whole n-best list.
+
+Hypotheses are stored CSR-style: sentence i owns rows ``offsets[i]:offsets[i+1]`` of the
+feature matrix and of the hypothesis strings. Strings live in one UTF-8 byte buffer with
+their own offsets, so a list of millions of hypotheses is a handful of arrays, not millions
+of Python objects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+class StringColumn(Sequence):
+    """An immutable sequence of str kept as one UTF-8 buffer plus int64 offsets."""
+
+    __slots__ = ("_buffer", "_offsets")
+
+    def __init__(self, buffer: bytes, offsets: np.ndarray):
+        self._buffer = buffer
+        self._offsets = np.asarray(offsets, dtype=np.int64)
+
+    @classmethod
+    def from_strings(cls, strings: Iterable[str]) -> StringColumn:
+        builder = StringColumnBuilder()
+        for s in strings:
+            builder.append(s)
+        return builder.build()
+
+    def __len__(self) -> int:
+        return len(self._offsets) - 1
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(index)
+        start, end = self._offsets[index], self._offsets[index + 1]
+        return self._buffer[start:end].decode("utf-8")
+
+    def __iter__(self) -> Iterator[str]:
+        buffer, offsets = self._buffer, self._offsets.tolist()
+        for start, end in zip(offsets[:-1], offsets[1:]):
+            yield buffer[start:end].decode("utf-8")
+
+    def take(self, indices: Iterable[int]) -> StringColumn:
+        return StringColumn.from_strings(self[int(i)] for i in indices)
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, StringColumn):
+            return self._buffer == other._buffer and np.array_equal(self._offsets, other._offsets)
+        return list(self) == list(other)
+
+    def __repr__(self) -> str:
+        return f"StringColumn({len(self)} strings)"
+
+
+class StringColumnBuilder:
+    """Append strings one at a time; `build()` returns the StringColumn."""
+
+    def __init__(self):
+        self._chunks: list[bytes] = []
+        self._ends: list[int] = [0]
+        self._size = 0
+
+    def append(self, s: str) -> None:
+        data = s.encode("utf-8")
+        self._chunks.append(data)
+        self._size += len(data)
+        self._ends.append(self._size)
+        if len(self._chunks) >= 65536:  # keep the Python object count bounded
+            self._chunks = [b"".join(self._chunks)]
+
+    def __len__(self) -> int:
+        return len(self._ends) - 1
+
+    def build(self) -> StringColumn:
+        return StringColumn(b"".join(self._chunks), np.array(self._ends, dtype=np.int64))
+
+
+@dataclass
+class NBestList:
+    """A whole n-best list as arrays.
+
+    offsets:       int64 (n_sentences + 1,), CSR row pointers into the hypotheses
+    hyps:          StringColumn (n_hyps,) hypothesis strings
+    features:      float64 (n_hyps, n_features)
+    feature_names: flat column names; a Moses group ``tm= a b`` gives ``tm_0``, ``tm_1``
+    groups:        (group name, width) pairs covering the columns in order, for writing back
+    scores:        float64 (n_hyps,) total score from the file, or None
+    missing:       per feature, how many hypotheses lacked it (filled with 0)
+    """
+
+    offsets: np.ndarray
+    hyps: StringColumn
+    features: np.ndarray
+    feature_names: list[str]
+    groups: list[tuple[str, int]] = field(default_factory=list)
+    scores: np.ndarray | None = None
+    missing: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self):
+        self.offsets = np.asarray(self.offsets, dtype=np.int64)
+        self.features = np.asarray(self.features, dtype=np.float64).reshape(len(self.hyps), -1)
+        if not isinstance(self.hyps, StringColumn):
+            self.hyps = StringColumn.from_strings(self.hyps)
+        if not self.groups:
+            self.groups = [(name, 1) for name in self.feature_names]
+        if self.scores is not None:
+            self.scores = np.asarray(self.scores, dtype=np.float64)
+        self._check()
+
+    def _check(self) -> None:
+        if self.offsets.ndim != 1 or len(self.offsets) < 1 or self.offsets[0] != 0:
+            raise ValueError("offsets must be a 1-D array starting at 0")
+        if np.any(np.diff(self.offsets) < 0):
+            raise ValueError("offsets must be non-decreasing")
+        if self.offsets[-1] != len(self.hyps):
+            raise ValueError(f"offsets end at {self.offsets[-1]} but there are {len(self.hyps)} hypotheses")
+        if self.features.shape != (len(self.hyps), len(self.feature_names)):
+            raise ValueError(f"features have shape {self.features.shape}, expected ({len(self.hyps)}, {len(self.feature_names)})")
+        if len(set(self.feature_names)) != len(self.feature_names):
+            raise ValueError(f"duplicate feature names: {self.feature_names}")
+        if sum(width for _, width in self.groups) != len(self.feature_names):
+            raise ValueError("feature groups do not cover the feature columns")
+        if self.scores is not None and self.scores.shape != (len(self.hyps),):
+            raise ValueError("scores must have one value per hypothesis")
+
+    @classmethod
+    def from_lists(
+        cls,
+        hyps_per_sentence: Sequence[Sequence[str]],
+        features_per_sentence: Sequence[np.ndarray],
+        feature_names: Sequence[str],
+        scores_per_sentence: Sequence[np.ndarray] | None = None,
+    ) -> NBestList:
+        """Build from per-sentence lists (the natural shape of a decoder's output)."""
+        sizes = [len(h) for h in hyps_per_sentence]
+        offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        n_feats = len(feature_names)
+        blocks = [np.asarray(f, dtype=np.float64).reshape(len(h), n_feats) for h, f in zip(hyps_per_sentence, features_per_sentence)]
+        features = np.concatenate(blocks) if blocks else np.zeros((0, n_feats))
+        scores = None
+        if scores_per_sentence is not None:
+            scores = np.concatenate([np.asarray(s, dtype=np.float64).reshape(-1) for s in scores_per_sentence]) if sizes else np.zeros(0)
+        hyps = StringColumn.from_strings(h for block in hyps_per_sentence for h in block)
+        return cls(offsets, hyps, features, list(feature_names), scores=scores)
+
+    # --- shape -------------------------------------------------------------------------
+    @property
+    def n_sentences(self) -> int:
+        return len(self.offsets) - 1
+
+    @property
+    def n_hyps(self) -> int:
+        return len(self.hyps)
+
+    @property
+    def sizes(self) -> np.ndarray:
+        return np.diff(self.offsets)
+
+    @property
+    def sentence_of_hyp(self) -> np.ndarray:
+        """Sentence index of every hypothesis, int64 (n_hyps,)."""
+        return np.repeat(np.arange(self.n_sentences, dtype=np.int64), self.sizes)
+
+    @property
+    def rank_of_hyp(self) -> np.ndarray:
+        """Position of every hypothesis in its own list (0 = first)."""
+        return np.arange(self.n_hyps, dtype=np.int64) - np.repeat(self.offsets[:-1], self.sizes)
+
+    def sentence(self, i: int) -> slice:
+        return slice(int(self.offsets[i]), int(self.offsets[i + 1]))
+
+    def column(self, name: str) -> np.ndarray:
+        return self.features[:, self.feature_names.index(name)]
+
+    # --- derived lists ------------------------------------------------------------------
+    def with_feature(self, name: str, values: np.ndarray) -> NBestList:
+        """A copy with one more column (or `name` replaced if it exists already)."""
+        values = np.asarray(values, dtype=np.float64).reshape(self.n_hyps, 1)
+        if name in self.feature_names:
+            features = self.features.copy()
+            features[:, self.feature_names.index(name)] = values[:, 0]
+            return NBestList(self.offsets, self.hyps, features, list(self.feature_names), list(self.groups), self.scores, dict(self.missing))
+        return NBestList(
+            self.offsets, self.hyps, np.hstack([self.features, values]), self.feature_names + [name],
+            self.groups + [(name, 1)], self.scores, dict(self.missing),
+        )
+
+    def select_sentences(self, indices: Sequence[int]) -> NBestList:
+        """The sub-list of the given sentences, in the given order, renumbered from 0."""
+        indices = np.asarray(indices, dtype=np.int64)
+        starts, ends = self.offsets[indices], self.offsets[indices + 1]
+        rows = np.concatenate([np.arange(s, e) for s, e in zip(starts, ends)]) if len(indices) else np.zeros(0, np.int64)
+        offsets = np.concatenate([[0], np.cumsum(ends - starts)])
+        scores = None if self.scores is None else self.scores[rows]
+        return NBestList(offsets, self.hyps.take(rows), self.features[rows], list(self.feature_names), list(self.groups), scores)
+
+    def reorder(self, rows: np.ndarray) -> NBestList:
+        """The same sentences with each list's hypotheses permuted by the global row order `rows`.
+
+        `rows` must be a permutation that keeps every hypothesis inside its own sentence.
+        """
+        rows = np.asarray(rows, dtype=np.int64)
+        if not np.array_equal(self.sentence_of_hyp[rows], self.sentence_of_hyp):
+            raise ValueError("reorder must keep hypotheses within their own sentence")
+        scores = None if self.scores is None else self.scores[rows]
+        return NBestList(self.offsets, self.hyps.take(rows), self.features[rows], list(self.feature_names), list(self.groups), scores)
+
+    def __eq__(self, other) -> bool:
+        if not isinstance(other, NBestList):
+            return NotImplemented
+        same_scores = (self.scores is None and other.scores is None) or (
+            self.scores is not None and other.scores is not None and np.array_equal(self.scores, other.scores)
+        )
+        return (
+            np.array_equal(self.offsets, other.offsets)
+            and self.hyps == other.hyps
+            and self.feature_names == other.feature_names
+            and np.array_equal(self.features, other.features)
+            and same_scores
+        )
+
+
+def concatenate(parts: Sequence[NBestList]) -> NBestList:
+    """Join n-best lists of consecutive sentence ranges (e.g. shards) back into one."""
+    if not parts:
+        raise ValueError("nothing to concatenate")
+    names = parts[0].feature_names
+    for p in parts[1:]:
+        if p.feature_names != names:
+            raise ValueError(f"feature names differ: {names} vs {p.feature_names}")
+    offsets = [np.zeros(1, np.int64)]
+    base = 0
+    for p in parts:
+        offsets.append(p.offsets[1:] + base)
+        base += p.n_hyps
+    have_scores = all(p.scores is not None for p in parts)
+    return NBestList(
+        np.concatenate(offsets),
+        StringColumn.from_strings(h for p in parts for h in p.hyps),
+        np.concatenate([p.features for p in parts]),
+        list(names),
+        list(parts[0].groups),
+        np.concatenate([p.scores for p in parts]) if have_scores else None,
+    )
+
+
+def segment_argmax(values: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Global row index of the maximum of `values` within each segment; ties go to the first.
+
+    Works on a leading batch axis too: values (..., n_hyps) gives (..., n_segments).
+    Every segment must be non-empty.
+    """
+    values = np.asarray(values)
+    starts = offsets[:-1]
+    if np.any(np.diff(offsets) == 0):
+        raise ValueError("segment_argmax needs non-empty segments")
+    maxima = np.maximum.reduceat(values, starts, axis=-1)
+    sizes = np.diff(offsets)
+    is_max = values == np.repeat(maxima, sizes, axis=-1)
+    idx = np.arange(values.shape[-1])
+    first = np.where(is_max, idx, values.shape[-1])
+    return np.minimum.reduceat(first, starts, axis=-1)
