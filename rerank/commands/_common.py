@@ -1,0 +1,46 @@
+"""Options and loaders shared by the commands that read n-best lists."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from rerank.formats import FORMATS, ReadReport, read_nbest
+from rerank.nbest import NBestList
+
+FORMAT_HELP = (
+    "n-best formats: moses (`id ||| hyp ||| name= v1 v2 ||| total`), joshua (`name=value`), "
+    "fairseq (fairseq-generate/interactive S-/T-/H-/D- lines), plain (one hypothesis per line "
+    "with --plain-ids or --plain-sizes and --plain-features). Input may be gzip'd; - is stdin."
+)
+
+
+def add_nbest_input(parser: argparse.ArgumentParser, positional: bool = True) -> None:
+    if positional:
+        parser.add_argument("nbest", help="input n-best file")
+    group = parser.add_argument_group("n-best input")
+    group.add_argument("--format", dest="in_format", choices=FORMATS, help="input format (default: detected)")
+    group.add_argument("--strict", action="store_true", help="a feature missing on some line is an error (default: fill with 0 and report)")
+    group.add_argument("--fairseq-field", choices=["auto", "H", "D"], default="auto",
+                       help="fairseq lines to read hypotheses from: H (tokenised), D (detokenised), auto = D if present")
+    group.add_argument("--plain-ids", help="plain format: file with the sentence id of each hypothesis")
+    group.add_argument("--plain-sizes", help="plain format: file with the list size of each sentence")
+    group.add_argument("--plain-features", help="plain format: features as TSV with a header of names, or .npy")
+    group.add_argument("--feature-names", help="plain format with .npy features: comma-separated column names")
+
+
+def load_nbest(args: argparse.Namespace, path: str | None = None) -> tuple[NBestList, ReadReport]:
+    report = ReadReport()
+    nbest = read_nbest(
+        path or args.nbest, fmt=args.in_format, strict=args.strict, report=report,
+        fairseq_field=args.fairseq_field, ids=args.plain_ids, sizes=args.plain_sizes,
+        features=args.plain_features, feature_names=args.feature_names.split(",") if args.feature_names else None,
+    )
+    for note in report.notes:
+        print(f"note: {path or args.nbest}: {note}", file=sys.stderr)
+    return nbest, report
+
+
+def add_output_format(parser: argparse.ArgumentParser, default: str = "moses") -> None:
+    parser.add_argument("--to", dest="out_format", choices=FORMATS, default=default,
+                        help=f"output n-best format (default: {default}); plain writes OUT, OUT.ids and OUT.features.tsv")

@@ -1,0 +1,43 @@
+"""`rerank convert`: between Moses, Joshua, fairseq and plain n-best formats."""
+
+from __future__ import annotations
+
+from rerank.commands._common import FORMAT_HELP, add_nbest_input, add_output_format, load_nbest
+from rerank.errors import InputError
+from rerank.formats import write_nbest
+from rerank.io import atomic_write
+
+
+def add_parser(subparsers):
+    parser = subparsers.add_parser(
+        "convert", help="convert an n-best list between formats",
+        description="Read an n-best list in one format and write it in another, keeping every "
+        "hypothesis, its order and its features (a fairseq H/D score becomes feature `nmt`). "
+        + FORMAT_HELP,
+    )
+    add_nbest_input(parser)
+    parser.add_argument("-o", "--output", required=True, help="output file (.gz compresses; - for stdout)")
+    add_output_format(parser)
+    parser.add_argument("--save-refs", metavar="FILE", help="fairseq input: write the T- lines (references) here")
+    parser.add_argument("--save-sources", metavar="FILE", help="fairseq input: write the S- lines (sources) here")
+    parser.set_defaults(func=run)
+
+
+def _write_side(lines, kind: str, path: str, source: str) -> None:
+    if lines is None:
+        raise InputError(f"--save-{kind} asks for fairseq {kind}, but the input has none", source)
+    missing = [i for i, line in enumerate(lines) if line is None]
+    if missing:
+        raise InputError(f"sentence {missing[0]} has no line for --save-{kind}", source)
+    with atomic_write(path) as out:
+        out.writelines(line + "\n" for line in lines)
+
+
+def run(args) -> int:
+    nbest, report = load_nbest(args)
+    if args.save_refs:
+        _write_side(report.fairseq_refs, "refs", args.save_refs, args.nbest)
+    if args.save_sources:
+        _write_side(report.fairseq_sources, "sources", args.save_sources, args.nbest)
+    write_nbest(nbest, args.output, args.out_format)
+    return 0
