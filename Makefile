@@ -1,0 +1,27 @@
+# Two commands on a fresh machine:  `make demo` (the main job)  and  `make test` (the test suite).
+# Both create .venv on first use. torch is installed first from the pinned CPU wheel: a plain
+# `torch` requirement with no torch installed would pull a multi-GB CUDA build.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+TORCH_SPEC ?= torch==2.13.0
+
+.PHONY: install demo test bench clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q $(TORCH_SPEC)
+	$(PY) -m pip install -q -e '.[test]'
+	touch $@
+
+install: $(VENV)/.installed
+
+demo: $(VENV)/.installed
+	$(VENV)/bin/rerank info rerank/data/examples/joshua-bn-en.10.nbest
+
+test: $(VENV)/.installed
+	$(PY) -m pytest -q tests
+
+clean:
+	rm -rf $(VENV) build *.egg-info
