@@ -1,0 +1,136 @@
+"""Batched beam search and greedy decoding.
+
+Beam search keeps k slots per sentence (Nematus-style shrinking beam): at each step the best
+k - (finished so far) extensions of the live hypotheses are kept; those ending in </s> are
+finished. A sentence stops when k hypotheses have finished (or none is live), so it always
+yields k distinct finished hypotheses (fewer only if the vocabulary is tinier than the beam).
+At the sentence's maximum length only </s> is allowed. Beam size 1 is exactly greedy decoding.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from nmt.model import AttentionNMT
+from nmt.vocab import BOS_ID, EOS_ID
+
+NEG_INF = float("-inf")
+
+
+@dataclasses.dataclass
+class Hypothesis:
+    tokens: list[int]  # target ids without </s>
+    logprob: float  # sum of token log-probs, </s> included
+    norm: float  # logprob / (len(tokens) + 1) ** alpha
+
+
+def max_lengths(src_len: torch.Tensor, ratio: float, extra: int) -> torch.Tensor:
+    """Maximum number of target tokens (</s> included) for each source length."""
+    return (src_len.float() * ratio).long() + extra
+
+
+def _normalise(logprob: float, n_tokens: int, alpha: float) -> float:
+    return logprob / (n_tokens ** alpha) if alpha > 0 else logprob
+
+
+@torch.no_grad()
+def greedy(model: AttentionNMT, src, src_len, max_len_ratio=2.0, max_len_extra=5, alpha=1.0):
+    """Argmax decoding; returns one Hypothesis per sentence."""
+    model.eval()
+    enc, state = model.encode(src, src_len)
+    limit = max_lengths(src_len, max_len_ratio, max_len_extra)
+    n = src.size(0)
+    prev = torch.full((n,), BOS_ID, dtype=torch.long, device=src.device)
+    done = torch.zeros(n, dtype=torch.bool, device=src.device)
+    total = torch.zeros(n, device=src.device)
+    out = []
+    for t in range(int(limit.max())):
+        logp, state = model.step(prev, state, enc)
+        force = t == limit - 1
+        logp[force, :EOS_ID] = NEG_INF
+        logp[force, EOS_ID + 1:] = NEG_INF
+        best, tok = logp.max(-1)
+        total = total + best.masked_fill(done, 0.0)
+        out.append(tok.masked_fill(done, EOS_ID))
+        done = done | (tok == EOS_ID)
+        prev = tok
+        if bool(done.all()):
+            break
+    seqs = torch.stack(out, 1).tolist()
+    hyps = []
+    for i, seq in enumerate(seqs):
+        toks = seq[: seq.index(EOS_ID)] if EOS_ID in seq else seq
+        lp = float(total[i])
+        hyps.append(Hypothesis(toks, lp, _normalise(lp, len(toks) + 1, alpha)))
+    return hyps
+
+
+@torch.no_grad()
+def beam_search(model: AttentionNMT, src, src_len, beam: int, nbest: int | None = None,
+                max_len_ratio=2.0, max_len_extra=5, alpha=1.0) -> list[list[Hypothesis]]:
+    """For each sentence, its `nbest` (default: beam) best finished hypotheses, best first.
+
+    Hypotheses are ranked by the length-normalised score (alpha > 0) or the log-prob sum
+    (alpha = 0). `nbest` must not exceed `beam`.
+    """
+    nbest = beam if nbest is None else nbest
+    if not 1 <= nbest <= beam:
+        raise ValueError(f"n-best size {nbest} must be between 1 and the beam size {beam}")
+    model.eval()
+    dev = src.device
+    n_sent, k = src.size(0), beam
+    enc, state = model.encode(src, src_len)
+    rep = torch.arange(n_sent, device=dev).repeat_interleave(k)
+    enc, state = enc.index_select(rep), state.index_select(0, rep)
+    limit = max_lengths(src_len, max_len_ratio, max_len_extra)
+    vocab = model.cfg.tgt_vocab
+
+    active = torch.arange(n_sent, device=dev)  # original sentence index of each active row
+    scores = torch.full((n_sent, k), NEG_INF, device=dev)
+    scores[:, 0] = 0.0  # only one live slot at the start, so no duplicate hypotheses
+    seqs = torch.full((n_sent, k, 0), BOS_ID, dtype=torch.long, device=dev)
+    prev = torch.full((n_sent * k,), BOS_ID, dtype=torch.long, device=dev)
+    finished: list[list[Hypothesis]] = [[] for _ in range(n_sent)]
+    n_done = torch.zeros(n_sent, dtype=torch.long, device=dev)
+    rank = torch.arange(k, device=dev).unsqueeze(0)
+
+    t = 0
+    while active.numel() > 0:
+        b = active.numel()
+        logp, state = model.step(prev, state, enc)
+        logp = logp.view(b, k, vocab)
+        force = t == limit[active] - 1
+        if bool(force.any()):
+            eos_only = torch.full((vocab,), NEG_INF, device=dev)
+            eos_only[EOS_ID] = 0.0
+            logp[force] = logp[force] + eos_only
+        cand = (scores.unsqueeze(-1) + logp).view(b, k * vocab)
+        top, idx = cand.topk(k, dim=1)
+        slot, tok = idx // vocab, idx % vocab
+        valid = torch.isfinite(top) & (rank < (k - n_done[active]).unsqueeze(1))
+        ends = valid & (tok == EOS_ID)
+        seqs = torch.cat([seqs.gather(1, slot.unsqueeze(-1).expand(-1, -1, t)), tok.unsqueeze(-1)], 2)
+        if bool(ends.any()):
+            rows, cols = ends.nonzero(as_tuple=True)
+            got = seqs[rows, cols, :t].tolist()
+            lps = top[rows, cols].tolist()
+            for r, toks, lp in zip(rows.tolist(), got, lps):
+                finished[int(active[r])].append(Hypothesis(toks, lp, _normalise(lp, t + 1, alpha)))
+            n_done.index_add_(0, active[rows], torch.ones_like(rows))
+        scores = top.masked_fill(~valid | ends, NEG_INF)
+        live = torch.isfinite(scores)
+        keep = (n_done[active] < k) & live.any(1)
+        base = (torch.arange(b, device=dev) * k).unsqueeze(1)
+        state = state.index_select(0, (base + slot).view(-1))
+        prev = tok.view(-1)
+        if not bool(keep.all()):
+            rows = keep.nonzero(as_tuple=True)[0]
+            row_idx = (rows.unsqueeze(1) * k + rank).view(-1)
+            active, scores, seqs = active[rows], scores[rows], seqs[rows]
+            state, prev, enc = state.index_select(0, row_idx), prev[row_idx], enc.index_select(row_idx)
+        t += 1
+
+    key = (lambda h: h.norm) if alpha > 0 else (lambda h: h.logprob)
+    return [sorted(f, key=key, reverse=True)[:nbest] for f in finished]

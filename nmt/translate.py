@@ -1,0 +1,112 @@
+"""Translate files with a trained model: Moses n-best lists, 1-best text, and evaluation helpers
+(1-best BLEU/TER, sentence-BLEU oracle of an n-best list)."""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import sacrebleu
+import torch
+from tqdm import tqdm
+
+from nmt.beam import beam_search, greedy
+from nmt.data import encode_source, length_batches, pad
+from nmt.vocab import Tokenizer
+
+FEATURE_NAMES = ["nmt", "nmt_norm", "len"]
+
+
+def resolve_device(name: str) -> str:
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        print("CUDA is not available; using the CPU", file=sys.stderr)
+        return "cpu"
+    return name
+
+
+def translate(model, src_vocab, tgt_vocab, lines: list[str], src_lang: str, tgt_lang: str, beam: int = 20,
+              nbest: int | None = None, batch_size: int = 32, alpha: float = 1.0, max_len_ratio: float = 2.0,
+              max_len_extra: int = 5, max_src_len: int = 200, device: str = "cpu", path: str = "<input>",
+              progress: bool = True):
+    """For every input line (in order, none dropped), a list of (detokenised hypothesis, features
+    [nmt, nmt_norm, len], total) sorted by total = nmt_norm (alpha > 0) or nmt (alpha = 0).
+
+    Hypotheses whose detokenised text repeats a better one are removed, so a sentence can get
+    fewer than `nbest` entries only if fewer distinct finished hypotheses exist (a warning says so).
+    """
+    nbest = beam if nbest is None else nbest
+    src_tok, tgt_tok = Tokenizer(src_lang), Tokenizer(tgt_lang)
+    ids = encode_source(lines, src_tok, src_vocab, max_src_len, path=path)
+    results: list = [None] * len(ids)
+    batches = length_batches([len(s) for s in ids], batch_size, shuffle=False)
+    for batch in tqdm(batches, desc=f"beam {beam}", file=sys.stderr, disable=not progress, mininterval=5):
+        src, src_len = pad([ids[i] for i in batch])
+        src, src_len = src.to(device), src_len.to(device)
+        if beam == 1:
+            found = [[h] for h in greedy(model, src, src_len, max_len_ratio, max_len_extra, alpha)]
+        else:
+            found = beam_search(model, src, src_len, beam, beam, max_len_ratio, max_len_extra, alpha)
+        for i, hyps in zip(batch, found):
+            seen, entries = set(), []
+            for h in hyps:
+                words = tgt_vocab.decode(h.tokens)
+                text = tgt_tok.detokenize(words)
+                if text in seen:
+                    continue
+                seen.add(text)
+                # 4 decimals keep the shipped files small; the order by total is unchanged
+                feats = np.round(np.array([h.logprob, h.norm, float(len(words))]), 4)
+                entries.append((text, feats, float(feats[1] if alpha > 0 else feats[0])))
+                if len(entries) == nbest:
+                    break
+            if len(entries) < nbest:
+                print(f"warning: {path}:{i + 1}: only {len(entries)} distinct hypotheses (asked for {nbest})",
+                      file=sys.stderr)
+            results[i] = entries
+    return results
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.6g}"
+
+
+def write_nbest(results, path: str) -> None:
+    """Moses n-best: `id ||| hyp ||| nmt= x nmt_norm= y len= n ||| total`, ids 0-based."""
+    try:
+        from rerank.formats import write_nbest as rerank_write
+        from rerank.nbest import NBestList
+    except ImportError:
+        rerank_write = None
+    if rerank_write is not None:
+        nb = NBestList.from_lists([[e[0] for e in r] for r in results],
+                                  [np.stack([e[1] for e in r]) for r in results], FEATURE_NAMES,
+                                  [np.array([e[2] for e in r]) for r in results])
+        rerank_write(nb, path, fmt="moses")
+        return
+    from rerank.io import atomic_write
+    with atomic_write(path) as f:
+        for i, entries in enumerate(results):
+            for text, feats, total in entries:
+                fs = " ".join(f"{n}= {_fmt(v)}" for n, v in zip(FEATURE_NAMES, feats))
+                f.write(f"{i} ||| {text} ||| {fs} ||| {_fmt(total)}\n")
+
+
+def write_1best(results, path: str) -> None:
+    from rerank.io import atomic_write
+    with atomic_write(path) as f:
+        for entries in results:
+            f.write((entries[0][0] if entries else "") + "\n")
+
+
+def bleu_ter(hyps: list[str], refs: list[str]) -> dict:
+    return {"bleu": sacrebleu.corpus_bleu(hyps, [refs]).score, "ter": sacrebleu.corpus_ter(hyps, [refs]).score}
+
+
+def oracle_bleu(nbest_hyps: list[list[str]], refs: list[str]) -> float:
+    """Corpus BLEU of the hypotheses with the best sentence-BLEU (sacrebleu, exp smoothing)."""
+    bleu = sacrebleu.BLEU(effective_order=True)
+    picks = []
+    for hyps, ref in zip(nbest_hyps, refs):
+        scores = [bleu.sentence_score(h, [ref]).score for h in hyps]
+        picks.append(hyps[int(np.argmax(scores))] if hyps else "")
+    return sacrebleu.corpus_bleu(picks, [refs]).score

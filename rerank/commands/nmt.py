@@ -1,0 +1,155 @@
+"""`rerank nmt train|translate`: train the attention NMT model and write n-best lists."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+from rerank.errors import InputError
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "nmt", help="train an attention NMT model and generate n-best lists",
+        description="Bahdanau-style attention NMT (bidirectional-GRU encoder, GRU decoder with additive "
+        "attention) in plain PyTorch: train it, then write Moses n-best lists with features "
+        "nmt (log-prob sum), nmt_norm (length-normalised) and len (word count).",
+        epilog="Example: rerank nmt train --data-dir DATA --out runs/opt --flavour optimised --max-minutes 25; "
+        "rerank nmt translate --model runs/opt --input DATA/test.en.gz --beam 20 --nbest-out test.20best.gz "
+        "--ref DATA/test.de.gz. See docs/nmt.md.")
+    verbs = parser.add_subparsers(dest="verb", metavar="VERB")
+    verbs.required = True
+
+    t = verbs.add_parser("train", help="train (or resume) a model",
+                         description="Train on SPLIT files <data-dir>/train.<lang>[.gz], early-stopping on "
+                         "validation BLEU (greedy) of <data-dir>/val. Resumes from OUT/last.pt if it exists.")
+    t.add_argument("--data-dir", help="directory with train.<lang>[.gz] and val.<lang>[.gz]")
+    for split in ("train", "val"):
+        for side in ("src", "tgt"):
+            t.add_argument(f"--{split}-{side}", help=f"{split} {side} file (overrides --data-dir)")
+    t.add_argument("--src-lang", default="en")
+    t.add_argument("--tgt-lang", default="de")
+    t.add_argument("--out", required=True, help="run directory (checkpoints, config, log)")
+    t.add_argument("--size", default="cpu", choices=["cpu", "paper", "tiny"], help="network size preset")
+    t.add_argument("--flavour", default="optimised", choices=["weak", "regular", "optimised"],
+                   help="regularisation preset: weak (no dropout/L2), regular (dropout 0.5, L2 1e-8), "
+                   "optimised (dropout 0.2)")
+    t.add_argument("--dropout", type=float, help="override the flavour's dropout")
+    t.add_argument("--l2", type=float, dest="weight_decay", help="override the flavour's L2 weight")
+    t.add_argument("--optimizer", choices=["adam", "adadelta"])
+    t.add_argument("--lr", type=float)
+    t.add_argument("--batch-size", type=int)
+    t.add_argument("--min-freq", type=int, help="vocabulary frequency cut-off (default 2)")
+    t.add_argument("--tie-embeddings", action="store_true", default=None)
+    t.add_argument("--max-epochs", type=int)
+    t.add_argument("--patience", type=int, help="epochs without val BLEU gain before stopping (default 3)")
+    t.add_argument("--max-minutes", type=float, help="wall-clock budget for this invocation")
+    t.add_argument("--seed", type=int)
+    t.add_argument("--no-resume", action="store_true", help="start afresh even if OUT/last.pt exists")
+    _common(t)
+    t.set_defaults(func=run_train)
+
+    r = verbs.add_parser("translate", help="write n-best lists / 1-best translations",
+                         description="Beam search over every input line (none dropped; an empty line is "
+                         "translated from </s> alone, an over-long line is cut to --max-src-len tokens, "
+                         "unknown words become <unk>; each case is warned about on stderr).")
+    r.add_argument("--model", required=True, help="run directory written by `rerank nmt train`")
+    r.add_argument("--checkpoint", default="best", choices=["best", "last"])
+    r.add_argument("--input", required=True, help="source text, one sentence per line (.gz ok)")
+    r.add_argument("--nbest-out", help="Moses n-best output (.gz compresses)")
+    r.add_argument("--output", help="1-best detokenised output")
+    r.add_argument("--beam", type=int, default=20)
+    r.add_argument("--nbest", type=int, help="n-best size (<= beam; default = beam)")
+    r.add_argument("--alpha", type=float, default=1.0,
+                   help="length normalisation exponent: score = logprob / length^alpha; 0 = no normalisation")
+    r.add_argument("--max-len-ratio", type=float, default=2.0, help="max target length = ratio * source length + 5")
+    r.add_argument("--max-src-len", type=int, default=200)
+    r.add_argument("--batch-size", type=int, default=32)
+    r.add_argument("--ref", help="reference file: print 1-best BLEU/TER and the n-best oracle BLEU")
+    r.add_argument("--scores-out", help="write the scores (with --ref) as JSON")
+    _common(r)
+    r.set_defaults(func=run_translate)
+
+
+def _common(p) -> None:
+    p.add_argument("--device", default="cpu", help="cpu or cuda (falls back to cpu with a message)")
+    p.add_argument("--threads", type=int, default=2, help="torch CPU threads")
+
+
+def _setup(args):
+    import torch
+
+    from nmt.translate import resolve_device
+    torch.set_num_threads(args.threads)
+    return resolve_device(args.device)
+
+
+def run_train(args) -> int:
+    from nmt.data import read_parallel, split_paths
+    from nmt.train import make_config, train
+    device = _setup(args)
+    paths = {}
+    for split in ("train", "val"):
+        src, tgt = getattr(args, f"{split}_src"), getattr(args, f"{split}_tgt")
+        if not (src and tgt):
+            if not args.data_dir:
+                raise InputError(f"give --data-dir or both --{split}-src and --{split}-tgt")
+            src, tgt = split_paths(args.data_dir, split, args.src_lang, args.tgt_lang)
+        paths[split] = (src, tgt)
+    try:
+        cfg = make_config(args.size, args.flavour, src_lang=args.src_lang, tgt_lang=args.tgt_lang,
+                          dropout=args.dropout, weight_decay=args.weight_decay, optimizer=args.optimizer,
+                          lr=args.lr, batch_size=args.batch_size, min_freq=args.min_freq,
+                          tie_embeddings=args.tie_embeddings, max_epochs=args.max_epochs,
+                          patience=args.patience, max_minutes=args.max_minutes, seed=args.seed)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    state = train(cfg, read_parallel(*paths["train"]), read_parallel(*paths["val"]), args.out,
+                  device=device, resume=not args.no_resume)
+    print(json.dumps({k: state.get(k) for k in ("epoch", "best_epoch", "best_bleu", "stopped")}))
+    return 0
+
+
+def run_translate(args) -> int:
+    from nmt.train import load_model
+    from nmt.translate import bleu_ter, oracle_bleu, translate, write_1best, write_nbest
+    from rerank.io import atomic_write, read_lines
+    device = _setup(args)
+    nbest = args.nbest or args.beam
+    if not 1 <= nbest <= args.beam:
+        raise InputError(f"--nbest {nbest} must be between 1 and --beam {args.beam}")
+    if not os.path.exists(os.path.join(args.model, f"{args.checkpoint}.pt")):
+        raise InputError(f"no {args.checkpoint}.pt in the model directory", args.model)
+    model, src_vocab, tgt_vocab, config = load_model(args.model, args.checkpoint, device)
+    lines = read_lines(args.input)
+    t0 = time.time()
+    results = translate(model, src_vocab, tgt_vocab, lines, config["train"]["src_lang"], config["train"]["tgt_lang"],
+                        beam=args.beam, nbest=nbest, batch_size=args.batch_size, alpha=args.alpha,
+                        max_len_ratio=args.max_len_ratio, max_src_len=args.max_src_len, device=device,
+                        path=args.input)
+    seconds = time.time() - t0
+    print(f"translated {len(lines)} sentences in {seconds:.1f}s ({len(lines) / max(seconds, 1e-9):.1f} sent/s)",
+          file=sys.stderr)
+    if args.nbest_out:
+        write_nbest(results, args.nbest_out)
+    if args.output:
+        write_1best(results, args.output)
+    if not (args.nbest_out or args.output or args.ref):
+        write_1best(results, "-")
+    if args.ref:
+        refs = read_lines(args.ref)
+        if len(refs) != len(lines):
+            raise InputError(f"{len(refs)} reference lines for {len(lines)} input lines", args.ref)
+        scores = bleu_ter([r[0][0] if r else "" for r in results], refs)
+        scores[f"oracle_bleu_{nbest}best"] = oracle_bleu([[e[0] for e in r] for r in results], refs)
+        scores.update(beam=args.beam, nbest=nbest, alpha=args.alpha, sentences=len(lines), seconds=seconds,
+                      model=os.path.abspath(args.model), checkpoint=args.checkpoint)
+        print(json.dumps(scores))
+        if args.scores_out:
+            with atomic_write(args.scores_out) as f:
+                json.dump(scores, f, indent=1)
+                f.write("\n")
+    return 0

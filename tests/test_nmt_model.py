@@ -1,0 +1,118 @@
+"""Attention NMT on a toy copy task: learning, beam search properties, greedy, save/load, resume."""
+
+import random
+
+import pytest
+import torch
+
+from nmt.beam import beam_search, greedy
+from nmt.data import pad
+from nmt.train import load_model, make_config, train
+from nmt.vocab import EOS_ID
+
+WORDS = [f"w{i}" for i in range(12)]
+
+
+def toy_pairs(n, seed):
+    rng = random.Random(seed)
+    lines = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(2, 6))) for _ in range(n)]
+    return lines, list(lines)
+
+
+def toy_config(**kw):
+    base = dict(min_freq=1, lr=0.01, batch_size=32, max_epochs=12, patience=100, log_every=10**6, seed=3)
+    base.update(kw)
+    return make_config("tiny", "weak", **base)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    torch.manual_seed(0)
+    out = str(tmp_path_factory.mktemp("copy"))
+    state = train(toy_config(), toy_pairs(800, 1), toy_pairs(60, 2), out)
+    model, src_vocab, tgt_vocab, _ = load_model(out, "best")
+    return out, state, model, src_vocab, tgt_vocab
+
+
+def encode(vocab, lines):
+    return pad([vocab.encode(line.split()) + [EOS_ID] for line in lines])
+
+
+def test_learns_to_copy(trained):
+    _, state, model, src_vocab, tgt_vocab = trained
+    lines, _ = toy_pairs(100, 99)
+    src, src_len = encode(src_vocab, lines)
+    out = [" ".join(tgt_vocab.decode(h.tokens)) for h in greedy(model, src, src_len)]
+    exact = sum(o == line for o, line in zip(out, lines)) / len(lines)
+    assert exact >= 0.8, (exact, out[:5], lines[:5])
+    assert state["best_bleu"] > 70
+
+
+def test_beam_unique_sorted_and_scores_match_teacher_forcing(trained):
+    _, _, model, src_vocab, _ = trained
+    lines, _ = toy_pairs(7, 5)
+    src, src_len = encode(src_vocab, lines)
+    for alpha in (1.0, 0.0):
+        found = beam_search(model, src, src_len, beam=6, nbest=4, alpha=alpha)
+        assert len(found) == len(lines)
+        for i, hyps in enumerate(found):
+            assert len(hyps) == 4
+            assert len({tuple(h.tokens) for h in hyps}) == 4
+            keys = [h.norm if alpha > 0 else h.logprob for h in hyps]
+            assert all(a >= b for a, b in zip(keys, keys[1:]))
+            for h in hyps:
+                assert h.norm == pytest.approx(h.logprob / (len(h.tokens) + 1) ** alpha if alpha else h.logprob)
+            tgt, _ = pad([h.tokens + [EOS_ID] for h in hyps])
+            rep = src[i: i + 1].expand(len(hyps), -1)
+            recomputed = model.score(rep, src_len[i: i + 1].expand(len(hyps)), tgt)
+            assert recomputed.tolist() == pytest.approx([h.logprob for h in hyps], abs=1e-4)
+
+
+def test_beam_one_equals_greedy(trained):
+    _, _, model, src_vocab, _ = trained
+    lines, _ = toy_pairs(20, 6)
+    src, src_len = encode(src_vocab, lines)
+    g = greedy(model, src, src_len)
+    b = beam_search(model, src, src_len, beam=1)
+    for hg, (hb,) in zip(g, b):
+        assert hg.tokens == hb.tokens
+        assert hg.logprob == pytest.approx(hb.logprob, abs=1e-5)
+
+
+def test_batch_composition_does_not_change_results(trained):
+    _, _, model, src_vocab, _ = trained
+    lines, _ = toy_pairs(9, 8)
+    src, src_len = encode(src_vocab, lines)
+    together = beam_search(model, src, src_len, beam=5)
+    alone = beam_search(model, *encode(src_vocab, lines[4:5]), beam=5)[0]
+    assert [h.tokens for h in together[4]] == [h.tokens for h in alone]
+
+
+def test_nbest_larger_than_beam_is_refused(trained):
+    _, _, model, src_vocab, _ = trained
+    with pytest.raises(ValueError):
+        beam_search(model, *encode(src_vocab, ["w1 w2"]), beam=2, nbest=3)
+
+
+def test_save_load_round_trip(trained, tmp_path):
+    out, _, model, src_vocab, _ = trained
+    again, v2, _, cfg = load_model(out, "best")
+    assert v2.itos == src_vocab.itos and cfg["train"]["flavour"] == "weak"
+    src, src_len = encode(src_vocab, ["w3 w1 w4", "w5"])
+    tgt = torch.tensor([[5, 6, EOS_ID], [7, EOS_ID, 0]])
+    assert torch.equal(model.score(src, src_len, tgt), again.score(src, src_len, tgt))
+
+
+def test_resume_matches_uninterrupted_run(tmp_path):
+    data, val = toy_pairs(200, 11), toy_pairs(20, 12)
+    straight = tmp_path / "straight"
+    resumed = tmp_path / "resumed"
+    train(toy_config(max_epochs=2, dropout=0.3), data, val, str(straight))
+    first = train(toy_config(max_epochs=1, dropout=0.3), data, val, str(resumed))
+    assert first["epoch"] == 1
+    second = train(toy_config(max_epochs=2, dropout=0.3), data, val, str(resumed))
+    assert second["epoch"] == 2 and len(second["history"]) == 2
+    a = torch.load(straight / "last.pt", weights_only=True)["model"]
+    b = torch.load(resumed / "last.pt", weights_only=True)["model"]
+    for name in a:
+        assert torch.allclose(a[name], b[name], atol=1e-6), name
