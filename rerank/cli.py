@@ -21,6 +21,7 @@ COMMAND_MODULES = [
     "add_feature",
     "apply",
     "oracle",
+    "nmt",
 ]
 
 
