@@ -22,6 +22,7 @@ COMMAND_MODULES = [
     "apply",
     "oracle",
     "nmt",
+    "eval",
 ]
 
 

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 from sacrebleu.metrics import BLEU, CHRF, TER
 
+from rerank.bleu import corpus_bleu_batch
 from rerank.metrics.base import Metric
 
 # sacrebleu warns about tokenised periods on every call; the eval command reports tokenisation itself.
@@ -24,7 +25,7 @@ def _streams(refs: Sequence[Sequence[str]]) -> list[list[str]]:
 
 
 class BLEUMetric(Metric):
-    """Corpus BLEU as sacrebleu computes it (exp smoothing by default).
+    """Corpus BLEU as sacrebleu computes it (exp smoothing, the CLI default).
 
     Statistics per sentence: [sys_len, ref_len, correct_1..4, total_1..4] (sacrebleu's layout).
     """
@@ -32,38 +33,16 @@ class BLEUMetric(Metric):
     name = "bleu"
     higher_is_better = True
 
-    def __init__(self, tokenize: str | None = None, lowercase: bool = False, smooth_method: str = "exp"):
-        if smooth_method not in ("exp", "none"):
-            raise ValueError(f"unsupported BLEU smoothing {smooth_method!r} (exp or none)")
-        self._bleu = BLEU(tokenize=tokenize, lowercase=lowercase, smooth_method=smooth_method, force=True)
-        self.smooth_method = smooth_method
+    def __init__(self, tokenize: str | None = None, lowercase: bool = False):
+        self._bleu = BLEU(tokenize=tokenize, lowercase=lowercase, smooth_method="exp", force=True)
 
     def sentence_stats(self, hyps, refs):
         stats = self._bleu._extract_corpus_statistics(list(hyps), _streams(refs))
         return np.asarray(stats, dtype=np.float64).reshape(len(hyps), 10)
 
     def score_from_stats(self, stats):
-        stats = np.asarray(stats, dtype=np.float64)
-        sys_len, ref_len = stats[..., 0], stats[..., 1]
-        correct, total = stats[..., 2:6], stats[..., 6:10]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            bp = np.where(sys_len < ref_len,
-                          np.where(sys_len > 0, np.exp(1.0 - ref_len / np.where(sys_len > 0, sys_len, 1.0)), 0.0),
-                          1.0)
-            # sacrebleu stops at the first order with no n-grams; later precisions stay 0
-            valid = np.cumprod(total > 0, axis=-1).astype(bool)
-            safe_total = np.where(total > 0, total, 1.0)
-            if self.smooth_method == "exp":
-                zero = (correct == 0) & valid
-                smooth = np.power(2.0, np.cumsum(zero, axis=-1))
-                prec = np.where(correct > 0, 100.0 * correct / safe_total, 100.0 / (smooth * safe_total))
-            else:
-                prec = np.where(correct > 0, 100.0 * correct / safe_total, 0.0)
-            prec = np.where(valid, prec, 0.0)
-            logp = np.where(prec > 0, np.log(np.where(prec > 0, prec, 1.0)), -9999999999.0)
-            score = bp * np.exp(logp.mean(axis=-1))
-        score = np.where(np.any(correct > 0, axis=-1), score, 0.0)
-        return score if score.ndim else float(score)
+        score = corpus_bleu_batch(stats)  # the project's vectorised sacrebleu formula (rerank.bleu)
+        return score if np.ndim(score) else float(score)
 
     def signature(self):
         return "BLEU|" + str(self._bleu.get_signature())
@@ -156,4 +135,4 @@ class LengthMetric(Metric):
         return score if score.ndim else float(score)
 
     def signature(self):
-        return "Length|" + self._bleu.signature().split("|", 2)[2]
+        return "Length|" + "|".join(f for f in self._bleu.signature().split("|")[2:] if not f.startswith(("eff", "smooth")))

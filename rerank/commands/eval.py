@@ -1,0 +1,213 @@
+"""`rerank eval`: BLEU/METEOR/TER/chrF with MultEval-style significance tables."""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import re
+import sys
+
+from rerank.errors import InputError
+from rerank.io import atomic_write, read_lines
+from rerank.metrics import METRIC_NAMES
+
+FORMATS = ("table", "markdown", "latex", "csv", "json")
+LANGUAGES = ("en", "de", "fr", "es", "cs")
+
+EPILOG = """\
+systems: each SYSTEM is [NAME=]PATH. PATH is one hypothesis file (one run), or a glob in quotes
+('sys.run*'), or a prefix whose optimizer runs are PATH.run1, PATH.run2, ... (any PATH.run* files).
+Every system needs as many runs as the baseline.
+
+columns per metric: mean score over runs, then s_sel/s_opt/p: s_sel = bootstrap std dev of the
+test-set score (mean over runs), s_opt = std dev over runs, p = approximate randomisation against
+the baseline (stratified over runs when R > 1). \u2020 = significantly better than the baseline,
+\u2021 = significantly better than --second-baseline (p < --alpha). TER is lower-is-better; its
+marks and deltas follow that direction.
+
+examples:
+  rerank eval -r test.de -b base.de rerank.de --metrics bleu,meteor,ter --lang de \\
+      --meteor-modules exact,stem --format markdown
+  rerank eval -r test.en -b 'base.run*' mlmme='mlmme.run*' vse='vse.run*' --second-baseline vse --plot d.png
+  rerank eval -r test.de -b base.de --nbest test.nbest --weights tuned.weights --format latex
+"""
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser(
+        "eval", help="score systems with BLEU/METEOR/TER/chrF and significance tests",
+        description="Score a baseline and systems against references (BLEU, chrF, TER through sacrebleu; "
+        "METEOR 1.5 natively or through the Meteor jar) and report MultEval-style tables with approximate "
+        "randomisation p-values, optimizer-instability estimates and paired-bootstrap intervals.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("-r", "--ref", action="append", required=True, metavar="REF", help="reference file (repeat for several)")
+    p.add_argument("-b", "--baseline", required=True, metavar="[NAME=]PATH", help="baseline hypotheses (file, glob or run prefix)")
+    p.add_argument("systems", nargs="*", metavar="SYSTEM", help="[NAME=]PATH of each system to compare")
+    p.add_argument("--nbest", action="append", default=[], metavar="[NAME=]F",
+                   help="a system from an n-best list: 1-best under --weights (repeatable, pairs with --weights)")
+    p.add_argument("--weights", action="append", default=[], metavar="W", help="weights file for the matching --nbest")
+    p.add_argument("--nbest-format", help="n-best format (default: detected)")
+    p.add_argument("--metrics", default="bleu,meteor,ter", help=f"comma-separated: {', '.join(METRIC_NAMES)} (default: bleu,meteor,ter)")
+    p.add_argument("--lang", default="en", help="target language (METEOR: en, de, fr, es, cs; default en)")
+    p.add_argument("--tokenize", default=None, help="BLEU tokeniser as sacrebleu -tok (13a default; 'none' for pre-tokenised text)")
+    p.add_argument("--lowercase", action="store_true", help="case-insensitive BLEU and chrF (as sacrebleu -lc)")
+    p.add_argument("--ter-case-sensitive", action="store_true", help="case-sensitive TER (sacrebleu's default is insensitive)")
+    g = p.add_argument_group("METEOR")
+    g.add_argument("--meteor-backend", choices=["native", "jar"], default="native", help="native scorer or the Meteor 1.5 jar (Java)")
+    g.add_argument("--meteor-modules", help="e.g. exact,stem (default: the language's modules)")
+    g.add_argument("--meteor-resources", help="Meteor 1.5 jar or directory with function/, synonym/, paraphrase-XX.gz "
+                   "(default: the jar shipped with pycocoevalcap)")
+    g.add_argument("--meteor-jar", help="meteor-1.5.jar for --meteor-backend jar (default: pycocoevalcap's)")
+    g.add_argument("--meteor-no-norm", action="store_true", help="do not apply Meteor's -norm tokenisation/lowercasing")
+    s = p.add_argument_group("significance")
+    s.add_argument("--ar", type=int, default=10000, metavar="N", help="approximate randomisation trials (default 10000)")
+    s.add_argument("--bootstrap", type=int, default=1000, metavar="N", help="bootstrap resamples for s_sel and CIs (default 1000)")
+    s.add_argument("--seed", type=int, default=12345, help="random seed (default 12345)")
+    s.add_argument("--alpha", type=float, default=0.05, help="significance level for the marks (default 0.05)")
+    s.add_argument("--second-baseline", metavar="NAME", help="a system name: also test every other system against it (\u2021)")
+    s.add_argument("--holm", action="store_true", help="Holm-Bonferroni correction across systems x metrics")
+    s.add_argument("--multeval-compat", action="store_true",
+                   help="MultEval's rules: count only strictly greater differences, MultEval's run shuffle for R > 1")
+    o = p.add_argument_group("output")
+    o.add_argument("--format", choices=FORMATS, default="table", help="output format (default: table)")
+    o.add_argument("-o", "--output", default="-", help="output file (default: stdout); a .config.json is written beside it")
+    o.add_argument("--plot", metavar="PNG", help="plot of each system's delta from the baseline with bootstrap 95%% CI")
+    o.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=run)
+
+
+def _split_name(spec: str) -> tuple[str | None, str]:
+    if "=" in spec and not os.path.exists(spec):
+        name, path = spec.split("=", 1)
+        if name and "/" not in name:
+            return name, path
+    return None, spec
+
+
+def _natural(path: str):
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", path)]
+
+
+def resolve_runs(spec: str) -> tuple[str, list[str]]:
+    """(name, run files) of a [NAME=]PATH system argument."""
+    name, path = _split_name(spec)
+    if os.path.isfile(path) or path == "-":
+        files = [path]
+    elif any(ch in path for ch in "*?["):
+        files = sorted(glob.glob(path), key=_natural)
+    else:
+        files = sorted(glob.glob(glob.escape(path) + ".run*"), key=_natural)
+    if not files:
+        raise InputError("no such file, glob match or PATH.run* files", path)
+    if name is None:
+        base = os.path.basename(path.replace("*", ""))
+        name = re.sub(r"\.run\d*$", "", base).rstrip(".") or base
+    return name, files
+
+
+def _read_run(path: str, n: int | None) -> list[str]:
+    lines = read_lines(path)
+    if not lines:
+        raise InputError("empty file", path)
+    if n is not None and len(lines) != n:
+        raise InputError(f"has {len(lines)} lines but the references have {n}", path)
+    return lines
+
+
+def run(args) -> int:
+    metrics = [m.strip().lower() for m in args.metrics.split(",") if m.strip()]
+    unknown = [m for m in metrics if m not in METRIC_NAMES]
+    if unknown or not metrics:
+        raise InputError(f"unknown metric(s) {', '.join(unknown) or '(none)'} (known: {', '.join(METRIC_NAMES)})")
+    if args.lang.lower() not in LANGUAGES:
+        raise InputError(f"unknown language {args.lang!r} (known: {', '.join(LANGUAGES)})")
+    if len(args.nbest) != len(args.weights):
+        raise InputError("give one --weights file per --nbest file")
+    if args.ar < 1 or args.bootstrap < 0:
+        raise InputError("--ar must be >= 1 and --bootstrap >= 0")
+
+    refs = []
+    for path in args.ref:
+        lines = read_lines(path)
+        if not lines:
+            raise InputError("empty file", path)
+        if refs and len(lines) != len(refs[0]):
+            raise InputError(f"has {len(lines)} lines but {args.ref[0]} has {len(refs[0])}", path)
+        refs.append(lines)
+    n = len(refs[0])
+
+    meteor_options = None
+    if "meteor" in metrics:
+        meteor_options = _meteor_options(args)
+
+    bname, bfiles = resolve_runs(args.baseline)
+    baseline = [_read_run(f, n) for f in bfiles]
+    systems: dict[str, list[list[str]]] = {}
+    sources = {bname: bfiles}
+    for spec in args.systems:
+        name, files = resolve_runs(spec)
+        if name in systems or name == bname:
+            raise InputError(f"two systems are named {name!r}; name them NAME=PATH", spec)
+        if len(files) != len(bfiles):
+            raise InputError(f"system {name!r} has {len(files)} run(s) but the baseline has {len(bfiles)} "
+                             f"(a run is missing?)", spec)
+        systems[name] = [_read_run(f, n) for f in files]
+        sources[name] = files
+    for spec, wpath in zip(args.nbest, args.weights):
+        name, path = _split_name(spec)
+        name = name or os.path.basename(path)
+        hyps = _nbest_hypotheses(path, wpath, args.nbest_format)
+        if len(hyps) != n:
+            raise InputError(f"n-best list has {len(hyps)} sentences but the references have {n}", path)
+        if len(bfiles) != 1:
+            raise InputError(f"an n-best system has 1 run but the baseline has {len(bfiles)}", path)
+        if name in systems or name == bname:
+            raise InputError(f"two systems are named {name!r}; name it NAME=F", path)
+        systems[name] = [hyps]
+        sources[name] = [path, wpath]
+    if args.second_baseline and args.second_baseline not in systems:
+        raise InputError(f"--second-baseline {args.second_baseline!r} is not a system name "
+                         f"(systems: {', '.join(systems) or 'none'})")
+
+    from rerank.report import evaluate_systems, plot_deltas
+
+    try:
+        table = evaluate_systems(
+            [refs[j] for j in range(len(refs))], baseline, systems, metrics=metrics, lang=args.lang.lower(),
+            second_baseline=args.second_baseline, ar_trials=args.ar, bootstrap=args.bootstrap, seed=args.seed,
+            multeval_compat=args.multeval_compat, holm=args.holm, alpha=args.alpha, baseline_name=bname,
+            tokenize=args.tokenize, lowercase=args.lowercase, ter_case_sensitive=args.ter_case_sensitive,
+            meteor_options=meteor_options, progress=not args.quiet)
+    except (ValueError, OSError) as exc:
+        raise InputError(str(exc)) from None
+    table.config["sources"] = sources
+    table.config["references"] = args.ref
+    with atomic_write(args.output) as fh:
+        fh.write(table.render(args.format))
+    if args.output != "-":
+        with atomic_write(os.path.splitext(args.output)[0] + ".config.json") as fh:
+            json.dump({"command": sys.argv, **table.config, "signatures": table.signatures}, fh, indent=2)
+    if args.plot:
+        plot_deltas(table, args.plot)
+    return 0
+
+
+def _meteor_options(args) -> dict:
+    opts = {"backend": args.meteor_backend, "normalize": not args.meteor_no_norm}
+    if args.meteor_modules:
+        opts["modules"] = [m.strip() for m in args.meteor_modules.split(",") if m.strip()]
+    if args.meteor_resources:
+        opts["resources"] = args.meteor_resources
+    if args.meteor_jar:
+        opts["jar"] = args.meteor_jar
+    return opts
+
+
+def _nbest_hypotheses(path: str, weights_path: str, fmt: str | None) -> list[str]:
+    from rerank.formats import read_nbest
+    from rerank.weights import best_hypotheses, read_weights
+
+    nbest = read_nbest(path, fmt=fmt)
+    return best_hypotheses(nbest, read_weights(weights_path))

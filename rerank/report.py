@@ -1,0 +1,301 @@
+"""Score several systems against a baseline (and optionally a second reference system) and render
+the result as a MultEval-style table (text, Markdown, LaTeX, CSV, JSON) or a delta plot.
+
+Python entry point: `evaluate_systems(...)` -> `ResultTable`. Each system is a list of runs (one
+list of hypothesis strings per optimizer run). Statistics are computed once per run; every test
+and estimate then works on the statistics only (rerank.significance).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from rerank.metrics import Metric, make_metric
+from rerank.significance import (approximate_randomization, bootstrap_weights, holm_bonferroni,
+                                 paired_bootstrap, run_statistics)
+
+DISPLAY = {"bleu": "BLEU", "meteor": "METEOR", "ter": "TER", "chrf": "chrF", "chrf++": "chrF++",
+           "length": "Length"}
+MARK_BASE, MARK_SECOND = "\u2020", "\u2021"  # dagger, double dagger
+
+
+@dataclass
+class Cell:
+    """One system x one metric."""
+
+    score: float  # mean over runs
+    s_sel: float
+    s_opt: float
+    runs: list
+    p: float | None = None  # AR p-value against the baseline (Holm-adjusted when requested)
+    p_raw: float | None = None
+    p2: float | None = None  # against the second reference system
+    p2_raw: float | None = None
+    delta: float | None = None  # improvement over the baseline (sign flipped for lower-is-better)
+    delta_low: float | None = None  # bootstrap 95% interval of the improvement
+    delta_high: float | None = None
+    bs_p: float | None = None  # paired bootstrap p-value (sacrebleu --paired-bs rule)
+    bs_mean: float | None = None
+    bs_ci: float | None = None
+    marks: str = ""
+
+
+@dataclass
+class ResultTable:
+    systems: list  # names, baseline first
+    metrics: list  # metric names
+    cells: dict  # (system, metric) -> Cell
+    baseline: str
+    second_baseline: str | None
+    signatures: dict
+    higher_is_better: dict
+    config: dict = field(default_factory=dict)
+
+    # ---- rendering -------------------------------------------------------------------------
+    def _rows(self, marks_unicode=True):
+        header = ["System"]
+        for m in self.metrics:
+            arrow = "" if m == "length" else " \u2191" if self.higher_is_better[m] else " \u2193"
+            header += [f"{DISPLAY.get(m, m)}{arrow}", "s_sel/s_opt/p"]
+        rows = []
+        for name in self.systems:
+            row = [name]
+            for m in self.metrics:
+                c = self.cells[(name, m)]
+                row.append(f"{c.score:.2f}" + (f" {c.marks}" if c.marks else ""))
+                p = "-" if c.p is None else _fmt_p(c.p)
+                row.append(f"{c.s_sel:.2f}/{c.s_opt:.2f}/{p}")
+            rows.append(row)
+        return header, rows
+
+    def _legend(self):
+        lines = [f"{MARK_BASE}: significantly better than {self.baseline} (p < {self.config.get('alpha', 0.05)})"]
+        if self.second_baseline:
+            lines.append(f"{MARK_SECOND}: significantly better than {self.second_baseline}")
+        lines.append(f"p: approximate randomisation against {self.baseline}, {self.config.get('ar_trials')} trials"
+                     + (", Holm-Bonferroni adjusted" if self.config.get("holm") else "")
+                     + (", MultEval-compatible counting" if self.config.get("multeval_compat") else ""))
+        for m in self.metrics:
+            lines.append(f"{DISPLAY.get(m, m)}: {self.signatures[m]}")
+        return lines
+
+    def to_text(self) -> str:
+        header, rows = self._rows()
+        widths = [max(len(r[i]) for r in [header] + rows) for i in range(len(header))]
+        fmt = lambda r: "  ".join(s.ljust(w) for s, w in zip(r, widths)).rstrip()
+        out = [fmt(header), "  ".join("-" * w for w in widths)] + [fmt(r) for r in rows]
+        return "\n".join(out + [""] + self._legend()) + "\n"
+
+    def to_markdown(self) -> str:
+        header, rows = self._rows()
+        out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+        out += ["| " + " | ".join(r) + " |" for r in rows]
+        return "\n".join(out + [""] + [f"- {line}" for line in self._legend()]) + "\n"
+
+    def to_latex(self) -> str:
+        cols = "l" + "rr" * len(self.metrics)
+        head = ["System"] + [f"{DISPLAY.get(m, m)} $\\{'uparrow' if self.higher_is_better[m] else 'downarrow'}$ & "
+                             "$s_{sel}$/$s_{opt}$/$p$" for m in self.metrics]
+        out = [f"\\begin{{tabular}}{{{cols}}}", "\\toprule", " & ".join(head) + " \\\\", "\\midrule"]
+        for name in self.systems:
+            parts = [_tex(name)]
+            for m in self.metrics:
+                c = self.cells[(name, m)]
+                marks = c.marks.replace(MARK_BASE, "$^\\dagger$").replace(MARK_SECOND, "$^\\ddagger$")
+                p = "--" if c.p is None else _fmt_p(c.p)
+                parts.append(f"{c.score:.2f}{marks} & {c.s_sel:.2f}/{c.s_opt:.2f}/{p}")
+            out.append(" & ".join(parts) + " \\\\")
+        out += ["\\bottomrule", "\\end{tabular}"]
+        out += ["% " + line for line in self._legend()]
+        return "\n".join(out) + "\n"
+
+    def records(self) -> list[dict]:
+        recs = []
+        for name in self.systems:
+            for m in self.metrics:
+                d = asdict(self.cells[(name, m)])
+                d.update(system=name, metric=m)
+                recs.append(d)
+        return recs
+
+    def to_csv(self) -> str:
+        buf = io.StringIO()
+        keys = ["system", "metric", "score", "s_sel", "s_opt", "p", "p_raw", "p2", "p2_raw", "marks", "delta",
+                "delta_low", "delta_high", "bs_p", "bs_mean", "bs_ci", "runs"]
+        writer = csv.DictWriter(buf, fieldnames=keys, lineterminator="\n")
+        writer.writeheader()
+        for r in self.records():
+            r = dict(r)
+            r["runs"] = " ".join(f"{x:.4f}" for x in r["runs"])
+            writer.writerow({k: r[k] for k in keys})
+        return buf.getvalue()
+
+    def to_json(self) -> str:
+        return json.dumps({"baseline": self.baseline, "second_baseline": self.second_baseline,
+                           "systems": self.systems, "metrics": self.metrics, "signatures": self.signatures,
+                           "config": self.config, "results": self.records()}, indent=2, ensure_ascii=False) + "\n"
+
+    def render(self, fmt: str) -> str:
+        return {"table": self.to_text, "markdown": self.to_markdown, "latex": self.to_latex,
+                "csv": self.to_csv, "json": self.to_json}[fmt]()
+
+
+def _fmt_p(p: float) -> str:
+    return f"{p:.2f}" if p >= 0.01 else f"{p:.4f}" if p >= 0.0001 else f"{p:.1e}"
+
+
+def _tex(s: str) -> str:
+    return s.replace("\\", "\\textbackslash{}").replace("_", "\\_").replace("&", "\\&").replace("%", "\\%")
+
+
+def _check(name, runs, n):
+    if not runs:
+        raise ValueError(f"system {name!r} has no runs")
+    for i, hyps in enumerate(runs):
+        if len(hyps) != n:
+            raise ValueError(f"system {name!r} run {i + 1} has {len(hyps)} lines, the references have {n}")
+
+
+def evaluate_systems(refs: Sequence[Sequence[str]], baseline_runs: Sequence[Sequence[str]],
+                     systems: dict, metrics: Sequence[str | Metric] = ("bleu", "meteor", "ter"),
+                     lang: str = "en", second_baseline: str | None = None, ar_trials: int = 10000,
+                     bootstrap: int = 1000, seed: int = 12345, multeval_compat: bool = False,
+                     holm: bool = False, alpha: float = 0.05, baseline_name: str = "baseline",
+                     tokenize: str | None = None, lowercase: bool = False, ter_case_sensitive: bool = False,
+                     meteor_options: dict | None = None, progress: bool = False) -> ResultTable:
+    """Score `systems` ({name: [run hypotheses, ...]}) and the baseline against `refs`.
+
+    `refs` is a list of reference streams (refs[j][i]: reference j of sentence i). Every system
+    must have as many runs as the baseline. `second_baseline` names one of `systems`; it is tested
+    against every other system for the double-dagger mark.
+    """
+    refs = [list(r) for r in refs]
+    n = len(refs[0])
+    if n == 0:
+        raise ValueError("the references are empty")
+    for j, r in enumerate(refs):
+        if len(r) != n:
+            raise ValueError(f"reference {j + 1} has {len(r)} lines, reference 1 has {n}")
+    all_systems = {baseline_name: [list(h) for h in baseline_runs]}
+    for name, runs in systems.items():
+        if name in all_systems:
+            raise ValueError(f"duplicate system name {name!r}")
+        all_systems[name] = [list(h) for h in runs]
+    n_runs = len(all_systems[baseline_name])
+    for name, runs in all_systems.items():
+        _check(name, runs, n)
+        if len(runs) != n_runs:
+            raise ValueError(f"system {name!r} has {len(runs)} runs, the baseline has {n_runs}")
+    if second_baseline is not None and second_baseline not in systems:
+        raise ValueError(f"second baseline {second_baseline!r} is not one of the systems")
+
+    metric_objs = [m if isinstance(m, Metric) else make_metric(m, lang=lang, tokenize=tokenize, lowercase=lowercase,
+                                                               ter_case_sensitive=ter_case_sensitive,
+                                                               meteor_options=meteor_options) for m in metrics]
+    names = [m.name for m in metric_objs]
+    stats = {}
+    iterator = [(s, mi) for s in all_systems for mi in range(len(metric_objs))]
+    if progress:
+        from tqdm import tqdm
+
+        iterator = tqdm(iterator, desc="statistics", unit="system-metric", file=__import__("sys").stderr)
+    for sname, mi in iterator:
+        metric = metric_objs[mi]
+        stats[(sname, names[mi])] = np.stack([metric.sentence_stats(h, refs) for h in all_systems[sname]])
+
+    weights = bootstrap_weights(np.random.default_rng(seed), max(bootstrap, 2), n)
+    cells = {}
+    for sname in all_systems:
+        for metric, m in zip(metric_objs, names):
+            rs = run_statistics(metric, stats[(sname, m)], weights)
+            cells[(sname, m)] = Cell(score=rs.mean, s_sel=rs.s_sel, s_opt=rs.s_opt, runs=rs.run_scores)
+
+    tested = [m for m in names if m != "length"]
+    tested_objs = [mo for mo in metric_objs if mo.name != "length"]
+    for comp, attr in ((baseline_name, "p"), (second_baseline, "p2")):
+        if comp is None:
+            continue
+        for sname in all_systems:
+            if sname == comp or (attr == "p2" and sname == baseline_name):
+                continue
+            results = approximate_randomization(tested_objs, [stats[(comp, m)] for m in tested],
+                                                [stats[(sname, m)] for m in tested], trials=ar_trials, seed=seed,
+                                                multeval_compat=multeval_compat)
+            for m, r in zip(tested, results):
+                setattr(cells[(sname, m)], attr, r.p_value)
+                setattr(cells[(sname, m)], attr + "_raw", r.p_value)
+        if holm:
+            keys = [(s, m) for s in all_systems for m in tested if getattr(cells[(s, m)], attr) is not None]
+            adjusted = holm_bonferroni([getattr(cells[k], attr) for k in keys])
+            for k, p in zip(keys, adjusted):
+                setattr(cells[k], attr, p)
+
+    hib = {m: mo.higher_is_better for m, mo in zip(names, metric_objs)}
+    for sname in all_systems:
+        for metric, m in zip(metric_objs, names):
+            c = cells[(sname, m)]
+            if sname != baseline_name and bootstrap > 0:
+                bs = paired_bootstrap(metric, stats[(baseline_name, m)], stats[(sname, m)], weights)
+                sign = 1.0 if hib[m] else -1.0
+                lo, hi = sorted((sign * bs.delta_low, sign * bs.delta_high))
+                c.delta = sign * (c.score - cells[(baseline_name, m)].score)
+                c.delta_low, c.delta_high = lo, hi
+                c.bs_p, c.bs_mean, c.bs_ci = bs.p_value, bs.mean, bs.ci
+            if m == "length":
+                continue
+            marks = ""
+            for comp, p in ((baseline_name, c.p), (second_baseline, c.p2)):
+                if comp is None or p is None or p >= alpha:
+                    continue
+                better = cells[(sname, m)].score > cells[(comp, m)].score if hib[m] else \
+                    cells[(sname, m)].score < cells[(comp, m)].score
+                if better:
+                    marks += MARK_BASE if comp == baseline_name else MARK_SECOND
+            c.marks = marks
+
+    config = {"ar_trials": ar_trials, "bootstrap": bootstrap, "seed": seed, "multeval_compat": multeval_compat,
+              "holm": holm, "alpha": alpha, "lang": lang, "runs": n_runs, "sentences": n, "references": len(refs)}
+    return ResultTable(systems=list(all_systems), metrics=names, cells=cells, baseline=baseline_name,
+                       second_baseline=second_baseline, signatures={m: mo.signature() for m, mo in zip(names, metric_objs)},
+                       higher_is_better=hib, config=config)
+
+
+def plot_deltas(table: ResultTable, path: str) -> None:
+    """PNG: each system's improvement over the baseline with its bootstrap 95% interval, one panel per metric."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from rerank.io import atomic_write
+
+    metrics = [m for m in table.metrics if m != "length"]
+    systems = [s for s in table.systems if s != table.baseline]
+    fig, axes = plt.subplots(1, len(metrics), figsize=(3.2 * len(metrics) + 1, 0.45 * len(systems) + 1.6),
+                             squeeze=False, sharey=True)
+    for ax, m in zip(axes[0], metrics):
+        ys = np.arange(len(systems))
+        d = [table.cells[(s, m)].delta for s in systems]
+        lo = [table.cells[(s, m)].delta_low for s in systems]
+        hi = [table.cells[(s, m)].delta_high for s in systems]
+        if any(v is None for v in d + lo + hi):
+            continue
+        err = np.array([[max(0.0, a - b) for a, b in zip(d, lo)], [max(0.0, b - a) for a, b in zip(d, hi)]])
+        ax.errorbar(d, ys, xerr=err, fmt="o", capsize=3)
+        ax.axvline(0.0, color="grey", lw=0.8, ls="--")
+        arrow = "" if table.higher_is_better[m] else " (lower is better)"
+        ax.set_title(f"{DISPLAY.get(m, m)}{arrow}", fontsize=10)
+        ax.set_xlabel(f"improvement over {table.baseline}", fontsize=8)
+        ax.set_yticks(ys)
+        ax.set_yticklabels(systems)
+    fig.tight_layout()
+    with atomic_write(path, "wb") as fh:
+        fig.savefig(fh, format="png", dpi=120)
+    plt.close(fig)
+

@@ -1,0 +1,107 @@
+"""`rerank eval` end to end on a Multi30k slice: table contents, formats, plot, bad input."""
+
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+from sacrebleu.metrics import BLEU, TER
+
+from rerank.cli import main
+from rerank.report import evaluate_systems
+
+DATA = os.path.join(os.path.dirname(__file__), "data", "eval")
+
+
+def p(name):
+    return os.path.join(DATA, name)
+
+
+def lines(name):
+    with open(p(name), encoding="utf-8") as fh:
+        return fh.read().splitlines()
+
+
+def run_cli(capsys, *argv):
+    code = main(["eval", *argv, "--quiet"])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_json_numbers_match_sacrebleu_and_marks(capsys):
+    code, out, _ = run_cli(capsys, "-r", p("ref.de"), "-b", p("base.de"), "good=" + p("good.de"),
+                           "--metrics", "bleu,ter,chrf,length", "--lang", "de", "--ar", "500", "--bootstrap", "200",
+                           "--format", "json")
+    assert code == 0
+    res = json.loads(out)
+    assert res["systems"] == ["base.de", "good"] and res["config"]["runs"] == 3
+    cell = {(r["system"], r["metric"]): r for r in res["results"]}
+    ref = lines("ref.de")
+    for name, stem in (("base.de", "base.de"), ("good", "good.de")):
+        runs = [lines(f"{stem}.run{k}") for k in (1, 2, 3)]
+        bleu = [BLEU().corpus_score(h, [ref]).score for h in runs]
+        ter = [TER().corpus_score(h, [ref]).score for h in runs]
+        assert cell[(name, "bleu")]["score"] == pytest.approx(np.mean(bleu))
+        assert cell[(name, "bleu")]["s_opt"] == pytest.approx(np.std(bleu, ddof=1))
+        assert cell[(name, "ter")]["score"] == pytest.approx(np.mean(ter))
+    assert cell[("good", "bleu")]["marks"] == "\u2020" and cell[("good", "ter")]["marks"] == "\u2020"
+    assert cell[("good", "bleu")]["p"] < 0.01
+    assert cell[("good", "ter")]["delta"] > 0  # TER improvement is positive although TER went down
+    assert cell[("base.de", "bleu")]["p"] is None
+    assert "BLEU|nrefs:1" in res["signatures"]["bleu"]
+
+
+def test_table_markdown_latex_csv_and_plot(capsys, tmp_path):
+    common = ["-r", p("ref.en"), "-b", "base=" + p("cap1.en"), "c2=" + p("cap2.en"), "good=" + p("good.en.run1"),
+              "--metrics", "bleu,ter", "--ar", "300", "--bootstrap", "100", "--second-baseline", "c2"]
+    code, out, _ = run_cli(capsys, *common)
+    assert code == 0 and "\u2020\u2021" in out and "BLEU \u2191" in out and "TER \u2193" in out
+    code, out, _ = run_cli(capsys, *common, "--format", "markdown", "--holm")
+    assert out.startswith("| System |") and "Holm" in out
+    code, out, _ = run_cli(capsys, *common, "--format", "latex")
+    assert "\\begin{tabular}" in out and "$^\\dagger$" in out
+    png = tmp_path / "d.png"
+    csv_path = tmp_path / "t.csv"
+    code, out, _ = run_cli(capsys, *common, "--format", "csv", "-o", str(csv_path), "--plot", str(png))
+    assert code == 0 and png.read_bytes()[:4] == b"\x89PNG"
+    rows = csv_path.read_text().splitlines()
+    assert rows[0].startswith("system,metric,score") and len(rows) == 1 + 3 * 2
+    assert json.loads((tmp_path / "t.config.json").read_text())["ar_trials"] == 300
+
+
+def test_python_entry_point_second_baseline_and_multeval_rule():
+    ref = lines("ref.de")
+    base = [lines("cap1.de")]
+    table = evaluate_systems([ref], base, {"same": [lines("cap1.de")], "good": [lines("good.de.run1")]},
+                             metrics=["bleu"], ar_trials=200, bootstrap=50, second_baseline="same")
+    assert table.cells[("same", "bleu")].p == 1.0
+    assert table.cells[("good", "bleu")].p2 < 0.01 and table.cells[("good", "bleu")].marks == "\u2020\u2021"
+    compat = evaluate_systems([ref], base, {"same": [lines("cap1.de")]}, metrics=["bleu"], ar_trials=200,
+                              bootstrap=50, multeval_compat=True)
+    assert compat.cells[("same", "bleu")].p == pytest.approx(1 / 201)
+
+
+@pytest.mark.parametrize("make_args,message", [
+    (lambda t: ["-r", p("ref.de"), "-b", p("cap1.de"), t["short"]], "lines but the references have 40"),
+    (lambda t: ["-r", p("ref.de"), "-b", p("cap1.de"), t["empty"]], "empty file"),
+    (lambda t: ["-r", t["empty"], "-b", p("cap1.de")], "empty file"),
+    (lambda t: ["-r", p("ref.de"), "-r", t["short"], "-b", p("cap1.de")], "lines but"),
+    (lambda t: ["-r", p("ref.de"), "-b", p("base.de"), t["tworuns"]], "run(s) but the baseline has 3"),
+    (lambda t: ["-r", p("ref.de"), "-b", p("cap1.de"), "--metrics", "bleu,rouge"], "unknown metric"),
+    (lambda t: ["-r", p("ref.de"), "-b", p("cap1.de"), "--lang", "xx"], "unknown language"),
+    (lambda t: ["-r", p("ref.de"), "-b", p("cap1.de"), p("nonexistent.de")], "no such file"),
+    (lambda t: ["-r", p("ref.de"), "-b", p("cap1.de"), "--second-baseline", "zzz"], "not a system name"),
+])
+def test_bad_input_exits_2(capsys, tmp_path, make_args, message):
+    short = tmp_path / "short.de"
+    short.write_text("\n".join(lines("cap1.de")[:30]) + "\n")
+    empty = tmp_path / "empty.de"
+    empty.write_text("")
+    for k in (1, 2):
+        shutil.copy(p(f"good.de.run{k}"), tmp_path / f"two.de.run{k}")
+    files = {"short": str(short), "empty": str(empty), "tworuns": str(tmp_path / "two.de")}
+    code, _, err = run_cli(capsys, *make_args(files), "--metrics", "bleu") if "--metrics" not in make_args(files) \
+        else run_cli(capsys, *make_args(files))
+    assert code == 2
+    assert err.startswith("rerank eval: error:") and message in err

@@ -1,0 +1,78 @@
+"""BLEU/chrF/TER/length statistics and vectorised scores against sacrebleu (CLI and classes)."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from sacrebleu.metrics import BLEU, CHRF, TER
+
+from rerank.metrics import make_metric
+
+DATA = os.path.join(os.path.dirname(__file__), "data", "eval")
+
+
+def lines(name):
+    with open(os.path.join(DATA, name), encoding="utf-8") as fh:
+        return fh.read().splitlines()
+
+
+def sacrebleu_cli(ref, hyp, *extra):
+    exe = os.path.join(os.path.dirname(sys.executable), "sacrebleu")
+    out = subprocess.run([exe, os.path.join(DATA, ref), "-i", os.path.join(DATA, hyp), "-m", "bleu", "chrf", "ter",
+                          "-w", "6", "-f", "json", *extra], check=True, capture_output=True, text=True).stdout
+    return {d["name"]: d["score"] for d in json.loads(out)}
+
+
+@pytest.mark.parametrize("lang,hyp", [("de", "cap1.de"), ("de", "good.de.run1"), ("en", "cap2.en")])
+def test_scores_equal_sacrebleu_cli(lang, hyp):
+    ref = lines(f"ref.{lang}")
+    hyps = lines(hyp)
+    cli = sacrebleu_cli(f"ref.{lang}", hyp)
+    for name, key in (("bleu", "BLEU"), ("chrf", "chrF2"), ("ter", "TER")):
+        metric = make_metric(name)
+        stats = metric.sentence_stats(hyps, [ref])
+        assert stats.shape[0] == len(hyps)
+        assert metric.score_from_stats(stats.sum(0)) == pytest.approx(cli[key], abs=5e-6)
+
+
+def test_lowercase_and_tokenize_none_follow_cli():
+    ref, hyps = lines("ref.en"), lines("cap1.en")
+    cli = sacrebleu_cli("ref.en", "cap1.en", "-lc", "-tok", "none")
+    metric = make_metric("bleu", tokenize="none", lowercase=True)
+    assert metric.corpus_score(hyps, [ref]) == pytest.approx(cli["BLEU"], abs=5e-6)
+    assert "tok:none" in metric.signature() and "case:lc" in metric.signature()
+
+
+def test_batched_scores_equal_sacrebleu_formula():
+    """Random sub-corpora (as in bootstrap trials) scored in one call equal sacrebleu's per-call scores."""
+    ref, hyps = lines("ref.de"), lines("cap1.de")
+    rng = np.random.default_rng(0)
+    masks = rng.integers(0, 2, size=(50, len(hyps))).astype(float)
+    masks[0] = 0  # empty corpus
+    masks[1, :] = 0
+    masks[1, 3] = 1  # a single short sentence (orders without n-grams)
+    for name, cls in (("bleu", BLEU()), ("chrf", CHRF()), ("ter", TER())):
+        metric = make_metric(name)
+        stats = metric.sentence_stats(hyps, [ref])
+        batch = metric.score_from_stats(masks @ stats)
+        expect = [cls._compute_score_from_stats(list(row)).score for row in masks @ stats]
+        np.testing.assert_allclose(batch, expect, atol=1e-9)
+
+
+def test_multiple_references_and_length_ratio():
+    ref1, ref2, hyps = lines("ref.en"), lines("cap3.en"), lines("cap1.en")
+    bleu = make_metric("bleu")
+    assert bleu.corpus_score(hyps, [ref1, ref2]) == pytest.approx(BLEU().corpus_score(hyps, [ref1, ref2]).score)
+    length = make_metric("length")
+    stats = length.sentence_stats(hyps, [ref1])
+    expect = 100.0 * sum(len(BLEU().tokenizer(h).split()) for h in hyps) / sum(len(BLEU().tokenizer(r).split()) for r in ref1)
+    assert length.score_from_stats(stats.sum(0)) == pytest.approx(expect)
+
+
+def test_ter_is_lower_is_better_and_unknown_metric():
+    assert make_metric("ter").higher_is_better is False
+    with pytest.raises(ValueError, match="unknown metric"):
+        make_metric("rouge")

@@ -1,0 +1,127 @@
+"""Approximate randomisation, stratified test, bootstrap and Holm against reference behaviour."""
+
+import os
+
+import numpy as np
+import pytest
+from sacrebleu.metrics import BLEU, TER
+from sacrebleu.significance import PairedTest
+
+from rerank.metrics import make_metric
+from rerank.significance import (approximate_randomization, bootstrap_weights, estimate_ci, holm_bonferroni,
+                                 paired_bootstrap, run_statistics)
+
+DATA = os.path.join(os.path.dirname(__file__), "data", "eval")
+
+
+def lines(name):
+    with open(os.path.join(DATA, name), encoding="utf-8") as fh:
+        return fh.read().splitlines()
+
+
+@pytest.fixture(scope="module")
+def data():
+    ref = lines("ref.de")
+    bleu, ter = make_metric("bleu"), make_metric("ter")
+    hyps = {name: lines(name) for name in ("cap1.de", "cap2.de", "cap3.de", "good.de.run1", "good.de.run2", "good.de.run3")}
+    stats = {(m.name, k): m.sentence_stats(h, [ref]) for k, h in hyps.items() for m in (bleu, ter)}
+    return ref, hyps, bleu, ter, stats
+
+
+def test_identical_systems_get_p_one_and_multeval_rule_gets_minimum(data):
+    _, _, bleu, _, stats = data
+    a = stats[("bleu", "cap1.de")]
+    assert approximate_randomization(bleu, a, a, trials=500).p_value == 1.0
+    assert approximate_randomization(bleu, a, a, trials=500, multeval_compat=True).p_value == pytest.approx(1 / 501)
+    runs = np.stack([stats[("bleu", k)] for k in ("cap1.de", "cap2.de", "cap3.de")])
+    assert approximate_randomization(bleu, runs, runs, trials=300).p_value == 1.0
+
+
+def test_clearly_better_system_is_significant(data):
+    _, _, bleu, ter, stats = data
+    res = approximate_randomization([bleu, ter], [stats[("bleu", "cap1.de")], stats[("ter", "cap1.de")]],
+                                    [stats[("bleu", "good.de.run1")], stats[("ter", "good.de.run1")]], trials=2000)
+    assert all(r.p_value < 0.01 for r in res)
+    assert res[0].observed_diff > 0 and res[1].observed_diff < 0  # BLEU up, TER down
+
+
+def test_multeval_compat_equals_sacrebleu_paired_ar(data):
+    """sacrebleu's --paired-ar draws the same coins for the same seed; p-values must be identical."""
+    ref, hyps, bleu, ter, stats = data
+    test = PairedTest([("a", hyps["cap1.de"]), ("b", hyps["cap2.de"])], {"BLEU": BLEU(), "TER": TER()}, [ref],
+                      test_type="ar", n_samples=1000)
+    _, res = test()
+    ours = approximate_randomization([bleu, ter], [stats[("bleu", "cap1.de")], stats[("ter", "cap1.de")]],
+                                     [stats[("bleu", "cap2.de")], stats[("ter", "cap2.de")]], trials=1000,
+                                     seed=12345, multeval_compat=True)
+    assert ours[0].p_value == res["BLEU"][1].p_value
+    assert ours[1].p_value == res["TER"][1].p_value
+
+
+def test_p_values_stable_across_seeds(data):
+    _, _, bleu, _, stats = data
+    a, b = stats[("bleu", "cap1.de")], stats[("bleu", "cap2.de")]
+    trials = 4000
+    p1 = approximate_randomization(bleu, a, b, trials=trials, seed=1).p_value
+    p2 = approximate_randomization(bleu, a, b, trials=trials, seed=2).p_value
+    assert 0.05 < p1 < 0.999  # a close pair: p is not at a boundary
+    se = np.sqrt(p1 * (1 - p1) / trials)
+    assert abs(p1 - p2) < 5 * np.sqrt(2) * se
+    assert approximate_randomization(bleu, a, b, trials=trials, seed=1).p_value == p1  # reproducible
+
+
+def test_stratified_with_one_run_equals_paired(data):
+    _, _, bleu, ter, stats = data
+    args = ([bleu, ter], [stats[("bleu", "cap1.de")], stats[("ter", "cap1.de")]],
+            [stats[("bleu", "cap2.de")], stats[("ter", "cap2.de")]])
+    plain = approximate_randomization(*args, trials=1500, seed=7)
+    general = approximate_randomization(*args, trials=1500, seed=7, _general=True)
+    assert [r.p_value for r in plain] == [r.p_value for r in general]
+    assert [r.count for r in plain] == [r.count for r in general]
+
+
+def test_stratified_exact_on_tiny_example():
+    """With 2 sentences and R = 2, enumerate all complementary splits and compare with the Monte-Carlo p."""
+    ter = make_metric("ter")
+    rng = np.random.default_rng(3)
+    a = rng.integers(0, 6, size=(2, 2, 2)).astype(float)
+    a[..., 1] = 10
+    b = rng.integers(3, 9, size=(2, 2, 2)).astype(float)
+    b[..., 1] = 10
+    from itertools import combinations
+    obs = abs(ter.score_from_stats(b.sum((0, 1))) - ter.score_from_stats(a.sum((0, 1))))
+    pools = [np.concatenate([a[:, i], b[:, i]]) for i in range(2)]  # (4, k) per sentence
+    hits = total = 0
+    for c0 in combinations(range(4), 2):
+        for c1 in combinations(range(4), 2):
+            x = pools[0][list(c0)].sum(0) + pools[1][list(c1)].sum(0)
+            y = pools[0].sum(0) + pools[1].sum(0) - x
+            total += 1
+            hits += abs(ter.score_from_stats(x) - ter.score_from_stats(y)) >= obs - 1e-9
+    exact = hits / total
+    res = approximate_randomization(ter, a, b, trials=20000, seed=0)
+    assert res.p_value == pytest.approx(exact, abs=0.02)
+
+
+def test_run_statistics_and_bootstrap(data):
+    _, _, bleu, _, stats = data
+    runs = np.stack([stats[("bleu", k)] for k in ("good.de.run1", "good.de.run2", "good.de.run3")])
+    weights = bootstrap_weights(np.random.default_rng(0), 500, runs.shape[1])
+    assert weights.sum(axis=1).tolist() == [runs.shape[1]] * 500
+    rs = run_statistics(bleu, runs, weights)
+    per_run = [bleu.score_from_stats(r.sum(0)) for r in runs]
+    assert rs.mean == pytest.approx(np.mean(per_run))
+    assert rs.s_opt == pytest.approx(np.std(per_run, ddof=1))
+    # s_sel: per run, std of the bootstrap scores (sacrebleu's own formula, one resample at a time), averaged
+    slow = [np.std([BLEU()._compute_score_from_stats(list((w[:, None] * r).sum(0))).score for w in weights], ddof=1)
+            for r in runs]
+    assert rs.s_sel == pytest.approx(np.mean(slow), rel=1e-9)
+    bs = paired_bootstrap(bleu, stats[("bleu", "cap1.de")], stats[("bleu", "good.de.run1")], weights)
+    assert bs.p_value < 0.01 and bs.delta_low > 0
+    mean, ci = estimate_ci(np.arange(1000.0))
+    assert mean == pytest.approx(499.5) and ci == pytest.approx(0.5 * (974 - 25))
+
+
+def test_holm_bonferroni():
+    assert holm_bonferroni([0.01, 0.04, 0.03, 0.5]) == pytest.approx([0.04, 0.09, 0.09, 0.5])
+    assert holm_bonferroni([0.6, 0.6]) == [1.0, 1.0]
