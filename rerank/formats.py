@@ -350,10 +350,10 @@ def _format_value(value: float) -> str:
     return repr(float(value))
 
 
-def iter_moses_lines(nbest: NBestList, style: str = "moses", scores: np.ndarray | None = None):
+def iter_moses_lines(nbest: NBestList, style: str = "moses", scores: np.ndarray | None = None, first_id: int = 0):
     """Text lines of the n-best in Moses (`name= v`) or Joshua (`name=v`) style."""
     scores = nbest.scores if scores is None else scores
-    sent = nbest.sentence_of_hyp
+    sent = nbest.sentence_of_hyp + first_id
     bounds = np.cumsum([0] + [w for _, w in nbest.groups])
     for row, hyp in enumerate(nbest.hyps):
         values = nbest.features[row]
@@ -367,17 +367,21 @@ def iter_moses_lines(nbest: NBestList, style: str = "moses", scores: np.ndarray 
         yield line
 
 
-def write_nbest(nbest: NBestList, path: str, fmt: str = "moses") -> list[str]:
-    """Write `nbest` atomically; returns the paths written (plain writes three files)."""
+def write_nbest(nbest: NBestList, path: str, fmt: str = "moses", first_id: int = 0) -> list[str]:
+    """Write `nbest` atomically; returns the paths written (plain writes three files).
+
+    `first_id` numbers the sentences from there (a shard of a larger list keeps its ids, so
+    shards concatenate back into the whole file).
+    """
     if fmt in ("moses", "joshua"):
         with atomic_write(path) as out:
-            for line in iter_moses_lines(nbest, style=fmt):
+            for line in iter_moses_lines(nbest, style=fmt, first_id=first_id):
                 out.write(line + "\n")
         return [path]
     if fmt == "fairseq":
         with atomic_write(path) as out:
             score_col = nbest.feature_names.index("nmt") if "nmt" in nbest.feature_names else None
-            sent = nbest.sentence_of_hyp
+            sent = nbest.sentence_of_hyp + first_id
             for row, hyp in enumerate(nbest.hyps):
                 score = nbest.features[row, score_col] if score_col is not None else (nbest.scores[row] if nbest.scores is not None else 0.0)
                 out.write(f"H-{sent[row]}\t{_format_value(score)}\t{hyp}\n")
@@ -387,7 +391,7 @@ def write_nbest(nbest: NBestList, path: str, fmt: str = "moses") -> list[str]:
             for hyp in nbest.hyps:
                 out.write(hyp + "\n")
         with atomic_write(path + ".ids") as out:
-            out.writelines(f"{i}\n" for i in nbest.sentence_of_hyp)
+            out.writelines(f"{i}\n" for i in nbest.sentence_of_hyp + first_id)
         with atomic_write(path + ".features.tsv") as out:
             out.write("\t".join(nbest.feature_names) + "\n")
             for row in nbest.features:
