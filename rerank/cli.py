@@ -23,6 +23,7 @@ COMMAND_MODULES = [
     "oracle",
     "nmt",
     "eval",
+    "tune",
 ]
 
 

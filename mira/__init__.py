@@ -1,0 +1,1 @@
+"""Tuners for reranking weights: k-best batch MIRA (default), MERT and PRO."""

@@ -1,0 +1,223 @@
+"""Tuning data shared by the tuners: merged duplicates, metric statistics, tuned/fixed features.
+
+Everything a tuner needs is computed once here: the feature matrix, per-hypothesis metric
+sufficient statistics (BLEU by default, any `rerank.metrics` metric for MERT), CSR offsets, and
+which columns are tuned. Evaluating a weight vector on the whole tuning set is then one
+matrix-vector product, a segment arg-max and a sum of statistic rows.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from rerank.bleu import CORRECT, REF_LEN, TOTAL, corpus_bleu, corpus_bleu_batch, hypothesis_stats
+from rerank.errors import InputError
+from rerank.nbest import NBestList, segment_argmax
+
+
+def merge_duplicates(nbest: NBestList) -> np.ndarray:
+    """Rows to keep: the first of every group of hypotheses of one sentence that share both the
+    string and the whole feature vector (such rows are indistinguishable to every tuner).
+
+    Hypotheses that share only the string, or only the features, all stay.
+    """
+    keep = np.ones(nbest.n_hyps, dtype=bool)
+    features = np.ascontiguousarray(nbest.features)
+    seen: dict = {}
+    bounds = nbest.offsets.tolist()
+    for i in range(nbest.n_sentences):
+        seen.clear()
+        for row in range(bounds[i], bounds[i + 1]):
+            key = (nbest.hyps[row], features[row].tobytes())
+            if key in seen:
+                keep[row] = False
+            else:
+                seen[key] = row
+    return np.flatnonzero(keep)
+
+
+def expand_refs(refs: Sequence[Sequence[str]], sentence_of_row: np.ndarray) -> list[list[str]]:
+    """Reference streams repeated so that stream k has one entry per hypothesis row."""
+    rows = sentence_of_row.tolist()
+    return [[stream[i] for i in rows] for stream in refs]
+
+
+@dataclass
+class Metric:
+    """What a tuner optimises: per-hypothesis statistics and a vectorised corpus score.
+
+    `score(stats (..., k)) -> (...)` is oriented so that higher is better (TER is negated);
+    `display` turns that back into the metric's own value for printing.
+    """
+
+    name: str
+    stats: np.ndarray
+    score: Callable[[np.ndarray], np.ndarray]
+    display: Callable[[float], float] = field(default=lambda x: x)
+    exact: Callable[[np.ndarray], float] | None = None  # exact scalar scorer, if different
+
+    def corpus(self, summed: np.ndarray) -> float:
+        """The metric's own value (e.g. TER, not -TER) for one summed statistics vector."""
+        if self.exact is not None:
+            return float(self.exact(summed))
+        return float(self.display(float(self.score(summed))))
+
+
+def bleu_metric(nbest: NBestList, refs, tokenize: str = "none", lowercase: bool = False, progress: bool = False) -> Metric:
+    """Corpus BLEU exactly as sacrebleu computes it (and as `rerank eval` reports it)."""
+    stats = hypothesis_stats(nbest.hyps, nbest.offsets, refs, tokenize=tokenize, lowercase=lowercase, progress=progress)
+    return Metric("bleu", stats, corpus_bleu_batch, exact=corpus_bleu)
+
+
+def named_metric(name: str, nbest: NBestList, refs, tokenize: str = "none", lowercase: bool = False,
+                 lang: str = "en", progress: bool = False) -> Metric:
+    """BLEU, or any metric of `rerank.metrics` (TER, chrF, chrF++, METEOR), per hypothesis."""
+    if name == "bleu":
+        return bleu_metric(nbest, refs, tokenize, lowercase, progress)
+    from rerank.metrics import make_metric
+
+    try:
+        metric = make_metric(name, lang=lang, tokenize=tokenize, lowercase=lowercase)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    stats = np.asarray(metric.sentence_stats(list(nbest.hyps), expand_refs(refs, nbest.sentence_of_hyp)), dtype=np.float64)
+    sign = 1.0 if metric.higher_is_better else -1.0
+    return Metric(name, stats, lambda s: sign * np.asarray(metric.score_from_stats(s)), display=lambda x: sign * x)
+
+
+@dataclass
+class TuningData:
+    """An n-best list ready for tuning (duplicates merged), with its metric statistics."""
+
+    nbest: NBestList          # the merged list
+    kept_rows: np.ndarray     # row of each kept hypothesis in the input list
+    metric: Metric
+    tuned: np.ndarray         # bool (F,): which columns the tuner may change
+    n_input_hyps: int
+
+    @property
+    def feature_names(self) -> list[str]:
+        return self.nbest.feature_names
+
+    @property
+    def features(self) -> np.ndarray:
+        return self.nbest.features
+
+    @property
+    def offsets(self) -> np.ndarray:
+        return self.nbest.offsets
+
+    @property
+    def stats(self) -> np.ndarray:
+        return self.metric.stats
+
+    def best_rows(self, w: np.ndarray) -> np.ndarray:
+        return segment_argmax(self.features @ w, self.offsets)
+
+    def evaluate(self, w: np.ndarray) -> float:
+        """The metric's corpus value of the model 1-best under weights w (first index wins ties)."""
+        return self.metric.corpus(self.stats[self.best_rows(w)].sum(axis=0))
+
+    def evaluate_batch(self, W: np.ndarray) -> np.ndarray:
+        """Oriented (higher = better) scores of several weight vectors W (m, F) at once."""
+        rows = segment_argmax(W @ self.features.T, self.offsets)
+        return self.metric.score(self.stats[rows].sum(axis=-2))
+
+    def oracle(self) -> float:
+        """Sentence-wise greedy oracle for BLEU-like metrics: per sentence the hypothesis with the
+        best sentence-level score of the statistics added to the 1-best background (an approximation;
+        the exact corpus oracle is NP-hard)."""
+        rows = self.best_rows(np.zeros(len(self.feature_names)))
+        base = self.stats[rows].sum(axis=0)
+        for _ in range(3):  # a few coordinate passes: swap each sentence's choice given the others
+            for i in range(self.nbest.n_sentences):
+                lo, hi = self.offsets[i], self.offsets[i + 1]
+                cand = base - self.stats[rows[i]] + self.stats[lo:hi]
+                j = lo + int(np.argmax(self.metric.score(cand)))
+                base = cand[j - lo]
+                rows[i] = j
+        return self.metric.corpus(base)
+
+
+def prepare(nbest: NBestList, refs, *, metric: str = "bleu", tokenize: str = "none", lowercase: bool = False,
+            tune: Sequence[str] | None = None, fix: Sequence[str] | None = None, lang: str = "en",
+            progress: bool = False, source: str = "n-best") -> TuningData:
+    """Check the input, merge exact duplicates and compute per-hypothesis statistics once."""
+    if nbest.n_sentences == 0:
+        raise InputError("the n-best list is empty", source)
+    empty = np.flatnonzero(nbest.sizes == 0)
+    if len(empty):
+        raise InputError(f"{len(empty)} sentences have no hypotheses (first: sentence {int(empty[0])}); "
+                         "every reference line needs an n-best list", source)
+    if not nbest.feature_names:
+        raise InputError("the n-best list has no features to tune", source)
+    for k, stream in enumerate(refs):
+        if len(stream) != nbest.n_sentences:
+            raise InputError(f"reference set {k + 1} has {len(stream)} lines for {nbest.n_sentences} n-best sentences")
+    names = nbest.feature_names
+    tuned = np.ones(len(names), dtype=bool)
+    for option, listed in (("--tune", tune), ("--fix", fix)):
+        unknown = [n for n in listed or [] if n not in names]
+        if unknown:
+            raise InputError(f"{option}: unknown features {', '.join(unknown)} (n-best has: {', '.join(names)})")
+    if tune:
+        tuned[:] = False
+        tuned[[names.index(n) for n in tune]] = True
+    if fix:
+        tuned[[names.index(n) for n in fix]] = False
+    if not tuned.any():
+        raise InputError("no feature left to tune (every feature is fixed)")
+
+    kept = merge_duplicates(nbest)
+    merged = nbest if len(kept) == nbest.n_hyps else _take_rows(nbest, kept)
+    if merged.sizes.max() < 2:
+        raise InputError("every sentence has a single (distinct) hypothesis: there is nothing to choose between, "
+                         "so no weights can be tuned", source)
+    spread = _varies_within_sentence(merged)
+    if not spread[tuned].any():
+        raise InputError("all tuned features are equal across the hypotheses of every sentence "
+                         f"({', '.join(np.array(names)[tuned])}): no weights can change the ranking", source)
+    useless = [n for n, t, s in zip(names, tuned, spread) if t and not s]
+    if useless:
+        print(f"warning: {source}: features constant within every list (their weights cannot matter): "
+              f"{', '.join(useless)}", file=sys.stderr)
+    stats_metric = named_metric(metric, merged, refs, tokenize, lowercase, lang, progress)
+    return TuningData(merged, kept, stats_metric, tuned, nbest.n_hyps)
+
+
+def _take_rows(nbest: NBestList, rows: np.ndarray) -> NBestList:
+    sentence = nbest.sentence_of_hyp[rows]
+    offsets = np.searchsorted(sentence, np.arange(nbest.n_sentences + 1), side="left").astype(np.int64)
+    scores = None if nbest.scores is None else nbest.scores[rows]
+    return NBestList(offsets, nbest.hyps.take(rows), nbest.features[rows], list(nbest.feature_names),
+                     list(nbest.groups), scores)
+
+
+def _varies_within_sentence(nbest: NBestList) -> np.ndarray:
+    """Per feature: does it take more than one value inside at least one sentence's list?"""
+    starts = nbest.offsets[:-1]
+    hi = np.maximum.reduceat(nbest.features, starts, axis=0)
+    lo = np.minimum.reduceat(nbest.features, starts, axis=0)
+    return (hi > lo).any(axis=0)
+
+
+def kbmira_stats(stats10: np.ndarray) -> np.ndarray:
+    """sacrebleu-layout statistics (n, 10) -> kbmira's 9 (matches 1-4, counts 1-4, ref length)."""
+    return np.ascontiguousarray(np.hstack([stats10[:, CORRECT], stats10[:, TOTAL], stats10[:, REF_LEN:REF_LEN + 1]]))
+
+
+def normalize(w: np.ndarray, how: str, tuned: np.ndarray) -> np.ndarray:
+    """Rescale output weights (ranking is unchanged): 'l1' to sum |w| = 1, 'max' to max |w| = 1.
+
+    With fixed features the scale matters, so only 'none' is allowed then.
+    """
+    if how == "none":
+        return w
+    if not tuned.all():
+        raise InputError(f"--normalize {how} would rescale fixed features; use --normalize none with --fix/--tune")
+    norm = np.abs(w).sum() if how == "l1" else np.abs(w).max()
+    return w / norm if norm > 0 else w

@@ -1,0 +1,39 @@
+"""PNG of a tuning run: the tuning-set metric per epoch/iteration and the final weights."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rerank.io import atomic_write
+
+
+def plot_tuning(path: str, curves: list[tuple[str, list]], feature_names: list[str], weights: np.ndarray,
+                metric: str = "BLEU", tuner: str = "mira") -> None:
+    """curves: (label, [[step, score], ...]) per run; weights: the final (best) weight vector."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4.5), gridspec_kw={"width_ratios": [1, 1.3]})
+    for label, curve in curves:
+        if curve:
+            steps, scores = zip(*curve)
+            ax1.plot(steps, scores, marker="." if len(steps) < 80 else None, label=label)
+    ax1.set_xlabel({"mira": "epoch", "mert": "line-search step", "pro": "fit"}.get(tuner, "step"))
+    ax1.set_ylabel(f"tuning-set {metric}")
+    ax1.set_title(f"{tuner}: tuning curve")
+    if len(curves) > 1:
+        ax1.legend()
+    ax1.grid(alpha=0.3)
+    y = np.arange(len(feature_names))
+    ax2.barh(y, weights, color=np.where(np.asarray(weights) >= 0, "tab:blue", "tab:red"))
+    ax2.set_yticks(y)
+    ax2.set_yticklabels(feature_names, fontsize=7 if len(feature_names) > 25 else 9)
+    ax2.invert_yaxis()
+    ax2.axvline(0, color="black", lw=0.5)
+    ax2.set_title("final weights")
+    fig.tight_layout()
+    with atomic_write(path, "wb") as out:
+        fig.savefig(out, format="png", dpi=100)
+    plt.close(fig)

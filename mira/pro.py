@@ -1,0 +1,96 @@
+"""PRO, pairwise ranking optimisation (Hopkins & May 2011).
+
+Per sentence: sample `samples` hypothesis pairs uniformly (with replacement), keep those whose
+sentence-BLEU (BLEU+1) differs by more than `threshold`, and of these the `keep` pairs with the
+largest difference. Each kept pair gives two examples (f_j - f_j', +1) and (f_j' - f_j, -1) for
+a binary logistic regression without intercept (scikit-learn); its coefficients are the weights.
+Sampling runs over blocks of sentences at once (numpy), not pair by pair.
+
+Fixed features enter as one extra column w_fix . (f_j - f_j'); the tuned coefficients are then
+divided by that column's coefficient, so the fixed part keeps its weight (ranking is invariant
+to the common scale).
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+from sklearn.linear_model import LogisticRegression
+
+from mira.common import TuningData
+from rerank.bleu import sentence_bleu_plus1
+from rerank.errors import InputError
+
+
+@dataclass
+class ProResult:
+    weights: np.ndarray
+    initial_score: float
+    best_score: float
+    n_pairs: int
+
+
+def sample_pairs(sbleu: np.ndarray, offsets: np.ndarray, rng: np.random.Generator, samples: int = 5000,
+                 keep: int = 50, threshold: float = 0.05, block: int = 256) -> tuple[np.ndarray, np.ndarray]:
+    """Rows (j, j') of the kept pairs, ordered sentence by sentence; sbleu[j] - sbleu[j'] != 0."""
+    sizes = np.diff(offsets)
+    firsts, seconds = [], []
+    for lo in range(0, len(sizes), block):
+        k = sizes[lo:lo + block].astype(np.float64)
+        start = offsets[lo:lo + len(k)]
+        u = rng.random((len(k), samples, 2))
+        j = start[:, None, None] + np.minimum((u * k[:, None, None]).astype(np.int64), k[:, None, None].astype(np.int64) - 1)
+        gap = np.abs(sbleu[j[..., 0]] - sbleu[j[..., 1]])
+        gap = np.where(gap > threshold, gap, -1.0)
+        if samples > keep:
+            top = np.argpartition(-gap, keep - 1, axis=1)[:, :keep]
+            # sort kept pairs by gap (descending) so the selection is reproducible and readable
+            top = np.take_along_axis(top, np.argsort(-np.take_along_axis(gap, top, axis=1), axis=1, kind="stable"), axis=1)
+        else:
+            top = np.broadcast_to(np.arange(samples), gap.shape)
+        chosen = np.take_along_axis(j, top[..., None], axis=1)
+        ok = np.take_along_axis(gap, top, axis=1) > 0
+        firsts.append(chosen[..., 0][ok])
+        seconds.append(chosen[..., 1][ok])
+    return np.concatenate(firsts), np.concatenate(seconds)
+
+
+def pro(data: TuningData, w0: np.ndarray | None = None, *, seed: int = 1, samples: int = 5000, keep: int = 50,
+        threshold: float = 0.05, C: float = 0.01, max_iter: int = 1000) -> ProResult:
+    """Fit PRO weights on the whole tuning set (BLEU statistics)."""
+    if data.metric.name != "bleu":
+        raise ValueError("PRO samples pairs by sentence-BLEU and needs BLEU statistics")
+    n_feats = len(data.feature_names)
+    w_init = np.zeros(n_feats) if w0 is None else np.array(w0, dtype=np.float64)
+    rng = np.random.default_rng(seed)
+    sbleu = sentence_bleu_plus1(data.stats)
+    j1, j2 = sample_pairs(sbleu, data.offsets, rng, samples, keep, threshold)
+    if len(j1) == 0:
+        raise InputError(f"PRO found no hypothesis pair whose sentence-BLEU differs by more than {threshold}")
+    tuned = data.tuned
+    diff = data.features[j1] - data.features[j2]
+    cols = [diff[:, tuned]]
+    fixed_part = diff[:, ~tuned] @ w_init[~tuned] if (~tuned).any() else None
+    use_fixed = fixed_part is not None and np.any(fixed_part != 0)
+    if use_fixed:
+        cols.append(fixed_part[:, None])
+    Xp = np.hstack(cols)
+    y = (sbleu[j1] > sbleu[j2]).astype(np.int64)
+    Xp, y = np.vstack([Xp, -Xp]), np.concatenate([y, 1 - y])
+    model = LogisticRegression(C=C, fit_intercept=False, max_iter=max_iter)
+    model.fit(Xp, y)
+    coef = model.coef_[0]
+    w = w_init.copy()
+    if use_fixed:
+        scale = coef[-1]
+        if scale > 0:
+            w[tuned] = coef[:-1] / scale
+        else:
+            print("warning: PRO: the fixed features got a non-positive coefficient; their weights are kept "
+                  "and the tuned coefficients used as they are", file=sys.stderr)
+            w[tuned] = coef[:-1]
+    else:
+        w[tuned] = coef
+    return ProResult(w, data.evaluate(w_init), data.evaluate(w), len(j1))

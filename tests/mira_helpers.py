@@ -1,0 +1,41 @@
+"""Small n-best lists for the tuner tests (real Joshua bn-en output from tests/data)."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from rerank.bleu import hypothesis_stats, sentence_bleu_plus1
+from rerank.formats import read_nbest, read_references
+from rerank.nbest import NBestList
+
+JOSHUA = os.path.join(os.path.dirname(__file__), "data", "joshua-bn-en", "full")
+NBEST = os.path.join(JOSHUA, "output.gold")
+REFS = [os.path.join(JOSHUA, f"reference.en.{k}") for k in range(4)]
+
+
+def joshua(first: int = 0, last: int = 100):
+    """Sentences first..last-1 of the Joshua list and their 4 references."""
+    nbest = read_nbest(NBEST)
+    refs = read_references(REFS, nbest.n_sentences)
+    keep = range(first, last)
+    return nbest.select_sentences(list(keep)), [[stream[i] for i in keep] for stream in refs]
+
+
+def list_with_reference(n: int = 30, seed: int = 0):
+    """Joshua lists with reference 0 inserted at a random position of each list, and features
+    [noise, sentence BLEU+1, noise]: the oracle (BLEU 100) is reachable by a positive weight on
+    the middle feature, but zero and uniform weights miss it."""
+    nbest, refs = joshua(0, n)
+    rng = np.random.default_rng(seed)
+    hyps = []
+    for i in range(n):
+        block = list(nbest.hyps[nbest.sentence(i)])
+        block.insert(int(rng.integers(0, len(block) + 1)), refs[0][i])
+        hyps.append(block)
+    offsets = np.r_[0, np.cumsum([len(h) for h in hyps])]
+    flat = [h for block in hyps for h in block]
+    sbleu = sentence_bleu_plus1(hypothesis_stats(flat, offsets, refs, tokenize="none"))
+    X = np.column_stack([rng.normal(0, 1, len(flat)), sbleu, rng.normal(0, 1, len(flat))])
+    return NBestList(offsets, flat, X, ["noise1", "sbleu", "noise2"]), refs
