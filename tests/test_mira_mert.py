@@ -1,0 +1,133 @@
+"""MERT: envelope and line search against brute force, seeds, other metrics; PRO sampling and fit."""
+
+import numpy as np
+import pytest
+
+from mira.common import prepare
+from mira.mert import envelope_breakpoints, line_search, mert
+from mira.pro import pro, sample_pairs
+from rerank.bleu import corpus_bleu_batch, sentence_bleu_plus1
+from rerank.nbest import segment_argmax
+from tests.mira_helpers import joshua, list_with_reference
+
+
+def _small(seed, integer=False):
+    """6 sentences x 2..7 hypotheses with real BLEU statistics and random features."""
+    nbest, refs = joshua(0, 40)
+    data = prepare(nbest, refs)
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(2, 8, 6)
+    offsets = np.r_[0, np.cumsum(sizes)]
+    stats = data.stats[rng.integers(0, data.nbest.n_hyps, offsets[-1])]
+    X = rng.integers(-3, 4, (offsets[-1], 3)).astype(float) if integer else rng.normal(size=(offsets[-1], 3))
+    return X, stats, offsets
+
+
+def _brute_force(X, stats, offsets, w, d):
+    """Best corpus BLEU along w + g d by evaluating between every pair of crossing points."""
+    a, b = X @ w, X @ d
+    points = []
+    for i in range(len(offsets) - 1):
+        lo, hi = offsets[i], offsets[i + 1]
+        for j in range(lo, hi):
+            for k in range(j + 1, hi):
+                if b[j] != b[k]:
+                    points.append((a[k] - a[j]) / (b[j] - b[k]))
+    points = np.unique(points)
+    probes = np.r_[points[0] - 1.0, (points[1:] + points[:-1]) / 2, points[-1] + 1.0] if len(points) else np.zeros(1)
+    scores = [corpus_bleu_batch(stats[segment_argmax(a + g * b, offsets)].sum(axis=0)) for g in probes]
+    return max(scores)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_line_search_matches_brute_force(seed):
+    for integer in (False, True):
+        X, stats, offsets = _small(seed, integer)
+        rng = np.random.default_rng(100 + seed)
+        w, d = rng.normal(size=3), rng.normal(size=3)
+        current = corpus_bleu_batch(stats[segment_argmax(X @ w, offsets)].sum(axis=0))
+        ls = line_search(X, stats, offsets, corpus_bleu_batch, w, d, current)
+        brute = _brute_force(X, stats, offsets, w, d)
+        assert max(ls.interval_scores.max(), current) == pytest.approx(max(brute, current), abs=1e-9)
+        # the chosen step really gives the promised score
+        moved = corpus_bleu_batch(stats[segment_argmax(X @ (w + ls.gamma * d), offsets)].sum(axis=0))
+        assert moved == pytest.approx(ls.score, abs=1e-9)
+        assert ls.score >= current - 1e-12
+
+
+def test_envelope_sequence_matches_sweeping():
+    X, stats, offsets = _small(3)
+    w, d = np.array([1.0, -0.5, 0.2]), np.array([0.3, 1.0, -0.7])
+    a, b = X @ w, X @ d
+    first, gam, sent, old, new = envelope_breakpoints(a, b, offsets)
+    for i in range(len(offsets) - 1):
+        mine = gam[sent == i]
+        assert np.all(np.diff(mine) > 0)
+        # between breakpoints the recorded line is the arg-max of the sweep
+        rows = [first[i]] + new[sent == i].tolist()
+        edges = np.r_[-1e6, mine, 1e6]
+        for k, row in enumerate(rows):
+            g = (edges[k] + edges[k + 1]) / 2
+            lo, hi = offsets[i], offsets[i + 1]
+            assert lo + int(np.argmax(a[lo:hi] + g * b[lo:hi])) == row
+
+
+def test_mert_improves_joshua_and_is_seeded():
+    nbest, refs = joshua(0, 50)
+    data = prepare(nbest, refs)
+    uniform = data.evaluate(np.ones(len(data.feature_names)))
+    a = mert(data, seed=3, restarts=3, random_directions=3)
+    b = mert(data, seed=3, restarts=3, random_directions=3)
+    np.testing.assert_array_equal(a.weights, b.weights)
+    assert a.best_score > uniform + 1.0 and a.best_score > a.initial_score
+    assert a.best_score == pytest.approx(data.evaluate(a.weights))
+    # the curve never goes down within one start point
+    for r in {h["restart"] for h in a.history}:
+        scores = [h["score"] for h in a.history if h["restart"] == r]
+        assert all(y >= x - 1e-9 for x, y in zip(scores, scores[1:]))
+
+
+def test_mert_other_metric_chrf():
+    nbest, refs = joshua(0, 20)
+    data = prepare(nbest, refs, metric="chrf")
+    res = mert(data, seed=1, restarts=2, random_directions=2)
+    assert res.best_score > res.initial_score
+    from rerank.metrics import make_metric
+
+    rows = data.best_rows(res.weights)
+    hyps = [data.nbest.hyps[int(r)] for r in rows]
+    assert make_metric("chrf").corpus_score(hyps, refs) == pytest.approx(res.best_score)
+
+
+def test_tuners_reach_the_oracle_when_a_feature_is_sentence_bleu():
+    nbest, refs = list_with_reference()
+    data = prepare(nbest, refs)
+    oracle = np.maximum.reduceat(data.features[:, 1], data.offsets[:-1])
+    for weights in (mert(data, seed=1, restarts=2, random_directions=2).weights, pro(data, seed=1).weights):
+        np.testing.assert_array_equal(data.features[data.best_rows(weights), 1], oracle)
+
+
+def test_pro_pair_sampling():
+    nbest, refs = joshua(0, 30)
+    data = prepare(nbest, refs)
+    sb = sentence_bleu_plus1(data.stats)
+    j1, j2 = sample_pairs(sb, data.offsets, np.random.default_rng(0), samples=5000, keep=50, threshold=0.05)
+    sid = data.nbest.sentence_of_hyp
+    assert np.array_equal(sid[j1], sid[j2])                       # pairs never cross sentences
+    assert np.all(np.abs(sb[j1] - sb[j2]) > 0.05)
+    counts = np.bincount(sid[j1], minlength=30)
+    assert counts.max() <= 50 and counts.sum() > 0
+    # per sentence, the kept pairs are the largest differences among the possible ones
+    i = int(np.argmax(counts))
+    lo, hi = data.offsets[i], data.offsets[i + 1]
+    gaps = np.abs(sb[j1[sid[j1] == i]] - sb[j2[sid[j2] == i]])
+    assert gaps.max() == pytest.approx(sb[lo:hi].max() - sb[lo:hi].min())
+
+
+def test_pro_seeded_and_better_than_uniform():
+    nbest, refs = joshua(0, 50)
+    data = prepare(nbest, refs)
+    a, b = pro(data, seed=5), pro(data, seed=5)
+    np.testing.assert_array_equal(a.weights, b.weights)
+    assert a.best_score > data.evaluate(np.ones(len(data.feature_names)))
+    assert a.n_pairs > 1000
