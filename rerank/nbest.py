@@ -202,6 +202,14 @@ class NBestList:
         scores = None if self.scores is None else self.scores[rows]
         return NBestList(offsets, self.hyps.take(rows), self.features[rows], list(self.feature_names), list(self.groups), scores)
 
+    def head(self, k: int) -> NBestList:
+        """The first k hypotheses of every list."""
+        keep = np.flatnonzero(self.rank_of_hyp < k)
+        sizes = np.minimum(self.sizes, k)
+        scores = None if self.scores is None else self.scores[keep]
+        return NBestList(np.concatenate([[0], np.cumsum(sizes)]), self.hyps.take(keep), self.features[keep],
+                         list(self.feature_names), list(self.groups), scores)
+
     def reorder(self, rows: np.ndarray) -> NBestList:
         """The same sentences with each list's hypotheses permuted by the global row order `rows`.
 

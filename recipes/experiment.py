@@ -1,0 +1,124 @@
+"""One reranking experiment: tune each system's feature set on a dev n-best list with k-best
+MIRA (R runs), rerank the test list, and score every system against the baseline.
+
+Used by `rerank demo` and the Multi30k recipe. A system is a named set of features to tune;
+the baseline is the decoder's own 1-best (the first hypothesis of every list).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from rerank.bleu import corpus_bleu, hypothesis_stats, sentence_bleu_plus1
+from rerank.io import atomic_write
+from rerank.nbest import NBestList, segment_argmax
+from rerank.weights import best_rows, weight_vector, write_weights
+
+
+@dataclass
+class SystemSpec:
+    name: str
+    features: list[str]
+
+
+@dataclass
+class ExperimentResult:
+    table: object  # rerank.report.ResultTable
+    weights: dict[str, list[dict[str, float]]]
+    dev_scores: dict[str, list[float]]
+    oracle_bleu: float
+    outputs: dict[str, list[list[str]]] = field(default_factory=dict)
+
+
+def tune_system(dev: NBestList, dev_refs, features: list[str], runs: int, seed: int, epochs: int,
+                tokenize: str, progress: bool = False) -> tuple[list[dict[str, float]], list[float]]:
+    """R k-best MIRA runs (seeds seed..seed+R-1) over `features`; other columns keep weight 0."""
+    from mira.common import prepare
+    from mira.kbmira import kbmira
+
+    data = prepare(dev, dev_refs, tokenize=tokenize, tune=features, source="dev n-best")
+    weights, scores = [], []
+    for r in range(runs):
+        result = kbmira(data, None, epochs=epochs, seed=seed + r, progress=progress)
+        weights.append({n: float(v) for n, v in zip(data.feature_names, result.weights) if n in features})
+        scores.append(float(result.best_score))
+    return weights, scores
+
+
+def first_best(nbest: NBestList) -> list[str]:
+    return [nbest.hyps[int(i)] for i in nbest.offsets[:-1]]
+
+
+def rerank(nbest: NBestList, weights: dict[str, float]) -> list[str]:
+    w = weight_vector(weights, nbest.feature_names, warn=lambda _: None)
+    return [nbest.hyps[int(r)] for r in best_rows(nbest, w)]
+
+
+def oracle_bleu(nbest: NBestList, refs, tokenize: str) -> tuple[float, list[str]]:
+    stats = hypothesis_stats(nbest.hyps, nbest.offsets, refs, tokenize)
+    picks = segment_argmax(sentence_bleu_plus1(stats), nbest.offsets)
+    return corpus_bleu(stats[picks].sum(0)), [nbest.hyps[int(i)] for i in picks]
+
+
+def run_experiment(dev: NBestList, dev_refs, test: NBestList, test_refs, systems: list[SystemSpec], *,
+                   runs: int = 3, seed: int = 1, epochs: int = 60, tokenize: str = "13a",
+                   metrics=("bleu", "meteor", "ter"), lang: str = "de", second_baseline: str | None = None,
+                   ar_trials: int = 10000, bootstrap: int = 1000, meteor_options: dict | None = None,
+                   out_dir: str | None = None, log=lambda msg: print(msg, file=sys.stderr)) -> ExperimentResult:
+    """Tune, rerank, evaluate. Writes weights, outputs and tables under `out_dir` when given."""
+    from rerank.report import evaluate_systems
+
+    all_weights, dev_scores, outputs = {}, {}, {}
+    for spec in systems:
+        missing = [f for f in spec.features if f not in dev.feature_names or f not in test.feature_names]
+        if missing:
+            raise ValueError(f"system {spec.name!r}: features {missing} are not in both n-best lists")
+        log(f"tuning {spec.name} ({', '.join(spec.features)}): {runs} k-best MIRA runs")
+        weights, scores = tune_system(dev, dev_refs, spec.features, runs, seed, epochs, tokenize)
+        all_weights[spec.name], dev_scores[spec.name] = weights, scores
+        outputs[spec.name] = [rerank(test, w) for w in weights]
+        log(f"  dev BLEU per run: {', '.join(f'{s:.2f}' for s in scores)}")
+    baseline = first_best(test)
+    oracle, oracle_hyps = oracle_bleu(test, test_refs, tokenize)
+    log(f"evaluating {len(systems) + 1} systems x {runs} runs: {', '.join(metrics)}")
+    table = evaluate_systems(
+        test_refs, [baseline] * runs, outputs, metrics=metrics, lang=lang, second_baseline=second_baseline,
+        ar_trials=ar_trials, bootstrap=bootstrap, seed=seed, baseline_name="NMT 1-best", tokenize=tokenize,
+        meteor_options=meteor_options,
+    )
+    result = ExperimentResult(table, all_weights, dev_scores, oracle, outputs)
+    if out_dir:
+        save_experiment(result, out_dir, baseline, oracle_hyps)
+    return result
+
+
+def save_experiment(result: ExperimentResult, out_dir: str, baseline: list[str], oracle_hyps: list[str]) -> None:
+    os.makedirs(out_dir, exist_ok=True)
+    for name, weights in result.weights.items():
+        slug = name.replace(" ", "_").replace("+", "plus").replace("/", "_")
+        for r, (w, score) in enumerate(zip(weights, result.dev_scores[name]), start=1):
+            write_weights(os.path.join(out_dir, f"{slug}.weights.run{r}.json"), w, {"system": name, "run": r, "dev_bleu": score})
+            with atomic_write(os.path.join(out_dir, f"{slug}.test.run{r}.txt")) as out:
+                out.writelines(h + "\n" for h in result.outputs[name][r - 1])
+    for name, lines in (("baseline.test.txt", baseline), ("oracle.test.txt", oracle_hyps)):
+        with atomic_write(os.path.join(out_dir, name)) as out:
+            out.writelines(h + "\n" for h in lines)
+    table = result.table
+    for ext, fmt in (("md", "markdown"), ("tex", "latex"), ("csv", "csv"), ("json", "json")):
+        with atomic_write(os.path.join(out_dir, f"results.{ext}")) as out:
+            out.write(table.render(fmt))
+    from rerank.report import plot_deltas
+
+    plot_deltas(table, os.path.join(out_dir, "deltas.png"))
+    with atomic_write(os.path.join(out_dir, "tuning.json")) as out:
+        json.dump({"dev_bleu": result.dev_scores, "oracle_test_bleu": result.oracle_bleu}, out, indent=2)
+
+
+def mean_sd(values) -> str:
+    values = np.asarray(values, dtype=float)
+    return f"{values.mean():.2f} ± {values.std(ddof=1) if len(values) > 1 else 0.0:.2f}"
