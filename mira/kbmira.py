@@ -43,11 +43,18 @@ class MiraResult:
 
 def sentence_bleu_bg(K: np.ndarray, bg: np.ndarray) -> np.ndarray:
     """kbmira's background sentence BLEU of every row of K (k, 9) against bg (9,)."""
-    S = K + bg
-    logs = np.log(S[:, :8])
-    lp = logs @ _LOG_PREC
-    brevity = 1.0 - S[:, 8] / S[:, 4]
-    return np.exp(lp + np.minimum(brevity, 0.0)) * S[:, 8]
+    return _bleu_bg_t(np.ascontiguousarray(K.T), bg)
+
+
+def _bleu_bg_t(Kt: np.ndarray, bg: np.ndarray) -> np.ndarray:
+    """The same on transposed statistics Kt (9, k): contiguous rows make the few numpy calls cheap."""
+    S = Kt + bg[:, None]
+    R = S[8]
+    t = np.log(S[:8]).T @ _LOG_PREC
+    t += np.minimum(1.0 - R / S[4], 0.0)
+    np.exp(t, out=t)
+    t *= R
+    return t
 
 
 class KBMira:
@@ -67,21 +74,21 @@ class KBMira:
         bounds = data.offsets.tolist()
         K = kbmira_stats(data.stats)
         self.F = [np.ascontiguousarray(data.features[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
-        self.K = [np.ascontiguousarray(K[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
+        self.Kt = [np.ascontiguousarray(K[a:b].T) for a, b in zip(bounds[:-1], bounds[1:])]
 
     def hope_fear(self, i: int) -> tuple[int, int, int, np.ndarray, np.ndarray]:
         """(hope, fear, model) positions in sentence i's list, its background BLEU and model scores."""
         model = self.F[i] @ self.w
-        bleu = sentence_bleu_bg(self.K[i], self.bg)
-        return int(np.argmax(model + bleu)), int(np.argmax(model - bleu)), int(np.argmax(model)), bleu, model
+        bleu = _bleu_bg_t(self.Kt[i], self.bg)
+        return int((model + bleu).argmax()), int((model - bleu).argmax()), int(model.argmax()), bleu, model
 
     def visit(self, i: int) -> float:
         """Process sentence i; returns the loss of the update made (0.0 if none)."""
         hope, fear, best, bleu, model = self.hope_fear(i)
-        if hope == fear or not bleu[hope] > bleu[fear]:
+        if hope == fear or not bleu.item(hope) > bleu.item(fear):
             return 0.0
         F = self.F[i]
-        loss = float((bleu[hope] - bleu[fear]) - (model[hope] - model[fear]))
+        loss = (bleu.item(hope) - bleu.item(fear)) - (model.item(hope) - model.item(fear))
         if loss > 0:
             d = F[hope] - F[fear]
             if self.tuned is not None:
@@ -92,7 +99,7 @@ class KBMira:
             self.total += self.w
             self.n_updates += 1
         self.bg *= self.decay
-        self.bg += self.K[i][best] if self.model_bg else self.K[i][hope]
+        self.bg += self.Kt[i][:, best if self.model_bg else hope]
         return max(loss, 0.0)
 
     def average(self) -> np.ndarray:

@@ -197,4 +197,4 @@ def test_segment_views_match_the_whole_list():
     assert [data.offsets[i] + state.hope_fear(i)[2] for i in range(20)] == whole.tolist()
     # statistics in kbmira layout come from the same sacrebleu statistics
     stats = bleu_metric(data.nbest, refs).stats
-    np.testing.assert_array_equal(np.vstack(state.K), kbmira_stats(stats))
+    np.testing.assert_array_equal(np.hstack(state.Kt).T, kbmira_stats(stats))

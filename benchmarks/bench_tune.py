@@ -1,0 +1,120 @@
+"""Speed of `rerank tune --tuner mira`: hypotheses/second and linear growth with the list size.
+
+Usage: python benchmarks/bench_tune.py [--data-dir /work/shared/data/nbest/joshua-bn-en]
+           [--sentences 2000] [--size 100] [--features 20] [--epochs 60] [--cli] [--json out.json]
+
+A large list is made by tiling the real Joshua bn-en n-best lists: sentence i is Joshua sentence
+i mod 100, its hypotheses are repeated up to --size with Gaussian noise on the features (so no
+two are exact duplicates) and the first --features columns are kept. The MIRA loop is timed at
+1/4, 1/2 and all of the sentences; the per-hypothesis cost is reported as a ratio to the
+smallest run of the same process (1.0 = perfectly linear). With --cli the whole command
+(reading, BLEU statistics, tuning, writing) runs once on the full list in a subprocess.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+from mira.common import prepare
+from mira.kbmira import kbmira
+from rerank.formats import read_nbest, read_references, write_nbest
+from rerank.io import atomic_write
+from rerank.nbest import NBestList
+
+
+def tiled(data_dir: str, n_sent: int, size: int, n_feats: int, seed: int = 0):
+    base = read_nbest(os.path.join(data_dir, "orig", "output.gold"))
+    refs = read_references([os.path.join(data_dir, "orig", f"reference.en.{k}") for k in range(4)], base.n_sentences)
+    rng = np.random.default_rng(seed)
+    hyps, feats = [], []
+    scale = base.features[:, :n_feats].std(axis=0) * 0.05 + 1e-3
+    for i in range(n_sent):
+        src = base.sentence(i % base.n_sentences)
+        rows = np.resize(np.arange(src.start, src.stop), size)
+        hyps.append([base.hyps[int(r)] for r in rows])
+        feats.append(base.features[rows, :n_feats] + rng.normal(size=(size, n_feats)) * scale)
+    nbest = NBestList.from_lists(hyps, feats, base.feature_names[:n_feats])
+    return nbest, [[stream[i % base.n_sentences] for i in range(n_sent)] for stream in refs]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--data-dir", default="/work/shared/data/nbest/joshua-bn-en")
+    ap.add_argument("--sentences", type=int, default=2000)
+    ap.add_argument("--size", type=int, default=100)
+    ap.add_argument("--features", type=int, default=20)
+    ap.add_argument("--epochs", type=int, default=60)
+    ap.add_argument("--repeat", type=int, default=2, help="timed runs per size; the fastest counts (default 2)")
+    ap.add_argument("--cli", action="store_true", help="also time the whole `rerank tune` command on the full list")
+    ap.add_argument("--json", help="write the measurements here")
+    args = ap.parse_args()
+
+    t = time.perf_counter()
+    nbest, refs = tiled(args.data_dir, args.sentences, args.size, args.features)
+    print(f"built {nbest.n_sentences} x {args.size} = {nbest.n_hyps} hypotheses, {args.features} features "
+          f"in {time.perf_counter() - t:.1f}s", flush=True)
+    t = time.perf_counter()
+    full = prepare(nbest, refs)
+    prep_time = time.perf_counter() - t
+    print(f"prepare (merge + BLEU statistics): {prep_time:.1f}s = {nbest.n_hyps / prep_time:,.0f} hyps/s", flush=True)
+
+    rows = []
+    for frac in (4, 2, 1):
+        n = args.sentences // frac
+        part = full if frac == 1 else prepare(nbest.select_sentences(range(n)), [r[:n] for r in refs])
+        wall, cpu = [], []
+        for _ in range(args.repeat):  # the machine is shared: keep the fastest of a few runs
+            t, c = time.perf_counter(), time.process_time()
+            res = kbmira(part, epochs=args.epochs, seed=1)
+            wall.append(time.perf_counter() - t)
+            cpu.append(time.process_time() - c)
+        secs, cpu_secs = min(wall), min(cpu)
+        work = part.nbest.n_hyps * args.epochs
+        rows.append({"sentences": n, "hypotheses": part.nbest.n_hyps, "epochs": args.epochs, "seconds": secs,
+                     "cpu_seconds": cpu_secs, "hyps_per_second": work / secs, "hyps_per_cpu_second": work / cpu_secs,
+                     "tuned_bleu": res.best_score, "initial_bleu": res.initial_score})
+        print(f"kbmira {n:6d} sentences, {part.nbest.n_hyps:8d} hyps, {args.epochs} epochs: {secs:7.2f}s wall, "
+              f"{cpu_secs:7.2f}s CPU = {work / cpu_secs:,.0f} hyp-visits per CPU second  "
+              f"(BLEU {res.initial_score:.2f} -> {res.best_score:.2f})", flush=True)
+    ref = rows[0]["cpu_seconds"] / rows[0]["hypotheses"]
+    for r in rows:
+        r["cost_per_hyp_ratio"] = (r["cpu_seconds"] / r["hypotheses"]) / ref
+    print("CPU cost per hypothesis relative to the smallest run (1.0 = linear): "
+          + ", ".join(f"{r['hypotheses']}: {r['cost_per_hyp_ratio']:.2f}" for r in rows))
+
+    record = {"benchmark": "bench_tune", "machine": platform.platform(), "cpus": os.cpu_count(),
+              "list": {"sentences": args.sentences, "size": args.size, "features": args.features},
+              "prepare_seconds": prep_time, "kbmira": rows}
+    if args.cli:
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "big.nbest")
+            write_nbest(nbest, path, "moses")
+            ref_paths = []
+            for k, stream in enumerate(refs):
+                ref_paths.append(os.path.join(tmp, f"ref.{k}"))
+                with atomic_write(ref_paths[-1]) as out:
+                    out.write("\n".join(stream) + "\n")
+            cmd = [sys.executable, "-m", "rerank", "tune", "--nbest", path, *[x for p in ref_paths for x in ("-r", p)],
+                   "--epochs", str(args.epochs), "-o", os.path.join(tmp, "w.json"), "--quiet"]
+            t = time.perf_counter()
+            subprocess.run(cmd, check=True)
+            secs = time.perf_counter() - t
+        record["cli_seconds"] = secs
+        print(f"rerank tune (whole command) on {nbest.n_hyps} hyps: {secs:.1f}s = "
+              f"{nbest.n_hyps * args.epochs / secs:,.0f} hyp-visits/s")
+    if args.json:
+        with atomic_write(args.json) as out:
+            json.dump(record, out, indent=2)
+
+
+if __name__ == "__main__":
+    main()
