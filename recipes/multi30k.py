@@ -31,6 +31,8 @@ from rerank.io import atomic_write, read_lines
 FLAVOURS = ("weak", "regular", "optimised")
 SPLITS = {"val": "val", "test_2016": "test_2016_flickr"}
 BASE_FEATURES = ["nmt", "nmt_norm", "len"]
+# recipe preset -> (NMT size preset, embedding preset); `tiny` is for smoke tests only
+PRESETS = {"cpu": ("cpu", "cpu"), "paper": ("paper", "paper"), "tiny": ("tiny", "small")}
 
 
 @dataclass
@@ -46,6 +48,8 @@ class RecipeConfig:
     nbest_dir: str | None = None
     nmt_max_minutes: float | None = None
     embed_max_minutes: float | None = None
+    nmt_max_epochs: int | None = None
+    embed_max_epochs: int | None = None
     runs: int = 3
     epochs: int = 60
     ar_trials: int = 10000
@@ -57,6 +61,14 @@ class RecipeConfig:
 class Recipe:
     def __init__(self, cfg: RecipeConfig):
         self.cfg = cfg
+        if cfg.preset not in PRESETS:
+            raise InputError(f"unknown preset {cfg.preset!r} (known: {', '.join(PRESETS)})")
+        unknown = [f for f in cfg.flavours if f not in FLAVOURS]
+        if unknown:
+            raise InputError(f"unknown NMT flavour {unknown[0]!r} (known: {', '.join(FLAVOURS)})")
+        if not os.path.isdir(os.path.join(cfg.data_dir, "task1", "raw")):
+            raise InputError("not a Multi30k directory (task1/raw/ is missing)", cfg.data_dir)
+        self.nmt_preset, self.embed_preset = PRESETS[cfg.preset]
         self.start = time.time()
         os.makedirs(cfg.out, exist_ok=True)
         self.images = self._find_image_features() if cfg.image_features else None
@@ -105,10 +117,12 @@ class Recipe:
             out = self.path("embeddings", slug)
             model = os.path.join(out, "model.pt")
             if not os.path.exists(model):
-                args = ["embed", "train", "--data-dir", self.cfg.data_dir, "--out", out, "--preset", self.cfg.preset,
-                        "--languages", spec["languages"], "--device", self.cfg.device]
+                args = ["embed", "train", "--data-dir", self.cfg.data_dir, "--out", out, "--preset", self.embed_preset,
+                        "--languages", spec["languages"], "--device", self.cfg.device, "--seed", str(self.cfg.seed)]
                 if self.cfg.embed_max_minutes:
                     args += ["--max-minutes", str(self.cfg.embed_max_minutes)]
+                if self.cfg.embed_max_epochs:
+                    args += ["--max-epochs", str(self.cfg.embed_max_epochs)]
                 if spec["beta"] is not None:
                     config = os.path.join(out + ".config.json")
                     with atomic_write(config) as f:
@@ -135,9 +149,11 @@ class Recipe:
         if not os.path.exists(os.path.join(run, "DONE")):
             raw = os.path.join(self.cfg.data_dir, "task1", "raw")
             args = ["nmt", "train", "--data-dir", raw, "--out", run, "--flavour", flavour,
-                    "--size", self.cfg.preset, "--device", self.cfg.device]
+                    "--size", self.nmt_preset, "--device", self.cfg.device, "--seed", str(self.cfg.seed)]
             if self.cfg.nmt_max_minutes:
                 args += ["--max-minutes", str(self.cfg.nmt_max_minutes)]
+            if self.cfg.nmt_max_epochs:
+                args += ["--max-epochs", str(self.cfg.nmt_max_epochs)]
             self._cli(args)
             with atomic_write(os.path.join(run, "DONE")) as f:
                 f.write("trained\n")

@@ -1,0 +1,72 @@
+"""The Multi30k recipe end to end on a generated miniature Multi30k (tiny models, seconds)."""
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from rerank.cli import main
+from rerank.io import read_lines
+
+PACKAGE_DATA = Path(__file__).parent.parent / "rerank" / "data" / "multi30k"
+
+
+def _write(path: Path, lines):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with gzip.open(path, "wt", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+@pytest.fixture(scope="module")
+def mini_multi30k(tmp_path_factory):
+    """80 train / 20 val / 20 test sentences cut from the shipped val and test_2016 text."""
+    root = tmp_path_factory.mktemp("m30k")
+    val = {lang: read_lines(str(PACKAGE_DATA / f"val.{lang}.gz")) for lang in ("en", "de")}
+    test = {lang: read_lines(str(PACKAGE_DATA / f"test_2016_flickr.{lang}.gz")) for lang in ("en", "de")}
+    splits = {"train": {k: v[:80] for k, v in val.items()}, "val": {k: v[80:100] for k, v in val.items()},
+              "test_2016_flickr": {k: v[:20] for k, v in test.items()}}
+    for split, text in splits.items():
+        n = len(text["en"])
+        task2 = "test_2016" if split == "test_2016_flickr" else split
+        images = [f"{split}-{i}.jpg" for i in range(n)]
+        (root / "task1" / "image_splits").mkdir(parents=True, exist_ok=True)
+        (root / "task2" / "image_splits").mkdir(parents=True, exist_ok=True)
+        (root / "task1" / "image_splits" / f"{split}.txt").write_text("\n".join(images) + "\n")
+        (root / "task2" / "image_splits" / f"{task2}_images.txt").write_text("\n".join(images) + "\n")
+        for lang, lines in text.items():
+            _write(root / "task1" / "raw" / f"{split}.{lang}.gz", lines)
+            for k in range(1, 6):  # comparable captions: the same sentences, rotated
+                _write(root / "task2" / "raw" / f"{task2}.{k}.{lang}.gz", lines[k:] + lines[:k])
+    return root
+
+
+def test_recipe_runs_and_resumes(mini_multi30k, tmp_path, capsys):
+    out = tmp_path / "run"
+    args = ["recipe", "multi30k", "--data-dir", str(mini_multi30k), "--out", str(out), "--preset", "tiny",
+            "--nbest", "4", "--flavours", "weak", "--nmt-max-epochs", "1", "--embed-max-epochs", "1",
+            "--runs", "2", "--epochs", "2", "--ar", "100", "--bootstrap", "20"]
+    assert main(args) == 0
+    table = (out / "tables" / "table.4best.md").read_text()
+    for text in ("| weak | NMT 1-best |", "| weak | MIRA: NMT features |", "| weak | + MLMME-text |",
+                 "| weak | Oracle (sentence BLEU+1) |", "Text only"):
+        assert text in table
+    assert (out / "tables" / "table.4best.tex").exists()
+    assert (out / "tables" / "oracle_curve.png").exists()
+    curve = json.loads((out / "tables" / "oracle_curve.json").read_text())
+    values = curve["oracle_bleu"]["weak"]
+    assert curve["k"] == [1, 2, 3] and values == sorted(values)  # more hypotheses, higher oracle
+    summary = json.loads((out / "experiments" / "weak.4best" / "summary.json").read_text())
+    assert summary["systems"] == ["NMT 1-best", "MIRA: NMT features", "+ MLMME-text"]
+    assert summary["second_baseline"] == "MIRA: NMT features"
+    config = json.loads((out / "recipe.config.json").read_text())
+    assert config["text_only"] is True
+    assert "NO IMAGE FEATURES" in (out / "recipe.log").read_text()
+    # a second run finds every step complete and redoes nothing
+    before = {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file() and p.name != "recipe.log"}
+    assert main(args) == 0
+    after = {p: p.stat().st_mtime_ns for p in before}
+    changed = [p.name for p in before if before[p] != after[p] and "tables" not in p.parts and p.name != "recipe.config.json"]
+    assert changed == []
+    log = (out / "recipe.log").read_text()
+    assert "reusing embedding model" in log and "reusing" in log.split("NO IMAGE FEATURES")[-1]
