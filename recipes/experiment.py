@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 
@@ -100,7 +101,7 @@ def run_experiment(dev: NBestList, dev_refs, test: NBestList, test_refs, systems
 def save_experiment(result: ExperimentResult, out_dir: str, baseline: list[str], oracle_hyps: list[str]) -> None:
     os.makedirs(out_dir, exist_ok=True)
     for name, weights in result.weights.items():
-        slug = name.replace(" ", "_").replace("+", "plus").replace("/", "_")
+        slug = re.sub(r"[^A-Za-z0-9]+", "_", name).strip("_")
         for r, (w, score) in enumerate(zip(weights, result.dev_scores[name]), start=1):
             write_weights(os.path.join(out_dir, f"{slug}.weights.run{r}.json"), w, {"system": name, "run": r, "dev_bleu": score})
             with atomic_write(os.path.join(out_dir, f"{slug}.test.run{r}.txt")) as out:
