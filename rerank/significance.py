@@ -75,20 +75,17 @@ def _split_masks(rng: np.random.Generator, batch: int, n: int, runs: int, multev
         ranks = keys.argsort(axis=-1).argsort(axis=-1)
         wx = (ranks < runs).astype(np.float64)
         return wx, 1.0 - wx
-    # MultEval-compatible: each of the R run slots of a pseudo-system takes a run index drawn at
-    # random for A and, independently, for B, then a coin decides which of the two goes to X and
-    # which to Y. With R >= 3 (and in general) X and Y need not be complementary halves of the pool.
-    idx_a = rng.integers(runs, size=(batch, n, runs))
-    idx_b = rng.integers(runs, size=(batch, n, runs))
+    # MultEval-compatible (its Shuffling class): per (sentence, run slot k) a coin c, and per sentence
+    # a random permutation pi of the runs. X takes (B if c else A)[pi(k)], Y takes the other system's
+    # run pi^-1(k). For R <= 2, pi = pi^-1 and X, Y are complementary; for R >= 3 they need not be.
     coin = rng.integers(2, size=(batch, n, runs)).astype(bool)
-    x_src = np.where(coin, idx_a, runs + idx_b)
-    y_src = np.where(coin, runs + idx_b, idx_a)
-    wx = np.zeros((batch, n, 2 * runs))
-    wy = np.zeros((batch, n, 2 * runs))
-    b_idx, s_idx = np.meshgrid(np.arange(batch), np.arange(n), indexing="ij")
-    for r in range(runs):
-        np.add.at(wx, (b_idx, s_idx, x_src[..., r]), 1.0)
-        np.add.at(wy, (b_idx, s_idx, y_src[..., r]), 1.0)
+    perm = rng.random((batch, n, runs)).argsort(axis=-1)
+    inv = perm.argsort(axis=-1)
+    x_src = np.where(coin, runs + perm, perm)
+    y_src = np.where(coin, inv, runs + inv)
+    slots = np.arange(2 * runs)
+    wx = (x_src[..., None] == slots).sum(axis=-2).astype(np.float64)
+    wy = (y_src[..., None] == slots).sum(axis=-2).astype(np.float64)
     return wx, wy
 
 

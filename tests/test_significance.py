@@ -125,3 +125,39 @@ def test_run_statistics_and_bootstrap(data):
 def test_holm_bonferroni():
     assert holm_bonferroni([0.01, 0.04, 0.03, 0.5]) == pytest.approx([0.04, 0.09, 0.09, 0.5])
     assert holm_bonferroni([0.6, 0.6]) == [1.0, 1.0]
+
+
+def test_split_masks_complementary_and_multeval_shuffle():
+    from rerank.significance import _split_masks
+
+    rng = np.random.default_rng(0)
+    for runs in (2, 3):
+        wx, wy = _split_masks(rng, 200, 30, runs, multeval_compat=False)
+        assert np.all(wx.sum(-1) == runs) and np.all(wx + wy == 1)  # complementary halves of the pool
+        cx, cy = _split_masks(rng, 200, 30, runs, multeval_compat=True)
+        assert np.all(cx.sum(-1) == runs) and np.all(cy.sum(-1) == runs)
+        # every data point is one coin between A's run pi(k) and B's run: as many A as B outputs overall
+        complementary = np.all(cx + cy == 1, axis=-1)
+        if runs == 2:
+            assert complementary.all()  # pi = pi^-1 for two runs
+        else:
+            assert 0.2 < 1 - complementary.mean() < 0.9  # 3-cycles make X and Y overlap
+
+
+def test_multeval_compat_with_runs_gives_smaller_p_under_run_variance():
+    """Strong optimizer instability (run offsets): MultEval's run-balanced, non-complementary shuffle
+    sees little chance variation and reports a far smaller p than the complementary split."""
+    ter = make_metric("ter")
+    rng = np.random.default_rng(1)
+    n = 60
+    base = rng.integers(0, 10, size=n)
+
+    def system(extra):
+        runs = [np.stack([base + off + rng.integers(0, 3, size=n) + extra, np.full(n, 20)], 1) for off in (0, 6, 12)]
+        return np.stack(runs).astype(float)
+
+    a, b = system(0), system(rng.random(n) < 0.3)
+    correct = approximate_randomization(ter, a, b, trials=3000, seed=3)
+    compat = approximate_randomization(ter, a, b, trials=3000, seed=3, multeval_compat=True)
+    assert correct.observed_diff == compat.observed_diff
+    assert correct.p_value > 0.5 and compat.p_value < 0.25 * correct.p_value
