@@ -105,3 +105,40 @@ def test_bad_input_exits_2(capsys, tmp_path, make_args, message):
         else run_cli(capsys, *make_args(files))
     assert code == 2
     assert err.startswith("rerank eval: error:") and message in err
+
+
+def test_nbest_with_weights_is_a_system(capsys, tmp_path):
+    """--nbest F --weights W: the 1-best under W is scored like a hypothesis file."""
+    cap, good = lines("cap1.de"), lines("good.de.run1")
+    nbest = tmp_path / "test.nbest"
+    nbest.write_text("".join(f"{i} ||| {c} ||| f= 1 0 ||| 0\n{i} ||| {g} ||| f= 0 1 ||| 0\n"
+                             for i, (c, g) in enumerate(zip(cap, good))), encoding="utf-8")
+    (tmp_path / "pick_good.weights").write_text("f= 0 1\n")
+    (tmp_path / "pick_cap.weights").write_text("f= 1 0\n")
+    code, out, err = run_cli(capsys, "-r", p("ref.de"), "-b", p("cap1.de"), "good=" + p("good.de.run1"),
+                             "--nbest", f"nb_good={nbest}", "--weights", str(tmp_path / "pick_good.weights"),
+                             "--nbest", f"nb_cap={nbest}", "--weights", str(tmp_path / "pick_cap.weights"),
+                             "--metrics", "bleu", "--ar", "100", "--bootstrap", "20", "--format", "json")
+    assert code == 0, err
+    cells = {(r["system"], r["metric"]): r for r in json.loads(out)["results"]}
+    assert cells[("nb_good", "bleu")]["score"] == pytest.approx(cells[("good", "bleu")]["score"])
+    assert cells[("nb_cap", "bleu")]["score"] == pytest.approx(cells[("cap1.de", "bleu")]["score"])
+    assert cells[("nb_cap", "bleu")]["p"] == 1.0
+
+
+def test_meteor_column_and_missing_paraphrase_table(capsys):
+    code, out, _ = run_cli(capsys, "-r", p("ref.de"), "-b", p("cap1.de"), "good=" + p("good.de.run1"),
+                           "--metrics", "bleu,meteor,ter", "--lang", "de", "--meteor-modules", "exact,stem",
+                           "--ar", "200", "--bootstrap", "50", "--format", "json")
+    assert code == 0
+    res = json.loads(out)
+    stored = np.loadtxt(p("meteor/good.de.run1.jar-stats"))
+    from rerank.metrics.meteor import MeteorMetric, summable
+
+    expect = MeteorMetric("de", ["exact", "stem"]).score_from_stats(summable(stored).sum(0))
+    cell = {(r["system"], r["metric"]): r for r in res["results"]}
+    assert cell[("good", "meteor")]["score"] == pytest.approx(expect)
+    assert cell[("good", "meteor")]["marks"] == "\u2020"
+    assert "modules:exact+stem" in res["signatures"]["meteor"]
+    code, _, err = run_cli(capsys, "-r", p("ref.de"), "-b", p("cap1.de"), "--metrics", "meteor", "--lang", "de")
+    assert code == 2 and "paraphrase-de.gz" in err and "--meteor-modules" in err
