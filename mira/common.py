@@ -25,19 +25,16 @@ def merge_duplicates(nbest: NBestList) -> np.ndarray:
 
     Hypotheses that share only the string, or only the features, all stay.
     """
-    keep = np.ones(nbest.n_hyps, dtype=bool)
     features = np.ascontiguousarray(nbest.features)
-    seen: dict = {}
-    bounds = nbest.offsets.tolist()
-    for i in range(nbest.n_sentences):
-        seen.clear()
-        for row in range(bounds[i], bounds[i + 1]):
-            key = (nbest.hyps[row], features[row].tobytes())
-            if key in seen:
-                keep[row] = False
-            else:
-                seen[key] = row
-    return np.flatnonzero(keep)
+    seen: set = set()
+    keep = []
+    sentence = nbest.sentence_of_hyp.tolist()
+    for row, (i, hyp) in enumerate(zip(sentence, nbest.hyps)):
+        key = (i, hyp, features[row].tobytes())
+        if key not in seen:
+            seen.add(key)
+            keep.append(row)
+    return np.asarray(keep, dtype=np.int64)
 
 
 def expand_refs(refs: Sequence[Sequence[str]], sentence_of_row: np.ndarray) -> list[list[str]]:
@@ -67,10 +64,32 @@ class Metric:
         return float(self.display(float(self.score(summed))))
 
 
+def unique_strings(nbest: NBestList) -> tuple[np.ndarray, np.ndarray]:
+    """(rows, inverse): the first row of every distinct (sentence, string) pair, and for every row
+    the index of its pair in `rows`. Decoders often emit one string with several derivations;
+    text statistics are computed once per pair."""
+    first: dict = {}
+    inverse = np.empty(nbest.n_hyps, dtype=np.int64)
+    rows = []
+    sentence = nbest.sentence_of_hyp.tolist()
+    for row, (i, hyp) in enumerate(zip(sentence, nbest.hyps)):
+        key = (i, hyp)
+        k = first.get(key)
+        if k is None:
+            k = first[key] = len(rows)
+            rows.append(row)
+        inverse[row] = k
+    return np.asarray(rows, dtype=np.int64), inverse
+
+
 def bleu_metric(nbest: NBestList, refs, tokenize: str = "none", lowercase: bool = False, progress: bool = False) -> Metric:
     """Corpus BLEU exactly as sacrebleu computes it (and as `rerank eval` reports it)."""
-    stats = hypothesis_stats(nbest.hyps, nbest.offsets, refs, tokenize=tokenize, lowercase=lowercase, progress=progress)
-    return Metric("bleu", stats, corpus_bleu_batch, exact=corpus_bleu)
+    rows, inverse = unique_strings(nbest)
+    sentence = nbest.sentence_of_hyp[rows]
+    offsets = np.searchsorted(sentence, np.arange(nbest.n_sentences + 1), side="left")
+    stats = hypothesis_stats([nbest.hyps[int(r)] for r in rows], offsets, refs, tokenize=tokenize,
+                             lowercase=lowercase, progress=progress)
+    return Metric("bleu", stats[inverse], corpus_bleu_batch, exact=corpus_bleu)
 
 
 def named_metric(name: str, nbest: NBestList, refs, tokenize: str = "none", lowercase: bool = False,
@@ -84,9 +103,11 @@ def named_metric(name: str, nbest: NBestList, refs, tokenize: str = "none", lowe
         metric = make_metric(name, lang=lang, tokenize=tokenize, lowercase=lowercase)
     except ValueError as exc:
         raise InputError(str(exc)) from None
-    stats = np.asarray(metric.sentence_stats(list(nbest.hyps), expand_refs(refs, nbest.sentence_of_hyp)), dtype=np.float64)
+    rows, inverse = unique_strings(nbest)
+    hyps = [nbest.hyps[int(r)] for r in rows]
+    stats = np.asarray(metric.sentence_stats(hyps, expand_refs(refs, nbest.sentence_of_hyp[rows])), dtype=np.float64)
     sign = 1.0 if metric.higher_is_better else -1.0
-    return Metric(name, stats, lambda s: sign * np.asarray(metric.score_from_stats(s)), display=lambda x: sign * x)
+    return Metric(name, stats[inverse], lambda s: sign * np.asarray(metric.score_from_stats(s)), display=lambda x: sign * x)
 
 
 @dataclass

@@ -198,3 +198,15 @@ def test_segment_views_match_the_whole_list():
     # statistics in kbmira layout come from the same sacrebleu statistics
     stats = bleu_metric(data.nbest, refs).stats
     np.testing.assert_array_equal(np.hstack(state.Kt).T, kbmira_stats(stats))
+
+
+def test_statistics_computed_once_per_distinct_string_equal_direct_ones():
+    from rerank.bleu import hypothesis_stats
+
+    nbest, refs = joshua(0, 10)
+    rows = np.concatenate([np.arange(nbest.offsets[i], nbest.offsets[i + 1]).repeat(3) for i in range(10)])
+    sizes = np.diff(nbest.offsets) * 3
+    tripled = NBestList(np.r_[0, np.cumsum(sizes)], nbest.hyps.take(rows), nbest.features[rows] + np.arange(len(rows))[:, None],
+                        nbest.feature_names)
+    direct = hypothesis_stats(tripled.hyps, tripled.offsets, refs, tokenize="none")
+    np.testing.assert_array_equal(bleu_metric(tripled, refs).stats, direct)
