@@ -44,7 +44,7 @@ def expand_refs(refs: Sequence[Sequence[str]], sentence_of_row: np.ndarray) -> l
 
 
 @dataclass
-class Metric:
+class TuningMetric:
     """What a tuner optimises: per-hypothesis statistics and a vectorised corpus score.
 
     `score(stats (..., k)) -> (...)` is oriented so that higher is better (TER is negated);
@@ -82,18 +82,18 @@ def unique_strings(nbest: NBestList) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(rows, dtype=np.int64), inverse
 
 
-def bleu_metric(nbest: NBestList, refs, tokenize: str = "none", lowercase: bool = False, progress: bool = False) -> Metric:
+def bleu_metric(nbest: NBestList, refs, tokenize: str = "none", lowercase: bool = False, progress: bool = False) -> TuningMetric:
     """Corpus BLEU exactly as sacrebleu computes it (and as `rerank eval` reports it)."""
     rows, inverse = unique_strings(nbest)
     sentence = nbest.sentence_of_hyp[rows]
     offsets = np.searchsorted(sentence, np.arange(nbest.n_sentences + 1), side="left")
     stats = hypothesis_stats([nbest.hyps[int(r)] for r in rows], offsets, refs, tokenize=tokenize,
                              lowercase=lowercase, progress=progress)
-    return Metric("bleu", stats[inverse], corpus_bleu_batch, exact=corpus_bleu)
+    return TuningMetric("bleu", stats[inverse], corpus_bleu_batch, exact=corpus_bleu)
 
 
 def named_metric(name: str, nbest: NBestList, refs, tokenize: str = "none", lowercase: bool = False,
-                 lang: str = "en", progress: bool = False) -> Metric:
+                 lang: str = "en", progress: bool = False) -> TuningMetric:
     """BLEU, or any metric of `rerank.metrics` (TER, chrF, chrF++, METEOR), per hypothesis."""
     if name == "bleu":
         return bleu_metric(nbest, refs, tokenize, lowercase, progress)
@@ -107,7 +107,7 @@ def named_metric(name: str, nbest: NBestList, refs, tokenize: str = "none", lowe
     hyps = [nbest.hyps[int(r)] for r in rows]
     stats = np.asarray(metric.sentence_stats(hyps, expand_refs(refs, nbest.sentence_of_hyp[rows])), dtype=np.float64)
     sign = 1.0 if metric.higher_is_better else -1.0
-    return Metric(name, stats[inverse], lambda s: sign * np.asarray(metric.score_from_stats(s)), display=lambda x: sign * x)
+    return TuningMetric(name, stats[inverse], lambda s: sign * np.asarray(metric.score_from_stats(s)), display=lambda x: sign * x)
 
 
 @dataclass
@@ -116,7 +116,7 @@ class TuningData:
 
     nbest: NBestList          # the merged list
     kept_rows: np.ndarray     # row of each kept hypothesis in the input list
-    metric: Metric
+    metric: TuningMetric
     tuned: np.ndarray         # bool (F,): which columns the tuner may change
     n_input_hyps: int
 

@@ -19,10 +19,10 @@ def _data(rows_stats, features, sizes=None):
     offsets = np.r_[0, np.cumsum(sizes)]
     nbest = NBestList(offsets, [f"h{j}" for j in range(len(features))], features,
                       [f"f{k}" for k in range(features.shape[1])])
-    from mira.common import Metric
+    from mira.common import TuningMetric
     from rerank.bleu import corpus_bleu, corpus_bleu_batch
 
-    metric = Metric("bleu", np.asarray(rows_stats, dtype=float), corpus_bleu_batch, exact=corpus_bleu)
+    metric = TuningMetric("bleu", np.asarray(rows_stats, dtype=float), corpus_bleu_batch, exact=corpus_bleu)
     return TuningData(nbest, np.arange(len(features)), metric, np.ones(features.shape[1], bool), len(features))
 
 
