@@ -210,3 +210,59 @@ def test_statistics_computed_once_per_distinct_string_equal_direct_ones():
                         nbest.feature_names)
     direct = hypothesis_stats(tripled.hyps, tripled.offsets, refs, tokenize="none")
     np.testing.assert_array_equal(bleu_metric(tripled, refs).stats, direct)
+
+
+def _naive_kbmira(X, K, offsets, epochs, seed, C=0.01, decay=0.999, model_bg=False):
+    """kbmira written as the algorithm notes read, one hypothesis at a time in plain Python."""
+    n_sent, n_feats = len(offsets) - 1, len(X[0])
+    w, total, n_up, bg = [0.0] * n_feats, [0.0] * n_feats, 0, [1.0] * 9
+    rng = np.random.default_rng(seed)
+    averages = []
+
+    def sbleu(s):
+        t = [s[k] + bg[k] for k in range(9)]
+        log_bleu = sum(math.log(t[n]) - math.log(t[4 + n]) for n in range(4)) / 4
+        if t[4] < t[8]:
+            log_bleu += 1 - t[8] / t[4]
+        return math.exp(log_bleu) * t[8]
+
+    for _ in range(epochs):
+        for i in rng.permutation(n_sent).tolist():
+            rows = range(offsets[i], offsets[i + 1])
+            if len(rows) < 2:
+                continue
+            best = {}
+            for j in rows:
+                score = sum(a * b for a, b in zip(w, X[j]))
+                b = sbleu(K[j])
+                for name, value in (("hope", score + b), ("fear", score - b), ("model", score)):
+                    if name not in best or value > best[name][0]:
+                        best[name] = (value, j, b, score)
+            _, h, bh, sh = best["hope"]
+            _, f, bf, sf = best["fear"]
+            if h == f or not bh > bf:
+                continue
+            loss = (bh - bf) - (sh - sf)
+            if loss > 0:
+                d = [a - b for a, b in zip(X[h], X[f])]
+                sq = sum(x * x for x in d)
+                eta = C if sq == 0 else min(C, loss / sq)
+                w = [a + eta * b for a, b in zip(w, d)]
+                total = [a + b for a, b in zip(total, w)]
+                n_up += 1
+            src = K[best["model"][1]] if model_bg else K[h]
+            bg = [decay * a + b for a, b in zip(bg, src)]
+        averages.append([t / n_up for t in total] if n_up else list(w))
+    return np.array(averages)
+
+
+@pytest.mark.parametrize("model_bg", [False, True])
+def test_vectorised_kbmira_equals_a_plain_python_reading_of_the_algorithm(model_bg):
+    nbest, refs = joshua(0, 25)
+    data = prepare(nbest, refs)
+    K = kbmira_stats(data.stats)
+    naive = _naive_kbmira(data.features.tolist(), K.tolist(), data.offsets.tolist(), epochs=6, seed=4, model_bg=model_bg)
+    seen = []
+    res = kbmira(data, epochs=6, seed=4, model_bg=model_bg, on_epoch=lambda rec: seen.append(rec["score"]))
+    np.testing.assert_allclose(res.weights, naive[res.best_epoch - 1], rtol=1e-9, atol=1e-12)
+    assert seen == [data.evaluate(a) for a in naive]
