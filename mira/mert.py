@@ -39,41 +39,44 @@ def envelope_breakpoints(a: np.ndarray, b: np.ndarray, offsets: np.ndarray):
     Returns (first, gammas, sentences, old, new): `first[i]` is sentence i's best row as
     g -> -inf; at g = gammas[k] sentence sentences[k] switches from row old[k] to new[k].
     Ties: lowest slope then highest intercept then first row at -inf; at a breakpoint the
-    steepest line wins.
+    steepest line wins. Each step works only on the sentences whose envelope goes on.
     """
     n_sent = len(offsets) - 1
     sizes = np.diff(offsets)
     sid = np.repeat(np.arange(n_sent), sizes)
-    rows = np.arange(len(a))
-    order = np.lexsort((rows, -a, b, sid))
-    cur = order[offsets[:-1]]
-    gcur = np.full(n_sent, -np.inf)
-    first = cur.copy()
-    active = np.ones(n_sent, dtype=bool)
-    out_g, out_s, out_old, out_new = [], [], [], []
     neg_inf = np.full(len(a), -np.inf)
-    starts = offsets[:-1]
-    while True:
-        bc, ac, gc = b[cur][sid], a[cur][sid], gcur[sid]
-        cand = (b > bc) & active[sid]
-        if not cand.any():
-            break
+    # first line: lowest slope, then highest intercept, then first row
+    low = b == np.repeat(np.minimum.reduceat(b, offsets[:-1]), sizes)
+    cur = segment_argmax(np.where(low, a, neg_inf), offsets)
+    first = cur.copy()
+    gcur = np.full(n_sent, -np.inf)
+    # working set: rows of the sentences still active, with local CSR offsets
+    rows, loc_sid, loc_off, sents = np.arange(len(a)), sid, offsets, np.arange(n_sent)
+    out_g, out_s, out_old, out_new = [], [], [], []
+    while len(sents):
+        ar, br = a[rows], b[rows]
+        bc, ac, gc = b[cur][loc_sid], a[cur][loc_sid], gcur[loc_sid]
+        cand = br > bc
         with np.errstate(divide="ignore", invalid="ignore"):
-            g = np.where(cand, np.maximum((ac - a) / (b - bc), gc), np.inf)
-        gmin = np.minimum.reduceat(g, starts)
+            g = np.where(cand, np.maximum((ac - ar) / (br - bc), gc), np.inf)
+        gmin = np.minimum.reduceat(g, loc_off[:-1])
         has = np.isfinite(gmin)
         if not has.any():
             break
-        steep = np.where(cand & (g == gmin[sid]), b, neg_inf)
-        nxt = segment_argmax(steep, offsets)
+        steep = np.where(cand & (g == gmin[loc_sid]), br, neg_inf[:len(rows)])
+        nxt = rows[segment_argmax(steep, loc_off)]
         idx = np.flatnonzero(has)
         out_g.append(gmin[idx])
-        out_s.append(idx)
+        out_s.append(sents[idx])
         out_old.append(cur[idx])
         out_new.append(nxt[idx])
-        cur[idx] = nxt[idx]
-        gcur[idx] = gmin[idx]
-        active = has
+        # keep only the sentences that moved (their envelope may go on)
+        keep_rows = has[loc_sid]
+        rows = rows[keep_rows]
+        kept_sizes = np.diff(loc_off)[idx]
+        loc_off = np.r_[0, np.cumsum(kept_sizes)]
+        loc_sid = np.repeat(np.arange(len(idx)), kept_sizes)
+        cur, gcur, sents = nxt[idx], gmin[idx], sents[idx]
     if out_g:
         return first, np.concatenate(out_g), np.concatenate(out_s), np.concatenate(out_old), np.concatenate(out_new)
     empty = np.zeros(0, dtype=np.int64)
@@ -83,7 +86,12 @@ def envelope_breakpoints(a: np.ndarray, b: np.ndarray, offsets: np.ndarray):
 def line_search(X: np.ndarray, stats: np.ndarray, offsets: np.ndarray, score: Callable, w: np.ndarray,
                 d: np.ndarray, current: float | None = None) -> LineSearch:
     """Exact best step along d from w; moves only if the best interval beats `current` (score at w)."""
-    a, b = X @ w, X @ d
+    return line_search_ab(X @ w, X @ d, stats, offsets, score, current)
+
+
+def line_search_ab(a: np.ndarray, b: np.ndarray, stats: np.ndarray, offsets: np.ndarray, score: Callable,
+                   current: float | None = None) -> LineSearch:
+    """`line_search` with the model scores a = X w and their slopes b = X d given."""
     first, gam, _, old, new = envelope_breakpoints(a, b, offsets)
     base = stats[first].sum(axis=0)
     if current is None:
@@ -144,8 +152,9 @@ def mert(data: TuningData, w0: np.ndarray | None = None, *, seed: int = 1, resta
                 rand /= np.linalg.norm(rand, axis=1, keepdims=True)
                 directions = np.vstack([basis, rand])
             step = None
-            for d in directions:
-                ls = line_search(X, S, offsets, score, w, d, current)
+            a, B = X @ w, X @ directions.T
+            for k, d in enumerate(directions):
+                ls = line_search_ab(a, np.ascontiguousarray(B[:, k]), S, offsets, score, current)
                 if ls.gamma != 0.0 and (step is None or ls.score > step[0]):
                     step = (ls.score, ls.gamma, d)
             if step is None:
