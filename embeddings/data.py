@@ -1,0 +1,201 @@
+"""Multi30k for the embedding models: comparable (task2) and translated (task1) captions, image
+features, and per-epoch training tuples (an image with one caption per language).
+
+Layout of --data-dir (as ../shared/data/multi30k):
+  task1/raw/{split}.{lang}.gz, task1/image_splits/{split}.txt   (split test_2016_flickr)
+  task2/raw/{split}.{1..5}.{en,de}.gz, task2/image_splits/{split}_images.txt (split test_2016)
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from embeddings.tokenize import check_language, tokenize
+from rerank.errors import InputError
+from rerank.io import iter_lines, read_lines
+
+TASK1_SPLIT = {"train": "train", "val": "val", "test_2016": "test_2016_flickr"}
+TASK2_LANGS = ("en", "de")
+
+
+def _find(path: str) -> str | None:
+    for cand in (path, path + ".gz"):
+        if os.path.exists(cand):
+            return cand
+    if path.endswith(".gz") and os.path.exists(path[:-3]):
+        return path[:-3]
+    return None
+
+
+def read_captions(path: str, n_expected: int | None = None) -> list[str]:
+    """Caption lines of one file; errors name the file and line for empty lines or a wrong count."""
+    real = _find(path)
+    if real is None:
+        raise InputError("file not found", path)
+    lines = []
+    for number, line in iter_lines(real):
+        if not line.strip():
+            raise InputError("empty caption", real, number)
+        lines.append(line)
+    if n_expected is not None and len(lines) != n_expected:
+        raise InputError(f"{len(lines)} lines, but the image list has {n_expected}", real)
+    return lines
+
+
+def image_list(data_dir: str, split: str, task: str = "task1") -> list[str]:
+    """Image file names of a split (task1 and task2 lists are identical)."""
+    if task == "task1":
+        path = os.path.join(data_dir, "task1", "image_splits", TASK1_SPLIT.get(split, split) + ".txt")
+    else:
+        path = os.path.join(data_dir, "task2", "image_splits", f"{split}_images.txt")
+    if not os.path.exists(path):
+        raise InputError("image list not found", path)
+    return [x.strip() for x in read_lines(path)]
+
+
+def load_translated(data_dir: str, split: str, languages: list[str]) -> dict[str, list[str]]:
+    """task1: lang -> one caption per image of the split (line i = image i)."""
+    n = len(image_list(data_dir, split, "task1"))
+    name = TASK1_SPLIT.get(split, split)
+    return {lang: read_captions(os.path.join(data_dir, "task1", "raw", f"{name}.{lang}.gz"), n) for lang in languages}
+
+
+def load_comparable(data_dir: str, split: str, languages: list[str]) -> dict[str, list[list[str]]]:
+    """task2: lang -> five caption lists (caption k of every image), for en and de."""
+    n = len(image_list(data_dir, split, "task2"))
+    out = {}
+    for lang in languages:
+        if lang not in TASK2_LANGS:
+            continue
+        out[lang] = [read_captions(os.path.join(data_dir, "task2", "raw", f"{split}.{k}.{lang}.gz"), n) for k in range(1, 6)]
+    return out
+
+
+def load_features(path: str, n_rows: int, dim: int | None = None) -> np.ndarray:
+    """Image features (.npy, or .npz with one array) with one row per line of the image list."""
+    if not os.path.exists(path):
+        raise InputError("image feature file not found", path)
+    try:
+        data = np.load(path, mmap_mode="r" if path.endswith(".npy") else None, allow_pickle=False)
+    except (ValueError, OSError) as exc:
+        raise InputError(f"cannot read image features: {exc}", path) from None
+    if isinstance(data, np.lib.npyio.NpzFile):
+        keys = list(data.keys())
+        if len(keys) != 1 and "features" not in keys:
+            raise InputError(f"expected one array (or one named 'features'), found {keys}", path)
+        data = data["features" if "features" in keys else keys[0]]
+    if data.ndim != 2:
+        raise InputError(f"image features must be a 2-d array (rows x dims), got shape {data.shape}", path)
+    if data.shape[0] != n_rows:
+        raise InputError(f"{data.shape[0]} feature rows, but the image list has {n_rows} lines", path)
+    if dim is not None and data.shape[1] != dim:
+        raise InputError(f"feature dimension {data.shape[1]}, but the model expects {dim}", path)
+    return np.asarray(data, dtype=np.float32)
+
+
+@dataclass
+class Pools:
+    """Tokenised sentences per language (id arrays) and, per image unit, the candidate sentences."""
+
+    languages: list[str]
+    sentences: dict[str, list[np.ndarray]] = field(default_factory=dict)   # lang -> ids per sentence
+    unit_image: list[int] = field(default_factory=list)                     # image index of each unit
+    unit_cands: list[dict[str, list[int]]] = field(default_factory=list)    # lang -> sentence indices
+    unit_sample: list[bool] = field(default_factory=list)                   # pick one candidate per epoch
+
+
+def build_pools(data_dir: str, split: str, languages: list[str], sources: list[str], vocabs: dict | None = None,
+                comparable_per_image: int = 5, max_len: int = 50, min_freq: int = 1,
+                max_vocab: int | None = None, limit: int | None = None) -> tuple[Pools, dict]:
+    """Training units and vocabularies (built here from the tokenised split unless `vocabs` given).
+
+    task1 gives one tuple per image; task2 gives five fixed j-j tuples per image
+    (comparable_per_image=5) or n tuples per image whose captions are resampled every epoch.
+    `limit` keeps only the first `limit` images (small experiments and tests)."""
+    from embeddings.vocab import Vocab
+
+    for lang in languages:
+        check_language(lang)
+    pools = Pools(languages=list(languages))
+    tokens: dict[str, list[list[str]]] = {lang: [] for lang in languages}
+
+    def add(lang, sents):
+        start = len(tokens[lang])
+        tokens[lang].extend(tokenize(s, lang)[:max_len] for s in sents[:limit])
+        return list(range(start, len(tokens[lang])))
+
+    if "task1" in sources:
+        cap = load_translated(data_dir, split, languages)
+        idx = {lang: add(lang, cap[lang]) for lang in languages}
+        for i in range(len(idx[languages[0]])):
+            pools.unit_image.append(i)
+            pools.unit_cands.append({lang: [idx[lang][i]] for lang in languages})
+            pools.unit_sample.append(False)
+    if "task2" in sources:
+        missing = [lang for lang in languages if lang not in TASK2_LANGS]
+        if missing:
+            raise InputError(f"comparable Multi30k (task2) has only en and de captions, not {missing}; drop task2 or the language")
+        cap = load_comparable(data_dir, split, languages)
+        idx = {lang: [add(lang, col) for col in cap[lang]] for lang in languages}
+        for i in range(len(idx[languages[0]][0])):
+            if comparable_per_image >= 5:
+                for j in range(5):
+                    pools.unit_image.append(i)
+                    pools.unit_cands.append({lang: [idx[lang][j][i]] for lang in languages})
+                    pools.unit_sample.append(False)
+            else:
+                for _ in range(comparable_per_image):
+                    pools.unit_image.append(i)
+                    pools.unit_cands.append({lang: [idx[lang][j][i] for j in range(5)] for lang in languages})
+                    pools.unit_sample.append(True)
+    if not pools.unit_image:
+        raise InputError(f"no training data: sources {sources} gave no tuples")
+    if vocabs is None:
+        vocabs = {lang: Vocab.build(tokens[lang], min_freq, max_vocab) for lang in languages}
+    for lang in languages:
+        v = vocabs[lang]
+        pools.sentences[lang] = [np.asarray(v.ids(t) or [1], dtype=np.int64) for t in tokens[lang]]
+    return pools, vocabs
+
+
+def epoch_tuples(pools: Pools, seed: int, epoch: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """This epoch's tuples in training order: (image index, {lang: sentence index}).
+
+    Deterministic in (seed, epoch) so every DDP rank and every resumed run sees the same order."""
+    rng = np.random.default_rng([seed, epoch, 1])
+    n = len(pools.unit_image)
+    sent = {lang: np.empty(n, dtype=np.int64) for lang in pools.languages}
+    for u in range(n):
+        cands = pools.unit_cands[u]
+        for lang in pools.languages:
+            c = cands[lang]
+            sent[lang][u] = c[rng.integers(len(c))] if pools.unit_sample[u] else c[0]
+    order = rng.permutation(n)
+    return np.asarray(pools.unit_image, dtype=np.int64)[order], {lang: s[order] for lang, s in sent.items()}
+
+
+def sample_negatives(images: np.ndarray, m: int, seed: int, epoch: int) -> np.ndarray:
+    """(n, m) indices of contrastive tuples for each tuple, always from a different image."""
+    rng = np.random.default_rng([seed, epoch, 2])
+    n = len(images)
+    neg = rng.integers(n, size=(n, m))
+    for _ in range(100):
+        bad = images[neg] == images[:, None]
+        if not bad.any():
+            return neg
+        neg[bad] = rng.integers(n, size=int(bad.sum()))
+    raise InputError("cannot sample contrastive examples: all tuples show the same image")
+
+
+def pad_batch(seqs: list[np.ndarray]):
+    """List of id arrays -> (LongTensor (B, L) padded with 0, LongTensor lengths)."""
+    import torch
+
+    lengths = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=len(seqs))
+    out = np.zeros((len(seqs), int(lengths.max())), dtype=np.int64)
+    for i, s in enumerate(seqs):
+        out[i, : len(s)] = s
+    return torch.from_numpy(out), torch.from_numpy(lengths)

@@ -1,0 +1,75 @@
+"""Pairwise ranking (hinge) losses of Calixto & Liu (2017), eqs. 1-3, with three ways to pick
+contrastive examples:
+
+- "sum": every other item in the batch (VSE, Kiros et al. 2014);
+- "max": only the hardest in-batch negative (VSE++ max-violation, Faghri et al. 2017);
+- "random": given negatives, resampled from the training set each epoch (the paper).
+
+All vectors are assumed L2-normalised, so dot products are cosines. Every loss is summed over
+contrastive examples and both directions, and averaged over the positive pairs.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import torch
+
+MODES = ("random", "sum", "max")
+
+
+def pair_loss(a: torch.Tensor, b: torch.Tensor, margin: float, mode: str,
+              neg_a: torch.Tensor | None = None, neg_b: torch.Tensor | None = None,
+              groups: torch.Tensor | None = None) -> torch.Tensor:
+    """Hinge loss for positive pairs (a_i, b_i), both directions.
+
+    a, b: (B, d). For mode "random", neg_a / neg_b: (B, m, d) contrastive items for a_i's partner
+    b_i and for b_i's partner a_i. `groups` (B,) marks items from the same image: in-batch pairs
+    within a group are not used as negatives (they are not wrong matches).
+    """
+    pos = (a * b).sum(-1)
+    if mode == "random":
+        if neg_a is None or neg_b is None:
+            raise ValueError("mode 'random' needs neg_a and neg_b")
+        s_ab = torch.einsum("bd,bmd->bm", a, neg_b)   # a_i against wrong b
+        s_ba = torch.einsum("bd,bmd->bm", b, neg_a)   # b_i against wrong a
+        cost = (margin - pos[:, None] + s_ab).clamp(min=0).sum(1) + (margin - pos[:, None] + s_ba).clamp(min=0).sum(1)
+        return cost.mean()
+    if mode not in MODES:
+        raise ValueError(f"unknown contrastive mode {mode!r}: expected one of {', '.join(MODES)}")
+    scores = a @ b.t()                                 # scores[i, j] = a_i . b_j
+    if groups is None:
+        groups = torch.arange(a.shape[0], device=a.device)
+    same = groups[:, None] == groups[None, :]
+    cost_b = (margin - pos[:, None] + scores).clamp(min=0).masked_fill(same, 0.0)  # a_i vs b_j
+    cost_a = (margin - pos[None, :] + scores).clamp(min=0).masked_fill(same, 0.0)  # a_j vs b_i
+    if mode == "sum":
+        total = cost_b.sum() + cost_a.sum()
+    else:
+        total = cost_b.max(1).values.sum() + cost_a.max(0).values.sum()
+    return total / a.shape[0]
+
+
+def mlmme_loss(vectors: dict, languages: list[str], beta: float, margin: float, mode: str,
+               negatives: dict | None = None, groups: torch.Tensor | None = None) -> tuple[torch.Tensor, dict]:
+    """beta * R_MM + (1 - beta) * R_ML.
+
+    R_MM sums pair_loss(image, sentence_k) over languages; R_ML sums pair_loss(v_k, v_l) over
+    language pairs k < l. `vectors` maps "image" and each language to (B, d) tensors; for mode
+    "random", `negatives` maps the same keys to (B, m, d). Returns (loss, {"mm":..., "ml":...}).
+    """
+    zero = next(iter(vectors.values())).new_zeros(())
+    neg = negatives or {}
+    r_mm = zero
+    if beta > 0:
+        if "image" not in vectors:
+            raise ValueError("beta > 0 needs image vectors")
+        for lang in languages:
+            r_mm = r_mm + pair_loss(vectors["image"], vectors[lang], margin, mode,
+                                    neg.get("image"), neg.get(lang), groups)
+    r_ml = zero
+    if beta < 1:
+        for k, l in itertools.combinations(languages, 2):
+            r_ml = r_ml + pair_loss(vectors[k], vectors[l], margin, mode, neg.get(k), neg.get(l), groups)
+    loss = beta * r_mm + (1 - beta) * r_ml
+    return loss, {"mm": float(r_mm.detach()), "ml": float(r_ml.detach())}

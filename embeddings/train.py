@@ -1,0 +1,296 @@
+"""Training of the MLMME / VSE embedding models (single process or DDP under torchrun).
+
+Config keys (JSON; any omitted key takes the default below, `preset` sets the sizes):
+languages, sources (task1 translated / task2 comparable Multi30k), image_features {train, val},
+beta, margin, contrastive (random|sum|max), negatives (for random), lr, batch_size, grad_clip,
+max_epochs, patience, min_freq, seed, max_minutes, checkpoint_minutes.
+Without image features the text-only model is trained (beta = 0: R_ML only) and this is
+recorded in the log, config.json and the model's JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+from torch.nn.parallel import DistributedDataParallel
+
+from embeddings import distributed as D
+from embeddings.data import build_pools, epoch_tuples, image_list, load_features, pad_batch, sample_negatives
+from embeddings.encoder import Encoder, resolve_device, save_model
+from embeddings.evaluate import selection_score
+from embeddings.losses import MODES, mlmme_loss
+from embeddings.model import MLMME, PRESETS, ModelConfig
+from embeddings.vocab import Vocab
+from rerank.errors import InputError
+from rerank.io import atomic_write
+
+DEFAULTS = {
+    "preset": "cpu", "languages": ["en", "de"], "sources": ["task2", "task1"], "comparable_per_image": 5,
+    "image_features": {"train": None, "val": None}, "min_freq": 2, "max_vocab": None, "max_len": 50,
+    "dropout": 0.5, "init_std": 0.01, "beta": 0.5, "margin": 0.2, "contrastive": "random", "negatives": 5,
+    "lr": 2e-4, "batch_size": 128, "grad_clip": 2.0, "max_epochs": 30, "patience": 5, "seed": 1234,
+    "max_minutes": None, "max_steps": None, "checkpoint_minutes": 10.0, "train_limit": None, "validate": True, "select_images": 500,
+}
+TEXT_ONLY_NOTE = "no image features: text-only model (beta = 0, R_ML only)"
+
+
+def resolve_config(user: dict) -> dict:
+    """Defaults < preset sizes < user keys. Unknown keys are an error (typos should not pass)."""
+    preset = user.get("preset", DEFAULTS["preset"])
+    if preset not in PRESETS:
+        raise InputError(f"unknown preset {preset!r}: expected one of {', '.join(PRESETS)}")
+    known = set(DEFAULTS) | {"word_dim", "hidden_dim", "joint_dim"}
+    bad = sorted(set(user) - known)
+    if bad:
+        raise InputError(f"unknown config keys: {', '.join(bad)}")
+    cfg = {**DEFAULTS, **PRESETS[preset], **user}
+    cfg["image_features"] = {**DEFAULTS["image_features"], **(user.get("image_features") or {})}
+    if cfg["contrastive"] not in MODES:
+        raise InputError(f"unknown contrastive mode {cfg['contrastive']!r}: expected one of {', '.join(MODES)}")
+    from embeddings.tokenize import LANGUAGES
+
+    bad_langs = [x for x in cfg["languages"] if x not in LANGUAGES]
+    if bad_langs or len(set(cfg["languages"])) != len(cfg["languages"]):
+        raise InputError(f"languages {cfg['languages']}: each must be one of {', '.join(LANGUAGES)}, without repeats")
+    if not 0 <= cfg["beta"] <= 1:
+        raise InputError("beta must be in [0, 1]")
+    return cfg
+
+
+class Trainer:
+    def __init__(self, cfg: dict, data_dir: str, out_dir: str, device: str = "cpu", resume: bool = True, quiet: bool = False):
+        self.cfg, self.data_dir, self.out_dir = cfg, data_dir, out_dir
+        self.device = resolve_device(device)
+        D.init(self.device)
+        self.world, self.rank, local = D.world()
+        if self.device.type == "cuda" and self.world > 1:
+            self.device = torch.device("cuda", local)
+            torch.cuda.set_device(self.device)
+        self.main = self.rank == 0
+        self.quiet = quiet
+        os.makedirs(out_dir, exist_ok=True)
+        self.ckpt_path = os.path.join(out_dir, "checkpoint.pt")
+        self._setup_data()
+        self._setup_model(resume)
+
+    def log(self, msg: str) -> None:
+        if not self.main:
+            return
+        line = f"[{time.strftime('%Y-%m-%d %H:%M:%S')}] {msg}"
+        with open(os.path.join(self.out_dir, "train.log"), "a", encoding="utf-8") as f:
+            f.write(line + "\n")
+        if not self.quiet:
+            print(line, file=sys.stderr, flush=True)
+
+    def _setup_data(self) -> None:
+        c = self.cfg
+        vocab_path = os.path.join(self.out_dir, "vocab.json")
+        vocabs = None
+        if os.path.exists(vocab_path) and os.path.exists(self.ckpt_path):
+            with open(vocab_path, encoding="utf-8") as f:
+                vocabs = {lang: Vocab(t) for lang, t in json.load(f).items()}
+        self.pools, self.vocabs = build_pools(self.data_dir, "train", c["languages"], c["sources"], vocabs,
+                                              c["comparable_per_image"], c["max_len"], c["min_freq"], c["max_vocab"],
+                                              c["train_limit"])
+        if self.main and vocabs is None:
+            with atomic_write(vocab_path) as f:
+                json.dump({k: v.to_list() for k, v in self.vocabs.items()}, f, ensure_ascii=False)
+        feats = c["image_features"]
+        self.features = None
+        if feats.get("train"):
+            n = len(image_list(self.data_dir, "train"))
+            self.features = load_features(feats["train"], n)
+            if feats.get("val"):
+                load_features(feats["val"], len(image_list(self.data_dir, "val")), self.features.shape[1])
+        self.text_only = self.features is None
+        if self.text_only:
+            c["beta"] = 0.0
+            if len(c["languages"]) < 2:
+                raise InputError("text-only training needs at least two languages (R_ML); give image features for K = 1")
+        c["text_only"] = self.text_only
+        c["images_note"] = TEXT_ONLY_NOTE if self.text_only else f"image features: {feats}"
+
+    def _setup_model(self, resume: bool) -> None:
+        c = self.cfg
+        torch.manual_seed(c["seed"])
+        mcfg = ModelConfig(languages=list(c["languages"]), vocab_sizes={k: len(v) for k, v in self.vocabs.items()},
+                           word_dim=c["word_dim"], hidden_dim=c["hidden_dim"], joint_dim=c["joint_dim"],
+                           image_dim=0 if self.features is None else int(self.features.shape[1]),
+                           dropout=c["dropout"], init_std=c["init_std"])
+        self.model = MLMME(mcfg).to(self.device)
+        self.ddp = DistributedDataParallel(self.model) if D.active() else None
+        self.opt = torch.optim.Adam(self.model.parameters(), lr=c["lr"])
+        torch.manual_seed(c["seed"] + 7919 * (self.rank + 1))   # dropout stream, per rank
+        self.state = {"epoch": 0, "batch": 0, "step": 0, "best": -math.inf, "bad_epochs": 0,
+                      "elapsed": 0.0, "history": [], "status": "running"}
+        if resume and os.path.exists(self.ckpt_path):
+            ck = torch.load(self.ckpt_path, map_location=self.device, weights_only=True)
+            self.model.load_state_dict(ck["model"])
+            self.opt.load_state_dict(ck["optimizer"])
+            self.state.update(json.loads(ck["state"]))
+            rng = os.path.join(self.out_dir, f"rng-rank{self.rank}.pt")
+            if os.path.exists(rng):
+                torch.set_rng_state(torch.load(rng, weights_only=True))
+            self.log(f"resumed from {self.ckpt_path}: epoch {self.state['epoch']}, batch {self.state['batch']}, step {self.state['step']}")
+
+    def save_checkpoint(self) -> None:
+        torch.save(torch.get_rng_state(), os.path.join(self.out_dir, f"rng-rank{self.rank}.pt"))
+        if self.main:
+            ck = {"model": self.model.state_dict(), "optimizer": self.opt.state_dict(), "state": json.dumps(self.state)}
+            with atomic_write(self.ckpt_path, "wb") as f:
+                torch.save(ck, f)
+        D.barrier()
+
+    def _encode_items(self, imgs, sents, items: np.ndarray) -> dict:
+        """Encode global items (epoch positions) sharded over ranks; gathered, padding trimmed."""
+        n = len(items)
+        start, stop, per = D.shard(n)
+        mine = items[start:stop]
+        if len(mine) < per:  # pad so that every rank gathers the same number of rows
+            mine = np.concatenate([mine, np.repeat(items[-1:], per - len(mine))])
+        text = {}
+        for lang in self.cfg["languages"]:
+            ids, lengths = pad_batch([self.pools.sentences[lang][j] for j in sents[lang][mine]])
+            text[lang] = (ids.to(self.device), lengths)
+        images = None
+        if not self.text_only and self.cfg["beta"] > 0:
+            images = torch.from_numpy(self.features[imgs[mine]]).to(self.device)
+        out = (self.ddp or self.model)(text, images)
+        return {k: D.gather_rows(v)[:n] for k, v in out.items()}
+
+    def validate(self) -> tuple[float, dict]:
+        enc = Encoder(self.model, self.vocabs)
+        score, parts = selection_score(enc, self.data_dir, self.cfg["languages"],
+                                       None if self.text_only else self.cfg["image_features"].get("val"), str(self.device),
+                                       self.cfg["select_images"])
+        self.model.train()
+        return score, parts
+
+    def save_best(self) -> None:
+        if self.main:
+            save_model(os.path.join(self.out_dir, "model.pt"), self.model, self.vocabs, self.info())
+
+    def info(self) -> dict:
+        s = self.state
+        return {"training": {"text_only": self.text_only, "images": self.cfg["images_note"], "status": s["status"],
+                             "epoch": s["epoch"], "step": s["step"], "minutes": round(s["elapsed"] / 60, 2),
+                             "best_val": s["best"], "history": s["history"], "world_size": self.world,
+                             "config": self.cfg}}
+
+    def _run_validation(self, where: str, epoch_end: bool) -> None:
+        if not self.cfg["validate"]:
+            self.state["best"] = 0.0
+            self.save_best()
+            return
+        score, parts = self.validate()
+        summary = {k: round(v["r1"], 2) for k, v in parts.items() if "r1" in v}
+        self.state["history"].append({"where": where, "step": self.state["step"], "score": round(score, 3), "r1": summary})
+        if score > self.state["best"]:
+            self.state["best"] = score
+            if epoch_end:
+                self.state["bad_epochs"] = 0
+            self.save_best()
+            self.log(f"validation {where}: {score:.2f} (R@1 {summary}) -- new best, saved model.pt")
+        else:
+            if epoch_end:
+                self.state["bad_epochs"] += 1
+            self.log(f"validation {where}: {score:.2f} (R@1 {summary}) -- best {self.state['best']:.2f}, "
+                     f"{self.state['bad_epochs']} epoch(s) without improvement")
+
+    def train(self) -> str:
+        c, s = self.cfg, self.state
+        self.log(f"training on {self.device} (world size {self.world}): preset {c['preset']}, languages {c['languages']}, "
+                 f"sources {c['sources']}, {len(self.pools.unit_image)} units, vocab "
+                 f"{ {k: len(v) for k, v in self.vocabs.items()} }, contrastive {c['contrastive']}, beta {c['beta']}")
+        if self.text_only:
+            self.log(TEXT_ONLY_NOTE)
+        if self.main:
+            with atomic_write(os.path.join(self.out_dir, "config.json")) as f:
+                json.dump(c, f, indent=1)
+        started = time.time() - s["elapsed"]
+        last_ckpt = time.time()
+        self.model.train()
+        stop = False
+        B, m = c["batch_size"], (c["negatives"] if c["contrastive"] == "random" else 0)
+        while s["epoch"] < c["max_epochs"] and not stop:
+            epoch = s["epoch"]
+            imgs, sents = epoch_tuples(self.pools, c["seed"], epoch)
+            negs = sample_negatives(imgs, m, c["seed"], epoch) if m else None
+            n_batches = len(imgs) // B + (1 if len(imgs) % B >= 2 else 0)
+            bar = None
+            if self.main and not self.quiet:
+                from tqdm import tqdm
+
+                bar = tqdm(total=n_batches, initial=s["batch"], desc=f"epoch {epoch + 1}", unit="batch", file=sys.stderr)
+            while s["batch"] < n_batches:
+                pos = np.arange(s["batch"] * B, min((s["batch"] + 1) * B, len(imgs)))
+                items = pos if negs is None else np.concatenate([pos, negs[pos].reshape(-1)])
+                vec = self._encode_items(imgs, sents, items)
+                groups = torch.from_numpy(imgs[pos]).to(self.device)
+                k = len(pos)
+                pos_vec = {key: v[:k] for key, v in vec.items()}
+                neg_vec = {key: v[k:].reshape(k, m, -1) for key, v in vec.items()} if m else None
+                loss, parts = mlmme_loss(pos_vec, c["languages"], c["beta"], c["margin"], c["contrastive"], neg_vec, groups)
+                self.opt.zero_grad(set_to_none=True)
+                loss.backward()
+                if c["grad_clip"]:
+                    torch.nn.utils.clip_grad_norm_(self.model.parameters(), c["grad_clip"])
+                self.opt.step()
+                s["batch"] += 1
+                s["step"] += 1
+                s["elapsed"] = time.time() - started
+                if bar is not None:
+                    bar.update(1)
+                    bar.set_postfix(loss=f"{loss.item():.3f}")
+                out_of_time = c["max_minutes"] is not None and s["elapsed"] >= 60 * c["max_minutes"]
+                out_of_steps = c["max_steps"] is not None and s["step"] >= c["max_steps"]
+                if D.any_flag(out_of_time or out_of_steps):
+                    stop = True
+                    s["status"] = "stopped: wall-clock budget" if out_of_time else "stopped: max_steps"
+                    break
+                if D.any_flag(time.time() - last_ckpt >= 60 * c["checkpoint_minutes"]):
+                    self.save_checkpoint()
+                    last_ckpt = time.time()
+            if bar is not None:
+                bar.close()
+            if stop:
+                self.log(f"{s['status']} at epoch {epoch + 1}, batch {s['batch']}/{n_batches}, step {s['step']}")
+                self._run_validation(f"epoch {epoch + 1} batch {s['batch']}", epoch_end=False)
+                self.save_checkpoint()
+                break
+            s["epoch"] += 1
+            s["batch"] = 0
+            self._run_validation(f"epoch {epoch + 1}", epoch_end=True)
+            self.save_checkpoint()
+            last_ckpt = time.time()
+            if s["bad_epochs"] >= c["patience"]:
+                s["status"] = f"early stopping after {s['bad_epochs']} epochs without improvement"
+                self.log(s["status"])
+                self.save_checkpoint()
+                break
+        else:
+            if not stop:
+                s["status"] = "completed max_epochs"
+        model_path = os.path.join(self.out_dir, "model.pt")
+        if self.main and os.path.exists(model_path):
+            # refresh the training summary in the best model's JSON (weights unchanged)
+            js = model_path[:-3] + ".json"
+            with open(js, encoding="utf-8") as f:
+                meta = json.load(f)
+            meta["training"].update({"final_status": s["status"], "final_step": s["step"], "total_minutes": round(s["elapsed"] / 60, 2),
+                                     "history": s["history"]})
+            with atomic_write(js) as f:
+                json.dump(meta, f, ensure_ascii=False, indent=1)
+        self.log(f"done: {s['status']}; best validation {s['best']:.2f}; model {model_path}")
+        return model_path
+
+
+def train(config: dict, data_dir: str, out_dir: str, device: str = "cpu", resume: bool = True, quiet: bool = False) -> str:
+    """Train with `config` (see DEFAULTS); returns the path of the best model (OUT/model.pt)."""
+    return Trainer(resolve_config(config), data_dir, out_dir, device, resume, quiet).train()

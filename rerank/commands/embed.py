@@ -1,0 +1,180 @@
+"""`rerank embed train|eval|encode|extract-image-features`: multilingual multi-modal sentence
+embeddings (Calixto & Liu 2017; VSE of Kiros et al. 2014 with K=1, beta=1)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from rerank.errors import InputError
+from rerank.io import atomic_write, read_lines
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "embed", help="train, evaluate and apply multilingual multi-modal sentence embeddings",
+        description="Sentence embeddings in a joint image/multilingual space (one GRU per language, "
+        "image features projected linearly, hinge ranking losses). They give the reranking features "
+        "s_s (sentence-sentence cosine) and s_i (image-sentence cosine).",
+        epilog="Example: rerank embed train --config cfg.json --data-dir DATA/multi30k --out runs/emb "
+        "--max-minutes 30; rerank embed eval --model runs/emb/model.pt --data-dir DATA/multi30k "
+        "--sts-dir DATA/sts. Multi-GPU / multi-process: torchrun --nproc_per_node N -m rerank embed train ... "
+        "See docs/embeddings.md.")
+    verbs = parser.add_subparsers(dest="verb", metavar="VERB")
+    verbs.required = True
+
+    t = verbs.add_parser("train", help="train (or resume) a model",
+                         description="Train on Multi30k (comparable task2 and/or translated task1). Without "
+                         "image features the text-only model is trained (beta = 0). Resumes from "
+                         "OUT/checkpoint.pt if present. The best model (validation on the first 500 val "
+                         "images) is OUT/model.pt + OUT/model.json.")
+    t.add_argument("--config", help="JSON config (keys as in embeddings/train.py DEFAULTS)")
+    t.add_argument("--data-dir", required=True, help="Multi30k directory (task1/, task2/)")
+    t.add_argument("--out", required=True, help="run directory (checkpoints, log, config, model)")
+    t.add_argument("--preset", choices=["paper", "cpu", "small"], help="network sizes (overrides the config)")
+    t.add_argument("--languages", help="comma-separated, e.g. en,de")
+    t.add_argument("--sources", help="comma-separated: task2 (comparable), task1 (translated)")
+    t.add_argument("--contrastive", choices=["random", "sum", "max"])
+    t.add_argument("--train-features", help="image features for the train split (.npy/.npz)")
+    t.add_argument("--val-features", help="image features for the val split (.npy/.npz)")
+    t.add_argument("--max-minutes", type=float, help="wall-clock budget (whole run, across resumes)")
+    t.add_argument("--max-epochs", type=int)
+    t.add_argument("--seed", type=int)
+    t.add_argument("--device", default="cpu", help="cpu or cuda (falls back to CPU with a message)")
+    t.add_argument("--threads", type=int, help="torch CPU threads")
+    t.add_argument("--no-resume", action="store_true", help="ignore an existing checkpoint")
+    t.set_defaults(func=run_train)
+
+    e = verbs.add_parser("eval", help="evaluate a model (ranking, translation retrieval, STS)",
+                         description="Image<->sentence recall (val images 501-1014, needs --val-features and an "
+                         "image model), en<->de translation retrieval on test_2016, STS Pearson on SemEval "
+                         "2014/2015 images. Writes a Markdown and a JSON report next to the model.")
+    e.add_argument("--model", required=True, help="model .pt (its .json beside it) or run directory")
+    e.add_argument("--data-dir", help="Multi30k directory")
+    e.add_argument("--sts-dir", help="directory with sts2014-images.test.tsv and sts2015-images.test.tsv")
+    e.add_argument("--val-features", help="image features for the val split")
+    e.add_argument("--out", help="report path stem (default: MODEL without .pt + .eval)")
+    e.add_argument("--device", default="cpu")
+    e.add_argument("--threads", type=int)
+    e.set_defaults(func=run_eval)
+
+    n = verbs.add_parser("encode", help="encode sentences (or image features) to a .npy matrix",
+                         description="One sentence per input line (raw text; tokenised and lower-cased "
+                         "internally) -> float32 (N, dim) unit vectors in .npy.")
+    n.add_argument("--model", required=True)
+    n.add_argument("--lang", help="language of the sentences")
+    n.add_argument("--input", help="text file (gzip ok), one sentence per line")
+    n.add_argument("--image-features", help="encode these image features instead of sentences")
+    n.add_argument("--output", required=True, help=".npy output")
+    n.add_argument("--batch-size", type=int, default=256)
+    n.add_argument("--empty", choices=["error", "zero"], default="error", help="what to do with empty lines")
+    n.add_argument("--device", default="cpu")
+    n.add_argument("--threads", type=int)
+    n.set_defaults(func=run_encode)
+
+    x = verbs.add_parser("extract-image-features", help="CNN features for a list of images",
+                         description="VGG19 fc7 (4096-d) or ResNet-50 pool5 (2048-d) features, one row per "
+                         "line of --list, from a torchvision weights file given by path (nothing is "
+                         "downloaded). Uses torchvision if it imports, else equivalent plain-torch networks.")
+    x.add_argument("--images", required=True, help="image directory")
+    x.add_argument("--list", required=True, help="image file names, one per line (e.g. train.txt)")
+    x.add_argument("--backbone", required=True, choices=["vgg19-fc7", "resnet50-pool5"])
+    x.add_argument("--weights", required=True, help="torchvision state_dict (.pth), e.g. vgg19-dcbb9e9d.pth")
+    x.add_argument("--output", required=True, help=".npy output")
+    x.add_argument("--batch-size", type=int, default=32)
+    x.add_argument("--device", default="cpu")
+    x.add_argument("--threads", type=int)
+    x.set_defaults(func=run_extract)
+
+
+def _threads(args) -> None:
+    if getattr(args, "threads", None):
+        import torch
+
+        torch.set_num_threads(args.threads)
+
+
+def run_train(args: argparse.Namespace) -> int:
+    from embeddings.train import train
+
+    _threads(args)
+    cfg = {}
+    if args.config:
+        try:
+            with open(args.config, encoding="utf-8") as f:
+                cfg = json.load(f)
+        except (OSError, json.JSONDecodeError) as exc:
+            raise InputError(f"cannot read config: {exc}", args.config) from None
+    for key in ("preset", "contrastive", "max_minutes", "max_epochs", "seed"):
+        if getattr(args, key) is not None:
+            cfg[key] = getattr(args, key)
+    if args.languages:
+        cfg["languages"] = args.languages.split(",")
+    if args.sources:
+        cfg["sources"] = args.sources.split(",")
+    if args.train_features or args.val_features:
+        cfg["image_features"] = {**cfg.get("image_features", {}), "train": args.train_features, "val": args.val_features}
+    path = train(cfg, args.data_dir, args.out, args.device, resume=not args.no_resume)
+    print(path)
+    return 0
+
+
+def run_eval(args: argparse.Namespace) -> int:
+    from embeddings.encoder import Encoder, model_paths
+    from embeddings.evaluate import evaluate, to_markdown, write_report
+
+    _threads(args)
+    enc = Encoder.load(args.model)
+    report = evaluate(enc, args.data_dir, args.sts_dir, {"val": args.val_features}, args.device)
+    report["model"] = model_paths(args.model)[0]
+    stem = args.out or model_paths(args.model)[0][:-3] + ".eval"
+    js, md = write_report(report, stem)
+    print(to_markdown(report))
+    print(f"reports: {md} {js}", file=sys.stderr)
+    return 0
+
+
+def run_encode(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from embeddings.encoder import Encoder
+
+    _threads(args)
+    enc = Encoder.load(args.model)
+    if args.image_features:
+        from embeddings.data import load_features
+
+        feats = np.load(args.image_features, allow_pickle=False)
+        if not isinstance(feats, np.ndarray):
+            feats = feats[list(feats.keys())[0]]
+        feats = load_features(args.image_features, len(feats))
+        vec = enc.encode_images(feats, device=args.device)
+    else:
+        if not args.input or not args.lang:
+            raise InputError("give --input and --lang (or --image-features)")
+        vec = enc.encode(read_lines(args.input), args.lang, args.batch_size, args.device, empty=args.empty, progress=True)
+    with atomic_write(args.output, "wb") as f:
+        np.save(f, vec)
+    print(f"{args.output}: {vec.shape[0]} x {vec.shape[1]}", file=sys.stderr)
+    return 0
+
+
+def run_extract(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from embeddings.images import extract_features
+
+    _threads(args)
+    names = [x.strip() for x in read_lines(args.list)]
+    if not names or any(not x for x in names):
+        raise InputError("the image list is empty or has empty lines", args.list)
+    feats = extract_features(args.images, names, args.backbone, args.weights, args.batch_size, args.device)
+    with atomic_write(args.output, "wb") as f:
+        np.save(f, feats)
+    with atomic_write(os.path.splitext(args.output)[0] + ".json") as f:
+        json.dump({"backbone": args.backbone, "weights": os.path.abspath(args.weights), "list": os.path.abspath(args.list),
+                   "images": os.path.abspath(args.images), "shape": list(feats.shape)}, f, indent=1)
+    print(f"{args.output}: {feats.shape[0]} x {feats.shape[1]}", file=sys.stderr)
+    return 0

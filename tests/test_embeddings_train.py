@@ -1,0 +1,125 @@
+"""Training: overfitting 64 tuples (text and image paths), resume after interruption,
+DDP (torchrun, gloo, 2 processes) against single-process training, feature-file checks."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from embeddings.data import load_features
+from embeddings.encoder import Encoder
+from embeddings.evaluate import evaluate, image_sentence_ranks, paired_ranks
+from embeddings.train import train
+from rerank.errors import InputError
+
+HERE = os.path.dirname(__file__)
+DATA = os.path.join(HERE, "data", "embeddings", "multi30k")
+STS = os.path.join(HERE, "data", "embeddings", "sts")
+REPO = os.path.dirname(HERE)
+TINY = {"word_dim": 16, "hidden_dim": 32, "joint_dim": 32, "min_freq": 1, "batch_size": 16, "select_images": 20,
+        "checkpoint_minutes": 1e9}
+
+
+def features(path, rows, dim=12, seed=0):
+    np.save(path, np.random.default_rng(seed).normal(size=(rows, dim)).astype(np.float32))
+    return str(path)
+
+
+def test_overfits_64_tuples_to_perfect_recall_with_images(tmp_path):
+    train_f = features(tmp_path / "train.npy", 64)
+    val_f = features(tmp_path / "val.npy", 40, seed=1)
+    cfg = {**TINY, "sources": ["task1"], "dropout": 0.0, "init_std": 0.1, "lr": 0.01, "contrastive": "sum",
+           "beta": 0.5, "max_epochs": 60, "patience": 1000, "validate": False,
+           "image_features": {"train": train_f, "val": val_f}}
+    torch.manual_seed(0)
+    path = train(cfg, DATA, str(tmp_path / "run"), quiet=True)
+    enc = Encoder.load(path)
+    assert enc.has_images and enc.meta["training"]["text_only"] is False
+    from embeddings.data import load_translated
+
+    cap = load_translated(DATA, "train", ["en", "de"])
+    en, de = enc.encode(cap["en"], "en"), enc.encode(cap["de"], "de")
+    img = enc.encode_images(np.load(train_f))
+    assert (paired_ranks(en, de) == 1).all() and (paired_ranks(de, en) == 1).all()
+    i2t, t2i = image_sentence_ranks(img, en, 1)
+    assert (i2t == 1).all() and (t2i == 1).all()
+    report = evaluate(enc, DATA, STS, {"val": val_f}, select_images=20)
+    assert report["uses_images"] and report["image_sentence"]["de"]["t2i"]["n"] == 100
+
+
+def test_text_only_when_no_features_is_recorded(tmp_path):
+    out = tmp_path / "run"
+    path = train({**TINY, "max_steps": 3, "contrastive": "random", "negatives": 2}, DATA, str(out), quiet=True)
+    meta = json.load(open(path[:-3] + ".json"))
+    assert meta["training"]["text_only"] is True and "text-only" in meta["training"]["images"]
+    assert json.load(open(out / "config.json"))["beta"] == 0.0
+    assert "text-only model" in (out / "train.log").read_text()
+    report = evaluate(Encoder.load(path), DATA, STS, select_images=20)
+    assert not report["uses_images"] and "text-only" in report["image_sentence_note"]
+    assert report["sts"]["sts2015-images"]["n"] == 15 and report["translation_retrieval"]["en->de"]["n"] == 30
+
+
+def _state(run):
+    return torch.load(os.path.join(run, "checkpoint.pt"), weights_only=True)
+
+
+def test_resume_after_interruption_continues_at_same_step(tmp_path):
+    cfg = {**TINY, "sources": ["task1"], "max_epochs": 5, "contrastive": "random", "negatives": 2}
+    train({**cfg, "max_steps": 10}, DATA, str(tmp_path / "a"), quiet=True)
+    train({**cfg, "max_steps": 6}, DATA, str(tmp_path / "b"), quiet=True)   # "killed" at step 6 (mid epoch 2)
+    first = json.loads(_state(tmp_path / "b")["state"])
+    assert (first["step"], first["epoch"], first["batch"]) == (6, 1, 2)
+    train({**cfg, "max_steps": 10}, DATA, str(tmp_path / "b"), quiet=True)  # resumes
+    a, b = _state(tmp_path / "a"), _state(tmp_path / "b")
+    assert json.loads(a["state"])["step"] == json.loads(b["state"])["step"] == 10
+    for k in a["model"]:
+        assert torch.equal(a["model"][k], b["model"][k]), k
+    assert "resumed from" in (tmp_path / "b" / "train.log").read_text()
+
+
+def test_ddp_two_processes_match_single_process(tmp_path):
+    cfg = {**TINY, "sources": ["task2", "task1"], "dropout": 0.0, "contrastive": "max", "max_steps": 4,
+           "validate": False, "comparable_per_image": 1, "batch_size": 18}
+    single = str(tmp_path / "single")
+    train(cfg, DATA, single, quiet=True)
+    cfg_path = tmp_path / "cfg.json"
+    cfg_path.write_text(json.dumps(cfg))
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": REPO + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+           "-m", "rerank", "embed", "train", "--config", str(cfg_path), "--data-dir", DATA, "--out", str(tmp_path / "ddp")]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    a, b = _state(single), _state(tmp_path / "ddp")
+    assert json.loads(b["state"])["step"] == 4
+    for k in a["model"]:
+        torch.testing.assert_close(b["model"][k], a["model"][k], atol=2e-5, rtol=1e-4)
+    meta = json.load(open(tmp_path / "ddp" / "model.json"))
+    assert meta["training"]["world_size"] == 2
+
+
+def test_feature_file_checks(tmp_path):
+    p = features(tmp_path / "f.npy", 10, dim=7)
+    assert load_features(p, 10, 7).shape == (10, 7)
+    with pytest.raises(InputError, match="10 feature rows, but the image list has 64 lines"):
+        load_features(p, 64)
+    with pytest.raises(InputError, match="feature dimension 7, but the model expects 2048"):
+        load_features(p, 10, 2048)
+    np.savez(tmp_path / "g.npz", features=np.zeros((3, 4), np.float32))
+    assert load_features(str(tmp_path / "g.npz"), 3).shape == (3, 4)
+    with pytest.raises(InputError, match="not found"):
+        load_features(str(tmp_path / "none.npy"), 3)
+    with pytest.raises(InputError, match="has 64 lines"):
+        train({**TINY, "image_features": {"train": p}}, DATA, str(tmp_path / "r"), quiet=True)
+
+
+def test_bad_config_and_language(tmp_path):
+    with pytest.raises(InputError, match="unknown config keys: hiden_dim"):
+        train({"hiden_dim": 3}, DATA, str(tmp_path / "x"))
+    with pytest.raises(InputError, match="only en and de"):
+        train({**TINY, "languages": ["en", "fr"]}, DATA, str(tmp_path / "y"), quiet=True)
+    with pytest.raises(InputError, match=r"languages \['en', 'xx'\]: each must be one of en, de, fr, cs"):
+        train({**TINY, "languages": ["en", "xx"], "sources": ["task1"]}, DATA, str(tmp_path / "z"), quiet=True)
