@@ -50,7 +50,9 @@ class _FeatureTable:
         self.groups: list[tuple[str, int]] = []
         self.group_width: dict[str, tuple[int, int]] = {}  # group -> (width, first line)
         self._chunks: list[tuple[np.ndarray, np.ndarray]] = []
-        self._rows: list[tuple[list[int], list[float]]] = []
+        self._layouts: dict[tuple, int] = {}  # (names, widths) of a line -> layout id
+        self._layout_cols: list[np.ndarray] = []  # layout id -> column of each value
+        self._rows: list[tuple[int, list[float]]] = []
         self.lines: list[int] = []
 
     def _column(self, name: str) -> int:
@@ -60,11 +62,21 @@ class _FeatureTable:
             self.names.append(name)
         return col
 
-    def add_row(self, items: list[tuple[str, list[float]]], line: int) -> None:
+    def add_row(self, names: tuple[str, ...], widths: tuple[int, ...], values: list[float], line: int) -> None:
+        """One hypothesis' features: groups `names` of `widths` values, flattened in `values`."""
+        key = (names, widths)
+        layout = self._layouts.get(key)
+        if layout is None:
+            layout = self._layouts[key] = len(self._layout_cols)
+            self._layout_cols.append(self._columns_of(names, widths, line))
+        self._rows.append((layout, values))
+        self.lines.append(line)
+        if len(self._rows) >= self.CHUNK:
+            self._flush()
+
+    def _columns_of(self, names, widths, line: int) -> np.ndarray:
         cols: list[int] = []
-        vals: list[float] = []
-        for group, values in items:
-            width = len(values)
+        for group, width in zip(names, widths):
             known = self.group_width.get(group)
             if known is None:
                 self.group_width[group] = (width, line)
@@ -75,21 +87,24 @@ class _FeatureTable:
                 cols.append(self._column(group))
             else:
                 cols.extend(self._column(f"{group}_{k}") for k in range(width))
-            vals.extend(values)
-        self._rows.append((cols, vals))
-        self.lines.append(line)
-        if len(self._rows) >= self.CHUNK:
-            self._flush()
+        return np.array(cols, dtype=np.int64)
 
     def _flush(self) -> None:
+        """Move the pending rows into a dense chunk, one numpy assignment per line layout."""
         if not self._rows:
             return
         n = len(self._rows)
         dense = np.zeros((n, len(self.names)))
         present = np.zeros((n, len(self.names)), dtype=bool)
-        for r, (cols, vals) in enumerate(self._rows):
-            dense[r, cols] = vals
-            present[r, cols] = True
+        by_layout: dict[int, list[int]] = {}
+        for r, (layout, _) in enumerate(self._rows):
+            by_layout.setdefault(layout, []).append(r)
+        for layout, rows in by_layout.items():
+            cols = self._layout_cols[layout]
+            if len(cols):
+                block = np.array([self._rows[r][1] for r in rows], dtype=np.float64)
+                dense[np.ix_(rows, cols)] = block
+                present[np.ix_(rows, cols)] = True
         self._chunks.append((dense, present))
         self._rows = []
 
@@ -153,6 +168,43 @@ def parse_feature_field(text: str, path: str, line: int) -> list[tuple[str, list
     return items
 
 
+_PAIR = re.compile(r"([^\s=]+)=([^\s=]+)")
+_GROUP_NAME = re.compile(r"(?:^|\s+)([^\s=]+)=(?=\s|$)")
+
+
+def parse_features_fast(text: str):
+    """(names, widths, values) of a well-formed feature field, or None.
+
+    None sends the line to `parse_feature_field`, which accepts the same input and names
+    the problem of a bad one; this path only makes the common case quick (regular
+    expressions and C-level splits instead of a Python loop over tokens).
+    """
+    text = text.strip()
+    if "= " not in text and not text.endswith("="):  # Joshua: name=value pairs only
+        pairs = _PAIR.findall(text)
+        if len(pairs) != len(text.split()):
+            return None
+        names, raw = zip(*pairs) if pairs else ((), ())
+        widths = (1,) * len(names)
+    else:  # Moses: dense groups `name= v1 v2`
+        parts = _GROUP_NAME.split(text)
+        if parts[0]:
+            return None
+        names = tuple(parts[1::2])
+        groups = [chunk.split() for chunk in parts[2::2]]
+        widths = tuple(len(g) for g in groups)
+        raw = [v for g in groups for v in g]
+        if any("=" in v for v in raw):
+            return None
+    try:
+        values = list(map(float, raw))
+    except ValueError:
+        return None
+    if not math.isfinite(math.fsum(values)) or 0 in widths or len(set(names)) != len(names):
+        return None
+    return names, widths, values
+
+
 def read_moses(path: str, strict: bool = False, report: ReadReport | None = None) -> NBestList:
     """Moses or Joshua n-best (`id ||| hyp ||| features [||| total [||| ...]]`)."""
     report = report if report is not None else ReadReport()
@@ -193,7 +245,11 @@ def read_moses(path: str, strict: bool = False, report: ReadReport | None = None
         sizes[-1] += 1
         hyp = fields[1]
         hyps.append(hyp[1:-1] if hyp.startswith(" ") and hyp.endswith(" ") and len(hyp) >= 2 else hyp.strip())
-        table.add_row(parse_feature_field(fields[2], path, number), number)
+        parsed = parse_features_fast(fields[2])
+        if parsed is None:
+            items = parse_feature_field(fields[2], path, number)
+            parsed = (tuple(n for n, _ in items), tuple(len(v) for _, v in items), [x for _, v in items for x in v])
+        table.add_row(*parsed, number)
         if has_total:
             totals.append(_parse_number(fields[3].strip(), "total score", path, number))
     if not sizes:
