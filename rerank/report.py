@@ -31,7 +31,7 @@ class Cell:
 
     score: float  # mean over runs
     s_sel: float
-    s_opt: float
+    s_opt: float | None  # None for a single run
     runs: list
     p: float | None = None  # AR p-value against the baseline (Holm-adjusted when requested)
     p_raw: float | None = None
@@ -62,7 +62,7 @@ class ResultTable:
         header = ["System"]
         for m in self.metrics:
             arrow = "" if m == "length" else " \u2191" if self.higher_is_better[m] else " \u2193"
-            header += [f"{DISPLAY.get(m, m)}{arrow}", "s_sel/s_opt/p"]
+            header += [f"{DISPLAY.get(m, m)}{arrow}", "s_sel/s_opt/p" + ("/p\u2021" if self.second_baseline else "")]
         rows = []
         for name in self.systems:
             row = [name]
@@ -70,14 +70,16 @@ class ResultTable:
                 c = self.cells[(name, m)]
                 row.append(f"{c.score:.2f}" + (f" {c.marks}" if c.marks else ""))
                 p = "-" if c.p is None else _fmt_p(c.p)
-                row.append(f"{c.s_sel:.2f}/{c.s_opt:.2f}/{p}")
+                if self.second_baseline:
+                    p += "/" + ("-" if c.p2 is None else _fmt_p(c.p2))
+                row.append(f"{c.s_sel:.2f}/{_fmt_opt(c.s_opt)}/{p}")
             rows.append(row)
         return header, rows
 
     def _legend(self):
         lines = [f"{MARK_BASE}: significantly better than {self.baseline} (p < {self.config.get('alpha', 0.05)})"]
         if self.second_baseline:
-            lines.append(f"{MARK_SECOND}: significantly better than {self.second_baseline}")
+            lines.append(f"{MARK_SECOND}: significantly better than {self.second_baseline} (p\u2021: test against it)")
         lines.append(f"p: approximate randomisation against {self.baseline}, {self.config.get('ar_trials')} trials"
                      + (", Holm-Bonferroni adjusted" if self.config.get("holm") else "")
                      + (", MultEval-compatible counting" if self.config.get("multeval_compat") else ""))
@@ -101,7 +103,7 @@ class ResultTable:
     def to_latex(self) -> str:
         cols = "l" + "rr" * len(self.metrics)
         head = ["System"] + [f"{DISPLAY.get(m, m)} $\\{'uparrow' if self.higher_is_better[m] else 'downarrow'}$ & "
-                             "$s_{sel}$/$s_{opt}$/$p$" for m in self.metrics]
+                             "$s_{sel}$/$s_{opt}$/$p$" + ("/$p^\\ddagger$" if self.second_baseline else "") for m in self.metrics]
         out = [f"\\begin{{tabular}}{{{cols}}}", "\\toprule", " & ".join(head) + " \\\\", "\\midrule"]
         for name in self.systems:
             parts = [_tex(name)]
@@ -109,7 +111,9 @@ class ResultTable:
                 c = self.cells[(name, m)]
                 marks = c.marks.replace(MARK_BASE, "$^\\dagger$").replace(MARK_SECOND, "$^\\ddagger$")
                 p = "--" if c.p is None else _fmt_p(c.p)
-                parts.append(f"{c.score:.2f}{marks} & {c.s_sel:.2f}/{c.s_opt:.2f}/{p}")
+                if self.second_baseline:
+                    p += "/" + ("--" if c.p2 is None else _fmt_p(c.p2))
+                parts.append(f"{c.score:.2f}{marks} & {c.s_sel:.2f}/{_fmt_opt(c.s_opt, '--')}/{p}")
             out.append(" & ".join(parts) + " \\\\")
         out += ["\\bottomrule", "\\end{tabular}"]
         out += ["% " + line for line in self._legend()]
@@ -144,6 +148,10 @@ class ResultTable:
     def render(self, fmt: str) -> str:
         return {"table": self.to_text, "markdown": self.to_markdown, "latex": self.to_latex,
                 "csv": self.to_csv, "json": self.to_json}[fmt]()
+
+
+def _fmt_opt(s_opt: float | None, none: str = "-") -> str:
+    return none if s_opt is None else f"{s_opt:.2f}"
 
 
 def _fmt_p(p: float) -> str:
@@ -199,6 +207,10 @@ def evaluate_systems(refs: Sequence[Sequence[str]], baseline_runs: Sequence[Sequ
                                                                ter_case_sensitive=ter_case_sensitive,
                                                                meteor_options=meteor_options) for m in metrics]
     names = [m.name for m in metric_objs]
+    all_texts = [line for stream in refs for line in stream] + \
+        [line for runs in all_systems.values() for hyps in runs for line in hyps]
+    for metric in metric_objs:
+        metric.prepare(all_texts)
     stats = {}
     iterator = [(s, mi) for s in all_systems for mi in range(len(metric_objs))]
     if progress:

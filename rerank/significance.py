@@ -20,7 +20,9 @@ matrix products (trials x data points) @ (data points x k) and scored in one vec
 from __future__ import annotations
 
 from collections.abc import Sequence
+import itertools
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -65,22 +67,43 @@ def _batches(total: int, size: int):
         start += size
 
 
+@lru_cache(maxsize=16)
+def _subset_table(runs: int) -> np.ndarray:
+    """All ways to pick R of the 2R pooled outputs, as 0/1 rows (C(2R, R) x 2R)."""
+    rows = [np.isin(np.arange(2 * runs), c) for c in itertools.combinations(range(2 * runs), runs)]
+    return np.array(rows, dtype=np.float64)
+
+
+@lru_cache(maxsize=16)
+def _perm_tables(runs: int) -> tuple[np.ndarray, np.ndarray]:
+    perms = np.array(list(itertools.permutations(range(runs))), dtype=np.int64)
+    return perms, perms.argsort(axis=1)
+
+
 def _split_masks(rng: np.random.Generator, batch: int, n: int, runs: int, multeval_compat: bool):
     """Selection weights of the 2R pooled outputs per sentence for pseudo-systems X and Y.
 
-    Returns (wx, wy), each (batch, n, 2R) with entries 0/1; outputs 0..R-1 are A's runs, R..2R-1 B's.
+    Returns (wx, wy), each (batch, n, 2R); outputs 0..R-1 are A's runs, R..2R-1 B's.
     """
     if not multeval_compat:
-        keys = rng.random((batch, n, 2 * runs))
-        ranks = keys.argsort(axis=-1).argsort(axis=-1)
-        wx = (ranks < runs).astype(np.float64)
+        if runs <= 6:  # uniform over the C(2R, R) subsets by table lookup (argsort is much slower)
+            table = _subset_table(runs)
+            wx = table[rng.integers(len(table), size=(batch, n))]
+        else:
+            ranks = rng.random((batch, n, 2 * runs)).argsort(axis=-1).argsort(axis=-1)
+            wx = (ranks < runs).astype(np.float64)
         return wx, 1.0 - wx
     # MultEval-compatible (its Shuffling class): per (sentence, run slot k) a coin c, and per sentence
     # a random permutation pi of the runs. X takes (B if c else A)[pi(k)], Y takes the other system's
     # run pi^-1(k). For R <= 2, pi = pi^-1 and X, Y are complementary; for R >= 3 they need not be.
     coin = rng.integers(2, size=(batch, n, runs)).astype(bool)
-    perm = rng.random((batch, n, runs)).argsort(axis=-1)
-    inv = perm.argsort(axis=-1)
+    if runs <= 6:
+        perms, invs = _perm_tables(runs)
+        pick = rng.integers(len(perms), size=(batch, n))
+        perm, inv = perms[pick], invs[pick]
+    else:
+        perm = rng.random((batch, n, runs)).argsort(axis=-1)
+        inv = perm.argsort(axis=-1)
     x_src = np.where(coin, runs + perm, perm)
     y_src = np.where(coin, inv, runs + inv)
     slots = np.arange(2 * runs)
@@ -131,6 +154,23 @@ def approximate_randomization(metrics: Metric | Sequence[Metric], stats_a, stats
                 sums_x = base + swap @ diff
             sums_y = total - sums_x
             _count(metrics, offsets, sums_x, sums_y, observed, counts, multeval_compat)
+    elif not multeval_compat and runs <= 6:
+        # Each sentence contributes one of its C(2R, R) subset sums: precompute them, then every trial
+        # is a sparse row with one 1 per sentence (a sparse matrix product, no dense masks).
+        from scipy.sparse import csr_matrix
+
+        table = _subset_table(runs)
+        n_sub = len(table)
+        sub = np.einsum("sj,jnk->nsk", table, pool).reshape(n * n_sub, -1)
+        total = pool.sum(axis=(0, 1))
+        offsets_n = np.arange(n) * n_sub
+        for _, size in _batches(trials, batch_size):
+            pick = rng.integers(n_sub, size=(size, n))
+            rows = csr_matrix((np.ones(size * n), (pick + offsets_n).ravel(), np.arange(0, size * n + 1, n)),
+                              shape=(size, n * n_sub))
+            sums_x = np.asarray(rows @ sub)
+            sums_y = total - sums_x
+            _count(metrics, offsets, sums_x, sums_y, observed, counts, multeval_compat)
     else:
         flat = pool.transpose(1, 0, 2).reshape(n * 2 * runs, -1)  # (n*2R, K), sentence-major
         for _, size in _batches(trials, max(1, batch_size // (2 * runs))):
@@ -172,7 +212,7 @@ def bootstrap_run_scores(metric: Metric, stats, weights: np.ndarray) -> np.ndarr
 @dataclass
 class RunStats:
     mean: float  # mean over runs of the corpus score
-    s_opt: float  # std dev of the R corpus scores (ddof=1; 0 for R = 1)
+    s_opt: float | None  # std dev of the R corpus scores (ddof=1; None for R = 1)
     s_sel: float  # bootstrap std dev of the test-set score, mean over runs
     run_scores: list
 
@@ -186,7 +226,7 @@ def run_statistics(metric: Metric, stats, weights: np.ndarray | None = None, sam
         weights = bootstrap_weights(np.random.default_rng(seed), samples, runs.shape[1])
     boot = bootstrap_run_scores(metric, runs, weights)
     s_sel = float(np.mean(boot.std(axis=1, ddof=1))) if weights.shape[0] > 1 else 0.0
-    s_opt = float(scores.std(ddof=1)) if len(scores) > 1 else 0.0
+    s_opt = float(scores.std(ddof=1)) if len(scores) > 1 else None
     return RunStats(mean=float(scores.mean()), s_opt=s_opt, s_sel=s_sel, run_scores=scores.tolist())
 
 

@@ -26,6 +26,10 @@ class Metric:
         """
         raise NotImplementedError
 
+    def prepare(self, texts: Sequence[str]) -> None:
+        """Optional: see all hypotheses and references before `sentence_stats` (METEOR loads its
+        paraphrase entries for their vocabulary once instead of once per system)."""
+
     def score_from_stats(self, stats: np.ndarray) -> np.ndarray | float:
         """Corpus score from summed statistics; `stats[..., k]` gives scores of shape `stats.shape[:-1]`."""
         raise NotImplementedError

@@ -130,9 +130,17 @@ class MeteorMetric(Metric):
             self._jar = MeteorJar(jar or (self.res.location if self.res.is_jar else None), lang, modules,
                                   normalize=normalize, lowercase=lowercase)
         self._aligner = None
+        self._words: dict[str, list[str]] = {}
 
     # ---- text preparation ----------------------------------------------------------------
     def words(self, line: str) -> list[str]:
+        """Meteor's words of a line (normalised, lowercased as configured); cached."""
+        got = self._words.get(line)
+        if got is None:
+            got = self._words[line] = self._words_uncached(line)
+        return got
+
+    def _words_uncached(self, line: str) -> list[str]:
         from rerank.metrics.meteor.normalize import normalize_line, tokenize
 
         if self.normalize:
