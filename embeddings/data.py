@@ -93,7 +93,7 @@ def load_features(path: str, n_rows: int, dim: int | None = None) -> np.ndarray:
         raise InputError(f"{data.shape[0]} feature rows, but the image list has {n_rows} lines", path)
     if dim is not None and data.shape[1] != dim:
         raise InputError(f"feature dimension {data.shape[1]}, but the model expects {dim}", path)
-    return np.asarray(data, dtype=np.float32)
+    return np.array(data, dtype=np.float32)  # a writable in-memory copy
 
 
 @dataclass

@@ -200,6 +200,6 @@ class Encoder:
         out = np.zeros((len(feats), self.dim), dtype=np.float32)
         with torch.inference_mode():
             for s in range(0, len(feats), batch_size):
-                q = torch.from_numpy(feats[s:s + batch_size]).to(dev)
+                q = torch.from_numpy(np.array(feats[s:s + batch_size])).to(dev)
                 out[s:s + batch_size] = torch.nn.functional.normalize(proj(q), dim=-1).cpu().numpy()
         return out

@@ -164,6 +164,24 @@ class Trainer:
         out = (self.ddp or self.model)(text, images)
         return {k: D.gather_rows(v)[:n] for k, v in out.items()}
 
+    def step(self, imgs: np.ndarray, sents: dict, pos: np.ndarray, negs: np.ndarray | None) -> torch.Tensor:
+        """One optimisation step on the tuples at epoch positions `pos` (negatives for mode random)."""
+        c = self.cfg
+        m = 0 if negs is None else negs.shape[1]
+        items = pos if negs is None else np.concatenate([pos, negs[pos].reshape(-1)])
+        vec = self._encode_items(imgs, sents, items)
+        groups = torch.from_numpy(imgs[pos]).to(self.device)
+        k = len(pos)
+        pos_vec = {key: v[:k] for key, v in vec.items()}
+        neg_vec = {key: v[k:].reshape(k, m, -1) for key, v in vec.items()} if m else None
+        loss, _ = mlmme_loss(pos_vec, c["languages"], c["beta"], c["margin"], c["contrastive"], neg_vec, groups)
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        if c["grad_clip"]:
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), c["grad_clip"])
+        self.opt.step()
+        return loss.detach()
+
     def validate(self) -> tuple[float, dict]:
         enc = Encoder(self.model, self.vocabs)
         score, parts = selection_score(enc, self.data_dir, self.cfg["languages"],
@@ -230,18 +248,7 @@ class Trainer:
                 bar = tqdm(total=n_batches, initial=s["batch"], desc=f"epoch {epoch + 1}", unit="batch", file=sys.stderr)
             while s["batch"] < n_batches:
                 pos = np.arange(s["batch"] * B, min((s["batch"] + 1) * B, len(imgs)))
-                items = pos if negs is None else np.concatenate([pos, negs[pos].reshape(-1)])
-                vec = self._encode_items(imgs, sents, items)
-                groups = torch.from_numpy(imgs[pos]).to(self.device)
-                k = len(pos)
-                pos_vec = {key: v[:k] for key, v in vec.items()}
-                neg_vec = {key: v[k:].reshape(k, m, -1) for key, v in vec.items()} if m else None
-                loss, parts = mlmme_loss(pos_vec, c["languages"], c["beta"], c["margin"], c["contrastive"], neg_vec, groups)
-                self.opt.zero_grad(set_to_none=True)
-                loss.backward()
-                if c["grad_clip"]:
-                    torch.nn.utils.clip_grad_norm_(self.model.parameters(), c["grad_clip"])
-                self.opt.step()
+                loss = self.step(imgs, sents, pos, negs)
                 s["batch"] += 1
                 s["step"] += 1
                 s["elapsed"] = time.time() - started
