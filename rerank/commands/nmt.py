@@ -33,7 +33,7 @@ def add_parser(subparsers) -> None:
     t.add_argument("--src-lang", default="en")
     t.add_argument("--tgt-lang", default="de")
     t.add_argument("--out", required=True, help="run directory (checkpoints, config, log)")
-    t.add_argument("--size", default="cpu", choices=["cpu", "paper", "tiny"], help="network size preset")
+    t.add_argument("--size", default="cpu", choices=["cpu", "small", "paper", "tiny"], help="network size preset")
     t.add_argument("--flavour", default="optimised", choices=["weak", "regular", "optimised"],
                    help="regularisation preset: weak (no dropout/L2), regular (dropout 0.5, L2 1e-8), "
                    "optimised (dropout 0.2)")
