@@ -1,7 +1,8 @@
 """Run the real Meteor 1.5 jar (`-stdio`) to get per-segment sufficient statistics.
 
-One Java process per call: all `SCORE ||| ref1 ||| ref2 ||| hyp` lines go in at once, one line of
-23 statistics per segment comes back (Meteor picks the best reference itself).
+One Java process per metric object, started on first use and kept (Java start-up and, for
+English, loading the paraphrase table take seconds): requests `SCORE ||| ref1 ||| ref2 ||| hyp`
+go in chunks, one line of 23 statistics per segment comes back (Meteor picks the best reference).
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import subprocess
 import numpy as np
 
 from rerank.metrics.meteor.resources import MeteorResourceError, default_jar
+
+CHUNK = 200  # requests written before reading their answers (keeps both pipes far below their buffers)
 
 
 def java_available() -> bool:
@@ -31,19 +34,54 @@ class MeteorJar:
             self.cmd.append("-norm")
         elif lowercase:
             self.cmd.append("-lower")
+        self._proc = None
+
+    def _process(self):
+        if self._proc is None or self._proc.poll() is not None:
+            self._proc = subprocess.Popen(self.cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                          stderr=subprocess.PIPE, text=True, encoding="utf-8", bufsize=1)
+        return self._proc
 
     def stats(self, hyps: list[str], refs: list[list[str]]) -> np.ndarray:
-        lines = []
-        for i, hyp in enumerate(hyps):
-            parts = ["SCORE"] + [_clean(stream[i]) for stream in refs] + [_clean(hyp)]
-            lines.append(" ||| ".join(parts))
-        proc = subprocess.run(self.cmd, input="\n".join(lines) + "\n", capture_output=True, text=True,
-                              encoding="utf-8")
-        out = [line for line in proc.stdout.split("\n") if line.strip()]
-        if proc.returncode != 0 or len(out) != len(hyps):
-            raise MeteorResourceError(f"Meteor jar failed (exit {proc.returncode}, {len(out)} of {len(hyps)} lines): "
-                                      f"{proc.stderr.strip()[-500:]}")
-        return np.array([[float(x) for x in line.split()] for line in out], dtype=np.float64)
+        proc = self._process()
+        out = []
+        for start in range(0, len(hyps), CHUNK):
+            lines = []
+            for i in range(start, min(start + CHUNK, len(hyps))):
+                parts = ["SCORE"] + [_clean(stream[i]) for stream in refs] + [_clean(hyps[i])]
+                lines.append(" ||| ".join(parts) + "\n")
+            try:
+                proc.stdin.write("".join(lines))
+                proc.stdin.flush()
+                for _ in lines:
+                    answer = proc.stdout.readline()
+                    if not answer:
+                        raise BrokenPipeError
+                    out.append([float(x) for x in answer.split()])
+            except (BrokenPipeError, ValueError):
+                self.close()
+                err = proc.stderr.read() if proc.stderr else ""
+                raise MeteorResourceError(f"Meteor jar failed after {len(out)} of {len(hyps)} segments: "
+                                          f"{err.strip()[-500:]}") from None
+        return np.array(out, dtype=np.float64).reshape(len(hyps), 23)
+
+    def close(self) -> None:
+        if self._proc is not None:
+            try:
+                self._proc.stdin.close()
+            except OSError:
+                pass
+            try:
+                self._proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+            self._proc = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
 
 
 def _clean(text: str) -> str:
