@@ -84,12 +84,12 @@ def main() -> None:
             tcfg = resolve_config({"preset": preset, "train_limit": 2000, "comparable_per_image": 1,
                                    "contrastive": "sum", "checkpoint_minutes": 1e9})
             tr = Trainer(tcfg, args.data_dir, tmp, quiet=True)
-            imgs, sents = epoch_tuples(tr.pools, tcfg["seed"], 0)
+            imgs, tsents = epoch_tuples(tr.pools, tcfg["seed"], 0)
             tr.model.train()
-            tr.step(imgs, sents, np.arange(128), None)          # warm-up
+            tr.step(imgs, tsents, np.arange(128), None)          # warm-up
             t = time.perf_counter()
             for k in range(1, args.train_steps + 1):
-                tr.step(imgs, sents, np.arange(128 * k, 128 * (k + 1)), None)
+                tr.step(imgs, tsents, np.arange(128 * k, 128 * (k + 1)), None)
             step = (time.perf_counter() - t) / args.train_steps
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
