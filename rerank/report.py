@@ -30,7 +30,7 @@ class Cell:
     """One system x one metric."""
 
     score: float  # mean over runs
-    s_sel: float
+    s_sel: float | None  # None with --bootstrap 0
     s_opt: float | None  # None for a single run
     runs: list
     p: float | None = None  # AR p-value against the baseline (Holm-adjusted when requested)
@@ -72,7 +72,7 @@ class ResultTable:
                 p = "-" if c.p is None else _fmt_p(c.p)
                 if self.second_baseline:
                     p += "/" + ("-" if c.p2 is None else _fmt_p(c.p2))
-                row.append(f"{c.s_sel:.2f}/{_fmt_opt(c.s_opt)}/{p}")
+                row.append(f"{_fmt_opt(c.s_sel)}/{_fmt_opt(c.s_opt)}/{p}")
             rows.append(row)
         return header, rows
 
@@ -113,7 +113,7 @@ class ResultTable:
                 p = "--" if c.p is None else _fmt_p(c.p)
                 if self.second_baseline:
                     p += "/" + ("--" if c.p2 is None else _fmt_p(c.p2))
-                parts.append(f"{c.score:.2f}{marks} & {c.s_sel:.2f}/{_fmt_opt(c.s_opt, '--')}/{p}")
+                parts.append(f"{c.score:.2f}{marks} & {_fmt_opt(c.s_sel, '--')}/{_fmt_opt(c.s_opt, '--')}/{p}")
             out.append(" & ".join(parts) + " \\\\")
         out += ["\\bottomrule", "\\end{tabular}"]
         out += ["% " + line for line in self._legend()]
@@ -150,8 +150,8 @@ class ResultTable:
                 "csv": self.to_csv, "json": self.to_json}[fmt]()
 
 
-def _fmt_opt(s_opt: float | None, none: str = "-") -> str:
-    return none if s_opt is None else f"{s_opt:.2f}"
+def _fmt_opt(value: float | None, none: str = "-") -> str:
+    return none if value is None else f"{value:.2f}"
 
 
 def _fmt_p(p: float) -> str:
@@ -221,7 +221,7 @@ def evaluate_systems(refs: Sequence[Sequence[str]], baseline_runs: Sequence[Sequ
         metric = metric_objs[mi]
         stats[(sname, names[mi])] = np.stack([metric.sentence_stats(h, refs) for h in all_systems[sname]])
 
-    weights = bootstrap_weights(np.random.default_rng(seed), max(bootstrap, 2), n)
+    weights = bootstrap_weights(np.random.default_rng(seed), bootstrap if bootstrap >= 2 else 0, n)
     cells = {}
     for sname in all_systems:
         for metric, m in zip(metric_objs, names):
@@ -252,7 +252,7 @@ def evaluate_systems(refs: Sequence[Sequence[str]], baseline_runs: Sequence[Sequ
     for sname in all_systems:
         for metric, m in zip(metric_objs, names):
             c = cells[(sname, m)]
-            if sname != baseline_name and bootstrap > 0:
+            if sname != baseline_name and bootstrap >= 2:
                 bs = paired_bootstrap(metric, stats[(baseline_name, m)], stats[(sname, m)], weights)
                 sign = 1.0 if hib[m] else -1.0
                 lo, hi = sorted((sign * bs.delta_low, sign * bs.delta_high))

@@ -213,7 +213,7 @@ def bootstrap_run_scores(metric: Metric, stats, weights: np.ndarray) -> np.ndarr
 class RunStats:
     mean: float  # mean over runs of the corpus score
     s_opt: float | None  # std dev of the R corpus scores (ddof=1; None for R = 1)
-    s_sel: float  # bootstrap std dev of the test-set score, mean over runs
+    s_sel: float | None  # bootstrap std dev of the test-set score, mean over runs (None without resamples)
     run_scores: list
 
 
@@ -224,8 +224,11 @@ def run_statistics(metric: Metric, stats, weights: np.ndarray | None = None, sam
     runs = as_runs(stats)
     if weights is None:
         weights = bootstrap_weights(np.random.default_rng(seed), samples, runs.shape[1])
+    if weights.shape[0] < 2:  # no resampling requested
+        s_opt = float(scores.std(ddof=1)) if len(scores) > 1 else None
+        return RunStats(mean=float(scores.mean()), s_opt=s_opt, s_sel=None, run_scores=scores.tolist())
     boot = bootstrap_run_scores(metric, runs, weights)
-    s_sel = float(np.mean(boot.std(axis=1, ddof=1))) if weights.shape[0] > 1 else 0.0
+    s_sel = float(np.mean(boot.std(axis=1, ddof=1))) if weights.shape[0] > 1 else None
     s_opt = float(scores.std(ddof=1)) if len(scores) > 1 else None
     return RunStats(mean=float(scores.mean()), s_opt=s_opt, s_sel=s_sel, run_scores=scores.tolist())
 

@@ -123,10 +123,12 @@ def run(args) -> int:
         raise InputError(f"unknown metric(s) {', '.join(unknown) or '(none)'} (known: {', '.join(METRIC_NAMES)})")
     if args.lang.lower() not in LANGUAGES:
         raise InputError(f"unknown language {args.lang!r} (known: {', '.join(LANGUAGES)})")
+    if args.plot and args.bootstrap == 0:
+        raise InputError("--plot shows bootstrap intervals: it needs --bootstrap >= 2")
     if len(args.nbest) != len(args.weights):
         raise InputError("give one --weights file per --nbest file")
-    if args.ar < 1 or args.bootstrap < 0:
-        raise InputError("--ar must be >= 1 and --bootstrap >= 0")
+    if args.ar < 1 or args.bootstrap < 0 or args.bootstrap == 1:
+        raise InputError("--ar must be >= 1 and --bootstrap 0 (no s_sel or intervals) or >= 2")
 
     refs = []
     for path in args.ref:
