@@ -196,8 +196,11 @@ def _count(metrics, offsets, sums_x, sums_y, observed, counts, multeval_compat):
 
 
 def bootstrap_weights(rng: np.random.Generator, samples: int, n: int) -> np.ndarray:
-    """(samples, n) counts of each sentence in each bootstrap resample (with replacement)."""
-    idx = rng.integers(n, size=(samples, n))
+    """(samples, n) counts of each sentence in each bootstrap resample (with replacement).
+
+    Indices are drawn as sacrebleu --paired-bs draws them, so the same seed gives the same resamples.
+    """
+    idx = rng.choice(n, size=(samples, n), replace=True)
     weights = np.zeros((samples, n))
     np.add.at(weights, (np.arange(samples)[:, None], idx), 1.0)
     return weights

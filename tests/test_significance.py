@@ -161,3 +161,19 @@ def test_multeval_compat_with_runs_gives_smaller_p_under_run_variance():
     compat = approximate_randomization(ter, a, b, trials=3000, seed=3, multeval_compat=True)
     assert correct.observed_diff == compat.observed_diff
     assert correct.p_value > 0.5 and compat.p_value < 0.25 * correct.p_value
+
+
+def test_paired_bootstrap_equals_sacrebleu_paired_bs(data):
+    """Same seed, same resamples: mean, 95% CI and p-value equal sacrebleu's --paired-bs."""
+    ref, hyps, bleu, ter, stats = data
+    test = PairedTest([("a", hyps["cap1.de"]), ("b", hyps["cap2.de"])], {"BLEU": BLEU(), "TER": TER()}, [ref],
+                      test_type="bs", n_samples=500)
+    _, res = test()
+    weights = bootstrap_weights(np.random.default_rng(12345), 500, len(ref))
+    for name, metric in (("BLEU", bleu), ("TER", ter)):
+        key = metric.name
+        ours = paired_bootstrap(metric, stats[(key, "cap1.de")], stats[(key, "cap2.de")], weights)
+        theirs = res[name][1]
+        assert ours.p_value == pytest.approx(theirs.p_value)
+        assert ours.mean == pytest.approx(theirs.mean, abs=1e-6)  # sacrebleu sums float32 statistics
+        assert ours.ci == pytest.approx(theirs.ci, abs=1e-6)
