@@ -55,7 +55,7 @@ def add_embedding_feature(nbest, sources, model_path: str, name: str = "s_s", de
 
 def run_demo(out_dir: str | None = None, flavour: str | None = None, n: int = 20, runs: int = 3, epochs: int = 60,
              ar_trials: int = 10000, bootstrap: int = 1000, model: str | None = None, seed: int = 1,
-             metrics=("bleu", "meteor", "ter"), device: str = "cpu") -> str:
+             metrics=("bleu", "meteor", "ter"), device: str = "cpu", sentences: int | None = None) -> str:
     """Run the demo; returns the report text (also written to out_dir/report.md if given)."""
     start = time.time()
     log = lambda msg: print(f"[{time.time() - start:6.1f}s] {msg}", file=sys.stderr)  # noqa: E731
@@ -79,6 +79,10 @@ def run_demo(out_dir: str | None = None, flavour: str | None = None, n: int = 20
     dev_refs = read_references([os.path.join(m30k, "val.de.gz")], dev.n_sentences)
     test_refs = read_references([os.path.join(m30k, "test_2016_flickr.de.gz")], test.n_sentences)
     dev_src, test_src = read_lines(os.path.join(m30k, "val.en.gz")), read_lines(os.path.join(m30k, "test_2016_flickr.en.gz"))
+    if sentences is not None:  # a quick look at the first sentences of both sets
+        dev, test = dev.select_sentences(range(min(sentences, dev.n_sentences))), test.select_sentences(range(min(sentences, test.n_sentences)))
+        dev_refs, test_refs = [r[:dev.n_sentences] for r in dev_refs], [r[:test.n_sentences] for r in test_refs]
+        dev_src, test_src = dev_src[:dev.n_sentences], test_src[:test.n_sentences]
     log(f"adding s_s to {dev.n_hyps} val and {test.n_hyps} test hypotheses")
     dev, _ = add_embedding_feature(dev, dev_src, model, device=device)
     test, encoder = add_embedding_feature(test, test_src, model, device=device)
@@ -94,7 +98,8 @@ def run_demo(out_dir: str | None = None, flavour: str | None = None, n: int = 20
         meteor_options={"modules": ["exact", "stem"]}, out_dir=out_dir, log=log,
     )
     lines = [
-        f"# mlmme-rerank demo: Multi30k En→De test_2016, {flavour} NMT {n}-best, {runs} MIRA runs per system",
+        f"# mlmme-rerank demo: Multi30k En→De test_2016 ({test.n_sentences} sentences), {flavour} NMT {n}-best, "
+        f"{runs} MIRA runs per system",
         "",
         result.table.to_markdown(),
         "",

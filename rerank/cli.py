@@ -21,9 +21,13 @@ COMMAND_MODULES = [
     "add_feature",
     "apply",
     "oracle",
+    "features",
+    "embed",
     "nmt",
     "eval",
     "tune",
+    "demo",
+    "recipe",
 ]
 
 

@@ -22,6 +22,7 @@ def add_parser(subparsers):
     parser.add_argument("--bootstrap", type=int, default=1000, help="bootstrap samples for s_sel and CIs (default 1000)")
     parser.add_argument("--metrics", default="bleu,meteor,ter", help="comma-separated metrics (default bleu,meteor,ter)")
     parser.add_argument("--model", help="embedding model to use instead of the shipped one")
+    parser.add_argument("--sentences", type=int, help="use only the first N sentences of val and test (a quick look)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--device", default="cpu", help="cpu or cuda (falls back to the CPU with a message)")
     parser.set_defaults(func=run)
@@ -32,6 +33,7 @@ def run(args) -> int:
 
     report = run_demo(out_dir=args.out, flavour=args.flavour, n=args.nbest_size, runs=args.runs, epochs=args.epochs,
                       ar_trials=args.ar, bootstrap=args.bootstrap, model=args.model, seed=args.seed,
-                      metrics=tuple(args.metrics.split(",")), device=args.device)
+                      metrics=tuple(args.metrics.split(",")), device=args.device,
+                      sentences=args.sentences)
     print(report)
     return 0
