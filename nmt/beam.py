@@ -73,7 +73,8 @@ def beam_search(model: AttentionNMT, src, src_len, beam: int, nbest: int | None 
     """For each sentence, its `nbest` (default: beam) best finished hypotheses, best first.
 
     Hypotheses are ranked by the length-normalised score (alpha > 0) or the log-prob sum
-    (alpha = 0). `nbest` must not exceed `beam`.
+    (alpha = 0). `nbest` must not exceed `beam`. Only live hypotheses are run through the
+    decoder: rows are packed, and scattered into a (sentences, k, V) grid for the top-k.
     """
     nbest = beam if nbest is None else nbest
     if not 1 <= nbest <= beam:
@@ -81,17 +82,18 @@ def beam_search(model: AttentionNMT, src, src_len, beam: int, nbest: int | None 
     model.eval()
     dev = src.device
     n_sent, k = src.size(0), beam
-    enc, state = model.encode(src, src_len)
-    rep = torch.arange(n_sent, device=dev).repeat_interleave(k)
-    enc, state = enc.index_select(rep), state.index_select(0, rep)
+    enc_sent, state = model.encode(src, src_len)
     limit = max_lengths(src_len, max_len_ratio, max_len_extra)
     vocab = model.cfg.tgt_vocab
 
-    active = torch.arange(n_sent, device=dev)  # original sentence index of each active row
+    active = torch.arange(n_sent, device=dev)  # original index of each active sentence
     scores = torch.full((n_sent, k), NEG_INF, device=dev)
-    scores[:, 0] = 0.0  # only one live slot at the start, so no duplicate hypotheses
+    scores[:, 0] = 0.0  # one live slot at the start, so no duplicate hypotheses
     seqs = torch.full((n_sent, k, 0), BOS_ID, dtype=torch.long, device=dev)
-    prev = torch.full((n_sent * k,), BOS_ID, dtype=torch.long, device=dev)
+    # live rows: the decoder runs only these; row_sent indexes the active sentences
+    row_sent = torch.arange(n_sent, device=dev)
+    row_slot = torch.zeros(n_sent, dtype=torch.long, device=dev)
+    prev = torch.full((n_sent,), BOS_ID, dtype=torch.long, device=dev)
     finished: list[list[Hypothesis]] = [[] for _ in range(n_sent)]
     n_done = torch.zeros(n_sent, dtype=torch.long, device=dev)
     rank = torch.arange(k, device=dev).unsqueeze(0)
@@ -99,15 +101,15 @@ def beam_search(model: AttentionNMT, src, src_len, beam: int, nbest: int | None 
     t = 0
     while active.numel() > 0:
         b = active.numel()
-        logp, state = model.step(prev, state, enc)
-        logp = logp.view(b, k, vocab)
-        force = t == limit[active] - 1
+        logp, state = model.step(prev, state, enc_sent.index_select(row_sent))
+        force = (t == limit[active] - 1)[row_sent]
         if bool(force.any()):
             eos_only = torch.full((vocab,), NEG_INF, device=dev)
             eos_only[EOS_ID] = 0.0
             logp[force] = logp[force] + eos_only
-        cand = (scores.unsqueeze(-1) + logp).view(b, k * vocab)
-        top, idx = cand.topk(k, dim=1)
+        grid = torch.full((b, k, vocab), NEG_INF, device=dev)
+        grid[row_sent, row_slot] = logp + scores[row_sent, row_slot].unsqueeze(1)
+        top, idx = grid.view(b, k * vocab).topk(k, dim=1)
         slot, tok = idx // vocab, idx % vocab
         valid = torch.isfinite(top) & (rank < (k - n_done[active]).unsqueeze(1))
         ends = valid & (tok == EOS_ID)
@@ -115,21 +117,29 @@ def beam_search(model: AttentionNMT, src, src_len, beam: int, nbest: int | None 
         if bool(ends.any()):
             rows, cols = ends.nonzero(as_tuple=True)
             got = seqs[rows, cols, :t].tolist()
-            lps = top[rows, cols].tolist()
-            for r, toks, lp in zip(rows.tolist(), got, lps):
+            for r, toks, lp in zip(rows.tolist(), got, top[rows, cols].tolist()):
                 finished[int(active[r])].append(Hypothesis(toks, lp, _normalise(lp, t + 1, alpha)))
             n_done.index_add_(0, active[rows], torch.ones_like(rows))
-        scores = top.masked_fill(~valid | ends, NEG_INF)
-        live = torch.isfinite(scores)
+        live = valid & ~ends
+        scores = top.masked_fill(~live, NEG_INF)
         keep = (n_done[active] < k) & live.any(1)
-        base = (torch.arange(b, device=dev) * k).unsqueeze(1)
-        state = state.index_select(0, (base + slot).view(-1))
-        prev = tok.view(-1)
         if not bool(keep.all()):
-            rows = keep.nonzero(as_tuple=True)[0]
-            row_idx = (rows.unsqueeze(1) * k + rank).view(-1)
-            active, scores, seqs = active[rows], scores[rows], seqs[rows]
-            state, prev, enc = state.index_select(0, row_idx), prev[row_idx], enc.index_select(row_idx)
+            kept = keep.nonzero(as_tuple=True)[0]
+            new_pos = torch.full((b,), -1, dtype=torch.long, device=dev)
+            new_pos[kept] = torch.arange(kept.numel(), device=dev)
+            live = live[kept]
+            active, scores, seqs = active[kept], scores[kept], seqs[kept]
+            enc_sent, slot, tok = enc_sent.index_select(kept), slot[kept], tok[kept]
+            old_sent_of_kept = kept
+        else:
+            old_sent_of_kept = torch.arange(b, device=dev)
+        # parent row of every new live hypothesis
+        row_of = torch.full((b, k), -1, dtype=torch.long, device=dev)
+        row_of[row_sent, row_slot] = torch.arange(row_sent.numel(), device=dev)
+        new_sent, new_slot = live.nonzero(as_tuple=True)
+        parent = row_of[old_sent_of_kept[new_sent], slot[new_sent, new_slot]]
+        state, prev = state.index_select(0, parent), tok[new_sent, new_slot]
+        row_sent, row_slot = new_sent, new_slot
         t += 1
 
     key = (lambda h: h.norm) if alpha > 0 else (lambda h: h.logprob)
