@@ -151,7 +151,13 @@ def evaluate(encoder, data_dir: str | None, sts_dir: str | None = None, image_fe
 def to_markdown(report: dict) -> str:
     """The report as Markdown tables."""
     images = "yes" if report["uses_images"] else "no (text-only)" if not report["model_has_images"] else "no"
-    lines = [f"# Embedding model evaluation", "", f"Languages: {', '.join(report['languages'])}. Images used: {images}.", ""]
+    lines = ["# Embedding model evaluation", "", f"Languages: {', '.join(report['languages'])}. Images used: {images}.", ""]
+    tr = report.get("training") or {}
+    if tr:
+        c = tr.get("config", {})
+        lines += [f"Training: preset {c.get('preset')}, contrastive {c.get('contrastive')}, dropout {c.get('dropout')}, "
+                  f"sources {c.get('sources')}; {tr.get('images', '')}; step {tr.get('step')} (epoch {tr.get('epoch')}) "
+                  f"of {tr.get('final_step', '?')}, {tr.get('final_status', tr.get('status', ''))}.", ""]
     if report["image_sentence"]:
         lines += ["## Image-sentence ranking (M30k_C val images 501-1014, 5 captions each)", "",
                   "| lang | dir | R@1 | R@5 | R@10 | MedR |", "|---|---|---|---|---|---|"]
