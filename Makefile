@@ -18,7 +18,7 @@ $(VENV)/.installed: pyproject.toml
 install: $(VENV)/.installed
 
 demo: $(VENV)/.installed
-	$(VENV)/bin/rerank info rerank/data/examples/joshua-bn-en.10.nbest
+	$(VENV)/bin/rerank demo
 
 test: $(VENV)/.installed
 	$(PY) -m pytest -q tests

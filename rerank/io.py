@@ -27,6 +27,12 @@ def _open_binary(path: str):
     return raw
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def iter_lines(path: str) -> Iterator[tuple[int, str]]:
     """Yield (1-based line number, line without its newline) from a text or gzip'd file.
 
@@ -77,6 +83,7 @@ def atomic_write(path: str, mode: str = "w", encoding: str | None = "utf-8"):
                 text.detach()
             if target is not raw:
                 target.close()
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600 files; outputs get the usual mode
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
