@@ -1,0 +1,53 @@
+"""The shipped Multi30k n-best lists (rerank/data/multi30k/*best.gz) are complete and consistent,
+and their 1-best and oracle BLEU match the recorded results (nmt_results.json)."""
+
+import glob
+import json
+import os
+
+import numpy as np
+import pytest
+import sacrebleu
+
+from rerank.formats import read_nbest
+from rerank.io import read_lines
+
+DATA = os.path.join(os.path.dirname(os.path.dirname(__file__)), "rerank", "data", "multi30k")
+LISTS = sorted(glob.glob(os.path.join(DATA, "*.*.*best.gz")))
+SENTENCES = {"val": 1014, "test_2016": 1000}
+
+
+@pytest.mark.skipif(not LISTS, reason="no n-best lists shipped")
+@pytest.mark.parametrize("path", LISTS, ids=os.path.basename)
+def test_list_is_complete_sorted_and_consistent(path):
+    flavour, split, nb = os.path.basename(path).split(".")[:3]
+    n = int(nb[: -len("best")])
+    lst = read_nbest(path, fmt="moses")
+    assert lst.n_sentences == SENTENCES[split]
+    assert lst.feature_names == ["nmt", "nmt_norm", "len"]
+    assert lst.sizes.min() >= 1 and lst.sizes.max() <= n
+    assert (lst.sizes == n).mean() > 0.99  # fewer only where detokenised duplicates were removed
+    nmt, norm, length = (lst.column(c) for c in ("nmt", "nmt_norm", "len"))
+    assert np.all(nmt <= 0) and np.allclose(lst.scores, norm)
+    assert np.allclose(norm, nmt / (length + 1), atol=1e-3)  # alpha 1: log-prob / (words + </s>)
+    for i in range(0, lst.n_sentences, 97):
+        rows = lst.sentence(i)
+        hyps = list(lst.hyps[rows])
+        assert len(set(hyps)) == len(hyps)
+        assert np.all(np.diff(lst.scores[rows]) <= 0)
+
+
+@pytest.mark.skipif(not os.path.exists(os.path.join(DATA, "nmt_results.json")), reason="no results recorded")
+def test_recorded_bleu_matches_shipped_lists():
+    results = json.load(open(os.path.join(DATA, "nmt_results.json")))
+    refs = read_lines(os.path.join(DATA, "test_2016_flickr.de.gz"))
+    checked = 0
+    for flavour, row in results.items():
+        path = os.path.join(DATA, f"{flavour}.test_2016.20best.gz")
+        if "test_2016.beam20" not in row or not os.path.exists(path):
+            continue
+        lst = read_nbest(path, fmt="moses")
+        best = [lst.hyps[lst.offsets[i]] for i in range(lst.n_sentences)]
+        assert sacrebleu.corpus_bleu(best, [refs]).score == pytest.approx(row["test_2016.beam20"]["bleu"], abs=0.01)
+        checked += 1
+    assert checked > 0
