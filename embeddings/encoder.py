@@ -19,6 +19,7 @@ import torch
 from embeddings.model import MLMME, ModelConfig
 from embeddings.tokenize import tokenize
 from embeddings.vocab import Vocab
+from rerank.device import resolve_device  # noqa: F401  (re-exported for embeddings.*)
 from rerank.errors import InputError
 from rerank.io import atomic_write
 
@@ -32,15 +33,6 @@ def model_paths(path: str) -> tuple[str, str]:
         path = os.path.join(path, "model.pt")
     stem = path[:-3] if path.endswith(".pt") else path[:-5] if path.endswith(".json") else path
     return stem + ".pt", stem + ".json"
-
-
-def resolve_device(device: str | None) -> torch.device:
-    """torch device for `device`; 'cuda' without CUDA falls back to CPU with a message."""
-    device = device or "cpu"
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        print("embeddings: CUDA is not available, using the CPU", file=sys.stderr)
-        device = "cpu"
-    return torch.device(device)
 
 
 def save_model(path: str, model: MLMME, vocabs: dict[str, Vocab], info: dict, half: bool = False) -> tuple[str, str]:

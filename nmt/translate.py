@@ -13,15 +13,9 @@ from tqdm import tqdm
 from nmt.beam import beam_search, greedy
 from nmt.data import encode_source, length_batches, pad
 from nmt.vocab import Tokenizer
+from rerank.device import resolve_device  # noqa: F401  (re-exported for the CLI and benchmarks)
 
 FEATURE_NAMES = ["nmt", "nmt_norm", "len"]
-
-
-def resolve_device(name: str) -> str:
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        print("CUDA is not available; using the CPU", file=sys.stderr)
-        return "cpu"
-    return name
 
 
 def translate(model, src_vocab, tgt_vocab, lines: list[str], src_lang: str, tgt_lang: str, beam: int = 20,

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from rerank.bleu import corpus_bleu, hypothesis_stats, sentence_bleu_plus1
+from rerank.bleu import corpus_bleu, hypothesis_stats, oracle_rows
 from rerank.io import atomic_write
-from rerank.nbest import NBestList, segment_argmax
+from rerank.nbest import NBestList
 from rerank.weights import best_rows, weight_vector, write_weights
 
 
@@ -62,7 +62,7 @@ def rerank(nbest: NBestList, weights: dict[str, float]) -> list[str]:
 
 def oracle_bleu(nbest: NBestList, refs, tokenize: str) -> tuple[float, list[str]]:
     stats = hypothesis_stats(nbest.hyps, nbest.offsets, refs, tokenize)
-    picks = segment_argmax(sentence_bleu_plus1(stats), nbest.offsets)
+    picks = oracle_rows(stats, nbest.offsets)
     return corpus_bleu(stats[picks].sum(0)), [nbest.hyps[int(i)] for i in picks]
 
 

@@ -14,6 +14,7 @@ from sacrebleu.metrics import BLEU
 from tqdm import tqdm
 
 from rerank.errors import InputError
+from rerank.nbest import segment_argmax
 
 N_STATS = 10
 SYS_LEN, REF_LEN = 0, 1
@@ -103,3 +104,8 @@ def sentence_bleu_plus1(stats: np.ndarray) -> np.ndarray:
         log_bp = np.where(sys_len < ref_len, 1 - ref_len / np.maximum(sys_len, 1e-9), 0.0)
         score = np.exp(log_prec + log_bp)
     return np.where((sys_len > 0) & (correct[..., 0] > 0), score, 0.0)
+
+
+def oracle_rows(stats: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Row of the sentence-BLEU+1 best hypothesis of every list (ties go to the earlier one)."""
+    return segment_argmax(sentence_bleu_plus1(stats), offsets)

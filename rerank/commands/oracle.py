@@ -6,11 +6,10 @@ import sys
 
 import numpy as np
 
-from rerank.bleu import bleu_signature, corpus_bleu, hypothesis_stats, make_bleu, sentence_bleu_plus1
+from rerank.bleu import bleu_signature, corpus_bleu, hypothesis_stats, make_bleu, oracle_rows
 from rerank.commands._common import FORMAT_HELP, add_nbest_input, load_nbest
 from rerank.formats import read_references
 from rerank.io import atomic_write
-from rerank.nbest import segment_argmax
 
 
 def add_parser(subparsers):
@@ -34,7 +33,7 @@ def run(args) -> int:
     nbest, _ = load_nbest(args)
     refs = read_references(args.ref, nbest.n_sentences)
     stats = hypothesis_stats(nbest.hyps, nbest.offsets, refs, args.tokenize, args.lowercase, progress=sys.stderr.isatty())
-    picks = segment_argmax(sentence_bleu_plus1(stats), nbest.offsets)
+    picks = oracle_rows(stats, nbest.offsets)
     first = nbest.offsets[:-1]
     if args.output:
         with atomic_write(args.output) as out:
