@@ -7,7 +7,6 @@ import sys
 
 import numpy as np
 import sacrebleu
-import torch
 from tqdm import tqdm
 
 from nmt.beam import beam_search, greedy

@@ -62,7 +62,7 @@ def main() -> None:
         t = time.perf_counter()
         rows.append((label, [fn(seed) for seed in range(1, args.runs + 1)]))
         timing[label] = (time.perf_counter() - t) / args.runs
-    print(f"| weights | tune BLEU (0-49) | test BLEU (50-99) | s/run |\n|---|---|---|---|")
+    print("| weights | tune BLEU (0-49) | test BLEU (50-99) | s/run |\n|---|---|---|---|")
     record = []
     for label, ws in rows:
         a = np.array([tune.evaluate(w) for w in ws])

@@ -6,7 +6,6 @@ import os
 
 import numpy as np
 import pytest
-import torch
 
 from embeddings.encoder import Encoder
 from rerank.cli import main
@@ -15,13 +14,6 @@ HERE = os.path.dirname(__file__)
 DATA = os.path.join(HERE, "data", "embeddings", "multi30k")
 STS = os.path.join(HERE, "data", "embeddings", "sts")
 
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")

@@ -14,14 +14,6 @@ SENTS = ["A man rides a bike.", "Two dogs play in the snow!", "A girl, in a red 
 DE = ["Ein Mann fährt Fahrrad.", "Zwei Hunde spielen im Schnee.", "Ein Mädchen geht.", "Hallo", "ein Mann"]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """One thread: small models are as fast, and a shared 2-core machine is not oversubscribed."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
 
 def make_encoder(image_dim=0, hidden=24, joint=16):
     en = Vocab.build([tokenize(s, "en") for s in SENTS])

@@ -11,14 +11,6 @@ from rerank.cli import main
 from rerank.errors import InputError
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """One thread: small models are as fast, and a shared 2-core machine is not oversubscribed."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
 
 @pytest.fixture(scope="module")
 def images(tmp_path_factory):

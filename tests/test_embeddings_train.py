@@ -24,14 +24,6 @@ TINY = {"word_dim": 16, "hidden_dim": 32, "joint_dim": 32, "min_freq": 1, "batch
         "checkpoint_minutes": 1e9}
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny models: one thread is faster (and on a shared 2-core machine, far cheaper)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
 
 def features(path, rows, dim=12, seed=0):
     np.save(path, np.random.default_rng(seed).normal(size=(rows, dim)).astype(np.float32))
