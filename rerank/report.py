@@ -195,11 +195,13 @@ def evaluate_systems(refs: Sequence[Sequence[str]], baseline_runs: Sequence[Sequ
         if name in all_systems:
             raise ValueError(f"duplicate system name {name!r}")
         all_systems[name] = [list(h) for h in runs]
-    n_runs = len(all_systems[baseline_name])
+    n_runs = max(len(runs) for runs in all_systems.values())
     for name, runs in all_systems.items():
         _check(name, runs, n)
-        if len(runs) != n_runs:
-            raise ValueError(f"system {name!r} has {len(runs)} runs, the baseline has {n_runs}")
+        if len(runs) == 1:  # deterministic (e.g. a decoder 1-best): the same output in every run
+            all_systems[name] = runs * n_runs
+        elif len(runs) != n_runs:
+            raise ValueError(f"system {name!r} has {len(runs)} runs, another has {n_runs}")
     if second_baseline is not None and second_baseline not in systems:
         raise ValueError(f"second baseline {second_baseline!r} is not one of the systems")
 

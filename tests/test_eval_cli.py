@@ -142,3 +142,19 @@ def test_meteor_column_and_missing_paraphrase_table(capsys):
     assert "modules:exact+stem" in res["signatures"]["meteor"]
     code, _, err = run_cli(capsys, "-r", p("ref.de"), "-b", p("cap1.de"), "--metrics", "meteor", "--lang", "de")
     assert code == 2 and "paraphrase-de.gz" in err and "--meteor-modules" in err
+
+
+def test_single_run_baseline_stands_for_every_run(capsys, tmp_path):
+    """A deterministic 1-best (one file) against a system with 3 tuning runs: the baseline is
+    repeated, so its s_opt is 0 and its score is its single corpus score."""
+    single = tmp_path / "one.de"
+    shutil.copy(p("base.de.run1"), single)
+    code, out, _ = run_cli(capsys, "-r", p("ref.de"), "-b", f"base={single}", "good=" + p("good.de"),
+                           "--metrics", "bleu", "--lang", "de", "--ar", "300", "--bootstrap", "50", "--format", "json")
+    assert code == 0
+    res = json.loads(out)
+    assert res["config"]["runs"] == 3
+    cell = {(r["system"], r["metric"]): r for r in res["results"]}
+    expected = BLEU().corpus_score(lines("base.de.run1"), [lines("ref.de")]).score
+    assert abs(cell[("base", "bleu")]["score"] - expected) < 1e-9
+    assert cell[("base", "bleu")]["s_opt"] == 0.0

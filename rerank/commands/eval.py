@@ -19,7 +19,8 @@ LANGUAGES = ("en", "de", "fr", "es", "cs")
 EPILOG = """\
 systems: each SYSTEM is [NAME=]PATH. PATH is one hypothesis file (one run), or a glob in quotes
 ('sys.run*'), or a prefix whose optimizer runs are PATH.run1, PATH.run2, ... (any PATH.run* files).
-Every system needs as many runs as the baseline.
+Every system needs as many runs as the baseline; a system (or baseline) given as a single
+file is deterministic and stands for every run (e.g. a decoder 1-best against 3 tuning runs).
 
 columns per metric: mean score over runs, then s_sel/s_opt/p: s_sel = bootstrap std dev of the
 test-set score (mean over runs), s_opt = std dev over runs, p = approximate randomisation against
@@ -148,14 +149,18 @@ def run(args) -> int:
     baseline = [_read_run(f, n) for f in bfiles]
     systems: dict[str, list[list[str]]] = {}
     sources = {bname: bfiles}
-    for spec in args.systems:
-        name, files = resolve_runs(spec)
+    resolved = [(spec, *resolve_runs(spec)) for spec in args.systems]
+    n_runs = max([len(bfiles)] + [len(files) for _, _, files in resolved])
+    if len(bfiles) not in (1, n_runs):
+        raise InputError(f"the baseline has {len(bfiles)} run(s) but a system has {n_runs} (a run is missing?)", args.baseline)
+    baseline = baseline * (n_runs // len(bfiles))  # a single-run (deterministic) baseline stands for every run
+    for spec, name, files in resolved:
         if name in systems or name == bname:
             raise InputError(f"two systems are named {name!r}; name them NAME=PATH", spec)
-        if len(files) != len(bfiles):
-            raise InputError(f"system {name!r} has {len(files)} run(s) but the baseline has {len(bfiles)} "
+        if len(files) not in (1, n_runs):
+            raise InputError(f"system {name!r} has {len(files)} run(s) but the baseline has {n_runs} "
                              f"(a run is missing?)", spec)
-        systems[name] = [_read_run(f, n) for f in files]
+        systems[name] = [_read_run(f, n) for f in files] * (n_runs // len(files))
         sources[name] = files
     for spec, wpath in zip(args.nbest, args.weights):
         name, path = _split_name(spec)
@@ -163,11 +168,9 @@ def run(args) -> int:
         hyps = _nbest_hypotheses(path, wpath, args.nbest_format)
         if len(hyps) != n:
             raise InputError(f"n-best list has {len(hyps)} sentences but the references have {n}", path)
-        if len(bfiles) != 1:
-            raise InputError(f"an n-best system has 1 run but the baseline has {len(bfiles)}", path)
         if name in systems or name == bname:
             raise InputError(f"two systems are named {name!r}; name it NAME=F", path)
-        systems[name] = [hyps]
+        systems[name] = [hyps] * n_runs
         sources[name] = [path, wpath]
     if args.second_baseline and args.second_baseline not in systems:
         raise InputError(f"--second-baseline {args.second_baseline!r} is not a system name "
