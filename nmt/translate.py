@@ -59,29 +59,14 @@ def translate(model, src_vocab, tgt_vocab, lines: list[str], src_lang: str, tgt_
     return results
 
 
-def _fmt(x: float) -> str:
-    return f"{x:.6g}"
-
-
 def write_nbest(results, path: str) -> None:
     """Moses n-best: `id ||| hyp ||| nmt= x nmt_norm= y len= n ||| total`, ids 0-based."""
-    try:
-        from rerank.formats import write_nbest as rerank_write
-        from rerank.nbest import NBestList
-    except ImportError:
-        rerank_write = None
-    if rerank_write is not None:
-        nb = NBestList.from_lists([[e[0] for e in r] for r in results],
-                                  [np.stack([e[1] for e in r]) for r in results], FEATURE_NAMES,
-                                  [np.array([e[2] for e in r]) for r in results])
-        rerank_write(nb, path, fmt="moses")
-        return
-    from rerank.io import atomic_write
-    with atomic_write(path) as f:
-        for i, entries in enumerate(results):
-            for text, feats, total in entries:
-                fs = " ".join(f"{n}= {_fmt(v)}" for n, v in zip(FEATURE_NAMES, feats))
-                f.write(f"{i} ||| {text} ||| {fs} ||| {_fmt(total)}\n")
+    from rerank.formats import write_nbest as rerank_write
+    from rerank.nbest import NBestList
+
+    nb = NBestList.from_lists([[e[0] for e in r] for r in results], [np.stack([e[1] for e in r]) for r in results],
+                              FEATURE_NAMES, [np.array([e[2] for e in r]) for r in results])
+    rerank_write(nb, path, fmt="moses")
 
 
 def write_1best(results, path: str) -> None:

@@ -13,7 +13,6 @@ import re
 import sys
 from dataclasses import dataclass, field
 
-import numpy as np
 
 from rerank.bleu import corpus_bleu, hypothesis_stats, oracle_rows
 from rerank.io import atomic_write
@@ -119,7 +118,3 @@ def save_experiment(result: ExperimentResult, out_dir: str, baseline: list[str],
     with atomic_write(os.path.join(out_dir, "tuning.json")) as out:
         json.dump({"dev_bleu": result.dev_scores, "oracle_test_bleu": result.oracle_bleu}, out, indent=2)
 
-
-def mean_sd(values) -> str:
-    values = np.asarray(values, dtype=float)
-    return f"{values.mean():.2f} ± {values.std(ddof=1) if len(values) > 1 else 0.0:.2f}"

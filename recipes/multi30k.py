@@ -216,7 +216,8 @@ class Recipe:
                 done = os.path.join(exp_dir, "results.json")
                 if os.path.exists(done):
                     self.log(f"reusing {done}")
-                    results[(flavour, n)] = json.load(open(done, encoding="utf-8"))
+                    with open(done, encoding="utf-8") as f:
+                        results[(flavour, n)] = json.load(f)
                     continue
                 dev = self.featured(flavour, "val", n, models)
                 test = self.featured(flavour, "test_2016", n, models)
