@@ -13,7 +13,7 @@ import dataclasses
 
 import torch
 
-from nmt.model import AttentionNMT
+from nmt.model import AttentionNMT, StepTables
 from nmt.vocab import BOS_ID, EOS_ID
 
 NEG_INF = float("-inf")
@@ -36,9 +36,12 @@ def _normalise(logprob: float, n_tokens: int, alpha: float) -> float:
 
 
 @torch.no_grad()
-def greedy(model: AttentionNMT, src, src_len, max_len_ratio=2.0, max_len_extra=5, alpha=1.0):
-    """Argmax decoding; returns one Hypothesis per sentence."""
+def greedy(model: AttentionNMT, src, src_len, max_len_ratio=2.0, max_len_extra=5, alpha=1.0,
+           tables: StepTables | None = None):
+    """Argmax decoding; returns one Hypothesis per sentence. `tables`: model.step_tables(),
+    computed here when not given (pass them when decoding many batches)."""
     model.eval()
+    tables = model.step_tables() if tables is None else tables
     enc, state = model.encode(src, src_len)
     limit = max_lengths(src_len, max_len_ratio, max_len_extra)
     n = src.size(0)
@@ -47,7 +50,7 @@ def greedy(model: AttentionNMT, src, src_len, max_len_ratio=2.0, max_len_extra=5
     total = torch.zeros(n, device=src.device)
     out = []
     for t in range(int(limit.max())):
-        logp, state = model.step(prev, state, enc)
+        logp, state = model.step(prev, state, enc, tables)
         force = t == limit - 1
         logp[force, :EOS_ID] = NEG_INF
         logp[force, EOS_ID + 1:] = NEG_INF
@@ -69,22 +72,26 @@ def greedy(model: AttentionNMT, src, src_len, max_len_ratio=2.0, max_len_extra=5
 
 @torch.no_grad()
 def beam_search(model: AttentionNMT, src, src_len, beam: int, nbest: int | None = None,
-                max_len_ratio=2.0, max_len_extra=5, alpha=1.0) -> list[list[Hypothesis]]:
+                max_len_ratio=2.0, max_len_extra=5, alpha=1.0,
+                tables: StepTables | None = None) -> list[list[Hypothesis]]:
     """For each sentence, its `nbest` (default: beam) best finished hypotheses, best first.
 
     Hypotheses are ranked by the length-normalised score (alpha > 0) or the log-prob sum
     (alpha = 0). `nbest` must not exceed `beam`. Only live hypotheses are run through the
-    decoder: rows are packed, and scattered into a (sentences, k, V) grid for the top-k.
+    decoder: rows are packed, and their per-row top-k scattered into a (sentences, k, k) grid.
+    `tables` as in `greedy`.
     """
     nbest = beam if nbest is None else nbest
     if not 1 <= nbest <= beam:
         raise ValueError(f"n-best size {nbest} must be between 1 and the beam size {beam}")
     model.eval()
+    tables = model.step_tables() if tables is None else tables
     dev = src.device
     n_sent, k = src.size(0), beam
     enc_sent, state = model.encode(src, src_len)
     limit = max_lengths(src_len, max_len_ratio, max_len_extra)
     vocab = model.cfg.tgt_vocab
+    k_tok = min(k, vocab)
 
     active = torch.arange(n_sent, device=dev)  # original index of each active sentence
     scores = torch.full((n_sent, k), NEG_INF, device=dev)
@@ -101,16 +108,21 @@ def beam_search(model: AttentionNMT, src, src_len, beam: int, nbest: int | None 
     t = 0
     while active.numel() > 0:
         b = active.numel()
-        logp, state = model.step(prev, state, enc_sent.index_select(row_sent))
+        logp, state = model.step(prev, state, enc_sent.index_select(row_sent), tables)
         force = (t == limit[active] - 1)[row_sent]
         if bool(force.any()):
             eos_only = torch.full((vocab,), NEG_INF, device=dev)
             eos_only[EOS_ID] = 0.0
             logp[force] = logp[force] + eos_only
-        grid = torch.full((b, k, vocab), NEG_INF, device=dev)
-        grid[row_sent, row_slot] = logp + scores[row_sent, row_slot].unsqueeze(1)
-        top, idx = grid.view(b, k * vocab).topk(k, dim=1)
-        slot, tok = idx // vocab, idx % vocab
+        # a sentence's k best extensions lie among its rows' k best tokens: top-k per row first,
+        # then over a (sentences, k slots, k tokens) grid instead of (sentences, k, vocab)
+        row_top, row_tok = logp.topk(k_tok, dim=1)
+        grid = torch.full((b, k, k_tok), NEG_INF, device=dev)
+        grid[row_sent, row_slot] = row_top + scores[row_sent, row_slot].unsqueeze(1)
+        grid_tok = torch.zeros((b, k, k_tok), dtype=torch.long, device=dev)
+        grid_tok[row_sent, row_slot] = row_tok
+        top, idx = grid.view(b, k * k_tok).topk(k, dim=1)
+        slot, tok = idx // k_tok, grid_tok.view(b, k * k_tok).gather(1, idx)
         valid = torch.isfinite(top) & (rank < (k - n_done[active]).unsqueeze(1))
         ends = valid & (tok == EOS_ID)
         seqs = torch.cat([seqs.gather(1, slot.unsqueeze(-1).expand(-1, -1, t)), tok.unsqueeze(-1)], 2)

@@ -32,13 +32,15 @@ def translate(model, src_vocab, tgt_vocab, lines: list[str], src_lang: str, tgt_
     ids = encode_source(lines, src_tok, src_vocab, max_src_len, path=path)
     results: list = [None] * len(ids)
     batches = length_batches([len(s) for s in ids], batch_size, shuffle=False)
+    model.eval()
+    tables = model.step_tables()
     for batch in tqdm(batches, desc=f"beam {beam}", file=sys.stderr, disable=not progress, mininterval=5):
         src, src_len = pad([ids[i] for i in batch])
         src, src_len = src.to(device), src_len.to(device)
         if beam == 1:
-            found = [[h] for h in greedy(model, src, src_len, max_len_ratio, max_len_extra, alpha)]
+            found = [[h] for h in greedy(model, src, src_len, max_len_ratio, max_len_extra, alpha, tables)]
         else:
-            found = beam_search(model, src, src_len, beam, beam, max_len_ratio, max_len_extra, alpha)
+            found = beam_search(model, src, src_len, beam, beam, max_len_ratio, max_len_extra, alpha, tables)
         for i, hyps in zip(batch, found):
             seen, entries = set(), []
             for h in hyps:

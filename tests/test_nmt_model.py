@@ -116,3 +116,25 @@ def test_resume_matches_uninterrupted_run(tmp_path):
     b = torch.load(resumed / "last.pt", weights_only=True)["model"]
     for name in a:
         assert torch.allclose(a[name], b[name], atol=1e-6), name
+
+
+@pytest.mark.parametrize("tie", [False, True])
+def test_step_tables_give_the_plain_step(tie):
+    from nmt.model import SIZE_PRESETS, AttentionNMT, ModelConfig
+    torch.manual_seed(4)
+    dims = dict(SIZE_PRESETS["tiny"], readout_dim=SIZE_PRESETS["tiny"]["emb_dim"])
+    model = AttentionNMT(ModelConfig(src_vocab=17, tgt_vocab=23, dropout=0.3, tie_embeddings=tie, **dims))
+    for p in model.parameters():  # non-zero biases too, so every table column is exercised
+        torch.nn.init.normal_(p, std=0.3)
+    model.eval()
+    src, src_len = pad([[5, 6, 7, EOS_ID], [8, 9, EOS_ID], [4, EOS_ID]])
+    enc, state = model.encode(src, src_len)
+    prev = torch.tensor([1, 12, 22])
+    plain, s_plain = model.step(prev, state, enc)
+    fast, s_fast = model.step(prev, state, enc, model.step_tables())
+    assert torch.allclose(s_fast, s_plain, atol=1e-5)
+    assert torch.allclose(fast, plain, atol=1e-5)
+    assert not torch.allclose(plain[0], plain[1])
+    model.train()
+    with pytest.raises(RuntimeError, match="eval mode"):
+        model.step(prev, state, enc, model.step_tables())
