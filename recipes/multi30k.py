@@ -1,6 +1,7 @@
 """The Multi30k reproduction of Calixto & Liu (2017), Tables 3/4, as one resumable command.
 
-Steps (each skipped when its output exists and is complete):
+Steps (each skipped when its output exists and is complete; features and experiments also
+record the SHA-256 of their inputs and are redone when an input file has changed):
 1. embedding models: with image features, VSE (de only, beta = 1) and MLMME (en+de) for each
    beta; without them, one text-only MLMME (R_ML only) -- said in the log and every table;
 2. NMT: train the weak / regular / optimised flavours, or reuse run directories (--nmt-dir);
@@ -14,6 +15,7 @@ Steps (each skipped when its output exists and is complete):
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import platform
@@ -33,6 +35,18 @@ SPLITS = {"val": "val", "test_2016": "test_2016_flickr"}
 BASE_FEATURES = ["nmt", "nmt_norm", "len"]
 # recipe preset -> (NMT size preset, embedding preset); `tiny` is for smoke tests only
 PRESETS = {"cpu": ("cpu", "cpu"), "paper": ("paper", "paper"), "tiny": ("tiny", "small")}
+
+
+def file_digests(paths: list[str]) -> list[list[str]]:
+    """[file name, SHA-256] of each input, to tell a reusable output from a stale one."""
+    out = []
+    for path in paths:
+        h = hashlib.sha256()
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+        out.append([os.path.basename(path), h.hexdigest()])
+    return out
 
 
 @dataclass
@@ -170,17 +184,39 @@ class Recipe:
             self._cli(["nmt", "translate", "--model", run, "--input", source, "--beam", str(n), "--nbest", str(n),
                        "--nbest-out", self.nbest_path(flavour, split, n), "--device", self.cfg.device])
 
+    def is_fresh(self, out: str, inputs: list[str]) -> bool:
+        """True if `out` exists and was made from inputs with the digests recorded beside it."""
+        if not os.path.exists(out):
+            return False
+        stamp = out + ".inputs.json"
+        if os.path.exists(stamp):
+            with open(stamp, encoding="utf-8") as f:
+                if json.load(f) == file_digests(inputs):
+                    return True
+        self.log(f"inputs of {out} changed or were not recorded: redoing it")
+        return False
+
+    @staticmethod
+    def stamp(out: str, inputs: list[str]) -> None:
+        with atomic_write(out + ".inputs.json") as f:
+            json.dump(file_digests(inputs), f, indent=1)
+
     # --- 4. features -------------------------------------------------------------------------
-    def featured(self, flavour: str, split: str, n: int, models: dict[str, dict]):
+    def featured(self, flavour: str, split: str, n: int, models: dict[str, dict]) -> str:
+        """Path of the n-best list with every model's embedding features, made if missing or stale."""
         out = self.path("features", f"{flavour}.{split}.{n}best.feat.gz")
-        if os.path.exists(out):
-            return read_nbest(out)
+        source_path = os.path.join(self.cfg.data_dir, "task1", "raw", f"{SPLITS[split]}.en.gz")
+        inputs = [self.nbest_path(flavour, split, n), source_path] + [m["path"] for m in models.values()]
+        if self.images:
+            inputs.append(self.images[SPLITS[split]])
+        if self.is_fresh(out, inputs):
+            return out
         from embeddings.data import load_features
         from embeddings.encoder import Encoder
         from rerank.features import embedding_features
 
         nbest = read_nbest(self.nbest_path(flavour, split, n))
-        sources = read_lines(os.path.join(self.cfg.data_dir, "task1", "raw", f"{SPLITS[split]}.en.gz"))
+        sources = read_lines(source_path)
         images = np.array(load_features(self.images[SPLITS[split]], nbest.n_sentences)) if self.images else None
         for name, model in models.items():
             encoder = Encoder.load(model["path"])
@@ -193,7 +229,8 @@ class Recipe:
             for w in which:
                 nbest = nbest.with_feature(model["prefix"] + w, columns[w])
         write_nbest(nbest, out)
-        return nbest
+        self.stamp(out, inputs)
+        return out
 
     # --- 5./6. experiments and tables ------------------------------------------------------
     def systems(self, models: dict[str, dict], nbest) -> tuple[list[SystemSpec], str]:
@@ -214,13 +251,13 @@ class Recipe:
             for n in cfg.nbest_sizes:
                 exp_dir = self.path("experiments", f"{flavour}.{n}best")
                 done = os.path.join(exp_dir, "results.json")
-                if os.path.exists(done):
+                featured = [self.featured(flavour, split, n, models) for split in ("val", "test_2016")]
+                if self.is_fresh(done, featured):
                     self.log(f"reusing {done}")
                     with open(done, encoding="utf-8") as f:
                         results[(flavour, n)] = json.load(f)
                     continue
-                dev = self.featured(flavour, "val", n, models)
-                test = self.featured(flavour, "test_2016", n, models)
+                dev, test = read_nbest(featured[0]), read_nbest(featured[1])
                 dev_refs = read_references([os.path.join(cfg.data_dir, "task1", "raw", "val.de.gz")], dev.n_sentences)
                 test_refs = read_references([os.path.join(cfg.data_dir, "task1", "raw", "test_2016_flickr.de.gz")], test.n_sentences)
                 systems, second = self.systems(models, dev)
@@ -235,6 +272,7 @@ class Recipe:
                 with atomic_write(os.path.join(exp_dir, "summary.json")) as f:
                     json.dump(summary, f, indent=1)
                 results[(flavour, n)] = json.loads(result.table.to_json())
+                self.stamp(done, featured)
         self.write_tables()
         self.log("recipe complete")
         return results

@@ -70,3 +70,16 @@ def test_recipe_runs_and_resumes(mini_multi30k, tmp_path, capsys):
     assert changed == []
     log = (out / "recipe.log").read_text()
     assert "reusing embedding model" in log and "reusing" in log.split("NO IMAGE FEATURES")[-1]
+    # a changed n-best list makes its features and the experiment stale; the rest is reused
+    from rerank.formats import read_nbest, write_nbest
+    val_list = out / "nbest" / "weak.val.4best.gz"
+    nbest = read_nbest(str(val_list))
+    write_nbest(nbest.with_feature("len", nbest.features[:, nbest.feature_names.index("len")] + 1.0), str(val_list))
+    test_features = out / "features" / "weak.test_2016.4best.feat.gz"
+    mtime = test_features.stat().st_mtime_ns
+    assert main(args) == 0
+    rerun = (out / "recipe.log").read_text().split("NO IMAGE FEATURES")[-1]
+    assert "inputs of " + str(out / "features" / "weak.val.4best.feat.gz") + " changed" in rerun
+    assert "inputs of " + str(out / "experiments" / "weak.4best" / "results.json") + " changed" in rerun
+    assert "experiment weak 4-best" in rerun
+    assert test_features.stat().st_mtime_ns == mtime
