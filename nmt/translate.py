@@ -1,5 +1,5 @@
 """Translate files with a trained model: Moses n-best lists, 1-best text, and evaluation helpers
-(1-best BLEU/TER, sentence-BLEU oracle of an n-best list)."""
+(1-best BLEU/TER, the sentence-BLEU+1 oracle of an n-best list)."""
 
 from __future__ import annotations
 
@@ -83,10 +83,11 @@ def bleu_ter(hyps: list[str], refs: list[str]) -> dict:
 
 
 def oracle_bleu(nbest_hyps: list[list[str]], refs: list[str]) -> float:
-    """Corpus BLEU of the hypotheses with the best sentence-BLEU (sacrebleu, exp smoothing)."""
-    bleu = sacrebleu.BLEU(effective_order=True)
-    picks = []
-    for hyps, ref in zip(nbest_hyps, refs):
-        scores = [bleu.sentence_score(h, [ref]).score for h in hyps]
-        picks.append(hyps[int(np.argmax(scores))] if hyps else "")
-    return sacrebleu.corpus_bleu(picks, [refs]).score
+    """Corpus BLEU of each list's sentence-BLEU+1 best hypothesis: the pick `rerank oracle` makes."""
+    from rerank.bleu import corpus_bleu, hypothesis_stats, oracle_rows
+
+    offsets = np.cumsum([0] + [len(h) for h in nbest_hyps])
+    hyps = [h for hs in nbest_hyps for h in hs]
+    stats = hypothesis_stats(hyps, offsets, [refs])
+    picks = oracle_rows(stats, offsets)
+    return corpus_bleu(stats[picks].sum(0))

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import sacrebleu
 
-from rerank.formats import read_nbest
+from rerank.formats import read_nbest, write_nbest
 from rerank.io import read_lines
 
 DATA = os.path.join(os.path.dirname(os.path.dirname(__file__)), "rerank", "data", "multi30k")
@@ -51,3 +51,25 @@ def test_recorded_bleu_matches_shipped_lists():
         assert sacrebleu.corpus_bleu(best, [refs]).score == pytest.approx(row["test_2016.beam20"]["bleu"], abs=0.01)
         checked += 1
     assert checked > 0
+
+
+def test_nmt_oracle_is_the_rerank_oracle(tmp_path, capsys):
+    """`nmt translate --ref` and `rerank oracle` pick the same hypotheses (sentence BLEU+1)."""
+    from nmt.translate import oracle_bleu
+    from rerank.cli import main
+
+    path = os.path.join(DATA, "weak.test_2016.20best.gz")
+    refs_path = os.path.join(DATA, "test_2016_flickr.de.gz")
+    lst = read_nbest(path, fmt="moses").select_sentences(range(120))
+    refs = read_lines(refs_path)[:120]
+    lists = [list(lst.hyps[lst.offsets[i]:lst.offsets[i + 1]]) for i in range(lst.n_sentences)]
+    ours = oracle_bleu(lists, refs)
+    assert ours > sacrebleu.corpus_bleu([h[0] for h in lists], [refs]).score + 3
+    first = [h for hs in lists for h in hs[:1]]
+    assert oracle_bleu([[h] for h in first], refs) == pytest.approx(sacrebleu.corpus_bleu(first, [refs]).score, abs=1e-9)
+    small, ref_file = tmp_path / "l.nbest", tmp_path / "ref.de"
+    write_nbest(lst, str(small))
+    ref_file.write_text("\n".join(refs) + "\n", encoding="utf-8")
+    assert main(["oracle", str(small), "-r", str(ref_file)]) == 0
+    printed = [line for line in capsys.readouterr().out.splitlines() if line.startswith("oracle BLEU")][0]
+    assert float(printed.split("=")[1].split()[0]) == pytest.approx(ours, abs=0.005)
