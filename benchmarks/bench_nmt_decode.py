@@ -1,6 +1,6 @@
 """Decoding speed of the attention NMT: sentences/second for greedy and beam 20/50 on Multi30k val.
 
-Usage: python benchmarks/bench_nmt_decode.py --model /work/runs/nmt/optimised \
+Usage: python benchmarks/bench_nmt_decode.py --model /work/runs/nmt/cpu/optimised \
            --data-dir /work/shared/data/multi30k/task1/raw [--n 1000] [--beams 20 50] [--threads 2]
 Greedy decoding is the in-process reference: the beam timings are also reported as a ratio to it,
 so runs on a busy machine stay comparable. Writes a JSON record with --json.
@@ -24,7 +24,7 @@ from rerank.io import atomic_write, read_lines
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--model", default="/work/runs/nmt/optimised")
+    ap.add_argument("--model", default="/work/runs/nmt/cpu/optimised")
     ap.add_argument("--data-dir", default="/work/shared/data/multi30k/task1/raw")
     ap.add_argument("--split", default="val")
     ap.add_argument("--n", type=int, default=1000)

@@ -8,7 +8,7 @@ import sys
 
 import torch
 
-from nmt.vocab import EOS_ID, PAD_ID, Tokenizer, Vocab
+from nmt.vocab import EOS_ID, PAD_ID, SubwordVocab, Tokenizer, Vocab
 from rerank.errors import InputError
 from rerank.io import read_lines
 
@@ -29,7 +29,7 @@ def read_parallel(src_path: str, tgt_path: str) -> tuple[list[str], list[str]]:
     return src, tgt
 
 
-def encode_source(lines: list[str], tok: Tokenizer, vocab: Vocab, max_len: int, path: str = "<input>",
+def encode_source(lines: list[str], tok: Tokenizer, vocab: Vocab | SubwordVocab, max_len: int, path: str = "<input>",
                   warn=True) -> list[list[int]]:
     """Token ids + </s> per line. Documented behaviour for odd input (never a dropped line):
     an empty line is encoded as </s> alone; a line longer than `max_len` tokens is cut to

@@ -1,7 +1,8 @@
 """Training loop: Adam/Adadelta, dropout and L2 presets, early stopping on validation BLEU,
 a checkpoint every epoch (resumable), a wall-clock budget, tqdm progress and a log file.
 
-Run directory layout: config.json (model + training settings), vocab.src.json, vocab.tgt.json,
+Run directory layout: config.json (model + training settings), vocab.src.json, vocab.tgt.json
+(a word list, or a SentencePiece model with --subword),
 best.pt (state_dict with the best validation BLEU), last.pt (model + optimiser + counters, for
 resuming), history.json (per-epoch loss / BLEU / time), train.log.
 """
@@ -24,7 +25,7 @@ from tqdm import tqdm
 from nmt.beam import greedy
 from nmt.data import encode_source, length_batches, pad
 from nmt.model import SIZE_PRESETS, AttentionNMT, ModelConfig
-from nmt.vocab import BOS_ID, EOS_ID, PAD_ID, Tokenizer, Vocab
+from nmt.vocab import BOS_ID, EOS_ID, PAD_ID, SubwordVocab, Tokenizer, Vocab, vocab_from_json
 from rerank.io import atomic_write
 
 # The paper's three regularisation regimes (Calixto & Liu 2017).
@@ -46,6 +47,8 @@ class TrainConfig:
     tie_embeddings: bool = False
     min_freq: int = 2
     max_vocab: int | None = None
+    subword: str | None = None  # None (words), "bpe" or "unigram" (SentencePiece)
+    subword_size: int = 8000
     optimizer: str = "adam"  # adam | adadelta (the paper)
     lr: float | None = None  # default: 1e-3 for adam, 1.0 for adadelta
     batch_size: int = 64
@@ -64,6 +67,8 @@ def make_config(size="cpu", flavour="optimised", **overrides) -> TrainConfig:
         raise ValueError(f"unknown flavour {flavour!r}; choose from {', '.join(FLAVOURS)}")
     if size not in SIZE_PRESETS:
         raise ValueError(f"unknown size {size!r}; choose from {', '.join(SIZE_PRESETS)}")
+    if overrides.get("subword") not in (None, "bpe", "unigram"):
+        raise ValueError(f"unknown subword model {overrides['subword']!r}; choose bpe or unigram")
     values = dict(size=size, flavour=flavour, **FLAVOURS[flavour])
     values.update({k: v for k, v in overrides.items() if v is not None})
     return TrainConfig(**values)
@@ -93,7 +98,7 @@ def load_model(run_dir: str, which: str = "best", device: str = "cpu"):
     vocabs = []
     for side in ("src", "tgt"):
         with open(os.path.join(run_dir, f"vocab.{side}.json"), encoding="utf-8") as f:
-            vocabs.append(Vocab.from_json(f.read()))
+            vocabs.append(vocab_from_json(f.read()))
     model = AttentionNMT(ModelConfig.from_dict(config["model"]))
     state = torch.load(os.path.join(run_dir, f"{which}.pt"), map_location=device, weights_only=True)
     model.load_state_dict(state["model"] if "model" in state else state)
@@ -132,8 +137,12 @@ def train(cfg: TrainConfig, train_pair: tuple[list[str], list[str]], val_pair: t
         model, src_vocab, tgt_vocab, _ = load_model(out_dir, "last", device)
         model.train()
     else:
-        src_vocab = Vocab.build(train_src, cfg.min_freq, cfg.max_vocab)
-        tgt_vocab = Vocab.build(train_tgt, cfg.min_freq, cfg.max_vocab)
+        if cfg.subword:
+            src_vocab = SubwordVocab.build(train_src, cfg.subword_size, cfg.subword, cfg.seed)
+            tgt_vocab = SubwordVocab.build(train_tgt, cfg.subword_size, cfg.subword, cfg.seed)
+        else:
+            src_vocab = Vocab.build(train_src, cfg.min_freq, cfg.max_vocab)
+            tgt_vocab = Vocab.build(train_tgt, cfg.min_freq, cfg.max_vocab)
         mcfg = ModelConfig(len(src_vocab), len(tgt_vocab), dropout=cfg.dropout,
                            tie_embeddings=cfg.tie_embeddings, **SIZE_PRESETS[cfg.size])
         model = AttentionNMT(mcfg).to(device)

@@ -1,7 +1,10 @@
-"""Moses tokenisation (sacremoses) and word vocabularies with a frequency cut-off."""
+"""Moses tokenisation (sacremoses), word vocabularies with a frequency cut-off, and subword
+vocabularies (SentencePiece BPE or unigram) over the Moses tokens."""
 
 from __future__ import annotations
 
+import base64
+import io
 import json
 from collections import Counter
 from collections.abc import Iterable
@@ -70,3 +73,66 @@ class Vocab:
     @classmethod
     def from_json(cls, text: str) -> Vocab:
         return cls(json.loads(text))
+
+
+class SubwordVocab:
+    """SentencePiece pieces (BPE or unigram) of Moses-tokenised text, with Vocab's interface.
+
+    Ids 0-3 are the same specials as Vocab's; `decode` gives words (pieces merged), so
+    detokenisation and the `len` feature count words, not pieces. Normalisation is off, so
+    decoding gives back exactly the tokens that were encoded.
+    """
+
+    def __init__(self, model_proto: bytes, model_type: str):
+        import sentencepiece as spm
+
+        self.model_proto, self.model_type = model_proto, model_type
+        self.sp = spm.SentencePieceProcessor(model_proto=model_proto)
+        got = [self.sp.id_to_piece(i) for i in range(len(SPECIALS))]
+        if got != SPECIALS:
+            raise ValueError(f"SentencePiece model must have ids 0-3 = {' '.join(SPECIALS)}, got {' '.join(got)}")
+        self.itos = [self.sp.id_to_piece(i) for i in range(self.sp.get_piece_size())]
+
+    @classmethod
+    def build(cls, sentences: Iterable[list[str]], size: int, model_type: str = "bpe", seed: int = 1) -> SubwordVocab:
+        """Learn `size` pieces (specials included; fewer if the text cannot give so many)."""
+        import sentencepiece as spm
+
+        if model_type not in ("bpe", "unigram"):
+            raise ValueError(f"unknown subword model {model_type!r} (bpe or unigram)")
+        spm.set_random_generator_seed(seed)
+        model = io.BytesIO()
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=(" ".join(s) for s in sentences if s), model_writer=model, vocab_size=size,
+            model_type=model_type, character_coverage=1.0, normalization_rule_name="identity",
+            pad_id=PAD_ID, unk_id=UNK_ID, bos_id=BOS_ID, eos_id=EOS_ID, pad_piece=PAD, unk_piece=UNK,
+            bos_piece=BOS, eos_piece=EOS, unk_surface=UNK, hard_vocab_limit=False, num_threads=1,
+            minloglevel=2)
+        return cls(model.getvalue(), model_type)
+
+    def __len__(self) -> int:
+        return self.sp.get_piece_size()
+
+    def encode(self, tokens: list[str]) -> list[int]:
+        return self.sp.encode(" ".join(tokens)) if tokens else []
+
+    def decode(self, ids: Iterable[int]) -> list[str]:
+        """Words for `ids`, stopping at </s> and skipping <pad>/<s>."""
+        pieces = []
+        for i in ids:
+            if i == EOS_ID:
+                break
+            if i not in (PAD_ID, BOS_ID):
+                pieces.append(int(i))
+        return self.sp.decode(pieces).split()
+
+    def to_json(self) -> str:
+        return json.dumps({"sentencepiece": self.model_type, "model": base64.b64encode(self.model_proto).decode("ascii")})
+
+
+def vocab_from_json(text: str) -> Vocab | SubwordVocab:
+    """A vocabulary file as written by `to_json`: a word list, or a SentencePiece model."""
+    data = json.loads(text)
+    if isinstance(data, dict):
+        return SubwordVocab(base64.b64decode(data["model"]), data["sentencepiece"])
+    return Vocab(data)

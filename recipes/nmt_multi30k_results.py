@@ -1,7 +1,7 @@
 """Collect the NMT runs of recipes/nmt_multi30k.sh: a results table (Markdown + JSON) and, with
 --ship, copy the n-best lists into rerank/data/multi30k/{flavour}.{split}.{n}best.gz.
 
-Usage: python -m recipes.nmt_multi30k_results [--runs /work/runs/nmt] [--ship] [--json OUT]
+Usage: python -m recipes.nmt_multi30k_results [--runs /work/runs/nmt/cpu] [--ship] [--json OUT]
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def markdown(res: dict) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--runs", default="/work/runs/nmt")
+    ap.add_argument("--runs", default="/work/runs/nmt/cpu")
     ap.add_argument("--ship", action="store_true", help="copy the n-best lists into rerank/data/multi30k")
     ap.add_argument("--json", help="write the results here")
     args = ap.parse_args()

@@ -81,3 +81,41 @@ def test_bad_arguments_give_clear_errors(run, capsys):
     assert rc == 2 and "1 reference lines for 20 input lines" in capsys.readouterr().err
     rc = main(["nmt", "train", "--out", str(run / "x")])
     assert rc == 2 and "--data-dir" in capsys.readouterr().err
+
+
+def test_subword_vocabulary_round_trip_and_files():
+    from nmt.vocab import EOS_ID, SPECIALS, SubwordVocab, vocab_from_json
+    sents = [["Ein", "Hund", "läuft", "über", "die", "Wiese", "."], ["Zwei", "Hunde", "laufen", "."]] * 20
+    for kind in ("bpe", "unigram"):
+        v = SubwordVocab.build(sents, 40, kind)
+        assert v.itos[:4] == SPECIALS and len(v) <= 40
+        ids = v.encode(sents[0])
+        assert len(ids) > len(sents[0]) and min(ids) >= 4  # pieces, no specials
+        assert v.decode(ids + [EOS_ID, 7, 8]) == sents[0]  # stops at </s>, gives words
+        assert v.decode(v.encode(["Hund", "Qx"])) == ["Hund", "<unk>"]  # unseen characters
+        again = vocab_from_json(v.to_json())
+        assert again.encode(sents[1]) == v.encode(sents[1]) and again.model_type == kind
+
+
+def test_subword_training_and_translation(tmp_path, capsys):
+    rng = random.Random(5)
+    for split, n in (("train", 120), ("val", 10)):
+        lines = [" ".join(rng.choice(WORDS) + rng.choice(["", "s", "ing"]) for _ in range(rng.randint(2, 5)))
+                 for _ in range(n)]
+        for lang in ("en", "de"):
+            (tmp_path / f"{split}.{lang}").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    rc = main(["nmt", "train", "--data-dir", str(tmp_path), "--out", str(tmp_path / "run"), "--size", "tiny",
+               "--max-epochs", "1", "--subword", "bpe", "--subword-size", "30", "--threads", "1"])
+    assert rc == 0
+    import json
+    vocab = json.loads((tmp_path / "run" / "vocab.tgt.json").read_text())
+    assert vocab["sentencepiece"] == "bpe"
+    rc = main(["nmt", "translate", "--model", str(tmp_path / "run"), "--input", str(tmp_path / "val.en"),
+               "--beam", "3", "--nbest-out", str(tmp_path / "val.nbest")])
+    assert rc == 0
+    rows = parse(tmp_path / "val.nbest")
+    assert sorted({int(r[0]) for r in rows}) == list(range(10))
+    assert all("▁" not in r[1] and float(r[4]) == len(r[1].split()) for r in rows)  # words, not pieces
+    with pytest.raises(SystemExit):
+        main(["nmt", "train", "--data-dir", str(tmp_path), "--out", str(tmp_path / "bad"), "--subword", "wordpiece"])
+    assert "invalid choice: 'wordpiece'" in capsys.readouterr().err

@@ -42,6 +42,9 @@ def add_parser(subparsers) -> None:
     t.add_argument("--lr", type=float)
     t.add_argument("--batch-size", type=int)
     t.add_argument("--min-freq", type=int, help="vocabulary frequency cut-off (default 2)")
+    t.add_argument("--subword", choices=["bpe", "unigram"],
+                   help="SentencePiece subwords over the Moses tokens (default: words with --min-freq)")
+    t.add_argument("--subword-size", type=int, help="pieces per language, specials included (default 8000)")
     t.add_argument("--tie-embeddings", action="store_true", default=None)
     t.add_argument("--max-epochs", type=int)
     t.add_argument("--patience", type=int, help="epochs without val BLEU gain before stopping (default 3)")
@@ -102,6 +105,7 @@ def run_train(args) -> int:
         cfg = make_config(args.size, args.flavour, src_lang=args.src_lang, tgt_lang=args.tgt_lang,
                           dropout=args.dropout, weight_decay=args.weight_decay, optimizer=args.optimizer,
                           lr=args.lr, batch_size=args.batch_size, min_freq=args.min_freq,
+                          subword=args.subword, subword_size=args.subword_size,
                           tie_embeddings=args.tie_embeddings, max_epochs=args.max_epochs,
                           patience=args.patience, max_minutes=args.max_minutes, seed=args.seed)
     except ValueError as exc:
