@@ -1,4 +1,5 @@
-"""Training loop: Adam/Adadelta, dropout and L2 presets, early stopping on validation BLEU,
+"""Training loop: Adam/Adadelta, dropout and L2 presets, learning-rate decay on a validation
+plateau, early stopping on validation BLEU,
 a checkpoint every epoch (resumable), a wall-clock budget, tqdm progress and a log file.
 
 Run directory layout: config.json (model + training settings), vocab.src.json, vocab.tgt.json
@@ -51,6 +52,7 @@ class TrainConfig:
     subword_size: int = 8000
     optimizer: str = "adam"  # adam | adadelta (the paper)
     lr: float | None = None  # default: 1e-3 for adam, 1.0 for adadelta
+    lr_decay: float = 0.5  # the learning rate is multiplied by this after an epoch without val BLEU gain
     batch_size: int = 64
     clip: float = 1.0
     max_epochs: int = 30
@@ -67,6 +69,8 @@ def make_config(size="cpu", flavour="optimised", **overrides) -> TrainConfig:
         raise ValueError(f"unknown flavour {flavour!r}; choose from {', '.join(FLAVOURS)}")
     if size not in SIZE_PRESETS:
         raise ValueError(f"unknown size {size!r}; choose from {', '.join(SIZE_PRESETS)}")
+    if overrides.get("lr_decay") is not None and not 0 < overrides["lr_decay"] <= 1:
+        raise ValueError(f"--lr-decay must be in (0, 1], got {overrides['lr_decay']}")
     if overrides.get("subword") not in (None, "bpe", "unigram"):
         raise ValueError(f"unknown subword model {overrides['subword']!r}; choose bpe or unigram")
     values = dict(size=size, flavour=flavour, **FLAVOURS[flavour])
@@ -212,7 +216,8 @@ def train(cfg: TrainConfig, train_pair: tuple[list[str], list[str]], val_pair: t
         model.train()
         state["epoch"] = epoch
         state["history"].append({"epoch": epoch, "loss": total_loss / max(total_tok, 1), "val_bleu_greedy": bleu,
-                                 "batches": bi + 1, "of_batches": len(batches), "seconds": time.time() - t0})
+                                 "batches": bi + 1, "of_batches": len(batches), "seconds": time.time() - t0,
+                                 "lr": optim.param_groups[0]["lr"]})
         improved = bleu > state["best_bleu"]
         if improved:
             state["best_bleu"], state["bad_epochs"], state["best_epoch"] = bleu, 0, epoch
@@ -220,12 +225,15 @@ def train(cfg: TrainConfig, train_pair: tuple[list[str], list[str]], val_pair: t
             os.replace(os.path.join(out_dir, "best.pt.tmp"), os.path.join(out_dir, "best.pt"))
         else:
             state["bad_epochs"] += 1
+            for group in optim.param_groups:  # saved with the optimiser, so a resumed run keeps it
+                group["lr"] *= cfg.lr_decay
         torch.save({"model": model.state_dict(), "optim": optim.state_dict(), "rng": torch.get_rng_state()},
                    last_path + ".tmp")
         os.replace(last_path + ".tmp", last_path)
         save_json(os.path.join(out_dir, "history.json"), state)
         log(f"epoch {epoch} done: loss/token {total_loss / max(total_tok, 1):.4f}, val BLEU (greedy) {bleu:.2f}"
-            f"{' (best)' if improved else ''}, {time.time() - t0:.0f}s")
+            f"{' (best)' if improved else ''}, {time.time() - t0:.0f}s"
+            + ("" if improved or cfg.lr_decay == 1 else f"; learning rate now {optim.param_groups[0]['lr']:.3g}"))
         if state["bad_epochs"] >= cfg.patience:
             state["stopped"] = "early-stopping"
         elif out_of_time:

@@ -138,3 +138,26 @@ def test_step_tables_give_the_plain_step(tie):
     model.train()
     with pytest.raises(RuntimeError, match="eval mode"):
         model.step(prev, state, enc, model.step_tables())
+
+
+def test_learning_rate_decays_after_a_bad_epoch_and_survives_resume(tmp_path):
+    # lr 3 is far too high for Adam: validation BLEU falls, so the rate must be halved
+    data, val = toy_pairs(96, 13), toy_pairs(12, 14)
+    cfg = dict(lr=3.0, batch_size=32, patience=10)
+    straight = train(toy_config(max_epochs=3, **cfg), data, val, str(tmp_path / "straight"))
+    lrs, bad = [], 0
+    for h in straight["history"]:
+        lrs.append(h["lr"])
+        assert h["lr"] == pytest.approx(3.0 * 0.5 ** bad)
+        bad += h["val_bleu_greedy"] <= max([-1.0] + [x["val_bleu_greedy"] for x in straight["history"][: h["epoch"] - 1]])
+    assert bad >= 1
+    train(toy_config(max_epochs=2, **cfg), data, val, str(tmp_path / "resumed"))
+    resumed = train(toy_config(max_epochs=3, **cfg), data, val, str(tmp_path / "resumed"))
+    assert [h["lr"] for h in resumed["history"]] == lrs
+    a = torch.load(tmp_path / "straight" / "last.pt", weights_only=True)
+    b = torch.load(tmp_path / "resumed" / "last.pt", weights_only=True)
+    assert a["optim"]["param_groups"][0]["lr"] == b["optim"]["param_groups"][0]["lr"] == pytest.approx(3.0 * 0.5 ** bad)
+    for name in a["model"]:
+        assert torch.allclose(a["model"][name], b["model"][name], atol=1e-6), name
+    with pytest.raises(ValueError, match="lr-decay"):
+        toy_config(lr_decay=1.5)

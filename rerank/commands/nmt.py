@@ -48,6 +48,8 @@ def add_parser(subparsers) -> None:
     t.add_argument("--tie-embeddings", action="store_true", default=None)
     t.add_argument("--max-epochs", type=int)
     t.add_argument("--patience", type=int, help="epochs without val BLEU gain before stopping (default 3)")
+    t.add_argument("--lr-decay", type=float,
+                   help="multiply the learning rate by this after an epoch without val BLEU gain (default 0.5; 1 = constant)")
     t.add_argument("--max-minutes", type=float, help="wall-clock budget for this invocation")
     t.add_argument("--seed", type=int)
     t.add_argument("--no-resume", action="store_true", help="start afresh even if OUT/last.pt exists")
@@ -107,7 +109,7 @@ def run_train(args) -> int:
                           lr=args.lr, batch_size=args.batch_size, min_freq=args.min_freq,
                           subword=args.subword, subword_size=args.subword_size,
                           tie_embeddings=args.tie_embeddings, max_epochs=args.max_epochs,
-                          patience=args.patience, max_minutes=args.max_minutes, seed=args.seed)
+                          patience=args.patience, lr_decay=args.lr_decay, max_minutes=args.max_minutes, seed=args.seed)
     except ValueError as exc:
         raise InputError(str(exc)) from None
     state = train(cfg, read_parallel(*paths["train"]), read_parallel(*paths["val"]), args.out,
