@@ -54,7 +54,7 @@ def main() -> None:
     for r in rows:
         print(f"| {r['beam']} | {r['sentences']} | {r['seconds']} | {r['sent_per_s']} | {r['time_vs_greedy']} |")
     record = {"model": os.path.abspath(args.model), "size": cfg["train"]["size"], "threads": args.threads,
-              "device": device, "batch_size": args.batch_size, "host": platform.node(),
+              "device": str(device), "batch_size": args.batch_size, "host": platform.node(),
               "load_avg": os.getloadavg(), "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "rows": rows}
     if args.json:
         old = json.load(open(args.json)) if os.path.exists(args.json) else []
