@@ -153,14 +153,13 @@ def run(args) -> int:
     n_runs = max([len(bfiles)] + [len(files) for _, _, files in resolved])
     if len(bfiles) not in (1, n_runs):
         raise InputError(f"the baseline has {len(bfiles)} run(s) but a system has {n_runs} (a run is missing?)", args.baseline)
-    baseline = baseline * (n_runs // len(bfiles))  # a single-run (deterministic) baseline stands for every run
     for spec, name, files in resolved:
         if name in systems or name == bname:
             raise InputError(f"two systems are named {name!r}; name them NAME=PATH", spec)
         if len(files) not in (1, n_runs):
             raise InputError(f"system {name!r} has {len(files)} run(s) but the baseline has {n_runs} "
                              f"(a run is missing?)", spec)
-        systems[name] = [_read_run(f, n) for f in files] * (n_runs // len(files))
+        systems[name] = [_read_run(f, n) for f in files]  # a single run stands for every run (evaluate_systems)
         sources[name] = files
     for spec, wpath in zip(args.nbest, args.weights):
         name, path = _split_name(spec)
@@ -170,7 +169,7 @@ def run(args) -> int:
             raise InputError(f"n-best list has {len(hyps)} sentences but the references have {n}", path)
         if name in systems or name == bname:
             raise InputError(f"two systems are named {name!r}; name it NAME=F", path)
-        systems[name] = [hyps] * n_runs
+        systems[name] = [hyps]
         sources[name] = [path, wpath]
     if args.second_baseline and args.second_baseline not in systems:
         raise InputError(f"--second-baseline {args.second_baseline!r} is not a system name "
