@@ -18,7 +18,8 @@ import torch
 
 from nmt.data import split_paths
 from nmt.train import load_model
-from nmt.translate import resolve_device, translate
+from nmt.translate import translate
+from rerank.device import resolve_device
 from rerank.io import atomic_write, read_lines
 
 

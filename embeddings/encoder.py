@@ -19,7 +19,7 @@ import torch
 from embeddings.model import MLMME, ModelConfig
 from embeddings.tokenize import tokenize
 from embeddings.vocab import Vocab
-from rerank.device import resolve_device  # noqa: F401  (re-exported for embeddings.*)
+from rerank.device import resolve_device
 from rerank.errors import InputError
 from rerank.io import atomic_write
 

@@ -171,7 +171,7 @@ def preprocess(path: str) -> np.ndarray:
 def extract_features(images_dir: str, names: list[str], backbone: str, weights: str, batch_size: int = 32,
                      device: str = "cpu", progress: bool = True, use_torchvision: bool = True) -> np.ndarray:
     """(len(names), D) float32 features, row i for image names[i] under images_dir."""
-    from embeddings.encoder import resolve_device
+    from rerank.device import resolve_device
 
     for name in names:
         if not os.path.exists(os.path.join(images_dir, name)):

@@ -22,11 +22,12 @@ from torch.nn.parallel import DistributedDataParallel
 
 from embeddings import distributed as D
 from embeddings.data import build_pools, epoch_tuples, image_list, load_features, pad_batch, sample_negatives
-from embeddings.encoder import Encoder, resolve_device, save_model
+from embeddings.encoder import Encoder, save_model
 from embeddings.evaluate import selection_score
 from embeddings.losses import MODES, mlmme_loss
 from embeddings.model import MLMME, PRESETS, ModelConfig
 from embeddings.vocab import Vocab
+from rerank.device import resolve_device
 from rerank.errors import InputError
 from rerank.io import atomic_write
 

@@ -86,7 +86,7 @@ def _common(p) -> None:
 def _setup(args):
     import torch
 
-    from nmt.translate import resolve_device
+    from rerank.device import resolve_device
     torch.set_num_threads(args.threads)
     return resolve_device(args.device)
 
