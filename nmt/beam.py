@@ -137,8 +137,6 @@ def beam_search(model: AttentionNMT, src, src_len, beam: int, nbest: int | None 
         keep = (n_done[active] < k) & live.any(1)
         if not bool(keep.all()):
             kept = keep.nonzero(as_tuple=True)[0]
-            new_pos = torch.full((b,), -1, dtype=torch.long, device=dev)
-            new_pos[kept] = torch.arange(kept.numel(), device=dev)
             live = live[kept]
             active, scores, seqs = active[kept], scores[kept], seqs[kept]
             enc_sent, slot, tok = enc_sent.index_select(kept), slot[kept], tok[kept]

@@ -112,7 +112,6 @@ def load_model(run_dir: str, which: str = "best", device: str = "cpu"):
 def corpus_bleu_greedy(model, src_ids, refs, tgt_tok, tgt_vocab, device, batch_size=128) -> float:
     """Detokenised corpus BLEU (sacrebleu) of greedy translations of encoded sources."""
     hyps = [""] * len(src_ids)
-    model.eval()
     tables = model.step_tables()
     for batch in length_batches([len(s) for s in src_ids], batch_size, shuffle=False):
         src, src_len = pad([src_ids[i] for i in batch])
