@@ -12,7 +12,6 @@ from tqdm import tqdm
 from nmt.beam import beam_search, greedy
 from nmt.data import encode_source, length_batches, pad
 from nmt.vocab import Tokenizer
-from rerank.device import resolve_device  # noqa: F401  (re-exported for the CLI and benchmarks)
 
 FEATURE_NAMES = ["nmt", "nmt_norm", "len"]
 
@@ -32,7 +31,6 @@ def translate(model, src_vocab, tgt_vocab, lines: list[str], src_lang: str, tgt_
     ids = encode_source(lines, src_tok, src_vocab, max_src_len, path=path)
     results: list = [None] * len(ids)
     batches = length_batches([len(s) for s in ids], batch_size, shuffle=False)
-    model.eval()
     tables = model.step_tables()
     for batch in tqdm(batches, desc=f"beam {beam}", file=sys.stderr, disable=not progress, mininterval=5):
         src, src_len = pad([ids[i] for i in batch])
@@ -84,10 +82,6 @@ def bleu_ter(hyps: list[str], refs: list[str]) -> dict:
 
 def oracle_bleu(nbest_hyps: list[list[str]], refs: list[str]) -> float:
     """Corpus BLEU of each list's sentence-BLEU+1 best hypothesis: the pick `rerank oracle` makes."""
-    from rerank.bleu import corpus_bleu, hypothesis_stats, oracle_rows
+    from rerank.bleu import oracle
 
-    offsets = np.cumsum([0] + [len(h) for h in nbest_hyps])
-    hyps = [h for hs in nbest_hyps for h in hs]
-    stats = hypothesis_stats(hyps, offsets, [refs])
-    picks = oracle_rows(stats, offsets)
-    return corpus_bleu(stats[picks].sum(0))
+    return oracle([h for hs in nbest_hyps for h in hs], np.cumsum([0] + [len(h) for h in nbest_hyps]), [refs])[0]

@@ -13,8 +13,7 @@ import re
 import sys
 from dataclasses import dataclass, field
 
-
-from rerank.bleu import corpus_bleu, hypothesis_stats, oracle_rows
+from rerank.bleu import oracle
 from rerank.io import atomic_write
 from rerank.nbest import NBestList
 from rerank.weights import best_rows, weight_vector, write_weights
@@ -60,9 +59,8 @@ def rerank(nbest: NBestList, weights: dict[str, float]) -> list[str]:
 
 
 def oracle_bleu(nbest: NBestList, refs, tokenize: str) -> tuple[float, list[str]]:
-    stats = hypothesis_stats(nbest.hyps, nbest.offsets, refs, tokenize)
-    picks = oracle_rows(stats, nbest.offsets)
-    return corpus_bleu(stats[picks].sum(0)), [nbest.hyps[int(i)] for i in picks]
+    score, picks = oracle(nbest.hyps, nbest.offsets, refs, tokenize)
+    return score, [nbest.hyps[int(i)] for i in picks]
 
 
 def run_experiment(dev: NBestList, dev_refs, test: NBestList, test_refs, systems: list[SystemSpec], *,

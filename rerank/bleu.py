@@ -109,3 +109,11 @@ def sentence_bleu_plus1(stats: np.ndarray) -> np.ndarray:
 def oracle_rows(stats: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     """Row of the sentence-BLEU+1 best hypothesis of every list (ties go to the earlier one)."""
     return segment_argmax(sentence_bleu_plus1(stats), offsets)
+
+
+def oracle(hyps: Sequence[str], offsets: np.ndarray, refs: Sequence[Sequence[str]],
+           tokenize: str = "13a") -> tuple[float, np.ndarray]:
+    """(corpus BLEU of the oracle picks, their rows): each list's sentence-BLEU+1 best hypothesis."""
+    stats = hypothesis_stats(hyps, offsets, refs, tokenize)
+    picks = oracle_rows(stats, offsets)
+    return corpus_bleu(stats[picks].sum(0)), picks
