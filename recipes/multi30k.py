@@ -15,6 +15,7 @@ record the SHA-256 of their inputs and are redone when an input file has changed
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -37,15 +38,23 @@ BASE_FEATURES = ["nmt", "nmt_norm", "len"]
 PRESETS = {"cpu": ("cpu", "cpu"), "paper": ("paper", "paper"), "tiny": ("tiny", "small")}
 
 
+@functools.lru_cache(maxsize=None)
+def _sha256(path: str, size: int, mtime_ns: int) -> str:
+    """SHA-256 of a file; cached on (path, size, mtime), so the embedding model and the sources,
+    inputs of many steps, are read once per run."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
 def file_digests(paths: list[str]) -> list[list[str]]:
     """[file name, SHA-256] of each input, to tell a reusable output from a stale one."""
     out = []
     for path in paths:
-        h = hashlib.sha256()
-        with open(path, "rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                h.update(block)
-        out.append([os.path.basename(path), h.hexdigest()])
+        st = os.stat(path)
+        out.append([os.path.basename(path), _sha256(os.path.abspath(path), st.st_size, st.st_mtime_ns)])
     return out
 
 
