@@ -51,7 +51,7 @@ def main() -> None:
                      "sent_per_s": round(len(lines) / sec, 1)})
     for r in rows:
         r["time_vs_greedy"] = round(r["seconds"] / rows[0]["seconds"], 2)
-    print(f"| beam | sentences | seconds | sent/s | time vs greedy |\n|---|---|---|---|---|")
+    print("| beam | sentences | seconds | sent/s | time vs greedy |\n|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['beam']} | {r['sentences']} | {r['seconds']} | {r['sent_per_s']} | {r['time_vs_greedy']} |")
     record = {"model": os.path.abspath(args.model), "size": cfg["train"]["size"], "threads": args.threads,

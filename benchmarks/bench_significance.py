@@ -21,7 +21,6 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-import numpy as np  # noqa: E402
 from sacrebleu.metrics import BLEU, TER  # noqa: E402
 from sacrebleu.significance import PairedTest  # noqa: E402
 
