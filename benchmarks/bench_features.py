@@ -24,7 +24,7 @@ from embeddings.model import MLMME, PRESETS, ModelConfig  # noqa: E402
 from embeddings.tokenize import tokenize  # noqa: E402
 from embeddings.vocab import Vocab  # noqa: E402
 from recipes.demo import data_dir, shipped_lists  # noqa: E402
-from rerank.features import embedding_features  # noqa: E402
+from embeddings.features import embedding_features  # noqa: E402
 from rerank.formats import read_nbest  # noqa: E402
 from rerank.io import read_lines  # noqa: E402
 

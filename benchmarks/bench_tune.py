@@ -24,7 +24,7 @@ import time
 
 import numpy as np
 
-from mira.common import prepare
+from rerank.tuning import prepare
 from mira.kbmira import kbmira
 from rerank.formats import read_nbest, read_references, write_nbest
 from rerank.io import atomic_write

@@ -26,10 +26,16 @@ from dataclasses import dataclass, field
 import numpy as np
 from tqdm import tqdm
 
-from mira.common import TuningData, kbmira_stats
+from rerank.bleu import CORRECT, REF_LEN, TOTAL
+from rerank.tuning import TuningData
 
 # mean over the 4 orders of log(matches) - log(counts): a dot product with this vector
 _LOG_PREC = np.array([0.25] * 4 + [-0.25] * 4)
+
+
+def kbmira_stats(stats10: np.ndarray) -> np.ndarray:
+    """sacrebleu-layout statistics (n, 10) -> kbmira's 9 (matches 1-4, counts 1-4, ref length)."""
+    return np.ascontiguousarray(np.hstack([stats10[:, CORRECT], stats10[:, TOTAL], stats10[:, REF_LEN:REF_LEN + 1]]))
 
 
 @dataclass

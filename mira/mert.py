@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from tqdm import tqdm
 
-from mira.common import TuningData
+from rerank.tuning import TuningData
 from rerank.nbest import segment_argmax
 
 

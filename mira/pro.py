@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 from sklearn.linear_model import LogisticRegression
 
-from mira.common import TuningData
+from rerank.tuning import TuningData
 from rerank.bleu import sentence_bleu_plus1
 from rerank.errors import InputError
 

@@ -243,3 +243,12 @@ def train(cfg: TrainConfig, train_pair: tuple[list[str], list[str]], val_pair: t
     save_json(os.path.join(out_dir, "history.json"), state)
     log(f"stopped ({state['stopped']}) after epoch {state['epoch']}; best val BLEU {state['best_bleu']:.2f}")
     return state
+
+
+def train_files(cfg: TrainConfig, data_dir: str, out_dir: str, device: str = "cpu", resume: bool = True) -> dict:
+    """`train` on DATA_DIR/{train,val}.{src,tgt}[.gz] (the layout of Multi30k's task1/raw)."""
+    from nmt.data import read_parallel, split_paths
+    from rerank.device import resolve_device
+
+    pairs = [read_parallel(*split_paths(data_dir, split, cfg.src_lang, cfg.tgt_lang)) for split in ("train", "val")]
+    return train(cfg, pairs[0], pairs[1], out_dir, device=resolve_device(device), resume=resume)

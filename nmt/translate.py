@@ -85,3 +85,19 @@ def oracle_bleu(nbest_hyps: list[list[str]], refs: list[str]) -> float:
     from rerank.bleu import oracle
 
     return oracle([h for hs in nbest_hyps for h in hs], np.cumsum([0] + [len(h) for h in nbest_hyps]), [refs])[0]
+
+
+def translate_file(run_dir: str, input_path: str, nbest_out: str, beam: int, nbest: int | None = None,
+                   device: str = "cpu", checkpoint: str = "best", batch_size: int = 32, progress: bool = True):
+    """Translate a source file with a trained run directory and write its Moses n-best list."""
+    from nmt.train import load_model
+    from rerank.device import resolve_device
+    from rerank.io import read_lines
+
+    device = resolve_device(device)
+    model, src_vocab, tgt_vocab, config = load_model(run_dir, checkpoint, device)
+    results = translate(model, src_vocab, tgt_vocab, read_lines(input_path), config["train"]["src_lang"],
+                        config["train"]["tgt_lang"], beam=beam, nbest=nbest, batch_size=batch_size, device=device,
+                        path=input_path, progress=progress)
+    write_nbest(results, nbest_out)
+    return results

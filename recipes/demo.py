@@ -16,7 +16,7 @@ from importlib import resources
 
 from recipes.experiment import SystemSpec, run_experiment
 from rerank.errors import InputError
-from rerank.features import embedding_features
+from embeddings.features import embedding_features
 from rerank.formats import read_nbest, read_references, write_nbest
 from rerank.io import read_lines
 

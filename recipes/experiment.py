@@ -37,7 +37,7 @@ class ExperimentResult:
 def tune_system(dev: NBestList, dev_refs, features: list[str], runs: int, seed: int, epochs: int,
                 tokenize: str, progress: bool = False) -> tuple[list[dict[str, float]], list[float]]:
     """R k-best MIRA runs (seeds seed..seed+R-1) over `features`; other columns keep weight 0."""
-    from mira.common import prepare
+    from rerank.tuning import prepare
     from mira.kbmira import kbmira
 
     data = prepare(dev, dev_refs, tokenize=tokenize, tune=features, source="dev n-best")

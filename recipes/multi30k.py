@@ -106,14 +106,6 @@ class Recipe:
     def path(self, *parts: str) -> str:
         return os.path.join(self.cfg.out, *parts)
 
-    def _cli(self, args: list[str]) -> None:
-        from rerank.cli import main
-
-        self.log("rerank " + " ".join(args))
-        code = main(args)
-        if code != 0:
-            raise RuntimeError(f"step failed (exit {code}): rerank {' '.join(args)}")
-
     def _find_image_features(self) -> dict[str, str]:
         found = {}
         for split in ("train", "val", "test_2016_flickr"):
@@ -140,22 +132,25 @@ class Recipe:
             out = self.path("embeddings", slug)
             model = os.path.join(out, "model.pt")
             if not os.path.exists(model):
-                args = ["embed", "train", "--data-dir", self.cfg.data_dir, "--out", out, "--preset", self.embed_preset,
-                        "--languages", spec["languages"], "--device", self.cfg.device, "--seed", str(self.cfg.seed)]
-                if self.cfg.embed_max_minutes:
-                    args += ["--max-minutes", str(self.cfg.embed_max_minutes)]
-                if self.cfg.embed_max_epochs:
-                    args += ["--max-epochs", str(self.cfg.embed_max_epochs)]
-                if spec["beta"] is not None:
-                    config = os.path.join(out + ".config.json")
-                    with atomic_write(config) as f:
-                        json.dump({"beta": spec["beta"]}, f)
-                    args += ["--config", config, "--train-features", self.images["train"], "--val-features", self.images["val"]]
-                self._cli(args)
+                self.train_embedding(name, spec, out)
             else:
                 self.log(f"reusing embedding model {model}")
             models[name] = {"path": model, "prefix": slug.replace("-", "_") + "_", "images": self.images is not None}
         return models
+
+    def train_embedding(self, name: str, spec: dict, out: str) -> None:
+        from embeddings.train import train
+
+        config = {"preset": self.embed_preset, "languages": spec["languages"].split(","), "seed": self.cfg.seed}
+        if self.cfg.embed_max_minutes:
+            config["max_minutes"] = self.cfg.embed_max_minutes
+        if self.cfg.embed_max_epochs:
+            config["max_epochs"] = self.cfg.embed_max_epochs
+        if spec["beta"] is not None:
+            config["beta"] = spec["beta"]
+            config["image_features"] = {"train": self.images["train"], "val": self.images["val"]}
+        self.log(f"training embedding model {name}: {json.dumps(config)}")
+        train(config, self.cfg.data_dir, out, self.cfg.device)
 
     # --- 2./3. NMT and n-best lists --------------------------------------------------------
     def nbest_path(self, flavour: str, split: str, n: int) -> str:
@@ -170,14 +165,12 @@ class Recipe:
             return os.path.join(self.cfg.nmt_dir, flavour)
         run = self.path("nmt", flavour)
         if not os.path.exists(os.path.join(run, "DONE")):
-            raw = os.path.join(self.cfg.data_dir, "task1", "raw")
-            args = ["nmt", "train", "--data-dir", raw, "--out", run, "--flavour", flavour,
-                    "--size", self.nmt_preset, "--device", self.cfg.device, "--seed", str(self.cfg.seed)]
-            if self.cfg.nmt_max_minutes:
-                args += ["--max-minutes", str(self.cfg.nmt_max_minutes)]
-            if self.cfg.nmt_max_epochs:
-                args += ["--max-epochs", str(self.cfg.nmt_max_epochs)]
-            self._cli(args)
+            from nmt.train import make_config, train_files
+
+            cfg = make_config(self.nmt_preset, flavour, seed=self.cfg.seed, max_minutes=self.cfg.nmt_max_minutes,
+                              max_epochs=self.cfg.nmt_max_epochs)
+            self.log(f"training NMT {flavour}: {json.dumps(asdict(cfg))}")
+            train_files(cfg, os.path.join(self.cfg.data_dir, "task1", "raw"), run, device=self.cfg.device)
             with atomic_write(os.path.join(run, "DONE")) as f:
                 f.write("trained\n")
         return run
@@ -190,8 +183,10 @@ class Recipe:
         run = self.nmt_run(flavour)
         for split, n in missing:
             source = os.path.join(self.cfg.data_dir, "task1", "raw", f"{SPLITS[split]}.en.gz")
-            self._cli(["nmt", "translate", "--model", run, "--input", source, "--beam", str(n), "--nbest", str(n),
-                       "--nbest-out", self.nbest_path(flavour, split, n), "--device", self.cfg.device])
+            from nmt.translate import translate_file
+
+            self.log(f"translating {source} with {run}: beam {n}, {n}-best")
+            translate_file(run, source, self.nbest_path(flavour, split, n), beam=n, nbest=n, device=self.cfg.device)
 
     def is_fresh(self, out: str, inputs: list[str]) -> bool:
         """True if `out` exists and was made from inputs with the digests recorded beside it."""
@@ -222,7 +217,7 @@ class Recipe:
             return out
         from embeddings.data import load_features
         from embeddings.encoder import Encoder
-        from rerank.features import embedding_features
+        from embeddings.features import embedding_features
 
         nbest = read_nbest(self.nbest_path(flavour, split, n))
         sources = read_lines(source_path)

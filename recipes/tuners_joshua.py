@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 
-from mira.common import prepare
+from rerank.tuning import prepare
 from mira.kbmira import kbmira
 from mira.mert import mert
 from mira.pro import pro

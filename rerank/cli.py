@@ -1,34 +1,18 @@
-"""The `rerank` command line: one subcommand per module in rerank/commands/.
+"""The `rerank` command line: parse, dispatch, print errors; nothing else.
 
-Each command module defines `add_parser(subparsers)` which creates its parser and sets
-`func=run`; `run(args)` returns an exit status. Bad input raises InputError, which is
-printed as `rerank <command>: error: FILE:LINE: problem` with exit status 2.
+Subcommands are plug-ins of the entry-point group `rerank.commands` (rerank.plugins): each is
+an `add_parser(subparsers)` that creates its parser and sets `func`; `func(args)` returns an
+exit status. Bad input raises InputError, printed as `rerank <command>: error: FILE:LINE:
+problem` with exit status 2.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 
-from rerank import __version__
+from rerank import __version__, plugins
 from rerank.errors import InputError
-
-# Order is the order in `rerank --help`. Add a command by adding its module name here.
-COMMAND_MODULES = [
-    "info",
-    "convert",
-    "add_feature",
-    "apply",
-    "oracle",
-    "features",
-    "embed",
-    "nmt",
-    "eval",
-    "tune",
-    "demo",
-    "recipe",
-]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -41,13 +25,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"mlmme-rerank {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     subparsers.required = True
-    for name in COMMAND_MODULES:
-        importlib.import_module(f"rerank.commands.{name}").add_parser(subparsers)
+    for add_parser in plugins.commands().values():
+        add_parser(subparsers)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    try:
+        parser = build_parser()
+    except plugins.PluginError as exc:
+        print(f"rerank: error: {exc}", file=sys.stderr)
+        return 2
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)

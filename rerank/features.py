@@ -1,22 +1,59 @@
-"""Embedding features for n-best lists: s_s(source, hyp), s_i(image, hyp), s_i(image, source).
+"""The feature interface: what a `rerank.features` plug-in implements, and how columns are named.
 
-Sentences are processed in chunks of consecutive sentences; inside a chunk every distinct
-hypothesis string is encoded once (n-best lists repeat strings across and within lists), so
-memory stays bounded by the chunk, not the list.
+A feature plug-in adds one or more named columns to an n-best list (`rerank features NBEST
+--which NAME,...`). It declares the column names it can compute, adds its own options to the
+`features` command, and computes one float per hypothesis for each requested column. The core
+reads and writes the n-best list, cuts shards, loads the source sentences and checks the values.
 """
 
 from __future__ import annotations
 
-import sys
+import argparse
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
-from tqdm import tqdm
 
 from rerank.errors import InputError
 from rerank.nbest import NBestList
 
-FEATURES = ("s_s", "s_i", "s_i_src")
+
+@dataclass
+class FeatureContext:
+    """What the `features` command gives every feature besides the n-best list."""
+
+    args: argparse.Namespace          # the whole parsed command line (a plug-in reads its own options)
+    nbest_path: str = "n-best"
+    sources: Sequence[str] | None = None   # one source sentence per n-best sentence (--src), if given
+    src_lang: str = "en"
+    tgt_lang: str = "de"
+    device: str = "cpu"               # as given by --device (a torch plug-in resolves it: rerank.device)
+    first_sentence: int = 0           # index of the first sentence of this shard in the whole list
+    total_sentences: int | None = None   # sentences in the whole list (the shard is a part of it)
+    progress: bool = False
+    notes: list[str] = field(default_factory=list)
+
+
+class Feature:
+    """Base class of feature plug-ins (entry-point group `rerank.features`).
+
+    `columns` are the names `--which` accepts for this plug-in; `compute` returns a dict with
+    one (n_hyps,) float array per requested name (it may rename them, e.g. with a prefix, and
+    must say so in `output_names`).
+    """
+
+    columns: tuple[str, ...] = ()
+    description = ""
+
+    def add_arguments(self, group: argparse._ArgumentGroup) -> None:
+        """Add this feature's options to `rerank features` (names must not clash)."""
+
+    def default_columns(self, args: argparse.Namespace) -> list[str]:
+        """Columns to add when `--which` is not given (usually none, or those its options ask for)."""
+        return []
+
+    def compute(self, nbest: NBestList, which: Sequence[str], context: FeatureContext) -> dict[str, np.ndarray]:
+        raise NotImplementedError
 
 
 def shard_range(n_sentences: int, shard: str | None) -> tuple[int, int]:
@@ -32,63 +69,25 @@ def shard_range(n_sentences: int, shard: str | None) -> tuple[int, int]:
     return (i - 1) * n_sentences // n, i * n_sentences // n
 
 
-def check_request(encoder, which: Sequence[str], src_lang: str, tgt_lang: str, has_sources: bool, has_images: bool,
-                  model_path: str) -> None:
-    unknown = [w for w in which if w not in FEATURES]
-    if unknown:
-        raise InputError(f"unknown feature {unknown[0]!r} (known: {', '.join(FEATURES)})")
-    for lang in {tgt_lang} | ({src_lang} if {"s_s", "s_i_src"} & set(which) else set()):
-        if lang not in encoder.languages:
-            raise InputError(f"the model encodes {', '.join(encoder.languages)}, not {lang!r}", model_path)
-    if {"s_s", "s_i_src"} & set(which) and not has_sources:
-        raise InputError("s_s and s_i_src need the source sentences (--src)")
-    if {"s_i", "s_i_src"} & set(which):
-        if not encoder.has_images:
-            raise InputError("s_i needs a model trained with images; this one is text-only (no W_I)", model_path)
-        if not has_images:
-            raise InputError("s_i needs image features (--images FILE.npy, one row per sentence)")
+def column_owners(features: dict[str, type]) -> dict[str, str]:
+    """Column name -> name of the plug-in that computes it; a column claimed twice is an error."""
+    owners: dict[str, str] = {}
+    for plugin, cls in features.items():
+        for column in cls.columns:
+            if column in owners:
+                raise InputError(f"feature column {column!r} is provided by two plug-ins: {owners[column]} and {plugin}")
+            owners[column] = plugin
+    return owners
 
 
-def embedding_features(
-    nbest: NBestList,
-    encoder,
-    which: Sequence[str],
-    tgt_lang: str,
-    sources: Sequence[str] | None = None,
-    src_lang: str | None = None,
-    images: np.ndarray | None = None,
-    chunk_sentences: int = 2000,
-    batch_size: int = 256,
-    device: str = "cpu",
-    progress: bool = False,
-) -> dict[str, np.ndarray]:
-    """Feature name -> (n_hyps,) float64 similarities. Empty hypotheses score 0."""
-    if sources is not None and len(sources) != nbest.n_sentences:
-        raise InputError(f"{len(sources)} source sentences for {nbest.n_sentences} n-best sentences")
-    if images is not None and len(images) != nbest.n_sentences:
-        raise InputError(f"{len(images)} image feature rows for {nbest.n_sentences} n-best sentences")
-    out = {name: np.zeros(nbest.n_hyps) for name in which}
-    starts = range(0, nbest.n_sentences, chunk_sentences)
-    bar = tqdm(total=nbest.n_hyps, desc="features", unit="hyp", disable=not progress, file=sys.stderr)
-    for start in starts:
-        end = min(start + chunk_sentences, nbest.n_sentences)
-        lo, hi = int(nbest.offsets[start]), int(nbest.offsets[end])
-        sent = nbest.sentence_of_hyp[lo:hi]
-        distinct: dict[str, int] = {}
-        index = np.array([distinct.setdefault(h, len(distinct)) for h in nbest.hyps[lo:hi]], dtype=np.int64)
-        hyp_vecs = encoder.encode(list(distinct), tgt_lang, batch_size=batch_size, device=device, empty="zero")[index]
-        src_vecs = img_vecs = None
-        if sources is not None and {"s_s", "s_i_src"} & set(which):
-            src_vecs = encoder.encode(list(sources[start:end]), src_lang, batch_size=batch_size, device=device, empty="zero")
-        if images is not None and {"s_i", "s_i_src"} & set(which):
-            img_vecs = encoder.encode_images(images[start:end], device=device)
-        local = sent - start
-        if "s_s" in which:
-            out["s_s"][lo:hi] = np.einsum("ij,ij->i", hyp_vecs, src_vecs[local])
-        if "s_i" in which:
-            out["s_i"][lo:hi] = np.einsum("ij,ij->i", hyp_vecs, img_vecs[local])
-        if "s_i_src" in which:
-            out["s_i_src"][lo:hi] = np.einsum("ij,ij->i", src_vecs, img_vecs)[local]
-        bar.update(hi - lo)
-    bar.close()
-    return out
+def check_columns(columns: dict[str, np.ndarray], n_hyps: int, plugin: str) -> None:
+    """Every column a plug-in returns must hold one finite float per hypothesis."""
+    for name, values in columns.items():
+        values = np.asarray(values)
+        if values.shape != (n_hyps,):
+            raise InputError(f"feature plug-in {plugin!r} returned {values.shape} values for column {name!r}; "
+                             f"expected ({n_hyps},)")
+        bad = np.flatnonzero(~np.isfinite(values.astype(np.float64)))
+        if len(bad):
+            raise InputError(f"feature plug-in {plugin!r} returned a non-finite value for column {name!r} "
+                             f"(hypothesis row {int(bad[0])})")

@@ -99,7 +99,7 @@ TWO = "0 ||| a b ||| f=1 g=2 ||| 0\n0 ||| a c ||| f=2 g=0 ||| 0\n1 ||| d ||| f=0
      ["a b\nd\n"], [], "all tuned features are equal"),
     (TWO, ["a b\nd\n"], ["--fix", "f,g"], "every feature is fixed"),
     (TWO, ["a b\nd\n"], ["--tune", "zz"], "--tune: unknown features zz"),
-    (TWO, ["a b\nd\n"], ["--metric", "ter"], "needs --tuner mert"),
+    (TWO, ["a b\nd\n"], ["--metric", "ter"], "optimises bleu, not ter"),
     (TWO, ["a b\nd\n"], ["--sentences", "1-5"], "out of range"),
     (TWO, ["a b\nd\n"], ["--fix", "f", "--normalize", "l1"], "would rescale fixed features"),
 ])

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 import sacrebleu
 
-from mira.common import TuningData, bleu_metric, kbmira_stats, merge_duplicates, prepare
+from mira.kbmira import kbmira_stats
+from rerank.tuning import TuningData, bleu_metric, merge_duplicates, prepare
 from mira.kbmira import KBMira, kbmira, sentence_bleu_bg
 from rerank.nbest import NBestList, segment_argmax
 from tests.mira_helpers import joshua, list_with_reference
@@ -19,7 +20,7 @@ def _data(rows_stats, features, sizes=None):
     offsets = np.r_[0, np.cumsum(sizes)]
     nbest = NBestList(offsets, [f"h{j}" for j in range(len(features))], features,
                       [f"f{k}" for k in range(features.shape[1])])
-    from mira.common import TuningMetric
+    from rerank.tuning import TuningMetric
     from rerank.bleu import corpus_bleu, corpus_bleu_batch
 
     metric = TuningMetric("bleu", np.asarray(rows_stats, dtype=float), corpus_bleu_batch, exact=corpus_bleu)

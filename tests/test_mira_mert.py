@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from mira.common import prepare
+from rerank.tuning import prepare
 from mira.mert import envelope_breakpoints, line_search, mert
 from mira.pro import pro, sample_pairs
 from rerank.bleu import corpus_bleu_batch, sentence_bleu_plus1

@@ -8,24 +8,26 @@ import time
 
 import numpy as np
 
+from rerank import plugins
 from rerank.commands._common import FORMAT_HELP, add_nbest_input, load_nbest
 from rerank.errors import InputError
 from rerank.formats import read_references
+from rerank.tuning import normalize, prepare
+from rerank.tuning_plot import plot_tuning
 from rerank.weights import read_weights, weight_vector, write_weights
 
-TUNERS = ("mira", "mert", "pro")
-MERT_METRICS = ("bleu", "ter", "chrf", "chrf++", "meteor")
+METRICS = ("bleu", "ter", "chrf", "chrf++", "meteor")
 
 
 def add_parser(subparsers):
+    tuners = plugins.tuners()
     p = subparsers.add_parser(
-        "tune", help="tune feature weights (k-best MIRA, MERT or PRO)",
-        description="Tune the feature weights of a reranker on an n-best list and its references. "
-        "mira (default) is k-best batch MIRA as Moses kbmira runs it (C=0.01, 60 epochs, averaged "
-        "weights, background BLEU with decay 0.999, best epoch by corpus BLEU); mert is Och's MERT with "
-        "exact line search, random directions and restarts (any metric: BLEU, TER, chrF, METEOR); "
-        "pro is Hopkins & May's pairwise ranking with logistic regression. The tuning metric is sacrebleu's "
-        "corpus BLEU, equal to `rerank eval`'s for the same 1-best and tokenisation. " + FORMAT_HELP,
+        "tune", help="tune feature weights (" + ", ".join(tuners) + ")",
+        description="Tune the feature weights of a reranker on an n-best list and its references with one "
+        "of the installed tuners (entry-point group rerank.tuners): "
+        + "; ".join(f"{name}: {cls.description}" for name, cls in tuners.items())
+        + ". The BLEU is sacrebleu's corpus BLEU, equal to `rerank eval`'s for the same 1-best and "
+        "tokenisation. " + FORMAT_HELP,
         epilog="Example: rerank tune --nbest dev.nbest --ref dev.ref --tuner mira --runs 3 -o w.json "
         "(writes w.run1.json .. w.run3.json and w.json = the run with the best tuning score).",
     )
@@ -33,7 +35,8 @@ def add_parser(subparsers):
     add_nbest_input(p, positional=False)
     p.add_argument("-r", "--ref", action="append", required=True, metavar="REF", help="reference file (repeat for several)")
     p.add_argument("-o", "--output", required=True, help="output weights (JSON; the run config is in its \"meta\")")
-    p.add_argument("--tuner", choices=TUNERS, default="mira", help="tuning algorithm (default: mira)")
+    p.add_argument("--tuner", choices=list(tuners), default="mira" if "mira" in tuners else next(iter(tuners), None),
+                   help="tuning algorithm (default: %(default)s)")
     p.add_argument("--runs", type=int, default=1, help="independent runs with seeds seed..seed+R-1; R > 1 writes "
                    "OUTPUT.run1.json .. runR.json for the optimizer-instability report of `rerank eval` (default 1)")
     p.add_argument("--seed", type=int, default=1, help="random seed of the first run (default 1)")
@@ -44,26 +47,14 @@ def add_parser(subparsers):
                    help="rescale the output weights (sum |w| = 1 or max |w| = 1; ranking unchanged; default none)")
     p.add_argument("--sentences", metavar="A-B", help="tune on sentences A..B only (0-based, inclusive; the references are cut the same way)")
     m = p.add_argument_group("metric")
-    m.add_argument("--metric", choices=MERT_METRICS, default="bleu", help="metric to optimise (mert only; mira/pro use BLEU)")
+    m.add_argument("--metric", choices=METRICS, default="bleu", help="metric to optimise (default bleu; the tuner "
+                   "must support it)")
     m.add_argument("--tokenize", default="none", help="BLEU tokeniser as sacrebleu -tok (default none: n-best lists are "
                    "usually tokenised like their references; 13a, intl, ... otherwise)")
     m.add_argument("--lowercase", action="store_true", help="case-insensitive BLEU")
     m.add_argument("--lang", default="en", help="target language for METEOR (default en)")
-    k = p.add_argument_group("mira")
-    k.add_argument("--epochs", type=int, default=60, help="epochs (default 60)")
-    k.add_argument("--C", dest="C", type=float, default=0.01, help="step-size cap C (default 0.01)")
-    k.add_argument("--decay", type=float, default=0.999, help="background BLEU decay (default 0.999)")
-    k.add_argument("--model-bg", action="store_true", help="background from the model 1-best instead of the hope")
-    k.add_argument("--no-shuffle", action="store_true", help="visit sentences in file order")
-    t = p.add_argument_group("mert")
-    t.add_argument("--restarts", type=int, default=20, help="start points: the initial one plus random ones (default 20)")
-    t.add_argument("--random-directions", type=int, default=10, help="random directions per iteration besides the coordinates (default 10)")
-    t.add_argument("--max-iterations", type=int, default=100, help="line-search rounds per start point (default 100)")
-    r = p.add_argument_group("pro")
-    r.add_argument("--pro-samples", type=int, default=5000, help="pairs sampled per sentence (default 5000)")
-    r.add_argument("--pro-keep", type=int, default=50, help="pairs kept per sentence (default 50)")
-    r.add_argument("--pro-threshold", type=float, default=0.05, help="minimum sentence-BLEU difference (default 0.05)")
-    r.add_argument("--pro-C", type=float, default=0.01, help="inverse L2 strength of the logistic regression (default 0.01)")
+    for name, cls in tuners.items():
+        cls().add_arguments(p.add_argument_group(name))
     o = p.add_argument_group("output")
     o.add_argument("-v", "--verbose", action="store_true", help="print the tuning metric per epoch / iteration")
     o.add_argument("--plot", metavar="PNG", help="draw the tuning curve and the final weights")
@@ -94,12 +85,11 @@ def run_paths(output: str, runs: int) -> list[str]:
 
 
 def run(args) -> int:
-    from mira.common import normalize, prepare
-
+    tuner = plugins.tuners()[args.tuner]()
     if args.runs < 1:
         raise InputError("--runs must be at least 1")
-    if args.tuner != "mert" and args.metric != "bleu":
-        raise InputError(f"--metric {args.metric} needs --tuner mert (mira and pro optimise BLEU)")
+    if args.metric not in tuner.metrics:
+        raise InputError(f"--tuner {args.tuner} optimises {', '.join(tuner.metrics)}, not {args.metric}")
     start = time.time()
     nbest, _ = load_nbest(args, args.nbest)
     refs = read_references(args.ref)
@@ -127,8 +117,10 @@ def run(args) -> int:
     for r, path in enumerate(run_paths(args.output, args.runs), start=1):
         seed = args.seed + r - 1
         label = f"run {r}: " if args.runs > 1 else ""
-        curve, w, initial, best, extra = _tune_once(args, data, w0, seed, label)
-        w = normalize(w, args.normalize, data.tuned)
+        res = tuner.tune(data, w0, seed=seed, options=tuner.options(args), progress=not args.quiet,
+                         log=(lambda msg: print(label + msg, file=sys.stderr)) if args.verbose else None)
+        curve, initial, best = res.curve, res.initial_score, res.tuned_score
+        w = normalize(res.weights, args.normalize, data.tuned)
         print(f"{label}{metric} initial {initial:.2f} -> tuned {best:.2f} ({args.tuner}, seed {seed})")
         meta = {
             "tuner": args.tuner, "seed": seed, "run": r, "runs": args.runs, "command": sys.argv,
@@ -136,9 +128,9 @@ def run(args) -> int:
             "sentences": args.sentences, "metric": args.metric, "tokenize": args.tokenize, "lowercase": args.lowercase,
             "init": args.init, "tuned_features": [n for n, t in zip(data.feature_names, data.tuned) if t],
             "fixed_features": [n for n, t in zip(data.feature_names, data.tuned) if not t],
-            "normalize": args.normalize, "options": _tuner_options(args),
+            "normalize": args.normalize, "options": tuner.options(args),
             "hypotheses": data.nbest.n_hyps, "duplicates_merged": merged,
-            "initial_score": initial, "tuned_score": best, "curve": curve, **extra,
+            "initial_score": initial, "tuned_score": best, "curve": curve, **res.extra,
         }
         write_weights(path, dict(zip(data.feature_names, w.tolist())), meta)
         results.append((best, path, w, curve, r))
@@ -151,52 +143,7 @@ def run(args) -> int:
         print(f"{args.runs} runs: {metric} mean {scores.mean():.2f}, sd {scores.std(ddof=1):.2f}; "
               f"best run {best_run[4]} copied to {args.output}")
     if args.plot:
-        from mira.plot import plot_tuning
-
-        plot_tuning(args.plot, [(f"run {x[4]}", x[3]) for x in results], data.feature_names, results[0][2] if args.runs == 1
-                    else max(results, key=lambda x: x[0])[2], metric=metric, tuner=args.tuner)
+        plot_tuning(args.plot, [(f"run {x[4]}", x[3]) for x in results], data.feature_names,
+                    max(results, key=lambda x: x[0])[2], metric=metric, tuner=args.tuner, step_name=tuner.step_name)
     print(f"done in {time.time() - start:.1f}s", file=sys.stderr)
     return 0
-
-
-def _tuner_options(args) -> dict:
-    if args.tuner == "mira":
-        return {"epochs": args.epochs, "C": args.C, "decay": args.decay, "model_bg": args.model_bg, "shuffle": not args.no_shuffle}
-    if args.tuner == "mert":
-        return {"restarts": args.restarts, "random_directions": args.random_directions, "max_iterations": args.max_iterations}
-    return {"samples": args.pro_samples, "keep": args.pro_keep, "threshold": args.pro_threshold, "C": args.pro_C}
-
-
-def _tune_once(args, data, w0, seed, label):
-    """One tuning run; returns (curve [(step, score)], weights, initial, tuned, extra meta)."""
-    progress = not args.quiet
-    if args.tuner == "mira":
-        from mira.kbmira import kbmira
-
-        def show(rec):
-            if args.verbose:
-                print(f"{label}epoch {rec['epoch']}: BLEU {rec['score']:.2f}, {rec['updates']} updates, "
-                      f"avg loss {rec['avg_loss']:.4f}", file=sys.stderr)
-
-        res = kbmira(data, w0, C=args.C, epochs=args.epochs, decay=args.decay, model_bg=args.model_bg, seed=seed,
-                     shuffle=not args.no_shuffle, progress=progress, on_epoch=show)
-        curve = [[h["epoch"], h["score"]] for h in res.history]
-        return curve, res.weights, res.initial_score, res.best_score, {"best_epoch": res.best_epoch}
-    if args.tuner == "mert":
-        from mira.mert import mert
-
-        def show(rec):
-            if args.verbose:
-                print(f"{label}start {rec['restart']} iteration {rec['iteration']}: {args.metric.upper()} {rec['score']:.2f}",
-                      file=sys.stderr)
-
-        res = mert(data, w0, seed=seed, restarts=args.restarts, random_directions=args.random_directions,
-                   max_iterations=args.max_iterations, progress=progress, on_iteration=show)
-        curve = [[k + 1, h["score"]] for k, h in enumerate(res.history)]
-        return curve, res.weights, res.initial_score, res.best_score, {}
-    from mira.pro import pro
-
-    res = pro(data, w0, seed=seed, samples=args.pro_samples, keep=args.pro_keep, threshold=args.pro_threshold, C=args.pro_C)
-    if args.verbose:
-        print(f"{label}PRO: {res.n_pairs} pairs", file=sys.stderr)
-    return [[1, res.best_score]], res.weights, res.initial_score, res.best_score, {"pairs": res.n_pairs}

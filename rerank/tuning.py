@@ -1,4 +1,5 @@
-"""Tuning data shared by the tuners: merged duplicates, metric statistics, tuned/fixed features.
+"""The tuner interface: tuning data (merged duplicates, metric statistics, tuned/fixed features)
+and the `Tuner` base class that tuner plug-ins (entry-point group `rerank.tuners`) implement.
 
 Everything a tuner needs is computed once here: the feature matrix, per-hypothesis metric
 sufficient statistics (BLEU by default, any `rerank.metrics` metric for MERT), CSR offsets, and
@@ -8,13 +9,14 @@ matrix-vector product, a segment arg-max and a sum of statistic rows.
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from rerank.bleu import CORRECT, REF_LEN, TOTAL, corpus_bleu, corpus_bleu_batch, hypothesis_stats
+from rerank.bleu import corpus_bleu, corpus_bleu_batch, hypothesis_stats, oracle_rows
 from rerank.errors import InputError
 from rerank.nbest import NBestList, segment_argmax
 
@@ -143,25 +145,12 @@ class TuningData:
         """The metric's corpus value of the model 1-best under weights w (first index wins ties)."""
         return self.metric.corpus(self.stats[self.best_rows(w)].sum(axis=0))
 
-    def evaluate_batch(self, W: np.ndarray) -> np.ndarray:
-        """Oriented (higher = better) scores of several weight vectors W (m, F) at once."""
-        rows = segment_argmax(W @ self.features.T, self.offsets)
-        return self.metric.score(self.stats[rows].sum(axis=-2))
-
     def oracle(self) -> float:
-        """Sentence-wise greedy oracle for BLEU-like metrics: per sentence the hypothesis with the
-        best sentence-level score of the statistics added to the 1-best background (an approximation;
-        the exact corpus oracle is NP-hard)."""
-        rows = self.best_rows(np.zeros(len(self.feature_names)))
-        base = self.stats[rows].sum(axis=0)
-        for _ in range(3):  # a few coordinate passes: swap each sentence's choice given the others
-            for i in range(self.nbest.n_sentences):
-                lo, hi = self.offsets[i], self.offsets[i + 1]
-                cand = base - self.stats[rows[i]] + self.stats[lo:hi]
-                j = lo + int(np.argmax(self.metric.score(cand)))
-                base = cand[j - lo]
-                rows[i] = j
-        return self.metric.corpus(base)
+        """Corpus score of each list's sentence-BLEU+1 best hypothesis: the toolkit's one oracle
+        (rerank.bleu.oracle_rows), defined for BLEU statistics only."""
+        if self.metric.name != "bleu":
+            raise InputError(f"the oracle is defined for BLEU statistics, not {self.metric.name}")
+        return self.metric.corpus(self.stats[oracle_rows(self.stats, self.offsets)].sum(axis=0))
 
 
 def prepare(nbest: NBestList, refs, *, metric: str = "bleu", tokenize: str = "none", lowercase: bool = False,
@@ -226,11 +215,6 @@ def _varies_within_sentence(nbest: NBestList) -> np.ndarray:
     return (hi > lo).any(axis=0)
 
 
-def kbmira_stats(stats10: np.ndarray) -> np.ndarray:
-    """sacrebleu-layout statistics (n, 10) -> kbmira's 9 (matches 1-4, counts 1-4, ref length)."""
-    return np.ascontiguousarray(np.hstack([stats10[:, CORRECT], stats10[:, TOTAL], stats10[:, REF_LEN:REF_LEN + 1]]))
-
-
 def normalize(w: np.ndarray, how: str, tuned: np.ndarray) -> np.ndarray:
     """Rescale output weights (ranking is unchanged): 'l1' to sum |w| = 1, 'max' to max |w| = 1.
 
@@ -242,3 +226,36 @@ def normalize(w: np.ndarray, how: str, tuned: np.ndarray) -> np.ndarray:
         raise InputError(f"--normalize {how} would rescale fixed features; use --normalize none with --fix/--tune")
     norm = np.abs(w).sum() if how == "l1" else np.abs(w).max()
     return w / norm if norm > 0 else w
+
+
+@dataclass
+class TuneResult:
+    weights: np.ndarray
+    initial_score: float          # the metric's value at the start weights
+    tuned_score: float            # ... and at the returned weights
+    curve: list = field(default_factory=list)   # [(step, score)] for the tuning plot
+    extra: dict = field(default_factory=dict)   # recorded in weights.json "meta"
+
+
+class Tuner:
+    """Base class of tuner plug-ins: `rerank tune --tuner NAME` instantiates the class registered
+    under NAME in the entry-point group `rerank.tuners`.
+
+    A tuner adds its own options to its argument group, turns the parsed arguments into a dict
+    of options (recorded in weights.json), and tunes weights on TuningData from start weights w0.
+    """
+
+    description = ""                 # one line for `rerank tune --help`
+    metrics: tuple[str, ...] = ("bleu",)   # metrics it can optimise (rerank.metrics names)
+    step_name = "step"               # x axis of the tuning curve
+
+    def add_arguments(self, group: argparse._ArgumentGroup) -> None:
+        """Add this tuner's options (their names must not clash with other tuners')."""
+
+    def options(self, args: argparse.Namespace) -> dict:
+        """This tuner's options from the parsed command line."""
+        return {}
+
+    def tune(self, data: TuningData, w0: np.ndarray, *, seed: int, options: dict, progress: bool = False,
+             log: Callable[[str], None] | None = None) -> TuneResult:
+        raise NotImplementedError

@@ -8,7 +8,7 @@ from rerank.io import atomic_write
 
 
 def plot_tuning(path: str, curves: list[tuple[str, list]], feature_names: list[str], weights: np.ndarray,
-                metric: str = "BLEU", tuner: str = "mira") -> None:
+                metric: str = "BLEU", tuner: str = "mira", step_name: str = "step") -> None:
     """curves: (label, [[step, score], ...]) per run; weights: the final (best) weight vector."""
     import matplotlib
 
@@ -20,7 +20,7 @@ def plot_tuning(path: str, curves: list[tuple[str, list]], feature_names: list[s
         if curve:
             steps, scores = zip(*curve)
             ax1.plot(steps, scores, marker="." if len(steps) < 80 else None, label=label)
-    ax1.set_xlabel({"mira": "epoch", "mert": "line-search step", "pro": "fit"}.get(tuner, "step"))
+    ax1.set_xlabel(step_name)
     ax1.set_ylabel(f"tuning-set {metric}")
     ax1.set_title(f"{tuner}: tuning curve")
     if len(curves) > 1:

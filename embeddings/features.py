@@ -1,0 +1,136 @@
+"""Embedding features for n-best lists: s_s(source, hyp), s_i(image, hyp), s_i(image, source),
+registered as the `mlmme` plug-in of `rerank features` (entry-point group rerank.features).
+
+Sentences are processed in chunks of consecutive sentences; inside a chunk every distinct
+hypothesis string is encoded once (n-best lists repeat strings across and within lists), so
+memory stays bounded by the chunk, not the list.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+import numpy as np
+from tqdm import tqdm
+
+from rerank.errors import InputError
+from rerank.features import Feature, FeatureContext
+from rerank.nbest import NBestList
+
+FEATURES = ("s_s", "s_i", "s_i_src")
+
+
+def check_request(encoder, which: Sequence[str], src_lang: str, tgt_lang: str, has_sources: bool, has_images: bool,
+                  model_path: str) -> None:
+    unknown = [w for w in which if w not in FEATURES]
+    if unknown:
+        raise InputError(f"unknown feature {unknown[0]!r} (known: {', '.join(FEATURES)})")
+    for lang in {tgt_lang} | ({src_lang} if {"s_s", "s_i_src"} & set(which) else set()):
+        if lang not in encoder.languages:
+            raise InputError(f"the model encodes {', '.join(encoder.languages)}, not {lang!r}", model_path)
+    if {"s_s", "s_i_src"} & set(which) and not has_sources:
+        raise InputError("s_s and s_i_src need the source sentences (--src)")
+    if {"s_i", "s_i_src"} & set(which):
+        if not encoder.has_images:
+            raise InputError("s_i needs a model trained with images; this one is text-only (no W_I)", model_path)
+        if not has_images:
+            raise InputError("s_i needs image features (--images FILE.npy, one row per sentence)")
+
+
+def embedding_features(
+    nbest: NBestList,
+    encoder,
+    which: Sequence[str],
+    tgt_lang: str,
+    sources: Sequence[str] | None = None,
+    src_lang: str | None = None,
+    images: np.ndarray | None = None,
+    chunk_sentences: int = 2000,
+    batch_size: int = 256,
+    device: str = "cpu",
+    progress: bool = False,
+) -> dict[str, np.ndarray]:
+    """Feature name -> (n_hyps,) float64 similarities. Empty hypotheses score 0."""
+    if sources is not None and len(sources) != nbest.n_sentences:
+        raise InputError(f"{len(sources)} source sentences for {nbest.n_sentences} n-best sentences")
+    if images is not None and len(images) != nbest.n_sentences:
+        raise InputError(f"{len(images)} image feature rows for {nbest.n_sentences} n-best sentences")
+    out = {name: np.zeros(nbest.n_hyps) for name in which}
+    starts = range(0, nbest.n_sentences, chunk_sentences)
+    bar = tqdm(total=nbest.n_hyps, desc="features", unit="hyp", disable=not progress, file=sys.stderr)
+    for start in starts:
+        end = min(start + chunk_sentences, nbest.n_sentences)
+        lo, hi = int(nbest.offsets[start]), int(nbest.offsets[end])
+        sent = nbest.sentence_of_hyp[lo:hi]
+        distinct: dict[str, int] = {}
+        index = np.array([distinct.setdefault(h, len(distinct)) for h in nbest.hyps[lo:hi]], dtype=np.int64)
+        hyp_vecs = encoder.encode(list(distinct), tgt_lang, batch_size=batch_size, device=device, empty="zero")[index]
+        src_vecs = img_vecs = None
+        if sources is not None and {"s_s", "s_i_src"} & set(which):
+            src_vecs = encoder.encode(list(sources[start:end]), src_lang, batch_size=batch_size, device=device, empty="zero")
+        if images is not None and {"s_i", "s_i_src"} & set(which):
+            img_vecs = encoder.encode_images(images[start:end], device=device)
+        local = sent - start
+        if "s_s" in which:
+            out["s_s"][lo:hi] = np.einsum("ij,ij->i", hyp_vecs, src_vecs[local])
+        if "s_i" in which:
+            out["s_i"][lo:hi] = np.einsum("ij,ij->i", hyp_vecs, img_vecs[local])
+        if "s_i_src" in which:
+            out["s_i_src"][lo:hi] = np.einsum("ij,ij->i", src_vecs, img_vecs)[local]
+        bar.update(hi - lo)
+    bar.close()
+    return out
+
+
+class MLMMEFeatures(Feature):
+    """s_s, s_i, s_i_src from one or more MLMME/VSE models (`-m MODEL`, each with `--prefix`)."""
+
+    columns = FEATURES
+    description = ("cosine similarities of MLMME/VSE embeddings: s_s = v_src·v_hyp, s_i = d_img·v_hyp, "
+                   "s_i_src = d_img·v_src (broadcast); empty hypotheses get 0")
+
+    def add_arguments(self, group):
+        group.add_argument("-m", "--model", action="append", help="embedding model (NAME.pt with NAME.json beside it); "
+                           "repeat for several")
+        group.add_argument("--prefix", action="append", help="column-name prefix for the matching --model "
+                           "(default: none for one model; required for several)")
+        group.add_argument("--images", help="image features (.npy/.npz), one row per n-best sentence")
+        group.add_argument("--batch-size", type=int, default=256, help="sentences per encoder batch (default 256)")
+        group.add_argument("--chunk-sentences", type=int, default=2000,
+                           help="n-best sentences encoded per chunk (bounds memory; default 2000)")
+
+    def default_columns(self, args):
+        if not args.model:
+            return []
+        return ["s_s"] + (["s_i"] if args.images else [])
+
+    def compute(self, nbest: NBestList, which, context: FeatureContext) -> dict[str, np.ndarray]:
+        from embeddings.data import load_features
+        from embeddings.encoder import Encoder
+
+        args = context.args
+        if not args.model:
+            raise InputError(f"{', '.join(which)} need an embedding model (-m MODEL.pt)")
+        prefixes = args.prefix or []
+        if len(args.model) > 1 and len(prefixes) != len(args.model):
+            raise InputError(f"{len(args.model)} models need {len(args.model)} --prefix options to name their columns")
+        if len(prefixes) > len(args.model):
+            raise InputError(f"{len(prefixes)} --prefix options for {len(args.model)} models")
+        images = None
+        if args.images:
+            whole = load_features(args.images, context.total_sentences or nbest.n_sentences)
+            images = whole[context.first_sentence:context.first_sentence + nbest.n_sentences]
+        out = {}
+        for model_path, prefix in zip(args.model, prefixes or [""]):
+            encoder = Encoder.load(model_path)
+            check_request(encoder, which, context.src_lang, context.tgt_lang, context.sources is not None,
+                          images is not None, model_path)
+            if not encoder.has_images:
+                context.notes.append(f"{model_path} is a text-only model (trained without image features)")
+            columns = embedding_features(
+                nbest, encoder, which, context.tgt_lang, sources=context.sources, src_lang=context.src_lang,
+                images=images, chunk_sentences=args.chunk_sentences, batch_size=args.batch_size,
+                device=context.device, progress=context.progress)
+            out.update({prefix + name: values for name, values in columns.items()})
+        return out

@@ -1,0 +1,63 @@
+"""Plug-ins found through Python entry points, the way pytest and flake8 find theirs.
+
+Three groups, declared in a distribution's pyproject.toml (this package's own commands,
+features and tuners are registered the same way as anybody else's):
+
+    [project.entry-points."rerank.commands"]   name = "pkg.module:add_parser"
+    [project.entry-points."rerank.features"]   name = "pkg.module:FeatureClass"
+    [project.entry-points."rerank.tuners"]     name = "pkg.module:TunerClass"
+
+A command is a callable `add_parser(subparsers)` that creates its argparse sub-parser and sets
+`func`; a feature implements `rerank.features.Feature`; a tuner `rerank.tuning.Tuner`. The core
+never names a plug-in: it loads what is installed. See docs/plugins.md.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib.metadata import EntryPoint, entry_points
+
+from rerank.errors import InputError
+
+GROUPS = ("rerank.commands", "rerank.features", "rerank.tuners")
+
+
+class PluginError(InputError):
+    """An installed plug-in that cannot be loaded or clashes with another."""
+
+
+def _entries(group: str) -> list[EntryPoint]:
+    found: dict[str, EntryPoint] = {}
+    for ep in entry_points(group=group):
+        other = found.get(ep.name)
+        if other is not None and other.value != ep.value:
+            raise PluginError(f"two plug-ins named {ep.name!r} in {group}: {other.value} and {ep.value}")
+        found[ep.name] = ep
+    return [found[name] for name in sorted(found)]
+
+
+@cache
+def load(group: str) -> dict[str, object]:
+    """name -> loaded object of every plug-in installed in `group`, sorted by name."""
+    if group not in GROUPS:
+        raise ValueError(f"unknown plug-in group {group!r}")
+    loaded = {}
+    for ep in _entries(group):
+        try:
+            loaded[ep.name] = ep.load()
+        except Exception as exc:  # a broken plug-in names itself instead of a traceback
+            raise PluginError(f"cannot load plug-in {ep.name!r} ({ep.value}) of {group}: "
+                              f"{type(exc).__name__}: {exc}") from None
+    return loaded
+
+
+def commands() -> dict[str, object]:
+    return load("rerank.commands")
+
+
+def features() -> dict[str, object]:
+    return load("rerank.features")
+
+
+def tuners() -> dict[str, object]:
+    return load("rerank.tuners")
