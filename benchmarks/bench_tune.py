@@ -46,27 +46,8 @@ def tiled(data_dir: str, n_sent: int, size: int, n_feats: int, seed: int = 0):
     return nbest, [[stream[i % base.n_sentences] for i in range(n_sent)] for stream in refs]
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--data-dir", default="/work/shared/data/nbest/joshua-bn-en")
-    ap.add_argument("--sentences", type=int, default=2000)
-    ap.add_argument("--size", type=int, default=100)
-    ap.add_argument("--features", type=int, default=20)
-    ap.add_argument("--epochs", type=int, default=60)
-    ap.add_argument("--repeat", type=int, default=2, help="timed runs per size; the fastest counts (default 2)")
-    ap.add_argument("--cli", action="store_true", help="also time the whole `rerank tune` command on the full list")
-    ap.add_argument("--json", help="write the measurements here")
-    args = ap.parse_args()
-
-    t = time.perf_counter()
-    nbest, refs = tiled(args.data_dir, args.sentences, args.size, args.features)
-    print(f"built {nbest.n_sentences} x {args.size} = {nbest.n_hyps} hypotheses, {args.features} features "
-          f"in {time.perf_counter() - t:.1f}s", flush=True)
-    t = time.perf_counter()
-    full = prepare(nbest, refs)
-    prep_time = time.perf_counter() - t
-    print(f"prepare (merge + BLEU statistics): {prep_time:.1f}s = {nbest.n_hyps / prep_time:,.0f} hyps/s", flush=True)
-
+def time_kbmira(nbest, refs, full, args) -> list[dict]:
+    """kbmira on a quarter, a half and all of the list: seconds, CPU seconds, cost per hypothesis."""
     rows = []
     for frac in (4, 2, 1):
         n = args.sentences // frac
@@ -91,26 +72,56 @@ def main() -> None:
     print("CPU cost per hypothesis relative to the smallest run (1.0 = linear): "
           + ", ".join(f"{r['hypotheses']}: {r['cost_per_hyp_ratio']:.2f}" for r in rows))
 
+    return rows
+
+
+def time_cli(nbest, refs, epochs: int) -> float:
+    """Seconds of the whole `rerank tune` command (read, statistics, kbmira, write) on the list."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "big.nbest")
+        write_nbest(nbest, path, "moses")
+        ref_paths = []
+        for k, stream in enumerate(refs):
+            ref_paths.append(os.path.join(tmp, f"ref.{k}"))
+            with atomic_write(ref_paths[-1]) as out:
+                out.write("\n".join(stream) + "\n")
+        cmd = [sys.executable, "-m", "rerank", "tune", "--nbest", path, *[x for p in ref_paths for x in ("-r", p)],
+               "--epochs", str(epochs), "-o", os.path.join(tmp, "w.json"), "--quiet"]
+        t = time.perf_counter()
+        subprocess.run(cmd, check=True)
+        secs = time.perf_counter() - t
+    print(f"rerank tune (whole command) on {nbest.n_hyps} hyps: {secs:.1f}s = "
+          f"{nbest.n_hyps * epochs / secs:,.0f} hyp-visits/s")
+    return secs
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--data-dir", default="/work/shared/data/nbest/joshua-bn-en")
+    ap.add_argument("--sentences", type=int, default=2000)
+    ap.add_argument("--size", type=int, default=100)
+    ap.add_argument("--features", type=int, default=20)
+    ap.add_argument("--epochs", type=int, default=60)
+    ap.add_argument("--repeat", type=int, default=2, help="timed runs per size; the fastest counts (default 2)")
+    ap.add_argument("--cli", action="store_true", help="also time the whole `rerank tune` command on the full list")
+    ap.add_argument("--json", help="write the measurements here")
+    args = ap.parse_args()
+
+    t = time.perf_counter()
+    nbest, refs = tiled(args.data_dir, args.sentences, args.size, args.features)
+    print(f"built {nbest.n_sentences} x {args.size} = {nbest.n_hyps} hypotheses, {args.features} features "
+          f"in {time.perf_counter() - t:.1f}s", flush=True)
+    t = time.perf_counter()
+    full = prepare(nbest, refs)
+    prep_time = time.perf_counter() - t
+    print(f"prepare (merge + BLEU statistics): {prep_time:.1f}s = {nbest.n_hyps / prep_time:,.0f} hyps/s", flush=True)
+
+    rows = time_kbmira(nbest, refs, full, args)
     record = {"benchmark": "bench_tune", "machine": platform.platform(), "cpus": os.cpu_count(),
               "list": {"sentences": args.sentences, "size": args.size, "features": args.features},
               "prepare_seconds": prep_time, "kbmira": rows}
     if args.cli:
-        with tempfile.TemporaryDirectory() as tmp:
-            path = os.path.join(tmp, "big.nbest")
-            write_nbest(nbest, path, "moses")
-            ref_paths = []
-            for k, stream in enumerate(refs):
-                ref_paths.append(os.path.join(tmp, f"ref.{k}"))
-                with atomic_write(ref_paths[-1]) as out:
-                    out.write("\n".join(stream) + "\n")
-            cmd = [sys.executable, "-m", "rerank", "tune", "--nbest", path, *[x for p in ref_paths for x in ("-r", p)],
-                   "--epochs", str(args.epochs), "-o", os.path.join(tmp, "w.json"), "--quiet"]
-            t = time.perf_counter()
-            subprocess.run(cmd, check=True)
-            secs = time.perf_counter() - t
-        record["cli_seconds"] = secs
-        print(f"rerank tune (whole command) on {nbest.n_hyps} hyps: {secs:.1f}s = "
-              f"{nbest.n_hyps * args.epochs / secs:,.0f} hyp-visits/s")
+        record["cli_seconds"] = time_cli(nbest, refs, args.epochs)
     if args.json:
         with atomic_write(args.json) as out:
             json.dump(record, out, indent=2)

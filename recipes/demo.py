@@ -14,11 +14,11 @@ import sys
 import time
 from importlib import resources
 
+from embeddings.features import embedding_features
 from recipes.experiment import SystemSpec, run_experiment
 from rerank.errors import InputError
-from embeddings.features import embedding_features
 from rerank.formats import read_nbest, read_references, write_nbest
-from rerank.io import read_lines
+from rerank.io import atomic_write, read_lines
 
 NO_IMAGES = ("text-only: no image features are available, so the image-sentence feature s_i "
              "is not used; s_s comes from a text-only (R_ML) embedding model")
@@ -53,12 +53,8 @@ def add_embedding_feature(nbest, sources, model_path: str, name: str = "s_s", de
     return nbest.with_feature(name, values), encoder
 
 
-def run_demo(out_dir: str | None = None, flavour: str | None = None, n: int = 20, runs: int = 3, epochs: int = 60,
-             ar_trials: int = 10000, bootstrap: int = 1000, model: str | None = None, seed: int = 1,
-             metrics=("bleu", "meteor", "ter"), device: str = "cpu", sentences: int | None = None) -> str:
-    """Run the demo; returns the report text (also written to out_dir/report.md if given)."""
-    start = time.time()
-    log = lambda msg: print(f"[{time.time() - start:6.1f}s] {msg}", file=sys.stderr)  # noqa: E731
+def choose_lists(flavour: str | None, n: int) -> tuple[str, int, dict[str, str]]:
+    """(flavour, n, {split: path}) of the shipped lists asked for (optimised when not given)."""
     lists = shipped_lists()
     if not lists:
         raise InputError("no shipped n-best lists found in the package data (rerank/data/multi30k)")
@@ -68,21 +64,52 @@ def run_demo(out_dir: str | None = None, flavour: str | None = None, n: int = 20
                          + f"; available: {', '.join(f'{f} {k}-best' for f, k in sorted(lists))}")
     preferred = [k for k in choices if k[0] == "optimised"]
     flavour, n = (preferred or choices)[0]
-    paths = lists[(flavour, n)]
-    model = model or default_model()
+    return flavour, n, lists[(flavour, n)]
+
+
+def load_sets(paths: dict[str, str], sentences: int | None = None):
+    """(n-best, references, sources) of val and test_2016, cut to the first `sentences` if given."""
     m30k = os.path.join(data_dir(), "multi30k")
+    sets = []
+    for split, raw in (("val", "val"), ("test_2016", "test_2016_flickr")):
+        nbest = read_nbest(paths[split])
+        refs = read_references([os.path.join(m30k, f"{raw}.de.gz")], nbest.n_sentences)
+        sources = read_lines(os.path.join(m30k, f"{raw}.en.gz"))
+        if sentences is not None:  # a quick look at the first sentences
+            nbest = nbest.select_sentences(range(min(sentences, nbest.n_sentences)))
+            refs, sources = [r[:nbest.n_sentences] for r in refs], sources[:nbest.n_sentences]
+        sets.append((nbest, refs, sources))
+    return sets
+
+
+def report_text(result, test, flavour: str, n: int, runs: int, model: str, encoder) -> str:
+    lines = [
+        f"# mlmme-rerank demo: Multi30k En→De test_2016 ({test.n_sentences} sentences), {flavour} NMT {n}-best, "
+        f"{runs} MIRA runs per system",
+        "",
+        result.table.to_markdown(),
+        "",
+        f"Oracle BLEU of the {n}-best lists (sentence-BLEU+1 picks): {result.oracle_bleu:.2f}",
+        "Dev (val) BLEU per system: " + "; ".join(
+            f"{name}: {', '.join(f'{s:.2f}' for s in scores)}" for name, scores in result.dev_scores.items()),
+        f"Note: {NO_IMAGES}.",
+        f"Embedding model: {os.path.basename(model)} ({', '.join(encoder.languages)}, {encoder.dim}-d).",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def run_demo(out_dir: str | None = None, flavour: str | None = None, n: int = 20, runs: int = 3, epochs: int = 60,
+             ar_trials: int = 10000, bootstrap: int = 1000, model: str | None = None, seed: int = 1,
+             metrics=("bleu", "meteor", "ter"), device: str = "cpu", sentences: int | None = None) -> str:
+    """Run the demo; returns the report text (also written to out_dir/report.md if given)."""
+    start = time.time()
+    log = lambda msg: print(f"[{time.time() - start:6.1f}s] {msg}", file=sys.stderr)  # noqa: E731
+    flavour, n, paths = choose_lists(flavour, n)
+    model = model or default_model()
     log(f"NMT flavour {flavour!r}, {n}-best lists: {paths['val']}, {paths['test_2016']}")
     log(f"embedding model: {model}")
     log(NO_IMAGES)
-
-    dev, test = read_nbest(paths["val"]), read_nbest(paths["test_2016"])
-    dev_refs = read_references([os.path.join(m30k, "val.de.gz")], dev.n_sentences)
-    test_refs = read_references([os.path.join(m30k, "test_2016_flickr.de.gz")], test.n_sentences)
-    dev_src, test_src = read_lines(os.path.join(m30k, "val.en.gz")), read_lines(os.path.join(m30k, "test_2016_flickr.en.gz"))
-    if sentences is not None:  # a quick look at the first sentences of both sets
-        dev, test = dev.select_sentences(range(min(sentences, dev.n_sentences))), test.select_sentences(range(min(sentences, test.n_sentences)))
-        dev_refs, test_refs = [r[:dev.n_sentences] for r in dev_refs], [r[:test.n_sentences] for r in test_refs]
-        dev_src, test_src = dev_src[:dev.n_sentences], test_src[:test.n_sentences]
+    (dev, dev_refs, dev_src), (test, test_refs, test_src) = load_sets(paths, sentences)
     log(f"adding s_s to {dev.n_hyps} val and {test.n_hyps} test hypotheses")
     dev, _ = add_embedding_feature(dev, dev_src, model, device=device)
     test, encoder = add_embedding_feature(test, test_src, model, device=device)
@@ -97,22 +124,8 @@ def run_demo(out_dir: str | None = None, flavour: str | None = None, n: int = 20
         metrics=metrics, lang="de", second_baseline="MIRA: NMT features", ar_trials=ar_trials, bootstrap=bootstrap,
         meteor_options={"modules": ["exact", "stem"]}, out_dir=out_dir, log=log,
     )
-    lines = [
-        f"# mlmme-rerank demo: Multi30k En→De test_2016 ({test.n_sentences} sentences), {flavour} NMT {n}-best, "
-        f"{runs} MIRA runs per system",
-        "",
-        result.table.to_markdown(),
-        "",
-        f"Oracle BLEU of the {n}-best lists (sentence-BLEU+1 picks): {result.oracle_bleu:.2f}",
-        "Dev (val) BLEU per system: " + "; ".join(
-            f"{name}: {', '.join(f'{s:.2f}' for s in scores)}" for name, scores in result.dev_scores.items()),
-        f"Note: {NO_IMAGES}.",
-        f"Embedding model: {os.path.basename(model)} ({', '.join(encoder.languages)}, {encoder.dim}-d).",
-    ]
-    report = "\n".join(lines) + "\n"
+    report = report_text(result, test, flavour, n, runs, model, encoder)
     if out_dir:
-        from rerank.io import atomic_write
-
         with atomic_write(os.path.join(out_dir, "report.md")) as out:
             out.write(report)
     log("done")

@@ -70,7 +70,7 @@ def main() -> None:
         fmt = (lambda x: f"{x.mean():.2f} ({x.min():.2f}-{x.max():.2f})") if len(ws) > 1 else (lambda x: f"{x[0]:.2f}")
         print(f"| {label} | {fmt(a)} | {fmt(b)} | {timing.get(label, 0):.2f} |")
         record.append({"weights": label, "tune": a.tolist(), "test": b.tolist(), "seconds_per_run": timing.get(label)})
-    print(f"| oracle (greedy, sentence-wise) | {tune.oracle():.2f} | {test.oracle():.2f} | |")
+    print(f"| oracle (sentence-BLEU+1 picks) | {tune.oracle():.2f} | {test.oracle():.2f} | |")
     if args.json:
         with atomic_write(args.json) as out:
             json.dump({"rows": record, "oracle": {"tune": tune.oracle(), "test": test.oracle()}}, out, indent=2)

@@ -36,6 +36,9 @@ def main(argv: list[str] | None = None) -> int:
     except plugins.PluginError as exc:
         print(f"rerank: error: {exc}", file=sys.stderr)
         return 2
+    except argparse.ArgumentError as exc:  # two plug-ins add the same option to one command
+        print(f"rerank: error: the options of the installed plug-ins clash: {exc}", file=sys.stderr)
+        return 2
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)

@@ -1,0 +1,1 @@
+"""An example plug-in package for mlmme-rerank (see docs/plugins.md)."""
