@@ -7,6 +7,7 @@ exactly as a user's own plug-in package would be.
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from importlib.metadata import EntryPoint
@@ -26,9 +27,10 @@ NBEST = "0 ||| a b c ||| nmt= -1 ||| -1\n0 ||| a b ||| nmt= -2 ||| -2\n1 ||| x |
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
-    target = tmp_path_factory.mktemp("site")
+    target, source = tmp_path_factory.mktemp("site"), tmp_path_factory.mktemp("src") / "plugin"
+    shutil.copytree(EXAMPLE, source)  # the build writes beside the sources: not into the repository
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
-                    "--target", str(target), str(EXAMPLE)], check=True, capture_output=True)
+                    "--target", str(target), str(source)], check=True, capture_output=True)
     return target
 
 
