@@ -26,6 +26,7 @@ class RandomSearch(Tuner):
     """Best of --samples random weight vectors (uniform in [-1, 1]) by the tuning metric."""
 
     description = "random search: the best of N random weight vectors"
+    step_name = "sample"
 
     def add_arguments(self, group):
         group.add_argument("--samples", type=int, default=200, help="random weight vectors (default 200)")
