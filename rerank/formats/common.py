@@ -1,0 +1,35 @@
+"""What every n-best format module shares: the read report and number parsing/printing."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from rerank.errors import InputError
+
+
+@dataclass
+class ReadReport:
+    """What a reader noticed that is not an error."""
+
+    extra_fields_lines: int = 0
+    ignored_lines: int = 0
+    fairseq_refs: list[str] | None = None
+    fairseq_sources: list[str] | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def parse_number(token: str, what: str, path: str, line: int) -> float:
+    """A finite float, or an InputError naming `what` at `path`:`line`."""
+    try:
+        value = float(token)
+    except ValueError:
+        raise InputError(f"{what}: {token!r} is not a number", path, line) from None
+    if not math.isfinite(value):
+        raise InputError(f"{what} is {token} (features must be finite)", path, line)
+    return value
+
+
+def format_value(value: float) -> str:
+    """Shortest text that reads back as the same float (round trips are exact)."""
+    return repr(float(value))

@@ -1,0 +1,275 @@
+"""Moses and Joshua n-best lines: ``id ||| hypothesis ||| features [||| total [||| ...]]``.
+
+Moses writes dense feature groups (``name= v1 v2``), Joshua ``name=value`` pairs, and Joshua
+may leave a feature out on some lines (filled with 0 and counted, or an error with `strict`).
+Extra trailing fields are tolerated and ignored. Lines are parsed one at a time into growing
+numpy arrays: no per-hypothesis Python objects survive the line.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+
+from rerank.errors import InputError
+from rerank.formats.common import ReadReport, format_value, parse_number
+from rerank.io import atomic_write, iter_lines
+from rerank.nbest import NBestList, StringColumnBuilder
+
+
+class _FeatureTable:
+    """Feature rows collected line by line; columns may appear at any line (Joshua)."""
+
+    CHUNK = 65536
+
+    def __init__(self, path: str):
+        self.path = path
+        self.names: list[str] = []
+        self.index: dict[str, int] = {}
+        self.groups: list[tuple[str, int]] = []
+        self.group_width: dict[str, tuple[int, int]] = {}  # group -> (width, first line)
+        self._chunks: list[tuple[np.ndarray, np.ndarray]] = []
+        self._layouts: dict[tuple, int] = {}  # (names, widths) of a line -> layout id
+        self._layout_cols: list[np.ndarray] = []  # layout id -> column of each value
+        self._rows: list[tuple[int, list[float]]] = []
+        self.lines: list[int] = []
+
+    def _column(self, name: str) -> int:
+        col = self.index.get(name)
+        if col is None:
+            col = self.index[name] = len(self.names)
+            self.names.append(name)
+        return col
+
+    def add_row(self, names: tuple[str, ...], widths: tuple[int, ...], values: list[float], line: int) -> None:
+        """One hypothesis' features: groups `names` of `widths` values, flattened in `values`."""
+        key = (names, widths)
+        layout = self._layouts.get(key)
+        if layout is None:
+            layout = self._layouts[key] = len(self._layout_cols)
+            self._layout_cols.append(self._columns_of(names, widths, line))
+        self._rows.append((layout, values))
+        self.lines.append(line)
+        if len(self._rows) >= self.CHUNK:
+            self._flush()
+
+    def _columns_of(self, names, widths, line: int) -> np.ndarray:
+        cols: list[int] = []
+        for group, width in zip(names, widths):
+            known = self.group_width.get(group)
+            if known is None:
+                self.group_width[group] = (width, line)
+                self.groups.append((group, width))
+            elif known[0] != width:
+                raise InputError(f"feature {group!r} has {width} values here but {known[0]} on line {known[1]}", self.path, line)
+            if width == 1:
+                cols.append(self._column(group))
+            else:
+                cols.extend(self._column(f"{group}_{k}") for k in range(width))
+        return np.array(cols, dtype=np.int64)
+
+    def _flush(self) -> None:
+        """Move the pending rows into a dense chunk, one numpy assignment per line layout."""
+        if not self._rows:
+            return
+        n = len(self._rows)
+        dense = np.zeros((n, len(self.names)))
+        present = np.zeros((n, len(self.names)), dtype=bool)
+        by_layout: dict[int, list[int]] = {}
+        for r, (layout, _) in enumerate(self._rows):
+            by_layout.setdefault(layout, []).append(r)
+        for layout, rows in by_layout.items():
+            cols = self._layout_cols[layout]
+            if len(cols):
+                block = np.array([self._rows[r][1] for r in rows], dtype=np.float64)
+                dense[np.ix_(rows, cols)] = block
+                present[np.ix_(rows, cols)] = True
+        self._chunks.append((dense, present))
+        self._rows = []
+
+    def finish(self, strict: bool) -> tuple[np.ndarray, list[str], list[tuple[str, int]], dict[str, int]]:
+        """(features, names, groups, missing counts); a missing feature is 0, or an error if `strict`."""
+        self._flush()
+        width = len(self.names)
+        dense = np.zeros((0, width))
+        present = np.zeros((0, width), dtype=bool)
+        if self._chunks:
+            pad = lambda a, fill: np.pad(a, ((0, 0), (0, width - a.shape[1])), constant_values=fill)  # noqa: E731
+            dense = np.concatenate([pad(d, 0.0) for d, _ in self._chunks])
+            present = np.concatenate([pad(p, False) for _, p in self._chunks])
+        missing = {}
+        for col, name in enumerate(self.names):
+            absent = np.flatnonzero(~present[:, col])
+            if len(absent):
+                if strict:
+                    raise InputError(f"feature {name!r} is missing (--strict)", self.path, self.lines[absent[0]])
+                missing[name] = int(len(absent))
+        # groups in column order (a group's columns are contiguous: they are created together)
+        return dense, list(self.names), list(self.groups), missing
+
+
+def parse_feature_field(text: str, path: str, line: int) -> list[tuple[str, list[float]]]:
+    """``a= 1 2 b=3`` -> [("a", [1.0, 2.0]), ("b", [3.0])]; duplicate names are errors."""
+    items: list[tuple[str, list[float]]] = []
+    seen: set[str] = set()
+    current: list[float] | None = None
+    for token in text.split():
+        if token.endswith("="):
+            name, value_text = token[:-1], None
+        elif "=" in token:
+            name, _, value_text = token.partition("=")
+        else:
+            if current is None:
+                raise InputError(f"feature value {token!r} comes before any feature name", path, line)
+            current.append(parse_number(token, f"feature {items[-1][0]!r}", path, line))
+            continue
+        if not name:
+            raise InputError(f"feature token {token!r} has no name", path, line)
+        if name in seen:
+            raise InputError(f"feature {name!r} appears twice", path, line)
+        seen.add(name)
+        current = [] if value_text is None else [parse_number(value_text, f"feature {name!r}", path, line)]
+        items.append((name, current))
+        if value_text is not None:
+            current = None  # a name=value pair takes no further values
+    for name, values in items:
+        if not values:
+            raise InputError(f"feature {name!r} has no value", path, line)
+    return items
+
+
+_PAIR = re.compile(r"([^\s=]+)=([^\s=]+)")
+_GROUP_NAME = re.compile(r"(?:^|\s+)([^\s=]+)=(?=\s|$)")
+
+
+def parse_features_fast(text: str):
+    """(names, widths, values) of a well-formed feature field, or None.
+
+    None sends the line to `parse_feature_field`, which accepts the same input and names
+    the problem of a bad one; this path only makes the common case quick (regular
+    expressions and C-level splits instead of a Python loop over tokens).
+    """
+    text = text.strip()
+    if "= " not in text and not text.endswith("="):  # Joshua: name=value pairs only
+        pairs = _PAIR.findall(text)
+        if len(pairs) != len(text.split()):
+            return None
+        names, raw = zip(*pairs) if pairs else ((), ())
+        widths = (1,) * len(names)
+    else:  # Moses: dense groups `name= v1 v2`
+        parts = _GROUP_NAME.split(text)
+        if parts[0]:
+            return None
+        names = tuple(parts[1::2])
+        groups = [chunk.split() for chunk in parts[2::2]]
+        widths = tuple(len(g) for g in groups)
+        raw = [v for g in groups for v in g]
+        if any("=" in v for v in raw):
+            return None
+    try:
+        values = list(map(float, raw))
+    except ValueError:
+        return None
+    if not math.isfinite(math.fsum(values)) or 0 in widths or len(set(names)) != len(names):
+        return None
+    return names, widths, values
+
+
+def _feature_row(text: str, path: str, line: int):
+    """(names, widths, values) of a feature field: the fast path, else the checking parser."""
+    parsed = parse_features_fast(text)
+    if parsed is None:
+        items = parse_feature_field(text, path, line)
+        parsed = (tuple(n for n, _ in items), tuple(len(v) for _, v in items), [x for _, v in items for x in v])
+    return parsed
+
+
+def _split_fields(text: str, path: str, line: int, first: tuple[int, int] | None) -> list[str]:
+    """The '|||' fields of a line; every line has a total score iff the first one (`first`) has."""
+    if not text.strip():
+        raise InputError("empty line (expected `id ||| hypothesis ||| features ||| total`)", path, line)
+    fields = text.split("|||")
+    if len(fields) < 3:
+        raise InputError(f"{len(fields)} '|||'-separated fields, expected at least 3 (id ||| hypothesis ||| features [||| total])", path, line)
+    if first is not None and int(len(fields) >= 4) != first[0]:
+        expect = "4 (with a total score)" if first[0] else "3 (no total score)"
+        raise InputError(f"{len(fields)} '|||'-separated fields, but line {first[1]} had {expect}", path, line)
+    return fields
+
+
+def _check_next_id(sent_id: int, previous: int, path: str, line: int) -> None:
+    """A new sentence id must continue 0, 1, 2, ... (ids are non-decreasing, without gaps)."""
+    if previous == -1 and sent_id != 0:
+        raise InputError(f"sentence ids must start at 0, the first is {sent_id}", path, line)
+    if sent_id < previous:
+        raise InputError(f"sentence id {sent_id} after {previous}: ids must be non-decreasing", path, line)
+    if sent_id > previous + 1:
+        raise InputError(f"sentence id {sent_id} after {previous}: sentence {previous + 1} has no hypotheses", path, line)
+
+
+def read_moses(path: str, strict: bool = False, report: ReadReport | None = None) -> NBestList:
+    """Moses or Joshua n-best (`id ||| hyp ||| features [||| total [||| ...]]`)."""
+    report = report if report is not None else ReadReport()
+    table = _FeatureTable(path)
+    hyps = StringColumnBuilder()
+    sizes: list[int] = []
+    totals: list[float] = []
+    first: tuple[int, int] | None = None  # (has a total score, line) of the first line
+    previous_id = -1
+    for number, text in iter_lines(path):
+        fields = _split_fields(text, path, number, first)
+        has_total = len(fields) >= 4
+        if first is None:
+            first = (int(has_total), number)
+        if len(fields) > 4:
+            report.extra_fields_lines += 1
+        id_text = fields[0].strip()
+        try:
+            sent_id = int(id_text)
+        except ValueError:
+            raise InputError(f"sentence id {id_text!r} is not an integer", path, number) from None
+        if sent_id != previous_id:
+            _check_next_id(sent_id, previous_id, path, number)
+            sizes.append(0)
+            previous_id = sent_id
+        sizes[-1] += 1
+        hyp = fields[1]
+        hyps.append(hyp[1:-1] if hyp.startswith(" ") and hyp.endswith(" ") and len(hyp) >= 2 else hyp.strip())
+        table.add_row(*_feature_row(fields[2], path, number), number)
+        if has_total:
+            totals.append(parse_number(fields[3].strip(), "total score", path, number))
+    if not sizes:
+        raise InputError("empty n-best file", path)
+    features, names, groups, missing = table.finish(strict)
+    if report.extra_fields_lines:
+        report.notes.append(f"{report.extra_fields_lines} lines have fields after the total score (ignored)")
+    offsets = np.concatenate([[0], np.cumsum(sizes)])
+    scores = np.array(totals) if first and first[0] else None
+    return NBestList(offsets, hyps.build(), features, names, groups, scores, missing)
+
+
+def iter_moses_lines(nbest: NBestList, style: str = "moses", scores: np.ndarray | None = None, first_id: int = 0):
+    """Text lines of the n-best in Moses (`name= v`) or Joshua (`name=v`) style."""
+    scores = nbest.scores if scores is None else scores
+    sent = nbest.sentence_of_hyp + first_id
+    bounds = np.cumsum([0] + [w for _, w in nbest.groups])
+    for row, hyp in enumerate(nbest.hyps):
+        values = nbest.features[row]
+        parts = []
+        for (name, width), start in zip(nbest.groups, bounds[:-1]):
+            group_values = " ".join(format_value(v) for v in values[start:start + width])
+            parts.append(f"{name}={group_values}" if style == "joshua" and width == 1 else f"{name}= {group_values}")
+        line = f"{sent[row]} ||| {hyp} ||| {' '.join(parts)}"
+        if scores is not None:
+            line += f" ||| {format_value(scores[row])}"
+        yield line
+
+
+def write_moses(nbest: NBestList, path: str, style: str = "moses", first_id: int = 0) -> list[str]:
+    """Write `nbest` atomically in Moses or Joshua `style`; returns [path]."""
+    with atomic_write(path) as out:
+        for line in iter_moses_lines(nbest, style=style, first_id=first_id):
+            out.write(line + "\n")
+    return [path]

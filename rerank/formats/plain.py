@@ -1,0 +1,98 @@
+"""Plain n-best lists: one hypothesis per line, plus a sentence-id (or list-size) file and a
+features file (TSV with a header of names, or .npy)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rerank.errors import InputError
+from rerank.formats.common import format_value, parse_number
+from rerank.io import atomic_write, iter_lines, read_lines
+from rerank.nbest import NBestList
+
+
+def read_plain(path: str, ids: str | None = None, sizes: str | None = None, features: str | None = None,
+               feature_names: list[str] | None = None) -> NBestList:
+    """One hypothesis per line; `ids` (a sentence id per line) or `sizes` (list size per sentence)."""
+    hyps = read_lines(path)
+    if ids and sizes:
+        raise InputError("give either an ids file or a sizes file, not both", path)
+    if ids:
+        counts = _counts_from_ids(ids, len(hyps), path)
+    elif sizes:
+        counts = np.array([int(parse_number(t, "list size", sizes, i + 1)) for i, t in enumerate(read_lines(sizes))], dtype=np.int64)
+        if counts.sum() != len(hyps):
+            raise InputError(f"list sizes add up to {counts.sum()} but {path} has {len(hyps)} hypotheses", sizes)
+    else:
+        counts = np.ones(len(hyps), dtype=np.int64)
+    matrix, names = np.zeros((len(hyps), 0)), []
+    if features:
+        matrix, names = _read_feature_matrix(features, feature_names)
+        if len(matrix) != len(hyps):
+            raise InputError(f"{len(matrix)} feature rows for {len(hyps)} hypotheses in {path}", features)
+    offsets = np.concatenate([[0], np.cumsum(counts)])
+    return NBestList(offsets, hyps, matrix, names)
+
+
+def _counts_from_ids(ids: str, n_hyps: int, path: str) -> np.ndarray:
+    """List size of each sentence from a file of sentence ids running 0, 0, 1, ... without gaps."""
+    id_lines = read_lines(ids)
+    if len(id_lines) != n_hyps:
+        raise InputError(f"{len(id_lines)} ids for {n_hyps} hypotheses in {path}", ids)
+    values = np.array([int(parse_number(t, "sentence id", ids, i + 1)) for i, t in enumerate(id_lines)], dtype=np.int64)
+    if len(values) and values[0] != 0:
+        raise InputError(f"sentence ids must start at 0, the first is {values[0]}", ids, 1)
+    steps = np.diff(values)
+    bad = np.flatnonzero((steps < 0) | (steps > 1))
+    if len(bad):
+        raise InputError(f"sentence id {values[bad[0] + 1]} after {values[bad[0]]}: ids must run 0, 0, 1, ... without gaps", ids, int(bad[0]) + 2)
+    return np.bincount(values) if len(values) else np.zeros(0, np.int64)
+
+
+def _read_feature_matrix(path: str, names: list[str] | None) -> tuple[np.ndarray, list[str]]:
+    """Features from .npy (names given or f0, f1, ...) or a TSV with a header; all finite."""
+    if path.endswith(".npy"):
+        try:
+            matrix = np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise InputError(f"cannot read .npy: {exc}", path) from None
+        matrix = matrix.reshape(len(matrix), -1).astype(np.float64)
+        names = names or [f"f{k}" for k in range(matrix.shape[1])]
+    else:
+        matrix, names = _read_feature_tsv(path)
+    if len(names) != matrix.shape[1]:
+        raise InputError(f"{len(names)} feature names for {matrix.shape[1]} columns", path)
+    bad = np.argwhere(~np.isfinite(matrix))
+    if len(bad):
+        raise InputError(f"feature {names[bad[0][1]]!r} is {matrix[tuple(bad[0])]} (features must be finite)", path, int(bad[0][0]) + 1)
+    return matrix, names
+
+
+def _read_feature_tsv(path: str) -> tuple[np.ndarray, list[str]]:
+    lines = iter_lines(path)
+    try:
+        _, header = next(lines)
+    except StopIteration:
+        raise InputError("empty features file", path) from None
+    names = header.split("\t")
+    rows = []
+    for number, text in lines:
+        cells = text.split("\t")
+        if len(cells) != len(names):
+            raise InputError(f"{len(cells)} columns, the header has {len(names)}", path, number)
+        rows.append([parse_number(c, f"feature {n!r}", path, number) for n, c in zip(names, cells)])
+    return np.array(rows, dtype=np.float64).reshape(len(rows), len(names)), names
+
+
+def write_plain(nbest: NBestList, path: str, first_id: int = 0) -> list[str]:
+    """Three files: hypotheses (`path`), sentence ids (`path.ids`), features (`path.features.tsv`)."""
+    with atomic_write(path) as out:
+        for hyp in nbest.hyps:
+            out.write(hyp + "\n")
+    with atomic_write(path + ".ids") as out:
+        out.writelines(f"{i}\n" for i in nbest.sentence_of_hyp + first_id)
+    with atomic_write(path + ".features.tsv") as out:
+        out.write("\t".join(nbest.feature_names) + "\n")
+        for row in nbest.features:
+            out.write("\t".join(format_value(v) for v in row) + "\n")
+    return [path, path + ".ids", path + ".features.tsv"]
