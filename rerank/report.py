@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
@@ -162,14 +163,6 @@ def _tex(s: str) -> str:
     return s.replace("\\", "\\textbackslash{}").replace("_", "\\_").replace("&", "\\&").replace("%", "\\%")
 
 
-def _check(name, runs, n):
-    if not runs:
-        raise ValueError(f"system {name!r} has no runs")
-    for i, hyps in enumerate(runs):
-        if len(hyps) != n:
-            raise ValueError(f"system {name!r} run {i + 1} has {len(hyps)} lines, the references have {n}")
-
-
 def evaluate_systems(refs: Sequence[Sequence[str]], baseline_runs: Sequence[Sequence[str]],
                      systems: dict, metrics: Sequence[str | Metric] = ("bleu", "meteor", "ter"),
                      lang: str = "en", second_baseline: str | None = None, ar_trials: int = 10000,
@@ -183,6 +176,47 @@ def evaluate_systems(refs: Sequence[Sequence[str]], baseline_runs: Sequence[Sequ
     must have as many runs as the baseline. `second_baseline` names one of `systems`; it is tested
     against every other system for the double-dagger mark.
     """
+    refs = _check_references(refs)
+    n = len(refs[0])
+    all_systems, n_runs = _collect_systems(baseline_name, baseline_runs, systems, n)
+    if second_baseline is not None and second_baseline not in systems:
+        raise ValueError(f"second baseline {second_baseline!r} is not one of the systems")
+    metric_objs = [m if isinstance(m, Metric) else make_metric(m, lang=lang, tokenize=tokenize, lowercase=lowercase,
+                                                               ter_case_sensitive=ter_case_sensitive,
+                                                               meteor_options=meteor_options) for m in metrics]
+    stats = _statistics(metric_objs, refs, all_systems, progress)
+    weights = bootstrap_weights(np.random.default_rng(seed), bootstrap if bootstrap >= 2 else 0, n)
+    cells = {}
+    for sname in all_systems:
+        for metric in metric_objs:
+            rs = run_statistics(metric, stats[(sname, metric.name)], weights)
+            cells[(sname, metric.name)] = Cell(score=rs.mean, s_sel=rs.s_sel, s_opt=rs.s_opt, runs=rs.run_scores)
+    tested = [mo for mo in metric_objs if mo.name != "length"]
+    ar_options = {"trials": ar_trials, "seed": seed, "multeval_compat": multeval_compat}
+    for comp, attr in ((baseline_name, "p"), (second_baseline, "p2")):
+        if comp is not None:
+            others = [s for s in all_systems if s != comp and not (attr == "p2" and s == baseline_name)]
+            _ar_p_values(cells, stats, tested, comp, others, attr, ar_options)
+            if holm:
+                _holm_adjust(cells, attr, [(s, m.name) for s in all_systems for m in tested])
+    if bootstrap >= 2:
+        for sname in all_systems:
+            if sname != baseline_name:
+                _bootstrap_deltas(cells, stats, metric_objs, baseline_name, sname, weights)
+    for sname in all_systems:
+        for metric in tested:
+            comparisons = ((baseline_name, MARK_BASE, "p"), (second_baseline, MARK_SECOND, "p2"))
+            cells[(sname, metric.name)].marks = _marks(cells, sname, metric, comparisons, alpha)
+    names = [m.name for m in metric_objs]
+    config = {"ar_trials": ar_trials, "bootstrap": bootstrap, "seed": seed, "multeval_compat": multeval_compat,
+              "holm": holm, "alpha": alpha, "lang": lang, "runs": n_runs, "sentences": n, "references": len(refs)}
+    return ResultTable(systems=list(all_systems), metrics=names, cells=cells, baseline=baseline_name,
+                       second_baseline=second_baseline, signatures={m.name: m.signature() for m in metric_objs},
+                       higher_is_better={m.name: m.higher_is_better for m in metric_objs}, config=config)
+
+
+def _check_references(refs) -> list[list[str]]:
+    """The reference streams as lists; all non-empty and of one length."""
     refs = [list(r) for r in refs]
     n = len(refs[0])
     if n == 0:
@@ -190,6 +224,11 @@ def evaluate_systems(refs: Sequence[Sequence[str]], baseline_runs: Sequence[Sequ
     for j, r in enumerate(refs):
         if len(r) != n:
             raise ValueError(f"reference {j + 1} has {len(r)} lines, reference 1 has {n}")
+    return refs
+
+
+def _collect_systems(baseline_name: str, baseline_runs, systems: dict, n: int) -> tuple[dict, int]:
+    """({name: runs}, R) with the baseline first; a single-run system stands for every run."""
     all_systems = {baseline_name: [list(h) for h in baseline_runs]}
     for name, runs in systems.items():
         if name in all_systems:
@@ -197,87 +236,78 @@ def evaluate_systems(refs: Sequence[Sequence[str]], baseline_runs: Sequence[Sequ
         all_systems[name] = [list(h) for h in runs]
     n_runs = max(len(runs) for runs in all_systems.values())
     for name, runs in all_systems.items():
-        _check(name, runs, n)
+        if not runs:
+            raise ValueError(f"system {name!r} has no runs")
+        for i, hyps in enumerate(runs):
+            if len(hyps) != n:
+                raise ValueError(f"system {name!r} run {i + 1} has {len(hyps)} lines, the references have {n}")
         if len(runs) == 1:  # deterministic (e.g. a decoder 1-best): the same output in every run
             all_systems[name] = runs * n_runs
         elif len(runs) != n_runs:
             raise ValueError(f"system {name!r} has {len(runs)} runs, another has {n_runs}")
-    if second_baseline is not None and second_baseline not in systems:
-        raise ValueError(f"second baseline {second_baseline!r} is not one of the systems")
+    return all_systems, n_runs
 
-    metric_objs = [m if isinstance(m, Metric) else make_metric(m, lang=lang, tokenize=tokenize, lowercase=lowercase,
-                                                               ter_case_sensitive=ter_case_sensitive,
-                                                               meteor_options=meteor_options) for m in metrics]
-    names = [m.name for m in metric_objs]
+
+def _statistics(metric_objs: list[Metric], refs, all_systems: dict, progress: bool) -> dict:
+    """{(system, metric name): statistics (R, n, k)}, every run scored once per metric."""
     all_texts = [line for stream in refs for line in stream] + \
         [line for runs in all_systems.values() for hyps in runs for line in hyps]
     for metric in metric_objs:
         metric.prepare(all_texts)
-    stats = {}
-    iterator = [(s, mi) for s in all_systems for mi in range(len(metric_objs))]
+    iterator = [(s, metric) for s in all_systems for metric in metric_objs]
     if progress:
         from tqdm import tqdm
 
-        iterator = tqdm(iterator, desc="statistics", unit="system-metric", file=__import__("sys").stderr)
-    for sname, mi in iterator:
-        metric = metric_objs[mi]
-        stats[(sname, names[mi])] = np.stack([metric.sentence_stats(h, refs) for h in all_systems[sname]])
+        iterator = tqdm(iterator, desc="statistics", unit="system-metric", file=sys.stderr)
+    return {(sname, metric.name): np.stack([metric.sentence_stats(h, refs) for h in all_systems[sname]])
+            for sname, metric in iterator}
 
-    weights = bootstrap_weights(np.random.default_rng(seed), bootstrap if bootstrap >= 2 else 0, n)
-    cells = {}
-    for sname in all_systems:
-        for metric, m in zip(metric_objs, names):
-            rs = run_statistics(metric, stats[(sname, m)], weights)
-            cells[(sname, m)] = Cell(score=rs.mean, s_sel=rs.s_sel, s_opt=rs.s_opt, runs=rs.run_scores)
 
-    tested = [m for m in names if m != "length"]
-    tested_objs = [mo for mo in metric_objs if mo.name != "length"]
-    for comp, attr in ((baseline_name, "p"), (second_baseline, "p2")):
-        if comp is None:
+def _ar_p_values(cells: dict, stats: dict, tested: list[Metric], comp: str, others: list[str], attr: str,
+                 ar_options: dict) -> None:
+    """AR p-values of each system in `others` against `comp`, into `attr` ("p" or "p2") and its _raw."""
+    for sname in others:
+        results = approximate_randomization(tested, [stats[(comp, m.name)] for m in tested],
+                                            [stats[(sname, m.name)] for m in tested], **ar_options)
+        for m, r in zip(tested, results):
+            setattr(cells[(sname, m.name)], attr, r.p_value)
+            setattr(cells[(sname, m.name)], attr + "_raw", r.p_value)
+
+
+def _holm_adjust(cells: dict, attr: str, keys: list) -> None:
+    """Holm-Bonferroni over every tested (system, metric) cell of one comparison."""
+    keys = [k for k in keys if getattr(cells[k], attr) is not None]
+    adjusted = holm_bonferroni([getattr(cells[k], attr) for k in keys])
+    for k, p in zip(keys, adjusted):
+        setattr(cells[k], attr, p)
+
+
+def _bootstrap_deltas(cells: dict, stats: dict, metric_objs: list[Metric], baseline: str, sname: str,
+                      weights: np.ndarray) -> None:
+    """Improvement over the baseline (sign flipped for lower-is-better) with its bootstrap interval."""
+    for metric in metric_objs:
+        m = metric.name
+        c = cells[(sname, m)]
+        bs = paired_bootstrap(metric, stats[(baseline, m)], stats[(sname, m)], weights)
+        sign = 1.0 if metric.higher_is_better else -1.0
+        lo, hi = sorted((sign * bs.delta_low, sign * bs.delta_high))
+        c.delta = sign * (c.score - cells[(baseline, m)].score)
+        c.delta_low, c.delta_high = lo, hi
+        c.bs_p, c.bs_mean, c.bs_ci = bs.p_value, bs.mean, bs.ci
+
+
+def _marks(cells: dict, sname: str, metric: Metric, comparisons, alpha: float) -> str:
+    """Dagger marks of one cell: one per (comparison system, mark, p attribute) it beats at `alpha`."""
+    c = cells[(sname, metric.name)]
+    marks = ""
+    for comp, mark, attr in comparisons:
+        p = getattr(c, attr)
+        if comp is None or p is None or p >= alpha:
             continue
-        for sname in all_systems:
-            if sname == comp or (attr == "p2" and sname == baseline_name):
-                continue
-            results = approximate_randomization(tested_objs, [stats[(comp, m)] for m in tested],
-                                                [stats[(sname, m)] for m in tested], trials=ar_trials, seed=seed,
-                                                multeval_compat=multeval_compat)
-            for m, r in zip(tested, results):
-                setattr(cells[(sname, m)], attr, r.p_value)
-                setattr(cells[(sname, m)], attr + "_raw", r.p_value)
-        if holm:
-            keys = [(s, m) for s in all_systems for m in tested if getattr(cells[(s, m)], attr) is not None]
-            adjusted = holm_bonferroni([getattr(cells[k], attr) for k in keys])
-            for k, p in zip(keys, adjusted):
-                setattr(cells[k], attr, p)
-
-    hib = {m: mo.higher_is_better for m, mo in zip(names, metric_objs)}
-    for sname in all_systems:
-        for metric, m in zip(metric_objs, names):
-            c = cells[(sname, m)]
-            if sname != baseline_name and bootstrap >= 2:
-                bs = paired_bootstrap(metric, stats[(baseline_name, m)], stats[(sname, m)], weights)
-                sign = 1.0 if hib[m] else -1.0
-                lo, hi = sorted((sign * bs.delta_low, sign * bs.delta_high))
-                c.delta = sign * (c.score - cells[(baseline_name, m)].score)
-                c.delta_low, c.delta_high = lo, hi
-                c.bs_p, c.bs_mean, c.bs_ci = bs.p_value, bs.mean, bs.ci
-            if m == "length":
-                continue
-            marks = ""
-            for comp, p in ((baseline_name, c.p), (second_baseline, c.p2)):
-                if comp is None or p is None or p >= alpha:
-                    continue
-                better = cells[(sname, m)].score > cells[(comp, m)].score if hib[m] else \
-                    cells[(sname, m)].score < cells[(comp, m)].score
-                if better:
-                    marks += MARK_BASE if comp == baseline_name else MARK_SECOND
-            c.marks = marks
-
-    config = {"ar_trials": ar_trials, "bootstrap": bootstrap, "seed": seed, "multeval_compat": multeval_compat,
-              "holm": holm, "alpha": alpha, "lang": lang, "runs": n_runs, "sentences": n, "references": len(refs)}
-    return ResultTable(systems=list(all_systems), metrics=names, cells=cells, baseline=baseline_name,
-                       second_baseline=second_baseline, signatures={m: mo.signature() for m, mo in zip(names, metric_objs)},
-                       higher_is_better=hib, config=config)
+        score, other = c.score, cells[(comp, metric.name)].score
+        if score > other if metric.higher_is_better else score < other:
+            marks += mark
+    return marks
 
 
 def plot_deltas(table: ResultTable, path: str) -> None:

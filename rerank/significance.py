@@ -123,64 +123,93 @@ def approximate_randomization(metrics: Metric | Sequence[Metric], stats_a, stats
     single = isinstance(metrics, Metric)
     if single:
         metrics, stats_a, stats_b = [metrics], [stats_a], [stats_b]
+    a_list, b_list = _paired_runs(stats_a, stats_b)
+    runs = a_list[0].shape[0]
+    offsets = np.cumsum([0] + [a.shape[2] for a in a_list])
+    # Pooled data per sentence: 2R outputs x all metrics' statistics side by side.
+    pool = np.concatenate([np.concatenate([a, b], axis=0) for a, b in zip(a_list, b_list)], axis=2)  # (2R, n, K)
+    observed = [float(m.score_from_stats(b.sum(axis=(0, 1))) - m.score_from_stats(a.sum(axis=(0, 1))))
+                for m, a, b in zip(metrics, a_list, b_list)]
+    counts = np.zeros(len(metrics), dtype=np.int64)
+
+    def tally(sums_x, sums_y):
+        _count(metrics, offsets, sums_x, sums_y, observed, counts, multeval_compat)
+
+    rng = np.random.default_rng(seed)
+    if runs == 1:
+        _swap_trials(pool, trials, batch_size, rng, tally, _general)
+    elif not multeval_compat and runs <= 6:
+        _subset_trials(pool, trials, batch_size, rng, tally)
+    else:
+        _split_trials(pool, trials, batch_size, rng, tally, multeval_compat)
+    results = [ARResult(p_value=(int(c) + 1) / (trials + 1), observed_diff=o, count=int(c), trials=trials)
+               for c, o in zip(counts, observed)]
+    return results[0] if single else results
+
+
+def _paired_runs(stats_a, stats_b) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Each metric's statistics of both systems as (R, n, k); all must share R and n."""
     a_list = [as_runs(s) for s in stats_a]
     b_list = [as_runs(s) for s in stats_b]
     runs, n = a_list[0].shape[:2]
     for a, b in zip(a_list, b_list):
         if a.shape != b.shape or a.shape[:2] != (runs, n):
             raise ValueError(f"systems need the same runs and sentences: {a.shape} vs {b.shape}")
-    widths = [a.shape[2] for a in a_list]
-    offsets = np.cumsum([0] + widths)
-    # Pooled data per sentence: 2R outputs x all metrics' statistics side by side.
-    pool = np.concatenate([np.concatenate([a, b], axis=0) for a, b in zip(a_list, b_list)], axis=2)  # (2R, n, K)
-    observed = [float(m.score_from_stats(b.sum(axis=(0, 1))) - m.score_from_stats(a.sum(axis=(0, 1))))
-                for m, a, b in zip(metrics, a_list, b_list)]
-    counts = np.zeros(len(metrics), dtype=np.int64)
-    rng = np.random.default_rng(seed)
-    if runs == 1:
-        # One coin per sentence and trial; drawn in one call when it fits in memory, which makes the
-        # swaps identical to sacrebleu's for the same seed.
-        all_swaps = rng.integers(2, size=(trials, n), dtype=bool) if trials * n <= 50_000_000 else None
-        diff = pool[1] - pool[0]  # (n, K)
-        total = pool.sum(axis=(0, 1))
-        base = pool[0].sum(axis=0)
-        flat = pool.transpose(1, 0, 2).reshape(n * 2, -1)
-        for start, size in _batches(trials, batch_size):
-            swap = (all_swaps[start:start + size] if all_swaps is not None
-                    else rng.integers(2, size=(size, n), dtype=bool)).astype(np.float64)
-            if _general:  # the stratified machinery with R = 1 (tests check it equals the paired test)
-                sums_x = np.stack([1.0 - swap, swap], axis=-1).reshape(size, -1) @ flat
-            else:
-                sums_x = base + swap @ diff
-            sums_y = total - sums_x
-            _count(metrics, offsets, sums_x, sums_y, observed, counts, multeval_compat)
-    elif not multeval_compat and runs <= 6:
-        # Each sentence contributes one of its C(2R, R) subset sums: precompute them, then every trial
-        # is a sparse row with one 1 per sentence (a sparse matrix product, no dense masks).
-        from scipy.sparse import csr_matrix
+    return a_list, b_list
 
-        table = _subset_table(runs)
-        n_sub = len(table)
-        sub = np.einsum("sj,jnk->nsk", table, pool).reshape(n * n_sub, -1)
-        total = pool.sum(axis=(0, 1))
-        offsets_n = np.arange(n) * n_sub
-        for _, size in _batches(trials, batch_size):
-            pick = rng.integers(n_sub, size=(size, n))
-            rows = csr_matrix((np.ones(size * n), (pick + offsets_n).ravel(), np.arange(0, size * n + 1, n)),
-                              shape=(size, n * n_sub))
-            sums_x = np.asarray(rows @ sub)
-            sums_y = total - sums_x
-            _count(metrics, offsets, sums_x, sums_y, observed, counts, multeval_compat)
-    else:
-        flat = pool.transpose(1, 0, 2).reshape(n * 2 * runs, -1)  # (n*2R, K), sentence-major
-        for _, size in _batches(trials, max(1, batch_size // (2 * runs))):
-            wx, wy = _split_masks(rng, size, n, runs, multeval_compat)
-            sums_x = wx.reshape(size, -1) @ flat
-            sums_y = wy.reshape(size, -1) @ flat
-            _count(metrics, offsets, sums_x, sums_y, observed, counts, multeval_compat)
-    results = [ARResult(p_value=(int(c) + 1) / (trials + 1), observed_diff=o, count=int(c), trials=trials)
-               for c, o in zip(counts, observed)]
-    return results[0] if single else results
+
+def _swap_trials(pool, trials, batch_size, rng, tally, general: bool) -> None:
+    """R = 1: each trial swaps each sentence's A/B statistics with p = 0.5.
+
+    The coins are drawn in one call when they fit in memory, which makes the swaps identical to
+    sacrebleu's for the same seed. `general` runs the stratified machinery instead (tests check
+    that it gives the same counts).
+    """
+    n = pool.shape[1]
+    all_swaps = rng.integers(2, size=(trials, n), dtype=bool) if trials * n <= 50_000_000 else None
+    diff = pool[1] - pool[0]  # (n, K)
+    total = pool.sum(axis=(0, 1))
+    base = pool[0].sum(axis=0)
+    flat = pool.transpose(1, 0, 2).reshape(n * 2, -1)
+    for start, size in _batches(trials, batch_size):
+        swap = (all_swaps[start:start + size] if all_swaps is not None
+                else rng.integers(2, size=(size, n), dtype=bool)).astype(np.float64)
+        if general:
+            sums_x = np.stack([1.0 - swap, swap], axis=-1).reshape(size, -1) @ flat
+        else:
+            sums_x = base + swap @ diff
+        tally(sums_x, total - sums_x)
+
+
+def _subset_trials(pool, trials, batch_size, rng, tally) -> None:
+    """R <= 6, complementary splits: each sentence contributes one of its C(2R, R) subset sums.
+
+    The subset sums are precomputed, so every trial is a sparse row with one 1 per sentence (a
+    sparse matrix product, no dense masks).
+    """
+    from scipy.sparse import csr_matrix
+
+    runs, n = pool.shape[0] // 2, pool.shape[1]
+    table = _subset_table(runs)
+    n_sub = len(table)
+    sub = np.einsum("sj,jnk->nsk", table, pool).reshape(n * n_sub, -1)
+    total = pool.sum(axis=(0, 1))
+    offsets_n = np.arange(n) * n_sub
+    for _, size in _batches(trials, batch_size):
+        pick = rng.integers(n_sub, size=(size, n))
+        rows = csr_matrix((np.ones(size * n), (pick + offsets_n).ravel(), np.arange(0, size * n + 1, n)),
+                          shape=(size, n * n_sub))
+        sums_x = np.asarray(rows @ sub)
+        tally(sums_x, total - sums_x)
+
+
+def _split_trials(pool, trials, batch_size, rng, tally, multeval_compat: bool) -> None:
+    """Any R: dense selection weights of the 2R outputs per sentence (`_split_masks`) times the pool."""
+    runs, n = pool.shape[0] // 2, pool.shape[1]
+    flat = pool.transpose(1, 0, 2).reshape(n * 2 * runs, -1)  # (n*2R, K), sentence-major
+    for _, size in _batches(trials, max(1, batch_size // (2 * runs))):
+        wx, wy = _split_masks(rng, size, n, runs, multeval_compat)
+        tally(wx.reshape(size, -1) @ flat, wy.reshape(size, -1) @ flat)
 
 
 def _count(metrics, offsets, sums_x, sums_y, observed, counts, multeval_compat):

@@ -118,59 +118,11 @@ def _read_run(path: str, n: int | None) -> list[str]:
 
 
 def run(args) -> int:
-    metrics = [m.strip().lower() for m in args.metrics.split(",") if m.strip()]
-    unknown = [m for m in metrics if m not in METRIC_NAMES]
-    if unknown or not metrics:
-        raise InputError(f"unknown metric(s) {', '.join(unknown) or '(none)'} (known: {', '.join(METRIC_NAMES)})")
-    if args.lang.lower() not in LANGUAGES:
-        raise InputError(f"unknown language {args.lang!r} (known: {', '.join(LANGUAGES)})")
-    if args.plot and args.bootstrap == 0:
-        raise InputError("--plot shows bootstrap intervals: it needs --bootstrap >= 2")
-    if len(args.nbest) != len(args.weights):
-        raise InputError("give one --weights file per --nbest file")
-    if args.ar < 1 or args.bootstrap < 0 or args.bootstrap == 1:
-        raise InputError("--ar must be >= 1 and --bootstrap 0 (no s_sel or intervals) or >= 2")
-
-    refs = []
-    for path in args.ref:
-        lines = read_lines(path)
-        if not lines:
-            raise InputError("empty file", path)
-        if refs and len(lines) != len(refs[0]):
-            raise InputError(f"has {len(lines)} lines but {args.ref[0]} has {len(refs[0])}", path)
-        refs.append(lines)
+    metrics = _check_options(args)
+    refs = _read_references(args.ref)
     n = len(refs[0])
-
-    meteor_options = None
-    if "meteor" in metrics:
-        meteor_options = _meteor_options(args)
-
-    bname, bfiles = resolve_runs(args.baseline)
-    baseline = [_read_run(f, n) for f in bfiles]
-    systems: dict[str, list[list[str]]] = {}
-    sources = {bname: bfiles}
-    resolved = [(spec, *resolve_runs(spec)) for spec in args.systems]
-    n_runs = max([len(bfiles)] + [len(files) for _, _, files in resolved])
-    if len(bfiles) not in (1, n_runs):
-        raise InputError(f"the baseline has {len(bfiles)} run(s) but a system has {n_runs} (a run is missing?)", args.baseline)
-    for spec, name, files in resolved:
-        if name in systems or name == bname:
-            raise InputError(f"two systems are named {name!r}; name them NAME=PATH", spec)
-        if len(files) not in (1, n_runs):
-            raise InputError(f"system {name!r} has {len(files)} run(s) but the baseline has {n_runs} "
-                             f"(a run is missing?)", spec)
-        systems[name] = [_read_run(f, n) for f in files]  # a single run stands for every run (evaluate_systems)
-        sources[name] = files
-    for spec, wpath in zip(args.nbest, args.weights):
-        name, path = _split_name(spec)
-        name = name or os.path.basename(path)
-        hyps = _nbest_hypotheses(path, wpath, args.nbest_format)
-        if len(hyps) != n:
-            raise InputError(f"n-best list has {len(hyps)} sentences but the references have {n}", path)
-        if name in systems or name == bname:
-            raise InputError(f"two systems are named {name!r}; name it NAME=F", path)
-        systems[name] = [hyps]
-        sources[name] = [path, wpath]
+    meteor_options = _meteor_options(args) if "meteor" in metrics else None
+    bname, baseline, systems, sources = _read_systems(args, n)
     if args.second_baseline and args.second_baseline not in systems:
         raise InputError(f"--second-baseline {args.second_baseline!r} is not a system name "
                          f"(systems: {', '.join(systems) or 'none'})")
@@ -179,7 +131,7 @@ def run(args) -> int:
 
     try:
         table = evaluate_systems(
-            [refs[j] for j in range(len(refs))], baseline, systems, metrics=metrics, lang=args.lang.lower(),
+            refs, baseline, systems, metrics=metrics, lang=args.lang.lower(),
             second_baseline=args.second_baseline, ar_trials=args.ar, bootstrap=args.bootstrap, seed=args.seed,
             multeval_compat=args.multeval_compat, holm=args.holm, alpha=args.alpha, baseline_name=bname,
             tokenize=args.tokenize, lowercase=args.lowercase, ter_case_sensitive=args.ter_case_sensitive,
@@ -196,6 +148,70 @@ def run(args) -> int:
     if args.plot:
         plot_deltas(table, args.plot)
     return 0
+
+
+def _check_options(args) -> list[str]:
+    """The metric names, after checking the options that need no file."""
+    metrics = [m.strip().lower() for m in args.metrics.split(",") if m.strip()]
+    unknown = [m for m in metrics if m not in METRIC_NAMES]
+    if unknown or not metrics:
+        raise InputError(f"unknown metric(s) {', '.join(unknown) or '(none)'} (known: {', '.join(METRIC_NAMES)})")
+    if args.lang.lower() not in LANGUAGES:
+        raise InputError(f"unknown language {args.lang!r} (known: {', '.join(LANGUAGES)})")
+    if args.plot and args.bootstrap == 0:
+        raise InputError("--plot shows bootstrap intervals: it needs --bootstrap >= 2")
+    if len(args.nbest) != len(args.weights):
+        raise InputError("give one --weights file per --nbest file")
+    if args.ar < 1 or args.bootstrap < 0 or args.bootstrap == 1:
+        raise InputError("--ar must be >= 1 and --bootstrap 0 (no s_sel or intervals) or >= 2")
+    return metrics
+
+
+def _read_references(paths: list[str]) -> list[list[str]]:
+    refs = []
+    for path in paths:
+        lines = read_lines(path)
+        if not lines:
+            raise InputError("empty file", path)
+        if refs and len(lines) != len(refs[0]):
+            raise InputError(f"has {len(lines)} lines but {paths[0]} has {len(refs[0])}", path)
+        refs.append(lines)
+    return refs
+
+
+def _read_systems(args, n: int) -> tuple[str, list[list[str]], dict, dict]:
+    """(baseline name, baseline runs, {system: runs}, {system: files read}) of the command line.
+
+    Every system has 1 or R runs (R: the most runs of any); a single run stands for every run
+    (evaluate_systems). An --nbest/--weights pair is one deterministic system.
+    """
+    bname, bfiles = resolve_runs(args.baseline)
+    baseline = [_read_run(f, n) for f in bfiles]
+    systems: dict[str, list[list[str]]] = {}
+    sources = {bname: bfiles}
+    resolved = [(spec, *resolve_runs(spec)) for spec in args.systems]
+    n_runs = max([len(bfiles)] + [len(files) for _, _, files in resolved])
+    if len(bfiles) not in (1, n_runs):
+        raise InputError(f"the baseline has {len(bfiles)} run(s) but a system has {n_runs} (a run is missing?)", args.baseline)
+    for spec, name, files in resolved:
+        if name in systems or name == bname:
+            raise InputError(f"two systems are named {name!r}; name them NAME=PATH", spec)
+        if len(files) not in (1, n_runs):
+            raise InputError(f"system {name!r} has {len(files)} run(s) but the baseline has {n_runs} "
+                             f"(a run is missing?)", spec)
+        systems[name] = [_read_run(f, n) for f in files]
+        sources[name] = files
+    for spec, wpath in zip(args.nbest, args.weights):
+        name, path = _split_name(spec)
+        name = name or os.path.basename(path)
+        hyps = _nbest_hypotheses(path, wpath, args.nbest_format)
+        if len(hyps) != n:
+            raise InputError(f"n-best list has {len(hyps)} sentences but the references have {n}", path)
+        if name in systems or name == bname:
+            raise InputError(f"two systems are named {name!r}; name it NAME=F", path)
+        systems[name] = [hyps]
+        sources[name] = [path, wpath]
+    return bname, baseline, systems, sources
 
 
 def _meteor_options(args) -> dict:
