@@ -1,0 +1,203 @@
+"""Minimum-Bayes-risk (consensus) features: the expected utility of each hypothesis against
+the other hypotheses of its own list, weighted by the model's posterior over that list.
+
+    mbr(h_i) = sum_{j != i} p_j U(h_i, h_j) / sum_{j != i} p_j,   p = softmax(score / T) per list
+
+U is sentence BLEU+1 (Lin & Och 2004; the toolkit's sentence-level BLEU, rerank.bleu),
+sentence chrF (sacrebleu's formula, rerank.metrics), or minus sentence TER (sacrebleu). For
+BLEU and chrF every pair of a list is scored at once: n-grams get integer ids per sentence,
+clipped matches min(c_i, c_j) = sum_t [c_i >= t][c_j >= t] come from sparse products of the
+count-threshold indicator matrices (block-diagonal by sentence), and the formulas run over all
+pairs as numpy arrays. TER needs an edit distance with shifts per pair (sacrebleu, cached on
+distinct string pairs) and is much slower.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from scipy import sparse
+
+from rerank.bleu import sentence_bleu_plus1
+from rerank.errors import InputError
+from rerank.features import Feature
+from rerank.nbest import NBestList
+
+UTILITIES = ("bleu", "chrf", "ter")
+CHRF_CHAR_ORDER, CHRF_BETA = 6, 2.0
+
+
+def pair_index(offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(I, J, pair_offsets): every ordered pair (i, j) of rows of one list, list by list, i-major."""
+    sizes = np.diff(offsets)
+    pair_offsets = np.concatenate([[0], np.cumsum(sizes ** 2)]).astype(np.int64)
+    sentence = np.repeat(np.arange(len(sizes)), sizes ** 2)
+    local = np.arange(pair_offsets[-1]) - pair_offsets[sentence]
+    k = sizes[sentence]
+    return offsets[sentence] + local // np.maximum(k, 1), offsets[sentence] + local % np.maximum(k, 1), pair_offsets
+
+
+def integer_sequences(texts: Sequence[Sequence[str]]) -> tuple[np.ndarray, np.ndarray]:
+    """(ids, bounds): all units of all texts as one int64 array, text t at ids[bounds[t]:bounds[t+1]]."""
+    vocab: dict[str, int] = {}
+    ids = [vocab.setdefault(unit, len(vocab)) for text in texts for unit in text]
+    bounds = np.concatenate([[0], np.cumsum([len(t) for t in texts])]).astype(np.int64)
+    return np.asarray(ids, dtype=np.int64), bounds
+
+
+def ngram_ids(ids: np.ndarray, bounds: np.ndarray, group: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(text, ngram): one entry per n-gram occurrence; n-gram ids are shared only within a group."""
+    lengths = np.diff(bounds)
+    count = np.maximum(lengths - n + 1, 0)
+    text = np.repeat(np.arange(len(lengths)), count)
+    start = bounds[text] + (np.arange(count.sum()) - np.repeat(np.cumsum(count) - count, count))
+    code = ids[start]
+    for k in range(1, n):  # fold the next unit into a dense code: stays far below 2^63
+        _, code = np.unique(code, return_inverse=True)
+        code = code.astype(np.int64) * (int(ids.max(initial=0)) + 1) + ids[start + k]
+    _, code = np.unique(code, return_inverse=True)
+    _, ngram = np.unique(code.astype(np.int64) * (int(group.max(initial=0)) + 1) + group[text], return_inverse=True)
+    return text, ngram.astype(np.int64)
+
+
+def pair_matches(ids, bounds, group, n, I, pair_offsets, offsets) -> tuple[np.ndarray, np.ndarray]:
+    """(clipped n-gram matches of every pair (P,), n-gram count of every text (T,))."""
+    text, ngram = ngram_ids(ids, bounds, group, n)
+    n_texts = len(bounds) - 1
+    totals = np.bincount(text, minlength=n_texts).astype(np.float64)
+    matches = np.zeros(len(I))
+    if len(text) == 0:
+        return matches, totals
+    n_ngrams = int(ngram.max()) + 1
+    keys, counts = np.unique(text * n_ngrams + ngram, return_counts=True)
+    rows, cols = keys // n_ngrams, keys % n_ngrams
+    for t in range(1, int(counts.max()) + 1):
+        keep = counts >= t
+        A = sparse.csr_matrix((np.ones(int(keep.sum())), (rows[keep], cols[keep])), shape=(n_texts, n_ngrams))
+        product = (A @ A.T).tocoo()
+        sentence = group[product.row]
+        k = offsets[sentence + 1] - offsets[sentence]
+        position = pair_offsets[sentence] + (product.row - offsets[sentence]) * k + (product.col - offsets[sentence])
+        matches[position] += product.data
+    return matches, totals
+
+
+def bleu_utility(tokens: Sequence[Sequence[str]], nbest: NBestList, I, J, pair_offsets) -> np.ndarray:
+    """Sentence BLEU+1 of every hypothesis against every hypothesis of its list, (P,)."""
+    ids, bounds = integer_sequences(tokens)
+    group = nbest.sentence_of_hyp
+    stats = np.zeros((len(I), 10))
+    lengths = np.diff(bounds).astype(np.float64)
+    stats[:, 0], stats[:, 1] = lengths[I], lengths[J]  # sacrebleu layout: sys_len, ref_len, correct 1-4, total 1-4
+    for n in range(1, 5):
+        matches, totals = pair_matches(ids, bounds, group, n, I, pair_offsets, nbest.offsets)
+        stats[:, 1 + n], stats[:, 5 + n] = matches, totals[I]
+    return sentence_bleu_plus1(stats)
+
+
+def chrf_utility(texts: Sequence[str], nbest: NBestList, I, J, pair_offsets, word_order: int = 0) -> np.ndarray:
+    """Sentence chrF (sacrebleu's formula: character 1-6-grams without whitespace), in [0, 1]."""
+    from rerank.metrics.sacre import CHRFMetric
+
+    metric = CHRFMetric(word_order=word_order)
+    group = nbest.sentence_of_hyp
+    columns = []
+    units = [[c for c in t if not c.isspace()] for t in texts], [t.split() for t in texts]
+    for seqs, orders in ((units[0], CHRF_CHAR_ORDER), (units[1], word_order)):
+        ids, bounds = integer_sequences(seqs)
+        for n in range(1, orders + 1):
+            matches, totals = pair_matches(ids, bounds, group, n, I, pair_offsets, nbest.offsets)
+            columns += [totals[I], totals[J], matches]
+    return np.asarray(metric.score_from_stats(np.stack(columns, axis=1))) / 100.0
+
+
+def ter_utility(texts: Sequence[str], I, J) -> np.ndarray:
+    """Minus sentence TER (sacrebleu, with shifts) of every pair, cached on distinct string pairs."""
+    from sacrebleu.metrics import TER
+
+    ter, cache, out = TER(), {}, np.zeros(len(I))
+    for p, (i, j) in enumerate(zip(I.tolist(), J.tolist())):
+        key = (texts[i], texts[j])
+        if key not in cache:
+            cache[key] = -ter.sentence_score(texts[i], [texts[j]]).score / 100.0
+        out[p] = cache[key]
+    return out
+
+
+def posterior(scores: np.ndarray, offsets: np.ndarray, temperature: float = 1.0) -> np.ndarray:
+    """Softmax of scores / temperature within every list."""
+    if not temperature > 0:
+        raise InputError(f"--mbr-temperature must be > 0, got {temperature}")
+    x = np.asarray(scores, dtype=np.float64) / temperature
+    sizes = np.diff(offsets)
+    starts = offsets[:-1][sizes > 0]
+    peak = np.repeat(np.maximum.reduceat(x, starts), sizes[sizes > 0]) if len(x) else x
+    e = np.exp(x - peak)
+    return e / np.repeat(np.add.reduceat(e, starts), sizes[sizes > 0]) if len(x) else e
+
+
+def expected_utility(U: np.ndarray, I: np.ndarray, J: np.ndarray, p: np.ndarray, n_hyps: int) -> np.ndarray:
+    """sum_{j != i} p_j U_ij / sum_{j != i} p_j per row i; uniform weights if the others have
+    no posterior mass left (p_i = 1 in floating point); 0 for a list of one hypothesis."""
+    other = I != J
+    mass = np.bincount(I[other], weights=p[J[other]], minlength=n_hyps)
+    value = np.bincount(I[other], weights=(p[J] * U)[other], minlength=n_hyps)
+    n_other = np.bincount(I[other], minlength=n_hyps)
+    uniform = np.bincount(I[other], weights=U[other], minlength=n_hyps) / np.maximum(n_other, 1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(mass > 0, value / np.where(mass > 0, mass, 1.0), uniform)
+
+
+def mbr_scores(nbest: NBestList, scores: np.ndarray, utility: str = "bleu", temperature: float = 1.0,
+               tokenize: str = "13a", lowercase: bool = False) -> np.ndarray:
+    """The mbr feature of every hypothesis (see the module doc)."""
+    if utility not in UTILITIES:
+        raise InputError(f"unknown MBR utility {utility!r} (known: {', '.join(UTILITIES)})")
+    I, J, pair_offsets = pair_index(nbest.offsets)
+    texts = [h.lower() for h in nbest.hyps] if lowercase else list(nbest.hyps)
+    if utility == "bleu":
+        from sacrebleu.metrics import BLEU
+
+        tokenizer = BLEU(tokenize=tokenize).tokenizer
+        U = bleu_utility([tokenizer(t.rstrip()).split() for t in texts], nbest, I, J, pair_offsets)
+    elif utility == "chrf":
+        U = chrf_utility(texts, nbest, I, J, pair_offsets)
+    else:
+        U = ter_utility(texts, I, J)
+    return expected_utility(U, I, J, posterior(scores, nbest.offsets, temperature), nbest.n_hyps)
+
+
+class MBRFeature(Feature):
+    """`rerank features NBEST --which mbr`: the consensus feature, no model and no reference needed."""
+
+    columns = ("mbr",)
+    description = ("minimum-Bayes-risk expected utility of each hypothesis against the rest of its list, "
+                   "weighted by the model posterior (no model or reference needed)")
+
+    def add_arguments(self, group):
+        group.add_argument("--mbr-utility", choices=UTILITIES, default="bleu",
+                           help="utility: sentence BLEU+1, chrF, or -TER (default bleu; ter is much slower)")
+        group.add_argument("--mbr-temperature", type=float, default=1.0,
+                           help="posterior = softmax(score / T) within each list (default 1)")
+        group.add_argument("--mbr-score-feature", default="total", metavar="NAME",
+                           help="the model log-probability column for the posterior (default: the list's total "
+                           "score, or the `nmt` feature when the list has no totals)")
+        group.add_argument("--mbr-tokenize", default="13a", help="BLEU tokeniser for the bleu utility (default 13a)")
+
+    def compute(self, nbest, which, context):
+        args = context.args
+        return {"mbr": mbr_scores(nbest, self.scores(nbest, args.mbr_score_feature, context.nbest_path),
+                                  args.mbr_utility, args.mbr_temperature, args.mbr_tokenize)}
+
+    @staticmethod
+    def scores(nbest: NBestList, name: str, path: str) -> np.ndarray:
+        if name == "total" and nbest.scores is not None:
+            return nbest.scores
+        if name == "total" and "nmt" in nbest.feature_names:
+            return nbest.column("nmt")
+        if name not in nbest.feature_names:
+            raise InputError(f"--mbr-score-feature {name!r}: no such column (the list has "
+                             f"{', '.join(nbest.feature_names) or 'no features'}"
+                             + (" and no total scores" if nbest.scores is None else "") + ")", path)
+        return nbest.column(name)

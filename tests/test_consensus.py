@@ -1,0 +1,119 @@
+"""MBR / consensus feature: pairwise utilities equal sacrebleu's, posteriors, expected utility."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sacrebleu.metrics import TER
+
+from rerank import consensus as C
+from rerank.bleu import sentence_bleu_plus1
+from rerank.cli import main
+from rerank.formats import read_nbest
+from rerank.metrics.sacre import BLEUMetric, CHRFMetric
+from rerank.nbest import NBestList
+
+LISTS = [
+    ["the cat sat on the mat .", "a cat sat on the mat .", "the cat is on the mat", "the the the cat"],
+    ["Hello , world !", "hello world"],
+    ["only one"],
+    ["3.5 km , 12-4", "3.5 km, 12 - 4", "", "km km km km km km"],
+]
+
+
+def make(lists, scores=None):
+    feats = [np.array([[float(-k)] for k in range(len(hyps))]) for hyps in lists]
+    totals = scores or [np.array([float(-k) for k in range(len(hyps))]) for hyps in lists]
+    return NBestList.from_lists(lists, feats, ["nmt"], totals)
+
+
+def direct(nbest, utility):
+    """The same utilities one pair at a time through sacrebleu (BLEU+1 / chrF / -TER)."""
+    I, J, _ = C.pair_index(nbest.offsets)
+    texts, out = list(nbest.hyps), []
+    bleu, chrf, ter = BLEUMetric(tokenize="13a"), CHRFMetric(), TER()
+    for i, j in zip(I.tolist(), J.tolist()):
+        if utility == "bleu":
+            out.append(sentence_bleu_plus1(bleu.sentence_stats([texts[i]], [[texts[j]]]))[0])
+        elif utility == "chrf":
+            out.append(chrf.score_from_stats(chrf.sentence_stats([texts[i]], [[texts[j]]])[0]) / 100)
+        else:
+            out.append(-ter.sentence_score(texts[i], [texts[j]]).score / 100)
+    return I, J, np.array(out)
+
+
+def utilities(nbest, utility):
+    I, J, offsets = C.pair_index(nbest.offsets)
+    texts = list(nbest.hyps)
+    if utility == "bleu":
+        from sacrebleu.metrics import BLEU
+
+        tok = BLEU(tokenize="13a").tokenizer
+        return C.bleu_utility([tok(t.rstrip()).split() for t in texts], nbest, I, J, offsets)
+    if utility == "chrf":
+        return C.chrf_utility(texts, nbest, I, J, offsets)
+    return C.ter_utility(texts, I, J)
+
+
+def test_pairs_are_every_ordered_pair_of_each_list():
+    I, J, offsets = C.pair_index(np.array([0, 2, 3, 3, 5]))
+    assert list(zip(I.tolist(), J.tolist())) == [(0, 0), (0, 1), (1, 0), (1, 1), (2, 2), (3, 3), (3, 4), (4, 3), (4, 4)]
+    assert offsets.tolist() == [0, 4, 5, 5, 9]
+
+
+@pytest.mark.parametrize("utility", C.UTILITIES)
+def test_pairwise_utilities_equal_sacrebleu_pair_by_pair(utility):
+    nbest = make(LISTS)
+    np.testing.assert_allclose(utilities(nbest, utility), direct(nbest, utility)[2], rtol=0, atol=1e-12)
+
+
+words = st.lists(st.sampled_from(["a", "b", "c", "a.", ",", "1", "b-2", "Ü"]), max_size=7).map(" ".join)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.lists(words, min_size=1, max_size=4), min_size=1, max_size=4))
+def test_bleu_and_chrf_utilities_equal_sacrebleu_on_random_lists(lists):
+    nbest = make(lists)
+    for utility in ("bleu", "chrf"):
+        np.testing.assert_allclose(utilities(nbest, utility), direct(nbest, utility)[2], rtol=0, atol=1e-12)
+
+
+def test_posterior_is_a_softmax_within_each_list():
+    p = C.posterior(np.array([0.0, np.log(3.0), 5.0, 1.0, 1.0]), np.array([0, 2, 3, 5]), temperature=1.0)
+    np.testing.assert_allclose(p, [0.25, 0.75, 1.0, 0.5, 0.5])
+    p2 = C.posterior(np.array([0.0, np.log(9.0)]), np.array([0, 2]), temperature=2.0)
+    np.testing.assert_allclose(p2, [0.25, 0.75])
+    with pytest.raises(Exception, match="must be > 0"):
+        C.posterior(np.zeros(2), np.array([0, 2]), temperature=0)
+
+
+def test_expected_utility_by_hand():
+    # one list of three: p = (0.5, 0.3, 0.2); U[i, j] given row-major
+    U = np.array([1.0, 0.4, 0.6, 0.2, 1.0, 0.9, 0.1, 0.8, 1.0])
+    I, J, _ = C.pair_index(np.array([0, 3]))
+    got = C.expected_utility(U, I, J, np.array([0.5, 0.3, 0.2]), 3)
+    np.testing.assert_allclose(got, [(0.3 * 0.4 + 0.2 * 0.6) / 0.5, (0.5 * 0.2 + 0.2 * 0.9) / 0.7, (0.5 * 0.1 + 0.3 * 0.8) / 0.8])
+    # all posterior mass on row 0: its others get uniform weights; a single hypothesis gets 0
+    I, J, _ = C.pair_index(np.array([0, 2, 3]))
+    got = C.expected_utility(np.array([1.0, 0.3, 0.7, 1.0, 1.0]), I, J, np.array([1.0, 0.0, 1.0]), 3)
+    np.testing.assert_allclose(got, [0.3, 0.7, 0.0])
+
+
+def test_the_consensus_hypothesis_wins():
+    nbest = make([["a b c d e", "a b c d x", "a b c d y", "z z z z z"]], scores=[np.zeros(4)])
+    mbr = C.mbr_scores(nbest, nbest.scores)
+    assert int(np.argmax(mbr)) == 0 and int(np.argmin(mbr)) == 3
+
+
+def test_features_command_adds_mbr(tmp_path, capsys):
+    nbest = make(LISTS)
+    path = tmp_path / "in.nbest"
+    path.write_text("".join(f"{i} ||| {h} ||| nmt= {-k} ||| {-k}\n" for i, hyps in enumerate(LISTS)
+                            for k, h in enumerate(hyps)), encoding="utf-8")
+    assert main(["features", str(path), "--which", "mbr", "--mbr-temperature", "0.5", "-o", str(tmp_path / "o")]) == 0
+    out = read_nbest(str(tmp_path / "o"))
+    assert out.feature_names == ["nmt", "mbr"]
+    np.testing.assert_allclose(out.column("mbr"), C.mbr_scores(nbest, nbest.scores, temperature=0.5), atol=1e-12)
+    assert main(["features", str(path), "--which", "mbr", "--mbr-score-feature", "lm", "-o", str(tmp_path / "x")]) == 2
+    assert "--mbr-score-feature 'lm': no such column (the list has nmt)" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()
