@@ -42,11 +42,6 @@ def as_runs(stats: np.ndarray) -> np.ndarray:
     return stats
 
 
-def pooled_score(metric: Metric, stats: np.ndarray) -> float:
-    """Score of a system from statistics summed over all runs and sentences (the AR test statistic)."""
-    return float(metric.score_from_stats(as_runs(stats).sum(axis=(0, 1))))
-
-
 def run_scores(metric: Metric, stats: np.ndarray) -> np.ndarray:
     """Corpus score of each run, shape (R,)."""
     return np.asarray(metric.score_from_stats(as_runs(stats).sum(axis=1)), dtype=np.float64).reshape(-1)

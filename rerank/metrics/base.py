@@ -39,7 +39,3 @@ class Metric:
 
     def signature(self) -> str:
         raise NotImplementedError
-
-    def better(self, a, b):
-        """Element-wise: is score a better than score b (respects lower-is-better metrics)."""
-        return np.greater(a, b) if self.higher_is_better else np.less(a, b)
