@@ -1,10 +1,22 @@
-"""PRO, pairwise ranking optimisation (Hopkins & May 2011).
+"""PRO, pairwise ranking optimisation (Hopkins & May 2011), regularised as Moses runs it.
 
 Per sentence: sample `samples` hypothesis pairs uniformly (with replacement), keep those whose
 sentence-BLEU (BLEU+1) differs by more than `threshold`, and of these the `keep` pairs with the
 largest difference. Each kept pair gives two examples (f_j - f_j', +1) and (f_j' - f_j, -1) for
 a binary logistic regression without intercept (scikit-learn); its coefficients are the weights.
 Sampling runs over blocks of sentences at once (numpy), not pair by pair.
+
+The fit minimises, over all 2P examples (x_e, y_e) of the P kept pairs of the whole tuning set,
+
+    sum_e log(1 + exp(-y_e w.x_e)) + |w|^2 / (2 C)
+
+i.e. the L2 term is added once, not per pair or per sentence: more pairs weaken it. This is the
+objective of Moses' PRO (mert-moses.pl writes the 2P examples with `pro` and fits them with
+`megam -fvals -maxi 30 -nobias binary`, MegaM's maximum a-posteriori logistic regression with a
+Gaussian prior of precision lambda = 1, the MegaM default: sum_e loss + lambda |w|^2 / 2), so
+C = 1 / lambda and the default C = 1 is Moses'. scikit-learn's `LogisticRegression(C)` minimises
+C sum_e loss + |w|^2 / 2, the same minimiser. Unlike MegaM (30 L-BFGS iterations at most) the
+fit here runs to convergence.
 
 Fixed features enter as one extra column w_fix . (f_j - f_j'); the tuned coefficients are then
 divided by that column's coefficient, so the fixed part keeps its weight (ranking is invariant
@@ -58,8 +70,8 @@ def sample_pairs(sbleu: np.ndarray, offsets: np.ndarray, rng: np.random.Generato
 
 
 def pro(data: TuningData, w0: np.ndarray | None = None, *, seed: int = 1, samples: int = 5000, keep: int = 50,
-        threshold: float = 0.05, C: float = 0.01, max_iter: int = 1000) -> ProResult:
-    """Fit PRO weights on the whole tuning set (BLEU statistics)."""
+        threshold: float = 0.05, C: float = 1.0, max_iter: int = 1000) -> ProResult:
+    """Fit PRO weights on the whole tuning set (BLEU statistics); C as in the module doc (1 / MegaM lambda)."""
     if data.metric.name != "bleu":
         raise ValueError("PRO samples pairs by sentence-BLEU and needs BLEU statistics")
     n_feats = len(data.feature_names)
@@ -79,7 +91,7 @@ def pro(data: TuningData, w0: np.ndarray | None = None, *, seed: int = 1, sample
     Xp = np.hstack(cols)
     y = (sbleu[j1] > sbleu[j2]).astype(np.int64)
     Xp, y = np.vstack([Xp, -Xp]), np.concatenate([y, 1 - y])
-    model = LogisticRegression(C=C, fit_intercept=False, max_iter=max_iter)
+    model = LogisticRegression(C=C, fit_intercept=False, max_iter=max_iter, tol=1e-8)  # converged, see the doc
     model.fit(Xp, y)
     coef = model.coef_[0]
     w = w_init.copy()

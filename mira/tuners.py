@@ -72,7 +72,9 @@ class ProTuner(Tuner):
         group.add_argument("--pro-samples", type=int, default=5000, help="pairs sampled per sentence (default 5000)")
         group.add_argument("--pro-keep", type=int, default=50, help="pairs kept per sentence (default 50)")
         group.add_argument("--pro-threshold", type=float, default=0.05, help="minimum sentence-BLEU difference (default 0.05)")
-        group.add_argument("--pro-C", type=float, default=0.01, help="inverse L2 strength of the logistic regression (default 0.01)")
+        group.add_argument("--pro-C", type=float, default=1.0,
+                           help="the logistic regression minimises sum(log-loss over all 2 x kept pairs) + |w|^2 / (2 C): "
+                           "C = 1 / lambda of MegaM as Moses runs it; more pairs weaken the L2 term (default 1, as Moses)")
 
     def options(self, args):
         return {"samples": args.pro_samples, "keep": args.pro_keep, "threshold": args.pro_threshold, "C": args.pro_C}

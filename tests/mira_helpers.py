@@ -6,13 +6,30 @@ import os
 
 import numpy as np
 
-from rerank.bleu import hypothesis_stats, sentence_bleu_plus1
+from rerank.bleu import corpus_bleu, corpus_bleu_batch, hypothesis_stats, sentence_bleu_plus1
 from rerank.formats import read_nbest, read_references
 from rerank.nbest import NBestList
+from rerank.tuning import TuningData, TuningMetric
 
 JOSHUA = os.path.join(os.path.dirname(__file__), "data", "joshua-bn-en", "full")
 NBEST = os.path.join(JOSHUA, "output.gold")
 REFS = [os.path.join(JOSHUA, f"reference.en.{k}") for k in range(4)]
+
+
+# hand-made sacrebleu-layout statistics [sys_len, ref_len, correct1-4, total1-4] of a 2-word hypothesis
+GOOD = [2, 2, 2, 1, 0, 0, 2, 1, 0, 0]   # both words right: sentence BLEU+1 = 1
+BAD = [2, 2, 0, 0, 0, 0, 2, 1, 0, 0]    # both words wrong: sentence BLEU+1 = 0
+
+
+def hand_data(rows_stats, features, sizes=None) -> TuningData:
+    """TuningData from hand-made statistics and features (no text needed); one list unless `sizes`."""
+    features = np.asarray(features, dtype=float)
+    sizes = sizes or [len(features)]
+    offsets = np.r_[0, np.cumsum(sizes)]
+    nbest = NBestList(offsets, [f"h{j}" for j in range(len(features))], features,
+                      [f"f{k}" for k in range(features.shape[1])])
+    metric = TuningMetric("bleu", np.asarray(rows_stats, dtype=float), corpus_bleu_batch, exact=corpus_bleu)
+    return TuningData(nbest, np.arange(len(features)), metric, np.ones(features.shape[1], bool), len(features))
 
 
 def joshua(first: int = 0, last: int = 100):

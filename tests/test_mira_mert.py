@@ -1,14 +1,17 @@
 """MERT: envelope and line search against brute force, seeds, other metrics; PRO sampling and fit."""
 
+import math
+
 import numpy as np
 import pytest
+from scipy.optimize import minimize
 
 from rerank.tuning import prepare
 from mira.mert import envelope_breakpoints, line_search, mert
 from mira.pro import pro, sample_pairs
 from rerank.bleu import corpus_bleu_batch, sentence_bleu_plus1
 from rerank.nbest import segment_argmax
-from tests.mira_helpers import joshua, list_with_reference
+from tests.mira_helpers import BAD, GOOD, hand_data, joshua, list_with_reference
 
 
 def _small(seed, integer=False):
@@ -131,3 +134,37 @@ def test_pro_seeded_and_better_than_uniform():
     np.testing.assert_array_equal(a.weights, b.weights)
     assert a.best_score > data.evaluate(np.ones(len(data.feature_names)))
     assert a.n_pairs > 1000
+
+
+@pytest.mark.parametrize("n_sent", [1, 2, 4])
+def test_pro_l2_term_is_added_once_for_all_pairs(n_sent):
+    """n_sent lists of a right (feature 1) and a wrong (feature 0) hypothesis; keep=1 keeps one pair
+    per list, so P = n_sent pairs and 2P examples (x=+1, y=+1), (x=-1, y=-1). The documented
+    objective is 2P log(1 + e^-w) + w^2 / (2C); its minimum solves 2P sigmoid(-w) = w / C. At
+    w = ln 3, sigmoid(-w) = 1/4, so C = 2 ln(3) / P puts the minimum exactly at w = ln 3: the
+    C that gives one weight shrinks as the pairs grow (a per-pair L2 term would need one C)."""
+    data = hand_data([GOOD, BAD] * n_sent, [[1.0], [0.0]] * n_sent, sizes=[2] * n_sent)
+    res = pro(data, seed=1, samples=50, keep=1, C=2 * math.log(3) / n_sent)
+    assert res.n_pairs == n_sent
+    assert res.weights[0] == pytest.approx(math.log(3), abs=1e-4)
+
+
+def test_pro_default_C_is_moses_megam_lambda_one():
+    """Two lists, two features, default C = 1: the weights minimise MegaM's objective with lambda = 1,
+    sum over the 4 examples of log(1 + exp(-y w.x)) + |w|^2 / 2 (scipy on the written-out sum)."""
+    right_a, wrong_a, right_b, wrong_b = [1.0, 0.5], [0.0, 0.0], [0.0, 0.0], [0.5, -2.0]
+    data = hand_data([GOOD, BAD, BAD, GOOD], [right_a, wrong_a, wrong_b, right_b], sizes=[2, 2])
+    res = pro(data, seed=3, samples=50, keep=1)
+    diffs = np.array([np.subtract(right_a, wrong_a), np.subtract(right_b, wrong_b)])   # (1, .5), (-.5, 2)
+
+    X, y = np.vstack([diffs, -diffs]), np.r_[1.0, 1.0, -1.0, -1.0]   # (d, +1) and (-d, -1) per pair
+
+    def megam(w):
+        return np.logaddexp(0.0, -y * (X @ w)).sum() + 0.5 * w @ w
+
+    best = minimize(megam, np.zeros(2), method="BFGS", options={"gtol": 1e-10}).x
+    np.testing.assert_allclose(res.weights, best, atol=1e-4)
+    assert megam(res.weights) == pytest.approx(megam(best), abs=1e-8)
+    # the same problem with every pair twice and C = 1/2 has the same minimiser
+    doubled = hand_data([GOOD, BAD, BAD, GOOD] * 2, [right_a, wrong_a, wrong_b, right_b] * 2, sizes=[2] * 4)
+    np.testing.assert_allclose(pro(doubled, seed=3, samples=50, keep=1, C=0.5).weights, best, atol=1e-4)
