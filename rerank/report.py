@@ -193,10 +193,11 @@ def evaluate_systems(refs: Sequence[Sequence[str]], baseline_runs: Sequence[Sequ
             cells[(sname, metric.name)] = Cell(score=rs.mean, s_sel=rs.s_sel, s_opt=rs.s_opt, runs=rs.run_scores)
     tested = [mo for mo in metric_objs if mo.name != "length"]
     ar_options = {"trials": ar_trials, "seed": seed, "multeval_compat": multeval_compat}
+    pooled_diffs = {}
     for comp, attr in ((baseline_name, "p"), (second_baseline, "p2")):
         if comp is not None:
             others = [s for s in all_systems if s != comp and not (attr == "p2" and s == baseline_name)]
-            _ar_p_values(cells, stats, tested, comp, others, attr, ar_options)
+            pooled_diffs.update(_ar_p_values(cells, stats, tested, comp, others, attr, ar_options))
             if holm:
                 _holm_adjust(cells, attr, [(s, m.name) for s in all_systems for m in tested])
     if bootstrap >= 2:
@@ -206,7 +207,8 @@ def evaluate_systems(refs: Sequence[Sequence[str]], baseline_runs: Sequence[Sequ
     for sname in all_systems:
         for metric in tested:
             comparisons = ((baseline_name, MARK_BASE, "p"), (second_baseline, MARK_SECOND, "p2"))
-            cells[(sname, metric.name)].marks = _marks(cells, sname, metric, comparisons, alpha)
+            cell = cells[(sname, metric.name)]
+            cell.marks = _marks(cell, pooled_diffs, sname, metric, comparisons, alpha)
     names = [m.name for m in metric_objs]
     config = {"ar_trials": ar_trials, "bootstrap": bootstrap, "seed": seed, "multeval_compat": multeval_compat,
               "holm": holm, "alpha": alpha, "lang": lang, "runs": n_runs, "sentences": n, "references": len(refs)}
@@ -264,14 +266,21 @@ def _statistics(metric_objs: list[Metric], refs, all_systems: dict, progress: bo
 
 
 def _ar_p_values(cells: dict, stats: dict, tested: list[Metric], comp: str, others: list[str], attr: str,
-                 ar_options: dict) -> None:
-    """AR p-values of each system in `others` against `comp`, into `attr` ("p" or "p2") and its _raw."""
+                 ar_options: dict) -> dict:
+    """AR p-values of each system in `others` against `comp`, into `attr` ("p" or "p2") and its _raw.
+
+    Returns {(comp, system, metric name): score difference system - comp from pooled statistics},
+    the difference the test judged.
+    """
+    diffs = {}
     for sname in others:
         results = approximate_randomization(tested, [stats[(comp, m.name)] for m in tested],
                                             [stats[(sname, m.name)] for m in tested], **ar_options)
         for m, r in zip(tested, results):
             setattr(cells[(sname, m.name)], attr, r.p_value)
             setattr(cells[(sname, m.name)], attr + "_raw", r.p_value)
+            diffs[(comp, sname, m.name)] = r.observed_diff
+    return diffs
 
 
 def _holm_adjust(cells: dict, attr: str, keys: list) -> None:
@@ -296,16 +305,20 @@ def _bootstrap_deltas(cells: dict, stats: dict, metric_objs: list[Metric], basel
         c.bs_p, c.bs_mean, c.bs_ci = bs.p_value, bs.mean, bs.ci
 
 
-def _marks(cells: dict, sname: str, metric: Metric, comparisons, alpha: float) -> str:
-    """Dagger marks of one cell: one per (comparison system, mark, p attribute) it beats at `alpha`."""
-    c = cells[(sname, metric.name)]
+def _marks(cell: Cell, pooled_diffs: dict, sname: str, metric: Metric, comparisons, alpha: float) -> str:
+    """Dagger marks of one cell: one per (comparison system, mark, p attribute) it beats at `alpha`.
+
+    "Beats" is the direction of the difference the AR test judged (scores of the statistics pooled
+    over runs and sentences), not of the mean of run scores: with R > 1 the two can disagree, and a
+    mark must say which way the significant difference goes.
+    """
     marks = ""
     for comp, mark, attr in comparisons:
-        p = getattr(c, attr)
+        p = getattr(cell, attr)
         if comp is None or p is None or p >= alpha:
             continue
-        score, other = c.score, cells[(comp, metric.name)].score
-        if score > other if metric.higher_is_better else score < other:
+        diff = pooled_diffs[(comp, sname, metric.name)]
+        if diff > 0 if metric.higher_is_better else diff < 0:
             marks += mark
     return marks
 

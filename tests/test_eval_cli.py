@@ -9,6 +9,7 @@ import pytest
 from sacrebleu.metrics import BLEU, TER
 
 from rerank.cli import main
+from rerank.metrics import Metric
 from rerank.report import evaluate_systems
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "eval")
@@ -158,3 +159,36 @@ def test_single_run_baseline_stands_for_every_run(capsys, tmp_path):
     expected = BLEU().corpus_score(lines("base.de.run1"), [lines("ref.de")]).score
     assert abs(cell[("base", "bleu")]["score"] - expected) < 1e-9
     assert cell[("base", "bleu")]["s_opt"] == 0.0
+
+
+class RatioMetric(Metric):
+    """Hand-made statistics: a hypothesis "m/l" is the statistics [m, l]; score 100 * sum m / sum l."""
+
+    name = "ratio"
+    higher_is_better = True
+
+    def sentence_stats(self, hyps, refs):
+        return np.array([[float(x) for x in h.split("/")] for h in hyps])
+
+    def score_from_stats(self, stats):
+        stats = np.asarray(stats, dtype=np.float64)
+        return 100.0 * stats[..., 0] / stats[..., 1]
+
+    def signature(self):
+        return "ratio"
+
+
+def test_mark_direction_comes_from_pooled_statistics_not_mean_of_runs():
+    """Two runs per system, 20 sentences each. "mean_up" scores 100 and 25 (mean 62.5 > 50) but its
+    pooled statistics give 220/820 = 26.8 < 50; "mean_down" scores 0 and 80 (mean 40 < 50) but pools
+    to 800/1020 = 78.4 > 50. The AR test judges the pooled difference, so the dagger goes to mean_down."""
+    n = 20
+    base = [["5/10"] * n, ["5/10"] * n]
+    systems = {"mean_up": [["1/1"] * n, ["10/40"] * n], "mean_down": [["0/1"] * n, ["40/50"] * n]}
+    table = evaluate_systems([["ref"] * n], base, systems, metrics=[RatioMetric()], ar_trials=1000, bootstrap=0)
+    up, down = table.cells[("mean_up", "ratio")], table.cells[("mean_down", "ratio")]
+    assert up.runs == [100.0, 25.0] and up.score == 62.5
+    assert down.runs == [0.0, 80.0] and down.score == 40.0
+    # no random split of the pooled outputs is as far from the baseline as either system
+    assert up.p == down.p == 1 / 1001
+    assert up.marks == "" and down.marks == "\u2020"

@@ -25,8 +25,10 @@ file is deterministic and stands for every run (e.g. a decoder 1-best against 3 
 columns per metric: mean score over runs, then s_sel/s_opt/p: s_sel = bootstrap std dev of the
 test-set score (mean over runs), s_opt = std dev over runs, p = approximate randomisation against
 the baseline (stratified over runs when R > 1). \u2020 = significantly better than the baseline,
-\u2021 = significantly better than --second-baseline (p < --alpha). TER is lower-is-better; its
-marks and deltas follow that direction.
+\u2021 = significantly better than --second-baseline (p < --alpha); "better" is the direction of the
+difference the test judges (statistics pooled over runs and sentences), which with several runs can
+differ from the order of the mean scores. TER is lower-is-better; its marks and deltas follow that
+direction.
 
 examples:
   rerank eval -r test.de -b base.de rerank.de --metrics bleu,meteor,ter --lang de \\
