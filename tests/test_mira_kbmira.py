@@ -6,30 +6,10 @@ import numpy as np
 import pytest
 import sacrebleu
 
-from mira.kbmira import kbmira_stats
-from rerank.tuning import TuningData, bleu_metric, merge_duplicates, prepare
-from mira.kbmira import KBMira, kbmira, sentence_bleu_bg
+from mira.kbmira import KBMira, kbmira, kbmira_stats, sentence_bleu_bg
 from rerank.nbest import NBestList, segment_argmax
-from tests.mira_helpers import joshua, list_with_reference
-
-
-def _data(rows_stats, features, sizes=None):
-    """TuningData from hand-made sacrebleu-layout statistics (no text needed)."""
-    features = np.asarray(features, dtype=float)
-    sizes = sizes or [len(features)]
-    offsets = np.r_[0, np.cumsum(sizes)]
-    nbest = NBestList(offsets, [f"h{j}" for j in range(len(features))], features,
-                      [f"f{k}" for k in range(features.shape[1])])
-    from rerank.tuning import TuningMetric
-    from rerank.bleu import corpus_bleu, corpus_bleu_batch
-
-    metric = TuningMetric("bleu", np.asarray(rows_stats, dtype=float), corpus_bleu_batch, exact=corpus_bleu)
-    return TuningData(nbest, np.arange(len(features)), metric, np.ones(features.shape[1], bool), len(features))
-
-
-# sacrebleu layout: [sys_len, ref_len, correct1-4, total1-4]
-GOOD = [2, 2, 2, 1, 0, 0, 2, 1, 0, 0]   # both words right
-BAD = [2, 2, 0, 0, 0, 0, 2, 1, 0, 0]    # both words wrong
+from rerank.tuning import bleu_metric, merge_duplicates, prepare
+from tests.mira_helpers import BAD, GOOD, hand_data, joshua, list_with_reference
 
 
 def test_background_bleu_by_hand():
@@ -48,7 +28,7 @@ def test_background_bleu_by_hand():
 
 def test_hope_fear_model_selection_on_hand_made_list():
     # three hypotheses: 0 is the model's favourite but bad, 1 is good, 2 is bad and disfavoured
-    data = _data([BAD, GOOD, BAD], [[1.0, 0.0], [0.0, 0.0], [0.0, 1.0]])
+    data = hand_data([BAD, GOOD, BAD], [[1.0, 0.0], [0.0, 0.0], [0.0, 1.0]])
     state = KBMira(data, np.array([2.0, -2.0]))
     hope, fear, model, bleu, scores = state.hope_fear(0)
     assert list(scores) == [2.0, 0.0, -2.0]
@@ -59,35 +39,122 @@ def test_hope_fear_model_selection_on_hand_made_list():
     # hope: max(0.5 + 1.917, 3, ...) -> 1 ; fear: max(0.5 - 1.917, -3, -0.5 - 1.917) -> 0
     assert (hope, fear, model) == (1, 0, 0)
     # ties go to the first hypothesis: two identical rows
-    tie = _data([GOOD, GOOD], [[0.0, 0.0], [0.0, 0.0]])
+    tie = hand_data([GOOD, GOOD], [[0.0, 0.0], [0.0, 0.0]])
     assert KBMira(tie).hope_fear(0)[:3] == (0, 0, 0)
 
 
-def test_mira_step_worked_by_hand():
-    # w = 0; hope = GOOD (bleu 3), fear = BAD (bleu 3 * 6^-1/4); d = (1, -1), |d|^2 = 2
-    delta = 3.0 - 3.0 * 6 ** -0.25
-    for C, eta in ((0.01, 0.01), (1.0, delta / 2)):
-        state = KBMira(_data([GOOD, BAD], [[1.0, 0.0], [0.0, 1.0]]), C=C)
-        loss = state.visit(0)
-        assert loss == pytest.approx(delta)
-        np.testing.assert_allclose(state.w, [eta, -eta])
-        np.testing.assert_allclose(state.average(), [eta, -eta])
-        # background: 0.999 * ones + statistics of the hope (matches 2 1 0 0, counts 2 1 0 0, ref 2)
-        np.testing.assert_allclose(state.bg, 0.999 + np.array([2, 1, 0, 0, 2, 1, 0, 0, 2]))
-    # margin already satisfied: no update, but the background still moves
-    state = KBMira(_data([GOOD, BAD], [[1.0, 0.0], [0.0, 1.0]]), np.array([2.0, -2.0]))
-    # hope = 0, fear = argmax(2 - 3, -2 - 1.92) = 0 -> hope == fear: nothing at all
-    assert state.visit(0) == 0.0 and state.n_updates == 0
-    np.testing.assert_allclose(state.bg, np.ones(9))
-    state = KBMira(_data([GOOD, BAD], [[1.0, 0.0], [0.0, 1.0]]), np.array([0.6, 0.0]))
-    # hope 0 (0.6 + 3), fear 1 (-1.92 vs 0.6 - 3 = -2.4); loss = 1.083 - 0.6 > 0 -> update
-    assert state.visit(0) == pytest.approx(delta - 0.6)
-    eta = min(0.01, (delta - 0.6) / 2)
-    np.testing.assert_allclose(state.w, [0.6 + eta, -eta])
+# --- one update worked by hand --------------------------------------------------------------------
+# Three hypotheses of one 2-word reference (sacrebleu layout [sys_len, ref_len, correct1-4, total1-4]):
+#   A = GOOD (both words right), B = BAD (both wrong), C = HALF (one word right); features A = (0, 0),
+#   B = (1, 0), C = (0, 1). kbmira's statistics [m1-4, c1-4, ref]: A (2 1 0 0, 2 1 0 0, 2),
+#   B (0 0 0 0, 2 1 0 0, 2), C (1 0 0 0, 2 1 0 0, 2).
+# Background bg = ones: A + bg = (3 2 1 1, 3 2 1 1, 3): precisions 1, R = H = 3 -> BLEU 3.
+#   B + bg = (1 1 1 1, 3 2 1 1, 3): mean log precision (log 1/3 + log 1/2) / 4 -> 3 * 6^-1/4 = 1.916829
+#   C + bg = (2 1 1 1, 3 2 1 1, 3): (log 2/3 + log 1/2) / 4 = log(1/3) / 4    -> 3 * 3^-1/4 = 2.279507
+HALF = [2, 2, 1, 0, 0, 0, 2, 1, 0, 0]
+B_A, B_B, B_C = 3.0, 3.0 * 6 ** -0.25, 3.0 * 3 ** -0.25
+ABC = ([GOOD, BAD, HALF], [[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]])
+STATS_A = np.array([2, 1, 0, 0, 2, 1, 0, 0, 2.0])
+
+
+@pytest.mark.parametrize("C", [0.01, 10.0])
+def test_one_update_worked_by_hand(C):
+    # w = (0.5, 0.2): model scores A 0, B 0.5, C 0.2 -> model 1-best B
+    # hope = argmax(score + BLEU): A 3, B 2.416829, C 2.479507 -> A
+    # fear = argmax(score - BLEU): A -3, B -1.416829, C -2.079507 -> B
+    # loss = (3 - 1.916829) - (0 - 0.5) = 1.583171; d = f_A - f_B = (-1, 0), |d|^2 = 1
+    # eta = min(C, 1.583171): the cap 0.01, or (C = 10) the whole loss, after which the margin
+    # w.(f_A - f_B) = 1.083171 equals the BLEU difference (loss 0)
+    # bg <- 0.999 * ones + statistics of the hope A
+    state = KBMira(hand_data(*ABC), np.array([0.5, 0.2]), C=C)
+    hope, fear, model, bleu, scores = state.hope_fear(0)
+    np.testing.assert_allclose(bleu, [B_A, B_B, B_C], rtol=1e-12)
+    assert (hope, fear, model) == (0, 1, 1)
+    loss = (B_A - B_B) - (0.0 - 0.5)
+    assert state.visit(0) == pytest.approx(loss, rel=1e-12)
+    eta = min(C, loss)
+    np.testing.assert_allclose(state.w, [0.5 - eta, 0.2], rtol=1e-12)
+    np.testing.assert_allclose(state.average(), state.w)          # one update: the average is w
+    np.testing.assert_allclose(state.bg, 0.999 + STATS_A)
+    if C == 10.0:
+        assert state.w @ (np.array([0.0, 0.0]) - np.array([1.0, 0.0])) == pytest.approx(B_A - B_B)
+
+
+def test_second_update_uses_the_moved_background():
+    # after the uncapped step above: w1 = (0.5 - 1.583171, 0.2) = (-1.083171, 0.2) and
+    # bg1 = (2.999 1.999 .999 .999, 2.999 1.999 .999 .999, 2.999). With it (R = H = 4.999 for all):
+    #   A: precisions 1 -> 4.999;  B: (2.999/4.999 * 1.999/2.999)^1/4 -> 4.999 * (1.999/4.999)^1/4 = 3.975260
+    #   C: (3.999/4.999 * 1.999/2.999)^1/4 -> 4.271784
+    # scores A 0, B -1.083171, C 0.2; hope: 4.999, 2.892089, 4.471784 -> A;
+    # fear: -4.999, -5.058431, -4.071784 -> C; loss = (4.999 - 4.271784) + 0.2 = 0.927216,
+    # d = f_A - f_C = (0, -1) -> w2 = (-1.083171, 0.2 - 0.927216); average (w1 + w2) / 2;
+    # bg2 = 0.999 * bg1 + statistics of A
+    state = KBMira(hand_data(*ABC), np.array([0.5, 0.2]), C=10.0)
+    state.visit(0)
+    w1, bg1 = state.w.copy(), state.bg.copy()
+    hope, fear, _, bleu, _ = state.hope_fear(0)
+    R = 4.999
+    np.testing.assert_allclose(bleu, [R, R * (1.999 / R) ** 0.25, R * (3.999 * 1.999 / (R * 2.999)) ** 0.25], rtol=1e-12)
+    assert (hope, fear) == (0, 2)
+    loss = (R - bleu[2]) + 0.2
+    assert state.visit(0) == pytest.approx(loss, rel=1e-12)
+    np.testing.assert_allclose(state.w, [0.5 - (B_A - B_B + 0.5), 0.2 - loss], rtol=1e-12)
+    np.testing.assert_allclose(state.average(), (w1 + state.w) / 2, rtol=1e-12)
+    np.testing.assert_allclose(state.bg, 0.999 * bg1 + STATS_A, rtol=1e-12)
+
+
+def test_hope_equal_to_fear_changes_nothing():
+    # w = (0, 5): scores A 0, B 0, C 5; hope: 3, 1.917, 7.280 -> C; fear: -3, -1.917, 2.720 -> C.
+    # kbmira.cpp updates only `if (!hopeFearEqual && hopeBleu > fearBleu)`, the background too.
+    state = KBMira(hand_data(*ABC), np.array([0.0, 5.0]))
+    assert state.hope_fear(0)[:3] == (2, 2, 2)
+    assert state.visit(0) == 0.0
+    np.testing.assert_array_equal(state.w, [0.0, 5.0])
+    np.testing.assert_array_equal(state.bg, np.ones(9))
+    assert state.n_updates == 0
+
+
+@pytest.mark.parametrize("bleu_fear", [B_B, B_B + 0.5])
+def test_no_update_unless_hope_bleu_exceeds_fear_bleu(bleu_fear):
+    # hope_fear cannot return this: hope's and fear's maximality give BLEU_hope - BLEU_fear >=
+    # score_fear - score_hope >= BLEU_fear - BLEU_hope, so BLEU_hope >= BLEU_fear. The guard must
+    # still refuse (equal BLEU can come from rounding): no step, no background move.
+    state = KBMira(hand_data(*ABC), np.array([0.5, 0.2]))
+    state.hope_fear = lambda i: (0, 1, 1, np.array([B_B, bleu_fear, B_C]), np.array([0.0, 0.5, 0.2]))
+    assert state.visit(0) == 0.0
+    np.testing.assert_array_equal(state.w, [0.5, 0.2])
+    np.testing.assert_array_equal(state.bg, np.ones(9))
+
+
+def test_zero_loss_moves_only_the_background():
+    # fear's maximality makes loss >= 0, so "loss <= 0" is loss == 0: hope and fear tie in
+    # score - BLEU. List [B, A], features B (0, 0), A (1, 0), w = (3 - BLEU_B, 0): score - BLEU is
+    # -BLEU_B for both (exact in floating point), fear = the first = B; hope = A (3 - BLEU_B + 3 >
+    # BLEU_B). loss = (3 - BLEU_B) - (3 - BLEU_B) = 0: no step, no update counted, bg moves by A.
+    data = hand_data([BAD, GOOD], [[0.0, 0.0], [1.0, 0.0]])
+    bleu = sentence_bleu_bg(kbmira_stats(data.stats), np.ones(9))
+    np.testing.assert_allclose(bleu, [B_B, B_A], rtol=1e-12)
+    w0 = np.array([bleu[1] - bleu[0], 0.0])
+    state = KBMira(data, w0)
+    assert state.hope_fear(0)[:2] == (1, 0)
+    assert state.visit(0) == 0.0
+    np.testing.assert_array_equal(state.w, w0)
+    assert state.n_updates == 0
+    np.testing.assert_allclose(state.bg, 0.999 + STATS_A)
+
+
+def test_equal_features_step_counts_but_does_not_move():
+    # hope A and fear B with the same features: |d|^2 = 0, kbmira's min(C, loss / 0) = C times a
+    # zero vector; the step still counts for the average (Moses' update() increments it).
+    state = KBMira(hand_data([GOOD, BAD], [[1.0, 2.0], [1.0, 2.0]]), np.array([0.3, 0.1]))
+    assert state.visit(0) == pytest.approx(B_A - B_B, rel=1e-12)
+    assert state.n_updates == 1
+    np.testing.assert_array_equal(state.w, [0.3, 0.1])
+    np.testing.assert_allclose(state.bg, 0.999 + STATS_A)
 
 
 def test_model_background_uses_model_one_best():
-    data = _data([GOOD, BAD], [[0.0, 0.0], [1.0, 0.0]])
+    data = hand_data([GOOD, BAD], [[0.0, 0.0], [1.0, 0.0]])
     state = KBMira(data, np.array([1.0, 0.0]), model_bg=True)
     # model 1-best is row 1 (BAD); hope is row 0 (0 + 3 > 1 + 1.92); fear is row 1
     state.visit(0)
@@ -95,7 +162,7 @@ def test_model_background_uses_model_one_best():
 
 
 def test_averaging_counts_only_update_steps():
-    data = _data([GOOD, BAD, GOOD, BAD], [[1.0, 0.0], [0.0, 1.0], [1.0, 0.0], [0.0, 1.0]], sizes=[2, 2])
+    data = hand_data([GOOD, BAD, GOOD, BAD], [[1.0, 0.0], [0.0, 1.0], [1.0, 0.0], [0.0, 1.0]], sizes=[2, 2])
     state = KBMira(data, C=0.01)
     state.visit(0)
     w1 = state.w.copy()
