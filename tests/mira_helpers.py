@@ -56,3 +56,15 @@ def list_with_reference(n: int = 30, seed: int = 0):
     sbleu = sentence_bleu_plus1(hypothesis_stats(flat, offsets, refs, tokenize="none"))
     X = np.column_stack([rng.normal(0, 1, len(flat)), sbleu, rng.normal(0, 1, len(flat))])
     return NBestList(offsets, flat, X, ["noise1", "sbleu", "noise2"]), refs
+
+
+def one_best(nbest: NBestList, w) -> list[str]:
+    """The model 1-best of every list under weights w, picked one hypothesis at a time in plain
+    Python (the first of equal scores wins): an independent reading for score checks."""
+    w = [float(x) for x in w]
+    picks = []
+    for i in range(nbest.n_sentences):
+        rows = range(int(nbest.offsets[i]), int(nbest.offsets[i + 1]))
+        scores = [sum(a * b for a, b in zip(nbest.features[j].tolist(), w)) for j in rows]
+        picks.append(nbest.hyps[rows[scores.index(max(scores))]])
+    return picks

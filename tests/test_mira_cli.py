@@ -7,7 +7,8 @@ import sacrebleu
 from PIL import Image
 
 from rerank.cli import main
-from tests.mira_helpers import NBEST, REFS
+from rerank.formats import read_nbest
+from tests.mira_helpers import NBEST, REFS, one_best
 
 REF_ARGS = [x for r in REFS for x in ("-r", r)]
 
@@ -38,7 +39,7 @@ def test_tune_mira_runs_config_plot_and_apply(tmp_path, capsys):
     meta = runs[0]["meta"]
     assert meta["tuner"] == "mira" and meta["options"]["C"] == 0.01 and len(meta["curve"]) == 10
     assert meta["tuned_score"] == max(score for _, score in meta["curve"])
-    assert Image.open(tmp_path / "curve.png").size[0] > 100
+    assert Image.open(tmp_path / "curve.png").size == (1200, 450)   # 12 x 4.5 inches at 100 dpi
     # the tuned score is sacrebleu's BLEU of the 1-best `rerank apply` writes with these weights
     head = tmp_path / "head.nbest"
     head.write_text("".join(line for line in open(NBEST, encoding="utf-8") if int(line.split(" ", 1)[0]) < 50))
@@ -48,6 +49,12 @@ def test_tune_mira_runs_config_plot_and_apply(tmp_path, capsys):
     assert sacrebleu.corpus_bleu(hyps, refs, tokenize="none").score == pytest.approx(meta["tuned_score"], abs=1e-9)
 
 
+def _first_lines(n):
+    """The first n sentences of the Joshua list (as read by rerank.formats) and references."""
+    nbest = read_nbest(NBEST).select_sentences(list(range(n)))
+    return nbest, [open(r, encoding="utf-8").read().splitlines()[:n] for r in REFS]
+
+
 @pytest.mark.parametrize("tuner,extra", [("mert", ["--restarts", "2", "--random-directions", "2"]), ("pro", [])])
 def test_other_tuners_from_the_cli(tmp_path, capsys, tuner, extra):
     out = tmp_path / "w.json"
@@ -55,6 +62,11 @@ def test_other_tuners_from_the_cli(tmp_path, capsys, tuner, extra):
                              "-o", out, "--quiet", "--normalize", "l1"], capsys)
     assert code == 0, err
     data = json.loads(out.read_text())
+    nbest, refs = _first_lines(50)
+    first = [nbest.hyps[int(a)] for a in nbest.offsets[:-1]]
+    assert data["meta"]["initial_score"] == pytest.approx(sacrebleu.corpus_bleu(first, refs, tokenize="none").score)
+    tuned = one_best(nbest, [data["weights"][n] for n in nbest.feature_names])
+    assert data["meta"]["tuned_score"] == pytest.approx(sacrebleu.corpus_bleu(tuned, refs, tokenize="none").score)
     assert data["meta"]["tuned_score"] > data["meta"]["initial_score"]
     assert sum(abs(v) for v in data["weights"].values()) == pytest.approx(1.0)
 
@@ -80,8 +92,15 @@ def test_mert_with_ter(tmp_path, capsys):
                              "--restarts", "2", "--random-directions", "2", "-o", out, "--quiet"], capsys)
     assert code == 0, err
     meta = json.loads(out.read_text())["meta"]
+    nbest, refs = _first_lines(30)
+    ter = sacrebleu.metrics.TER()    # case-insensitive, as the sacrebleu CLI and rerank's TER
+    assert meta["initial_score"] == pytest.approx(ter.corpus_score([nbest.hyps[int(a)] for a in nbest.offsets[:-1]],
+                                                                   refs).score)
+    weights = json.loads(out.read_text())["weights"]
+    tuned = one_best(nbest, [weights[n] for n in nbest.feature_names])
+    assert meta["tuned_score"] == pytest.approx(ter.corpus_score(tuned, refs).score)
     assert meta["tuned_score"] < meta["initial_score"]        # TER: lower is better
-    assert "TER initial" in stdout
+    assert f"TER initial {meta['initial_score']:.2f}" in stdout
 
 
 # --- bad input: a clear message and exit status 2 -------------------------------------------------

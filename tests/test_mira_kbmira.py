@@ -9,7 +9,7 @@ import sacrebleu
 from mira.kbmira import KBMira, kbmira, kbmira_stats, sentence_bleu_bg
 from rerank.nbest import NBestList, segment_argmax
 from rerank.tuning import bleu_metric, merge_duplicates, prepare
-from tests.mira_helpers import BAD, GOOD, hand_data, joshua, list_with_reference
+from tests.mira_helpers import BAD, GOOD, hand_data, joshua, list_with_reference, one_best
 
 
 def test_background_bleu_by_hand():
@@ -196,17 +196,25 @@ def test_tuning_score_equals_sacrebleu_of_the_one_best():
 def test_tuned_beats_uniform_and_initial_on_joshua_tuning_half():
     nbest, refs = joshua(0, 50)
     data = prepare(nbest, refs)
-    uniform = data.evaluate(np.ones(len(data.feature_names)))
+    ones = np.ones(len(data.feature_names))
+    uniform = sacrebleu.corpus_bleu(one_best(nbest, ones), refs, tokenize="none").score
+    decoder = sacrebleu.corpus_bleu([nbest.hyps[int(a)] for a in nbest.offsets[:-1]], refs, tokenize="none").score
+    assert (round(uniform, 2), round(decoder, 2)) == (24.54, 25.42)      # docs/tuning.md's table
+    assert data.evaluate(ones) == pytest.approx(uniform, abs=1e-9)
     res = kbmira(data, seed=1)
-    assert res.best_score > uniform + 1.0
-    assert res.best_score > res.initial_score
+    assert res.initial_score == pytest.approx(decoder, abs=1e-9)         # zero weights: the decoder's 1-best
+    assert res.best_score == pytest.approx(sacrebleu.corpus_bleu(one_best(nbest, res.weights), refs,
+                                                                 tokenize="none").score, abs=1e-9)
+    assert res.best_score > uniform + 1.0 and res.best_score > decoder
     assert len(res.history) == 60 and res.best_score == max(h["score"] for h in res.history)
 
 
 def test_feature_equal_to_sentence_bleu_leads_to_the_oracle():
     nbest, refs = list_with_reference()
     data = prepare(nbest, refs)
-    assert data.evaluate(np.zeros(3)) < 50 and data.evaluate(np.ones(3)) < 50
+    for w in (np.zeros(3), np.ones(3)):   # both miss the inserted references
+        expect = sacrebleu.corpus_bleu(one_best(nbest, w), refs, tokenize="none").score
+        assert data.evaluate(w) == pytest.approx(expect, abs=1e-9) and expect < 50
     res = kbmira(data, seed=1)
     rows = data.best_rows(res.weights)
     sbleu = data.features[:, 1]
