@@ -173,8 +173,9 @@ def evaluate_systems(refs: Sequence[Sequence[str]], baseline_runs: Sequence[Sequ
     """Score `systems` ({name: [run hypotheses, ...]}) and the baseline against `refs`.
 
     `refs` is a list of reference streams (refs[j][i]: reference j of sentence i). Every system
-    must have as many runs as the baseline. `second_baseline` names one of `systems`; it is tested
-    against every other system for the double-dagger mark.
+    has R runs (the most of any system) or one: a deterministic system, which stands for every
+    run. `second_baseline` names one of `systems`; it is tested against every other system for
+    the double-dagger mark.
     """
     refs = _check_references(refs)
     n = len(refs[0])
@@ -186,13 +187,10 @@ def evaluate_systems(refs: Sequence[Sequence[str]], baseline_runs: Sequence[Sequ
                                                                meteor_options=meteor_options) for m in metrics]
     stats = _statistics(metric_objs, refs, all_systems, progress)
     weights = bootstrap_weights(np.random.default_rng(seed), bootstrap if bootstrap >= 2 else 0, n)
-    cells = {}
-    for sname in all_systems:
-        for metric in metric_objs:
-            rs = run_statistics(metric, stats[(sname, metric.name)], weights)
-            cells[(sname, metric.name)] = Cell(score=rs.mean, s_sel=rs.s_sel, s_opt=rs.s_opt, runs=rs.run_scores)
+    cells = {(sname, metric.name): _run_cell(metric, stats[(sname, metric.name)], weights, n_runs)
+             for sname in all_systems for metric in metric_objs}
     tested = [mo for mo in metric_objs if mo.name != "length"]
-    ar_options = {"trials": ar_trials, "seed": seed, "multeval_compat": multeval_compat}
+    ar_options = {"trials": ar_trials, "seed": seed, "multeval_compat": multeval_compat, "runs": n_runs}
     pooled_diffs = {}
     for comp, attr in ((baseline_name, "p"), (second_baseline, "p2")):
         if comp is not None:
@@ -230,7 +228,7 @@ def _check_references(refs) -> list[list[str]]:
 
 
 def _collect_systems(baseline_name: str, baseline_runs, systems: dict, n: int) -> tuple[dict, int]:
-    """({name: runs}, R) with the baseline first; a single-run system stands for every run."""
+    """({name: runs}, R) with the baseline first; every system has R runs or one (deterministic)."""
     all_systems = {baseline_name: [list(h) for h in baseline_runs]}
     for name, runs in systems.items():
         if name in all_systems:
@@ -243,9 +241,7 @@ def _collect_systems(baseline_name: str, baseline_runs, systems: dict, n: int) -
         for i, hyps in enumerate(runs):
             if len(hyps) != n:
                 raise ValueError(f"system {name!r} run {i + 1} has {len(hyps)} lines, the references have {n}")
-        if len(runs) == 1:  # deterministic (e.g. a decoder 1-best): the same output in every run
-            all_systems[name] = runs * n_runs
-        elif len(runs) != n_runs:
+        if len(runs) not in (1, n_runs):
             raise ValueError(f"system {name!r} has {len(runs)} runs, another has {n_runs}")
     return all_systems, n_runs
 
@@ -263,6 +259,19 @@ def _statistics(metric_objs: list[Metric], refs, all_systems: dict, progress: bo
         iterator = tqdm(iterator, desc="statistics", unit="system-metric", file=sys.stderr)
     return {(sname, metric.name): np.stack([metric.sentence_stats(h, refs) for h in all_systems[sname]])
             for sname, metric in iterator}
+
+
+def _run_cell(metric: Metric, stats: np.ndarray, weights: np.ndarray, n_runs: int) -> Cell:
+    """Mean, s_sel and s_opt of one system and metric.
+
+    A deterministic system (one run, e.g. a decoder 1-best) stands for every one of the R runs:
+    its score repeats R times and s_opt is 0. Its statistics are not copied: the significance
+    tests broadcast the single run.
+    """
+    rs = run_statistics(metric, stats, weights)
+    if len(rs.run_scores) < n_runs:
+        return Cell(score=rs.mean, s_sel=rs.s_sel, s_opt=0.0, runs=rs.run_scores * n_runs)
+    return Cell(score=rs.mean, s_sel=rs.s_sel, s_opt=rs.s_opt, runs=rs.run_scores)
 
 
 def _ar_p_values(cells: dict, stats: dict, tested: list[Metric], comp: str, others: list[str], attr: str,

@@ -1,7 +1,8 @@
 """Significance tests and variance estimates over per-sentence sufficient statistics.
 
 All tests take statistics arrays of shape (R, n, k): R optimizer runs (R = 1 for a single
-hypothesis file), n sentences, k statistics of one metric. Pseudo-systems are formed with
+hypothesis file), n sentences, k statistics of one metric. A deterministic system (one run)
+compared with an R-run system stands for each of the R runs; it is broadcast, never copied. Pseudo-systems are formed with
 matrix products (trials x data points) @ (data points x k) and scored in one vectorised call of
 `metric.score_from_stats`, so 10,000 trials cost a few BLAS calls instead of 10,000 loops.
 
@@ -108,22 +109,26 @@ def _split_masks(rng: np.random.Generator, batch: int, n: int, runs: int, multev
 
 
 def approximate_randomization(metrics: Metric | Sequence[Metric], stats_a, stats_b, trials: int = 10000,
-                              seed: int | None = 12345, multeval_compat: bool = False,
-                              batch_size: int = 2000, _general: bool = False) -> ARResult | list[ARResult]:
+                              seed: int | None = 12345, multeval_compat: bool = False, batch_size: int = 2000,
+                              runs: int | None = None, _general: bool = False) -> ARResult | list[ARResult]:
     """Two-sided paired (R = 1) or stratified (R > 1) approximate randomisation test.
 
     `metrics` may be one metric (stats_a/stats_b arrays) or a list of metrics (lists of arrays); in
     the second case all metrics share the same random splits, as MultEval and sacrebleu do.
+    A system given with one run while R = `runs` (default: the larger run count) is deterministic:
+    it stands for every run, with the results of R copies but without materialising them.
     """
     single = isinstance(metrics, Metric)
     if single:
         metrics, stats_a, stats_b = [metrics], [stats_a], [stats_b]
-    a_list, b_list = _paired_runs(stats_a, stats_b)
-    runs = a_list[0].shape[0]
+    a_list, b_list, runs = _paired_runs(stats_a, stats_b, runs)
     offsets = np.cumsum([0] + [a.shape[2] for a in a_list])
-    # Pooled data per sentence: 2R outputs x all metrics' statistics side by side.
-    pool = np.concatenate([np.concatenate([a, b], axis=0) for a, b in zip(a_list, b_list)], axis=2)  # (2R, n, K)
-    observed = [float(m.score_from_stats(b.sum(axis=(0, 1))) - m.score_from_stats(a.sum(axis=(0, 1))))
+    # Each sentence's outputs (A's runs, then B's) x all metrics' statistics side by side; `slots`
+    # maps the 2R outputs of the stratified test to these (None: they are the 2R outputs).
+    pool = np.concatenate([np.concatenate([a, b], axis=0) for a, b in zip(a_list, b_list)], axis=2)
+    slots = _slot_map(runs, len(a_list[0]), len(b_list[0]))
+    observed = [float(m.score_from_stats(b.sum(axis=(0, 1)) * (runs // len(b)))
+                      - m.score_from_stats(a.sum(axis=(0, 1)) * (runs // len(a))))
                 for m, a, b in zip(metrics, a_list, b_list)]
     counts = np.zeros(len(metrics), dtype=np.int64)
 
@@ -134,23 +139,45 @@ def approximate_randomization(metrics: Metric | Sequence[Metric], stats_a, stats
     if runs == 1:
         _swap_trials(pool, trials, batch_size, rng, tally, _general)
     elif not multeval_compat and runs <= 6:
-        _subset_trials(pool, trials, batch_size, rng, tally)
+        _subset_trials(pool, slots, runs, trials, batch_size, rng, tally)
     else:
-        _split_trials(pool, trials, batch_size, rng, tally, multeval_compat)
+        _split_trials(pool, slots, runs, trials, batch_size, rng, tally, multeval_compat)
     results = [ARResult(p_value=(int(c) + 1) / (trials + 1), observed_diff=o, count=int(c), trials=trials)
                for c, o in zip(counts, observed)]
     return results[0] if single else results
 
 
-def _paired_runs(stats_a, stats_b) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """Each metric's statistics of both systems as (R, n, k); all must share R and n."""
+def _paired_runs(stats_a, stats_b, runs: int | None) -> tuple[list[np.ndarray], list[np.ndarray], int]:
+    """Each metric's statistics of both systems as (R, n, k), and R.
+
+    Both systems need the same sentences; each has R runs or one (a deterministic system), the
+    same number for every metric.
+    """
     a_list = [as_runs(s) for s in stats_a]
     b_list = [as_runs(s) for s in stats_b]
-    runs, n = a_list[0].shape[:2]
+    ra, rb = len(a_list[0]), len(b_list[0])
+    runs = max(ra, rb) if runs is None else runs
+    n = a_list[0].shape[1]
     for a, b in zip(a_list, b_list):
-        if a.shape != b.shape or a.shape[:2] != (runs, n):
-            raise ValueError(f"systems need the same runs and sentences: {a.shape} vs {b.shape}")
-    return a_list, b_list
+        if a.shape[1:] != b.shape[1:] or a.shape[1] != n or (len(a), len(b)) != (ra, rb) or \
+                ra not in (1, runs) or rb not in (1, runs):
+            raise ValueError(f"systems need the same sentences and {runs} runs (or one): {a.shape} vs {b.shape}")
+    return a_list, b_list, runs
+
+
+def _slot_map(runs: int, ra: int, rb: int) -> np.ndarray | None:
+    """(2R, ra + rb) 0/1 matrix: which stored output fills each of the 2R outputs of the test.
+
+    Slots 0..R-1 are A's runs and R..2R-1 B's; a system stored with one run fills all R of its
+    slots. None when both systems have R runs (the slots are the stored outputs).
+    """
+    if ra == rb == runs:
+        return None
+    slots = np.zeros((2 * runs, ra + rb))
+    k = np.arange(runs)
+    slots[k, k if ra == runs else 0] = 1.0
+    slots[runs + k, ra + (k if rb == runs else 0)] = 1.0
+    return slots
 
 
 def _swap_trials(pool, trials, batch_size, rng, tally, general: bool) -> None:
@@ -176,7 +203,7 @@ def _swap_trials(pool, trials, batch_size, rng, tally, general: bool) -> None:
         tally(sums_x, total - sums_x)
 
 
-def _subset_trials(pool, trials, batch_size, rng, tally) -> None:
+def _subset_trials(pool, slots, runs, trials, batch_size, rng, tally) -> None:
     """R <= 6, complementary splits: each sentence contributes one of its C(2R, R) subset sums.
 
     The subset sums are precomputed, so every trial is a sparse row with one 1 per sentence (a
@@ -184,11 +211,15 @@ def _subset_trials(pool, trials, batch_size, rng, tally) -> None:
     """
     from scipy.sparse import csr_matrix
 
-    runs, n = pool.shape[0] // 2, pool.shape[1]
+    n = pool.shape[1]
     table = _subset_table(runs)
     n_sub = len(table)
-    sub = np.einsum("sj,jnk->nsk", table, pool).reshape(n * n_sub, -1)
-    total = pool.sum(axis=(0, 1))
+    if slots is None:
+        sub = np.einsum("sj,jnk->nsk", table, pool).reshape(n * n_sub, -1)
+        total = pool.sum(axis=(0, 1))
+    else:
+        sub = np.einsum("sj,jnk->nsk", table @ slots, pool).reshape(n * n_sub, -1)
+        total = np.einsum("j,jnk->k", slots.sum(axis=0), pool)
     offsets_n = np.arange(n) * n_sub
     for _, size in _batches(trials, batch_size):
         pick = rng.integers(n_sub, size=(size, n))
@@ -198,12 +229,14 @@ def _subset_trials(pool, trials, batch_size, rng, tally) -> None:
         tally(sums_x, total - sums_x)
 
 
-def _split_trials(pool, trials, batch_size, rng, tally, multeval_compat: bool) -> None:
+def _split_trials(pool, slots, runs, trials, batch_size, rng, tally, multeval_compat: bool) -> None:
     """Any R: dense selection weights of the 2R outputs per sentence (`_split_masks`) times the pool."""
-    runs, n = pool.shape[0] // 2, pool.shape[1]
-    flat = pool.transpose(1, 0, 2).reshape(n * 2 * runs, -1)  # (n*2R, K), sentence-major
+    n = pool.shape[1]
+    flat = pool.transpose(1, 0, 2).reshape(n * len(pool), -1)  # (n * outputs, K), sentence-major
     for _, size in _batches(trials, max(1, batch_size // (2 * runs))):
         wx, wy = _split_masks(rng, size, n, runs, multeval_compat)
+        if slots is not None:  # a one-run system: add up the weights of its R slots
+            wx, wy = wx @ slots, wy @ slots
         tally(wx.reshape(size, -1) @ flat, wy.reshape(size, -1) @ flat)
 
 

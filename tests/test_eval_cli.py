@@ -192,3 +192,25 @@ def test_mark_direction_comes_from_pooled_statistics_not_mean_of_runs():
     # no random split of the pooled outputs is as far from the baseline as either system
     assert up.p == down.p == 1 / 1001
     assert up.marks == "" and down.marks == "\u2020"
+
+
+def test_single_run_system_gives_the_table_of_its_r_copies():
+    """A one-run baseline and second baseline against a 3-run system: the table equals the one of
+    the same files copied 3 times (p-values and marks exactly; scores up to rounding, s_opt 0)."""
+    ref, cap1, cap2 = lines("ref.de"), lines("cap1.de"), lines("cap2.de")
+    good = [lines(f"good.de.run{k}") for k in (1, 2, 3)]
+    options = dict(metrics=["bleu", "ter"], ar_trials=300, bootstrap=100, second_baseline="c2", lang="de")
+    single = evaluate_systems([ref], [cap1], {"good": good, "c2": [cap2]}, **options)
+    copied = evaluate_systems([ref], [cap1] * 3, {"good": good, "c2": [cap2] * 3}, **options)
+    assert single.systems == copied.systems and single.config == copied.config
+    for key, cell in single.cells.items():
+        other = copied.cells[key]
+        assert (cell.p, cell.p_raw, cell.p2, cell.bs_p, cell.marks) == \
+            (other.p, other.p_raw, other.p2, other.bs_p, other.marks), key
+        for field in ("score", "s_sel", "s_opt", "delta", "delta_low", "delta_high", "bs_mean", "bs_ci"):
+            want = getattr(other, field)
+            assert getattr(cell, field) == (None if want is None else pytest.approx(want, rel=1e-12, abs=1e-12)), \
+                (key, field)
+        assert cell.runs == pytest.approx(other.runs, rel=1e-12)
+    assert single.cells[("baseline", "bleu")].s_opt == 0.0 and single.cells[("c2", "ter")].runs == \
+        [single.cells[("c2", "ter")].score] * 3

@@ -177,3 +177,37 @@ def test_paired_bootstrap_equals_sacrebleu_paired_bs(data):
         assert ours.p_value == pytest.approx(theirs.p_value)
         assert ours.mean == pytest.approx(theirs.mean, abs=1e-6)  # sacrebleu sums float32 statistics
         assert ours.ci == pytest.approx(theirs.ci, abs=1e-6)
+
+
+@pytest.mark.parametrize("runs,compat", [(3, False), (3, True), (7, False)])
+def test_single_run_system_is_broadcast_like_r_copies(data, runs, compat):
+    """A deterministic system (one run) against R runs: the same counts, p-values and observed
+    differences as its statistics copied R times (subset tables for R <= 6, dense masks otherwise)."""
+    _, _, bleu, ter, stats = data
+    names = ["cap2.de", "cap3.de", "cap2.de", "cap2.de", "cap3.de", "cap3.de", "cap2.de"][:runs]
+    multi = [np.stack([stats[(m, k)] for k in names]) for m in ("bleu", "ter")]
+    one = [stats[(m, "cap1.de")] for m in ("bleu", "ter")]
+    copies = [np.repeat(s[None], runs, axis=0) for s in one]
+    options = dict(trials=600, seed=4, multeval_compat=compat)
+    for a, b, a_copied, b_copied in ((one, multi, copies, multi), (multi, one, multi, copies)):
+        got = approximate_randomization([bleu, ter], a, b, **options)
+        want = approximate_randomization([bleu, ter], a_copied, b_copied, **options)
+        assert [(r.count, r.p_value, r.observed_diff) for r in got] == \
+            [(r.count, r.p_value, r.observed_diff) for r in want]
+        assert 0 < got[0].count < 600, got  # a close comparison: the counts say something
+    # two deterministic systems in an R-run table: stratified over R runs, as R copies of each
+    got = approximate_randomization(bleu, one[0], multi[0][0], runs=runs, **options)
+    want = approximate_randomization(bleu, copies[0], np.repeat(multi[0][:1], runs, axis=0), **options)
+    assert (got.count, got.p_value) == (want.count, want.p_value)
+
+
+def test_single_run_paired_bootstrap_equals_r_copies(data):
+    _, _, bleu, _, stats = data
+    multi = np.stack([stats[("bleu", k)] for k in ("good.de.run1", "good.de.run2", "good.de.run3")])
+    one = stats[("bleu", "cap2.de")]
+    weights = bootstrap_weights(np.random.default_rng(2), 300, one.shape[0])
+    got = paired_bootstrap(bleu, one, multi, weights)
+    want = paired_bootstrap(bleu, np.repeat(one[None], 3, axis=0), multi, weights)
+    assert got.p_value == want.p_value
+    for field in ("mean", "ci", "delta_mean", "delta_low", "delta_high"):
+        assert getattr(got, field) == pytest.approx(getattr(want, field), rel=1e-12)
