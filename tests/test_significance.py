@@ -1,5 +1,6 @@
 """Approximate randomisation, stratified test, bootstrap and Holm against reference behaviour."""
 
+import itertools
 import os
 
 import numpy as np
@@ -38,11 +39,14 @@ def test_identical_systems_get_p_one_and_multeval_rule_gets_minimum(data):
 
 
 def test_clearly_better_system_is_significant(data):
-    _, _, bleu, ter, stats = data
+    ref, hyps, bleu, ter, stats = data
     res = approximate_randomization([bleu, ter], [stats[("bleu", "cap1.de")], stats[("ter", "cap1.de")]],
                                     [stats[("bleu", "good.de.run1")], stats[("ter", "good.de.run1")]], trials=2000)
-    assert all(r.p_value < 0.01 for r in res)
-    assert res[0].observed_diff > 0 and res[1].observed_diff < 0  # BLEU up, TER down
+    # no random swap comes near the real difference: the smallest possible p, 1 / (trials + 1)
+    assert [(r.count, r.p_value) for r in res] == [(0, 1 / 2001)] * 2
+    for r, metric in zip(res, (BLEU(), TER())):  # observed: sacrebleu's corpus scores, B - A
+        diff = metric.corpus_score(hyps["good.de.run1"], [ref]).score - metric.corpus_score(hyps["cap1.de"], [ref]).score
+        assert r.observed_diff == pytest.approx(diff, abs=1e-9)
 
 
 def test_multeval_compat_equals_sacrebleu_paired_ar(data):
@@ -58,26 +62,54 @@ def test_multeval_compat_equals_sacrebleu_paired_ar(data):
     assert ours[1].p_value == res["TER"][1].p_value
 
 
+def swap_test_count(score, a, b, trials, seed, strict=False):
+    """Paired AR count written out plainly: the same coins as the library (one (trials, n) draw),
+    each trial's two pseudo-systems summed and scored by `score` one at a time."""
+    coins = np.random.default_rng(seed).integers(2, size=(trials, len(a)), dtype=bool)
+    observed = abs(score(b.sum(0)) - score(a.sum(0)))
+    count = 0
+    for coin in coins:
+        x = np.where(coin[:, None], b, a).sum(0)
+        y = np.where(coin[:, None], a, b).sum(0)
+        d = abs(score(x) - score(y))
+        count += d > observed + 1e-9 if strict else d >= observed - 1e-9
+    return count
+
+
 def test_p_values_stable_across_seeds(data):
     _, _, bleu, _, stats = data
     a, b = stats[("bleu", "cap1.de")], stats[("bleu", "cap2.de")]
     trials = 4000
     p1 = approximate_randomization(bleu, a, b, trials=trials, seed=1).p_value
     p2 = approximate_randomization(bleu, a, b, trials=trials, seed=2).p_value
-    assert 0.05 < p1 < 0.999  # a close pair: p is not at a boundary
+    sacre = lambda s: BLEU()._compute_score_from_stats(list(s)).score  # noqa: E731
+    count = swap_test_count(sacre, a, b, trials, seed=1)
+    assert p1 == (count + 1) / (trials + 1) and 0.05 < p1 < 0.999  # a close pair: p is not at a boundary
     se = np.sqrt(p1 * (1 - p1) / trials)
     assert abs(p1 - p2) < 5 * np.sqrt(2) * se
     assert approximate_randomization(bleu, a, b, trials=trials, seed=1).p_value == p1  # reproducible
 
 
-def test_stratified_with_one_run_equals_paired(data):
-    _, _, bleu, ter, stats = data
-    args = ([bleu, ter], [stats[("bleu", "cap1.de")], stats[("ter", "cap1.de")]],
-            [stats[("bleu", "cap2.de")], stats[("ter", "cap2.de")]])
-    plain = approximate_randomization(*args, trials=1500, seed=7)
-    general = approximate_randomization(*args, trials=1500, seed=7, _general=True)
-    assert [r.p_value for r in plain] == [r.p_value for r in general]
-    assert [r.count for r in plain] == [r.count for r in general]
+def test_one_run_exact_on_tiny_example():
+    """R = 1, four sentences, TER with 10 reference words each: B - A edits are d = (3, -1, -1, 1),
+    so |observed| = 2 edits, and a swap pattern s (a sign per sentence) gives |s . d|. With s_1 = +1
+    that is |3 + t|, t a sum of three signs: 0 once, 2 three times, 4 three times, 6 once; s_1 = -1
+    mirrors it. So 14 of the 16 patterns reach 2 (exact p = 14/16) and 8 exceed it (MultEval's
+    strict rule: 8/16). The Monte-Carlo count must equal the same coins counted plainly, both for
+    the vectorised paired path and for the stratified machinery run with R = 1."""
+    ter = make_metric("ter")
+    a = np.array([[0, 10], [2, 10], [2, 10], [1, 10]], dtype=float)
+    b = np.array([[3, 10], [1, 10], [1, 10], [2, 10]], dtype=float)
+    d = (b - a)[:, 0]
+    patterns = [np.array(s) for s in itertools.product((1, -1), repeat=4)]
+    assert sum(abs(s @ d) >= 2 for s in patterns) == 14 and sum(abs(s @ d) > 2 for s in patterns) == 8
+    score = ter.score_from_stats
+    for compat, exact in ((False, 14 / 16), (True, 8 / 16)):
+        count = swap_test_count(score, a, b, trials=20000, seed=0, strict=compat)
+        for general in (False, True):
+            res = approximate_randomization(ter, a, b, trials=20000, seed=0, multeval_compat=compat, _general=general)
+            assert res.count == count and res.observed_diff == pytest.approx(5.0)  # TER: 2 more edits in 40 words
+            assert res.p_value == pytest.approx(exact, abs=0.01)
 
 
 def test_stratified_exact_on_tiny_example():
@@ -116,8 +148,16 @@ def test_run_statistics_and_bootstrap(data):
     slow = [np.std([BLEU()._compute_score_from_stats(list((w[:, None] * r).sum(0))).score for w in weights], ddof=1)
             for r in runs]
     assert rs.s_sel == pytest.approx(np.mean(slow), rel=1e-9)
-    bs = paired_bootstrap(bleu, stats[("bleu", "cap1.de")], stats[("bleu", "good.de.run1")], weights)
-    assert bs.p_value < 0.01 and bs.delta_low > 0
+    # paired bootstrap, one resample at a time with sacrebleu's formula: deltas, their interval, the p-value
+    sacre = lambda s: BLEU()._compute_score_from_stats(list(s)).score  # noqa: E731
+    a, b = stats[("bleu", "cap1.de")], stats[("bleu", "good.de.run1")]
+    deltas = np.array([sacre(w @ b) - sacre(w @ a) for w in weights])
+    observed = abs(sacre(b.sum(0)) - sacre(a.sum(0)))
+    centred = np.abs(deltas) - np.abs(deltas).mean()
+    bs = paired_bootstrap(bleu, a, b, weights)
+    assert bs.p_value == (np.count_nonzero(centred > observed) + 1) / 501
+    assert (bs.delta_low, bs.delta_high) == pytest.approx(tuple(np.percentile(deltas, [2.5, 97.5])), rel=1e-9)
+    assert bs.delta_mean == pytest.approx(deltas.mean(), rel=1e-9)
     mean, ci = estimate_ci(np.arange(1000.0))
     assert mean == pytest.approx(499.5) and ci == pytest.approx(0.5 * (974 - 25))
 
@@ -140,8 +180,8 @@ def test_split_masks_complementary_and_multeval_shuffle():
         complementary = np.all(cx + cy == 1, axis=-1)
         if runs == 2:
             assert complementary.all()  # pi = pi^-1 for two runs
-        else:
-            assert 0.2 < 1 - complementary.mean() < 0.9  # 3-cycles make X and Y overlap
+        else:  # X and Y overlap only under a 3-cycle (P = 2/6) whose 3 coins are not all equal (P = 6/8)
+            assert 1 - complementary.mean() == pytest.approx(2 / 6 * 6 / 8, abs=0.02)
 
 
 def test_multeval_compat_with_runs_gives_smaller_p_under_run_variance():
