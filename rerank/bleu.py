@@ -1,4 +1,5 @@
-"""Per-hypothesis BLEU sufficient statistics, computed once with sacrebleu's own code.
+"""Per-hypothesis BLEU sufficient statistics, computed once with sacrebleu's own code
+(through rerank.sacre_stats, the only user of its private methods).
 
 Layout (sacrebleu's): ``[sys_len, ref_len, correct_1..4, total_1..4]`` as float64, one row
 per hypothesis. Summing rows and calling `corpus_bleu` gives exactly sacrebleu's corpus
@@ -15,6 +16,7 @@ from tqdm import tqdm
 
 from rerank.errors import InputError
 from rerank.nbest import segment_argmax
+from rerank.sacre_stats import bleu_sentence_stats
 
 N_STATS = 10
 SYS_LEN, REF_LEN = 0, 1
@@ -56,9 +58,9 @@ def hypothesis_stats(
     out = np.zeros((len(hyps), N_STATS))
     bounds = np.asarray(offsets).tolist()
     for i in tqdm(range(n_sent), desc="BLEU statistics", unit="sent", disable=not progress, leave=False):
-        ref_info = bleu._extract_reference_info([bleu._preprocess_segment(stream[i]) for stream in refs])
-        for row in range(bounds[i], bounds[i + 1]):
-            out[row] = bleu._compute_segment_statistics(bleu._preprocess_segment(hyps[row]), ref_info)
+        lo, hi = bounds[i], bounds[i + 1]
+        if hi > lo:
+            out[lo:hi] = bleu_sentence_stats(bleu, hyps[lo:hi], [stream[i] for stream in refs])
     return out
 
 

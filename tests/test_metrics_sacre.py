@@ -10,6 +10,7 @@ import pytest
 from sacrebleu.metrics import BLEU, CHRF, TER
 
 from rerank.metrics import make_metric
+from rerank.sacre_stats import bleu_sentence_stats, corpus_segment_stats
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "eval")
 
@@ -76,3 +77,34 @@ def test_ter_is_lower_is_better_and_unknown_metric():
     assert make_metric("ter").higher_is_better is False
     with pytest.raises(ValueError, match="unknown metric"):
         make_metric("rouge")
+
+
+@pytest.mark.parametrize("tokenize", ["13a", "none"])
+def test_private_statistics_equal_the_public_api(tokenize):
+    """rerank.sacre_stats is the only caller of sacrebleu's private methods (pinned < 2.7 in
+    pyproject.toml): its per-segment statistics must be what sacrebleu's public sentence_score and
+    corpus_score report, so an upgrade that changes those methods fails here."""
+    hyps = lines("cap1.en")[:12]
+    refs = [lines("ref.en")[:12], lines("cap3.en")[:12]]
+    bleu = BLEU(tokenize=tokenize)
+    rows = [bleu_sentence_stats(bleu, [h, h.upper()], [r[i] for r in refs]) for i, h in enumerate(hyps)]
+    for i, (h, pair) in enumerate(zip(hyps, rows)):
+        for text, stats in zip((h, h.upper()), pair):
+            public = bleu.sentence_score(text, [r[i] for r in refs])
+            assert stats == [public.sys_len, public.ref_len, *public.counts, *public.totals]
+    corpus = np.asarray(corpus_segment_stats(bleu, hyps, refs)).sum(axis=0)
+    public = bleu.corpus_score(hyps, refs)
+    assert corpus.tolist() == [public.sys_len, public.ref_len, *public.counts, *public.totals]
+    assert corpus.tolist() == np.sum([pair[0] for pair in rows], axis=0).tolist()
+    ter = TER()
+    edits, ref_len = np.asarray(corpus_segment_stats(ter, hyps, refs)).sum(axis=0)
+    public = ter.corpus_score(hyps, refs)
+    assert (edits, ref_len) == (public.num_edits, pytest.approx(public.ref_length))
+    for word_order in (0, 2):   # chrF has no public statistics: compare the scores they give
+        chrf = CHRF(word_order=word_order)
+        stats = np.asarray(corpus_segment_stats(chrf, hyps, refs), dtype=float)
+        metric = make_metric("chrf++" if word_order else "chrf")
+        assert metric.score_from_stats(stats.sum(0)) == pytest.approx(chrf.corpus_score(hyps, refs).score, abs=1e-9)
+        for i in (0, 5):
+            expect = chrf.sentence_score(hyps[i], [r[i] for r in refs]).score
+            assert metric.score_from_stats(stats[i]) == pytest.approx(expect, abs=1e-9)

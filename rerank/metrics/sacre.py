@@ -1,27 +1,24 @@
 """BLEU, chrF, TER and the length ratio on top of sacrebleu's metric classes.
 
-Statistics come from sacrebleu itself (same tokenisers, same counting), so corpus scores equal
-the `sacrebleu` CLI; only the final formula is re-written in numpy so that it runs over a batch
-axis (randomisation/bootstrap trials). Tests compare both formulas on real data.
+Statistics come from sacrebleu itself (same tokenisers, same counting; read through
+rerank.sacre_stats, the only user of its private methods), so corpus scores equal the `sacrebleu`
+CLI; only the final formula is re-written in numpy so that it runs over a batch axis
+(randomisation/bootstrap trials). Tests compare both formulas on real data.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 
 import numpy as np
 from sacrebleu.metrics import BLEU, CHRF, TER
 
 from rerank.bleu import corpus_bleu_batch
 from rerank.metrics.base import Metric
+from rerank.sacre_stats import corpus_segment_stats
 
 # sacrebleu warns about tokenised periods on every call; the eval command reports tokenisation itself.
 logging.getLogger("sacrebleu").setLevel(logging.ERROR)
-
-
-def _streams(refs: Sequence[Sequence[str]]) -> list[list[str]]:
-    return [list(r) for r in refs]
 
 
 class BLEUMetric(Metric):
@@ -37,7 +34,7 @@ class BLEUMetric(Metric):
         self._bleu = BLEU(tokenize=tokenize, lowercase=lowercase, smooth_method="exp", force=True)
 
     def sentence_stats(self, hyps, refs):
-        stats = self._bleu._extract_corpus_statistics(list(hyps), _streams(refs))
+        stats = corpus_segment_stats(self._bleu, hyps, refs)
         return np.asarray(stats, dtype=np.float64).reshape(len(hyps), 10)
 
     def score_from_stats(self, stats):
@@ -62,7 +59,7 @@ class CHRFMetric(Metric):
             self.name = "chrf++"
 
     def sentence_stats(self, hyps, refs):
-        stats = self._chrf._extract_corpus_statistics(list(hyps), _streams(refs))
+        stats = corpus_segment_stats(self._chrf, hyps, refs)
         return np.asarray(stats, dtype=np.float64).reshape(len(hyps), 3 * self.order)
 
     def score_from_stats(self, stats):
@@ -98,7 +95,7 @@ class TERMetric(Metric):
         self._ter = TER(normalized=normalized, no_punct=no_punct, case_sensitive=case_sensitive)
 
     def sentence_stats(self, hyps, refs):
-        stats = self._ter._extract_corpus_statistics(list(hyps), _streams(refs))
+        stats = corpus_segment_stats(self._ter, hyps, refs)
         return np.asarray(stats, dtype=np.float64).reshape(len(hyps), 2)
 
     def score_from_stats(self, stats):
