@@ -88,15 +88,19 @@ def test_posterior_is_a_softmax_within_each_list():
 
 
 def test_expected_utility_by_hand():
-    # one list of three: p = (0.5, 0.3, 0.2); U[i, j] given row-major
+    # one list of three: p = (0.5, 0.3, 0.2); U[i, j] given row-major; the sum includes j = i
     U = np.array([1.0, 0.4, 0.6, 0.2, 1.0, 0.9, 0.1, 0.8, 1.0])
     I, J, _ = C.pair_index(np.array([0, 3]))
-    got = C.expected_utility(U, I, J, np.array([0.5, 0.3, 0.2]), 3)
-    np.testing.assert_allclose(got, [(0.3 * 0.4 + 0.2 * 0.6) / 0.5, (0.5 * 0.2 + 0.2 * 0.9) / 0.7, (0.5 * 0.1 + 0.3 * 0.8) / 0.8])
-    # all posterior mass on row 0: its others get uniform weights; a single hypothesis gets 0
-    I, J, _ = C.pair_index(np.array([0, 2, 3]))
-    got = C.expected_utility(np.array([1.0, 0.3, 0.7, 1.0, 1.0]), I, J, np.array([1.0, 0.0, 1.0]), 3)
-    np.testing.assert_allclose(got, [0.3, 0.7, 0.0])
+    p = np.array([0.5, 0.3, 0.2])
+    got = C.expected_utility(U, I, p[J], 3)
+    np.testing.assert_allclose(got, [0.5 + 0.3 * 0.4 + 0.2 * 0.6, 0.5 * 0.2 + 0.3 + 0.2 * 0.9, 0.5 * 0.1 + 0.3 * 0.8 + 0.2])
+
+
+def test_low_temperature_is_the_model_1best_and_high_temperature_pure_consensus():
+    nbest = make([["z z z z z", "a b c d e", "a b c d x", "a b c d y"]], scores=[np.array([0.0, -1.0, -1.5, -2.0])])
+    assert int(np.argmax(C.mbr_scores(nbest, nbest.scores, temperature=0.01))) == 0
+    assert int(np.argmin(C.mbr_scores(nbest, nbest.scores, temperature=1000.0))) == 0
+    assert C.mbr_scores(make([["only one"]]), np.zeros(1)).tolist() == [pytest.approx(100.0)]  # percent
 
 
 def test_the_consensus_hypothesis_wins():
