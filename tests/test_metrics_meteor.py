@@ -3,6 +3,8 @@
 import os
 import shutil
 import subprocess
+import sys
+import threading
 
 import numpy as np
 import pytest
@@ -121,3 +123,75 @@ def test_identical_and_empty_segments():
     assert metric.score_from_stats(stats[0]) == pytest.approx(100.0)
     assert stats[0, 20] == 0  # a perfect segment adds no chunks when summed
     assert metric.score_from_stats(stats[1]) == 0.0 and metric.score_from_stats(stats[2]) == 0.0
+
+
+# --- the jar's pipes: a fake "jar" (a Python script) that floods stderr ---------------------------
+
+FLOODING_JAR = r"""
+import sys
+for n, line in enumerate(sys.stdin):
+    assert line.startswith("SCORE ||| ")
+    sys.stderr.write(f"log line {n} " * 6000 + "\n")          # ~80 kB per request, > 1 MB in all
+    sys.stderr.flush()
+    print(" ".join([str(n), str(len(line.split(" ||| ")))] + ["0"] * 21), flush=True)
+"""
+
+FAILING_JAR = r"""
+import sys
+sys.stdin.readline()
+sys.stderr.write("warming up\n" * 40000)                        # 440 kB before the real message
+sys.stderr.write("Error: unknown language code xx\n")
+sys.exit(1)
+"""
+
+
+def _fake_jar(tmp_path, monkeypatch, script):
+    """A MeteorJar whose command (built in MeteorJar.__init__ as `java -jar ...`) runs `script`."""
+    import rerank.metrics.meteor.jar as jar_module
+
+    path = tmp_path / "fake_meteor.py"
+    path.write_text(script, encoding="utf-8")
+    monkeypatch.setattr(jar_module, "java_available", lambda: True)
+    jar = MeteorJar(str(tmp_path / "meteor-1.5.jar"), "en", ["exact"])
+    jar.cmd = [sys.executable, str(path)]
+    return jar
+
+
+def _run_with_timeout(jar, call, seconds=60):
+    """call() on a thread; a call still running after `seconds` is a deadlock: kill the fake, fail."""
+    box = {}
+
+    def target():
+        try:
+            box["value"] = call()
+        except Exception as exc:  # noqa: BLE001 (handed to the test)
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        jar._proc.kill()
+        pytest.fail(f"the Meteor jar call did not return within {seconds}s (pipe deadlock)")
+    return box
+
+
+def test_jar_stderr_flood_does_not_block(tmp_path, monkeypatch):
+    jar = _fake_jar(tmp_path, monkeypatch, FLOODING_JAR)
+    hyps, refs = [f"hyp {i}" for i in range(20)], [[f"ref {i}" for i in range(20)], [f"alt {i}" for i in range(20)]]
+    box = _run_with_timeout(jar, lambda: jar.stats(hyps, refs))
+    assert "error" not in box, box.get("error")
+    stats = box["value"]
+    assert stats.shape == (20, 23)
+    np.testing.assert_array_equal(stats[:, 0], np.arange(20))    # answers in request order
+    assert np.all(stats[:, 1] == 4)                              # SCORE + two references + hypothesis
+    jar.close()
+
+
+def test_jar_failure_keeps_the_end_of_stderr(tmp_path, monkeypatch):
+    jar = _fake_jar(tmp_path, monkeypatch, FAILING_JAR)
+    box = _run_with_timeout(jar, lambda: jar.stats(["a", "b", "c"], [["x", "y", "z"]]))
+    error = box.get("error")
+    assert isinstance(error, MeteorResourceError)
+    assert "failed after 0 of 3 segments" in str(error)
+    assert str(error).endswith("Error: unknown language code xx")

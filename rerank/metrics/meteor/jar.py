@@ -3,22 +3,49 @@
 One Java process per metric object, started on first use and kept (Java start-up and, for
 English, loading the paraphrase table take seconds): requests `SCORE ||| ref1 ||| ref2 ||| hyp`
 go in chunks, one line of 23 statistics per segment comes back (Meteor picks the best reference).
+A daemon thread drains the jar's stderr while it runs (a full stderr pipe would block the jar and
+with it our read of stdout); its last lines go into the error message if the jar fails.
 """
 
 from __future__ import annotations
 
 import shutil
 import subprocess
+import threading
+from collections import deque
 
 import numpy as np
 
 from rerank.metrics.meteor.resources import MeteorResourceError, default_jar
 
-CHUNK = 200  # requests written before reading their answers (keeps both pipes far below their buffers)
+CHUNK = 200  # requests written before reading their answers (keeps stdin/stdout far below their buffers)
+ERR_TAIL = 2000  # characters of the jar's stderr kept for error messages
 
 
 def java_available() -> bool:
     return shutil.which("java") is not None
+
+
+class _Drain:
+    """Reads a text pipe to its end on a daemon thread, keeping only its last `keep` characters."""
+
+    def __init__(self, pipe, keep: int = ERR_TAIL):
+        self._lines: deque[str] = deque()
+        self._size, self._keep = 0, keep
+        self._thread = threading.Thread(target=self._run, args=(pipe,), daemon=True)
+        self._thread.start()
+
+    def _run(self, pipe) -> None:
+        for line in iter(pipe.readline, ""):
+            self._lines.append(line[-self._keep:])
+            self._size += len(self._lines[-1])
+            while self._size - len(self._lines[0]) >= self._keep:
+                self._size -= len(self._lines.popleft())
+
+    def tail(self, timeout: float = 5.0) -> str:
+        """The kept text, once the pipe is closed (or after `timeout` seconds)."""
+        self._thread.join(timeout)
+        return "".join(self._lines)[-self._keep:]
 
 
 class MeteorJar:
@@ -35,11 +62,14 @@ class MeteorJar:
         elif lowercase:
             self.cmd.append("-lower")
         self._proc = None
+        self._stderr: _Drain | None = None
 
     def _process(self):
         if self._proc is None or self._proc.poll() is not None:
             self._proc = subprocess.Popen(self.cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                          stderr=subprocess.PIPE, text=True, encoding="utf-8", bufsize=1)
+                                          stderr=subprocess.PIPE, text=True, encoding="utf-8", errors="replace",
+                                          bufsize=1)  # a decoding error would stop the stderr drain
+            self._stderr = _Drain(self._proc.stderr)
         return self._proc
 
     def stats(self, hyps: list[str], refs: list[list[str]]) -> np.ndarray:
@@ -59,8 +89,9 @@ class MeteorJar:
                         raise BrokenPipeError
                     out.append([float(x) for x in answer.split()])
             except (BrokenPipeError, ValueError):
+                drain = self._stderr
                 self.close()
-                err = proc.stderr.read() if proc.stderr else ""
+                err = drain.tail() if drain is not None else ""
                 raise MeteorResourceError(f"Meteor jar failed after {len(out)} of {len(hyps)} segments: "
                                           f"{err.strip()[-500:]}") from None
         return np.array(out, dtype=np.float64).reshape(len(hyps), 23)
