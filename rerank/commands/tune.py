@@ -84,13 +84,18 @@ def run_paths(output: str, runs: int) -> list[str]:
     return [f"{stem}.run{r}{ext or '.json'}" for r in range(1, runs + 1)]
 
 
-def run(args) -> int:
+def _tuner(args):
+    """The chosen tuner plug-in, after checking --runs and that it optimises --metric."""
     tuner = plugins.tuners()[args.tuner]()
     if args.runs < 1:
         raise InputError("--runs must be at least 1")
     if args.metric not in tuner.metrics:
         raise InputError(f"--tuner {args.tuner} optimises {', '.join(tuner.metrics)}, not {args.metric}")
-    start = time.time()
+    return tuner
+
+
+def _inputs(args):
+    """(n-best list, reference streams, start weights), cut to --sentences."""
     nbest, _ = load_nbest(args, args.nbest)
     refs = read_references(args.ref)
     if len(refs[0]) != nbest.n_sentences:
@@ -102,6 +107,47 @@ def run(args) -> int:
     w0 = np.zeros(len(nbest.feature_names))
     if args.init:
         w0 = weight_vector(read_weights(args.init), nbest.feature_names, source=args.init)
+    return nbest, refs, w0
+
+
+def _tune_run(args, tuner, data, w0, r: int, path: str, metric: str) -> tuple:
+    """One run with seed seed + r - 1, written to `path` with its config; (score, path, w, curve, r)."""
+    seed = args.seed + r - 1
+    label = f"run {r}: " if args.runs > 1 else ""
+    res = tuner.tune(data, w0, seed=seed, options=tuner.options(args), progress=not args.quiet,
+                     log=(lambda msg: print(label + msg, file=sys.stderr)) if args.verbose else None)
+    curve, initial, best = res.curve, res.initial_score, res.tuned_score
+    w = normalize(res.weights, args.normalize, data.tuned)
+    print(f"{label}{metric} initial {initial:.2f} -> tuned {best:.2f} ({args.tuner}, seed {seed})")
+    meta = {
+        "tuner": args.tuner, "seed": seed, "run": r, "runs": args.runs, "command": sys.argv,
+        "nbest": os.path.abspath(args.nbest), "references": [os.path.abspath(x) for x in args.ref],
+        "sentences": args.sentences, "metric": args.metric, "tokenize": args.tokenize, "lowercase": args.lowercase,
+        "init": args.init, "tuned_features": [n for n, t in zip(data.feature_names, data.tuned) if t],
+        "fixed_features": [n for n, t in zip(data.feature_names, data.tuned) if not t],
+        "normalize": args.normalize, "options": tuner.options(args),
+        "hypotheses": data.nbest.n_hyps, "duplicates_merged": data.n_input_hyps - data.nbest.n_hyps,
+        "initial_score": initial, "tuned_score": best, "curve": curve, **res.extra,
+    }
+    write_weights(path, dict(zip(data.feature_names, w.tolist())), meta)
+    return best, path, w, curve, r
+
+
+def _write_best_of_runs(args, data, results: list, metric: str) -> None:
+    """OUTPUT = a copy of the run with the best tuning score, and the spread of the runs."""
+    best_run = max(results, key=lambda x: x[0])
+    meta = {"tuner": args.tuner, "best_of_runs": best_run[1], "run": best_run[4], "runs": args.runs,
+            "tuned_scores": [x[0] for x in results], "command": sys.argv}
+    write_weights(args.output, dict(zip(data.feature_names, best_run[2].tolist())), meta)
+    scores = np.array([x[0] for x in results])
+    print(f"{args.runs} runs: {metric} mean {scores.mean():.2f}, sd {scores.std(ddof=1):.2f}; "
+          f"best run {best_run[4]} copied to {args.output}")
+
+
+def run(args) -> int:
+    tuner = _tuner(args)
+    start = time.time()
+    nbest, refs, w0 = _inputs(args)
     data = prepare(nbest, refs, metric=args.metric, tokenize=args.tokenize, lowercase=args.lowercase,
                    tune=_names(args.tune_features), fix=_names(args.fix), lang=args.lang,
                    progress=not args.quiet, source=args.nbest)
@@ -112,36 +158,10 @@ def run(args) -> int:
     print(f"tuning set: {nbest.n_sentences} sentences, {data.nbest.n_hyps} hypotheses"
           + (f" ({merged} exact duplicates merged)" if merged else "")
           + f", {int(data.tuned.sum())} of {len(data.feature_names)} features tuned", file=sys.stderr)
-
-    results = []
-    for r, path in enumerate(run_paths(args.output, args.runs), start=1):
-        seed = args.seed + r - 1
-        label = f"run {r}: " if args.runs > 1 else ""
-        res = tuner.tune(data, w0, seed=seed, options=tuner.options(args), progress=not args.quiet,
-                         log=(lambda msg: print(label + msg, file=sys.stderr)) if args.verbose else None)
-        curve, initial, best = res.curve, res.initial_score, res.tuned_score
-        w = normalize(res.weights, args.normalize, data.tuned)
-        print(f"{label}{metric} initial {initial:.2f} -> tuned {best:.2f} ({args.tuner}, seed {seed})")
-        meta = {
-            "tuner": args.tuner, "seed": seed, "run": r, "runs": args.runs, "command": sys.argv,
-            "nbest": os.path.abspath(args.nbest), "references": [os.path.abspath(x) for x in args.ref],
-            "sentences": args.sentences, "metric": args.metric, "tokenize": args.tokenize, "lowercase": args.lowercase,
-            "init": args.init, "tuned_features": [n for n, t in zip(data.feature_names, data.tuned) if t],
-            "fixed_features": [n for n, t in zip(data.feature_names, data.tuned) if not t],
-            "normalize": args.normalize, "options": tuner.options(args),
-            "hypotheses": data.nbest.n_hyps, "duplicates_merged": merged,
-            "initial_score": initial, "tuned_score": best, "curve": curve, **res.extra,
-        }
-        write_weights(path, dict(zip(data.feature_names, w.tolist())), meta)
-        results.append((best, path, w, curve, r))
+    results = [_tune_run(args, tuner, data, w0, r, path, metric)
+               for r, path in enumerate(run_paths(args.output, args.runs), start=1)]
     if args.runs > 1:
-        best_run = max(results, key=lambda x: x[0])
-        meta = {"tuner": args.tuner, "best_of_runs": best_run[1], "run": best_run[4], "runs": args.runs,
-                "tuned_scores": [x[0] for x in results], "command": sys.argv}
-        write_weights(args.output, dict(zip(data.feature_names, best_run[2].tolist())), meta)
-        scores = np.array([x[0] for x in results])
-        print(f"{args.runs} runs: {metric} mean {scores.mean():.2f}, sd {scores.std(ddof=1):.2f}; "
-              f"best run {best_run[4]} copied to {args.output}")
+        _write_best_of_runs(args, data, results, metric)
     if args.plot:
         plot_tuning(args.plot, [(f"run {x[4]}", x[3]) for x in results], data.feature_names,
                     max(results, key=lambda x: x[0])[2], metric=metric, tuner=args.tuner, step_name=tuner.step_name)
