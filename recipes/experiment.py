@@ -85,7 +85,7 @@ def run_experiment(dev: NBestList, dev_refs, test: NBestList, test_refs, systems
     oracle, oracle_hyps = oracle_bleu(test, test_refs, tokenize)
     log(f"evaluating {len(systems) + 1} systems x {runs} runs: {', '.join(metrics)}")
     table = evaluate_systems(
-        test_refs, [baseline] * runs, outputs, metrics=metrics, lang=lang, second_baseline=second_baseline,
+        test_refs, [baseline], outputs, metrics=metrics, lang=lang, second_baseline=second_baseline,
         ar_trials=ar_trials, bootstrap=bootstrap, seed=seed, baseline_name="NMT 1-best", tokenize=tokenize,
         meteor_options=meteor_options,
     )

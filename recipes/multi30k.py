@@ -15,8 +15,6 @@ record the SHA-256 of their inputs and are redone when an input file has changed
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import json
 import os
 import platform
@@ -27,6 +25,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from recipes.experiment import SystemSpec, run_experiment
+from recipes.steps import Steps
 from rerank.errors import InputError
 from rerank.formats import read_nbest, read_references, write_nbest
 from rerank.io import atomic_write, read_lines
@@ -36,26 +35,6 @@ SPLITS = {"val": "val", "test_2016": "test_2016_flickr"}
 BASE_FEATURES = ["nmt", "nmt_norm", "len"]
 # recipe preset -> (NMT size preset, embedding preset); `tiny` is for smoke tests only
 PRESETS = {"cpu": ("cpu", "cpu"), "paper": ("paper", "paper"), "tiny": ("tiny", "small")}
-
-
-@functools.lru_cache(maxsize=None)
-def _sha256(path: str, size: int, mtime_ns: int) -> str:
-    """SHA-256 of a file; cached on (path, size, mtime), so the embedding model and the sources,
-    inputs of many steps, are read once per run."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def file_digests(paths: list[str]) -> list[list[str]]:
-    """[file name, SHA-256] of each input, to tell a reusable output from a stale one."""
-    out = []
-    for path in paths:
-        st = os.stat(path)
-        out.append([os.path.basename(path), _sha256(os.path.abspath(path), st.st_size, st.st_mtime_ns)])
-    return out
 
 
 @dataclass
@@ -79,6 +58,8 @@ class RecipeConfig:
     bootstrap: int = 1000
     seed: int = 1
     device: str = "cpu"
+    embedding_config: dict = field(default_factory=dict)   # keys of embeddings.train.DEFAULTS
+    nmt_config: dict = field(default_factory=dict)         # fields of nmt.train.TrainConfig
 
 
 class Recipe:
@@ -95,6 +76,8 @@ class Recipe:
         self.start = time.time()
         os.makedirs(cfg.out, exist_ok=True)
         self.images = self._find_image_features() if cfg.image_features else None
+        self.steps = Steps(self.log)
+        self._nmt_runs: dict[str, str] = {}
 
     # --- helpers -----------------------------------------------------------------------
     def log(self, msg: str) -> None:
@@ -130,18 +113,17 @@ class Recipe:
         for name, spec in specs.items():
             slug = name.lower().replace(" ", "").replace("=", "").replace(".", "")
             out = self.path("embeddings", slug)
-            model = os.path.join(out, "model.pt")
-            if not os.path.exists(model):
-                self.train_embedding(name, spec, out)
-            else:
-                self.log(f"reusing embedding model {model}")
-            models[name] = {"path": model, "prefix": slug.replace("-", "_") + "_", "images": self.images is not None}
+            self.train_embedding(name, spec, out)
+            models[name] = {"path": os.path.join(out, "model.pt"), "prefix": slug.replace("-", "_") + "_",
+                            "images": self.images is not None}
         return models
 
     def train_embedding(self, name: str, spec: dict, out: str) -> None:
-        from embeddings.train import train
+        """Train (or resume from OUT/checkpoint.pt) unless OUT/DONE.json records this config."""
+        from embeddings.train import resolve_config, train
 
-        config = {"preset": self.embed_preset, "languages": spec["languages"].split(","), "seed": self.cfg.seed}
+        config = {"preset": self.embed_preset, "languages": spec["languages"].split(","), "seed": self.cfg.seed,
+                  **self.cfg.embedding_config}
         if self.cfg.embed_max_minutes:
             config["max_minutes"] = self.cfg.embed_max_minutes
         if self.cfg.embed_max_epochs:
@@ -149,8 +131,14 @@ class Recipe:
         if spec["beta"] is not None:
             config["beta"] = spec["beta"]
             config["image_features"] = {"train": self.images["train"], "val": self.images["val"]}
+        resolved = {"data_dir": os.path.abspath(self.cfg.data_dir), **resolve_config(config)}
+        step = f"embedding {name}"
+        if self.steps.is_done(step, out, [], resolved, directory=True):
+            return
+        started = self.steps.start(step, out, resolved, directory=True)
         self.log(f"training embedding model {name}: {json.dumps(config)}")
-        train(config, self.cfg.data_dir, out, self.cfg.device)
+        model = train(config, self.cfg.data_dir, out, self.cfg.device)
+        self.steps.finish(step, out, [], resolved, started, directory=True, model=os.path.basename(model))
 
     # --- 2./3. NMT and n-best lists --------------------------------------------------------
     def nbest_path(self, flavour: str, split: str, n: int) -> str:
@@ -161,49 +149,58 @@ class Recipe:
         return self.path("nbest", f"{flavour}.{split}.{n}best.gz")
 
     def nmt_run(self, flavour: str) -> str:
+        """Train (or resume from RUN/last.pt) unless RUN/DONE.json records this config."""
         if self.cfg.nmt_dir and os.path.exists(os.path.join(self.cfg.nmt_dir, flavour, "best.pt")):
             return os.path.join(self.cfg.nmt_dir, flavour)
-        run = self.path("nmt", flavour)
-        if not os.path.exists(os.path.join(run, "DONE")):
-            from nmt.train import make_config, train_files
+        if flavour not in self._nmt_runs:
+            self._nmt_runs[flavour] = self.train_nmt(flavour)
+        return self._nmt_runs[flavour]
 
-            cfg = make_config(self.nmt_preset, flavour, seed=self.cfg.seed, max_minutes=self.cfg.nmt_max_minutes,
-                              max_epochs=self.cfg.nmt_max_epochs)
-            self.log(f"training NMT {flavour}: {json.dumps(asdict(cfg))}")
-            train_files(cfg, os.path.join(self.cfg.data_dir, "task1", "raw"), run, device=self.cfg.device)
-            with atomic_write(os.path.join(run, "DONE")) as f:
-                f.write("trained\n")
+    def train_nmt(self, flavour: str) -> str:
+        from nmt.train import make_config, train_files
+
+        run = self.path("nmt", flavour)
+        overrides = {"seed": self.cfg.seed, **self.cfg.nmt_config, "max_minutes": self.cfg.nmt_max_minutes,
+                     "max_epochs": self.cfg.nmt_max_epochs}
+        try:
+            cfg = make_config(self.nmt_preset, flavour, **overrides)
+        except (TypeError, ValueError) as exc:
+            raise InputError(f"NMT config: {exc}") from None
+        resolved = {"data_dir": os.path.abspath(self.cfg.data_dir), **asdict(cfg)}
+        step = f"NMT {flavour}"
+        if self.steps.is_done(step, run, [], resolved, directory=True):
+            return run
+        started = self.steps.start(step, run, resolved, directory=True)
+        self.log(f"training NMT {flavour}: {json.dumps(asdict(cfg))}")
+        state = train_files(cfg, os.path.join(self.cfg.data_dir, "task1", "raw"), run, device=self.cfg.device)
+        if state.get("stopped") == "time-budget":
+            self.log(f"NMT {flavour} was stopped by its time budget ({cfg.max_minutes} min) after epoch {state['epoch']}")
+        self.steps.finish(step, run, [], resolved, started, directory=True,
+                          **{k: state.get(k) for k in ("stopped", "epoch", "best_epoch", "best_bleu")})
         return run
 
     def nbest_lists(self, flavour: str) -> None:
-        missing = [(s, n) for s in SPLITS for n in self.cfg.nbest_sizes if not os.path.exists(self.nbest_path(flavour, s, n))]
-        if not missing:
-            self.log(f"reusing {flavour} n-best lists")
+        for split in SPLITS:
+            for n in self.cfg.nbest_sizes:
+                self.nbest_list(flavour, split, n)
+
+    def nbest_list(self, flavour: str, split: str, n: int) -> None:
+        """Translate with beam n unless the list was given (--nbest-dir) or its DONE marker matches."""
+        out = self.nbest_path(flavour, split, n)
+        if self.cfg.nbest_dir and os.path.dirname(out) == os.path.normpath(self.cfg.nbest_dir):
+            self.log(f"n-best {flavour} {split} {n}: using the given list {out}")
             return
+        from nmt.translate import translate_file
+
         run = self.nmt_run(flavour)
-        for split, n in missing:
-            source = os.path.join(self.cfg.data_dir, "task1", "raw", f"{SPLITS[split]}.en.gz")
-            from nmt.translate import translate_file
-
-            self.log(f"translating {source} with {run}: beam {n}, {n}-best")
-            translate_file(run, source, self.nbest_path(flavour, split, n), beam=n, nbest=n, device=self.cfg.device)
-
-    def is_fresh(self, out: str, inputs: list[str]) -> bool:
-        """True if `out` exists and was made from inputs with the digests recorded beside it."""
-        if not os.path.exists(out):
-            return False
-        stamp = out + ".inputs.json"
-        if os.path.exists(stamp):
-            with open(stamp, encoding="utf-8") as f:
-                if json.load(f) == file_digests(inputs):
-                    return True
-        self.log(f"inputs of {out} changed or were not recorded: redoing it")
-        return False
-
-    @staticmethod
-    def stamp(out: str, inputs: list[str]) -> None:
-        with atomic_write(out + ".inputs.json") as f:
-            json.dump(file_digests(inputs), f, indent=1)
+        source = os.path.join(self.cfg.data_dir, "task1", "raw", f"{SPLITS[split]}.en.gz")
+        step, config, inputs = f"n-best {flavour} {split} {n}", {"beam": n, "nbest": n}, [os.path.join(run, "best.pt"), source]
+        if self.steps.is_done(step, out, inputs, config):
+            return
+        started = self.steps.start(step, out, config)
+        self.log(f"translating {source} with {run}: beam {n}, {n}-best")
+        translate_file(run, source, out, beam=n, nbest=n, device=self.cfg.device)
+        self.steps.finish(step, out, inputs, config, started)
 
     # --- 4. features -------------------------------------------------------------------------
     def featured(self, flavour: str, split: str, n: int, models: dict[str, dict]) -> str:
@@ -213,8 +210,10 @@ class Recipe:
         inputs = [self.nbest_path(flavour, split, n), source_path] + [m["path"] for m in models.values()]
         if self.images:
             inputs.append(self.images[SPLITS[split]])
-        if self.is_fresh(out, inputs):
+        step, config = f"features {flavour} {split} {n}", {"models": {k: v["prefix"] for k, v in models.items()}}
+        if self.steps.is_done(step, out, inputs, config):
             return out
+        started = self.steps.start(step, out, config)
         from embeddings.data import load_features
         from embeddings.encoder import Encoder
         from embeddings.features import embedding_features
@@ -233,7 +232,7 @@ class Recipe:
             for w in which:
                 nbest = nbest.with_feature(model["prefix"] + w, columns[w])
         write_nbest(nbest, out)
-        self.stamp(out, inputs)
+        self.steps.finish(step, out, inputs, config, started)
         return out
 
     # --- 5./6. experiments and tables ------------------------------------------------------
@@ -246,40 +245,47 @@ class Recipe:
         return specs, second
 
     def run(self) -> dict:
-        cfg = self.cfg
         self._save_config()
         models = self.embedding_models()
         results = {}
-        for flavour in cfg.flavours:
+        for flavour in self.cfg.flavours:
             self.nbest_lists(flavour)
-            for n in cfg.nbest_sizes:
-                exp_dir = self.path("experiments", f"{flavour}.{n}best")
-                done = os.path.join(exp_dir, "results.json")
-                featured = [self.featured(flavour, split, n, models) for split in ("val", "test_2016")]
-                if self.is_fresh(done, featured):
-                    self.log(f"reusing {done}")
-                    with open(done, encoding="utf-8") as f:
-                        results[(flavour, n)] = json.load(f)
-                    continue
-                dev, test = read_nbest(featured[0]), read_nbest(featured[1])
-                dev_refs = read_references([os.path.join(cfg.data_dir, "task1", "raw", "val.de.gz")], dev.n_sentences)
-                test_refs = read_references([os.path.join(cfg.data_dir, "task1", "raw", "test_2016_flickr.de.gz")], test.n_sentences)
-                systems, second = self.systems(models, dev)
-                self.log(f"experiment {flavour} {n}-best: {len(systems)} systems x {cfg.runs} runs")
-                result = run_experiment(dev, dev_refs, test, test_refs, systems, runs=cfg.runs, seed=cfg.seed,
-                                        epochs=cfg.epochs, tokenize="13a", lang="de", second_baseline=second,
-                                        ar_trials=cfg.ar_trials, bootstrap=cfg.bootstrap,
-                                        meteor_options={"modules": ["exact", "stem"]}, out_dir=exp_dir, log=self.log)
-                summary = json.loads(result.table.to_json())
-                summary["oracle_bleu"] = result.oracle_bleu
-                summary["dev_bleu"] = result.dev_scores
-                with atomic_write(os.path.join(exp_dir, "summary.json")) as f:
-                    json.dump(summary, f, indent=1)
-                results[(flavour, n)] = json.loads(result.table.to_json())
-                self.stamp(done, featured)
+            for n in self.cfg.nbest_sizes:
+                results[(flavour, n)] = self.experiment(flavour, n, models)
         self.write_tables()
+        self.log(self.steps.summary())
         self.log("recipe complete")
         return results
+
+    def experiment(self, flavour: str, n: int, models: dict[str, dict]) -> dict:
+        """Tune, rerank and evaluate one flavour and list size, unless its DONE marker matches."""
+        cfg = self.cfg
+        exp_dir = self.path("experiments", f"{flavour}.{n}best")
+        featured = [self.featured(flavour, split, n, models) for split in ("val", "test_2016")]
+        step = f"experiment {flavour} {n}-best"
+        config = {"runs": cfg.runs, "epochs": cfg.epochs, "seed": cfg.seed, "ar_trials": cfg.ar_trials,
+                  "bootstrap": cfg.bootstrap, "tokenize": "13a", "meteor_modules": ["exact", "stem"]}
+        if self.steps.is_done(step, exp_dir, featured, config, directory=True):
+            with open(os.path.join(exp_dir, "results.json"), encoding="utf-8") as f:
+                return json.load(f)
+        started = self.steps.start(step, exp_dir, config, directory=True)
+        dev, test = read_nbest(featured[0]), read_nbest(featured[1])
+        raw = os.path.join(cfg.data_dir, "task1", "raw")
+        dev_refs = read_references([os.path.join(raw, "val.de.gz")], dev.n_sentences)
+        test_refs = read_references([os.path.join(raw, "test_2016_flickr.de.gz")], test.n_sentences)
+        systems, second = self.systems(models, dev)
+        self.log(f"experiment {flavour} {n}-best: {len(systems)} systems x {cfg.runs} runs")
+        result = run_experiment(dev, dev_refs, test, test_refs, systems, runs=cfg.runs, seed=cfg.seed,
+                                epochs=cfg.epochs, tokenize="13a", lang="de", second_baseline=second,
+                                ar_trials=cfg.ar_trials, bootstrap=cfg.bootstrap,
+                                meteor_options={"modules": config["meteor_modules"]}, out_dir=exp_dir, log=self.log)
+        summary = json.loads(result.table.to_json())
+        summary["oracle_bleu"] = result.oracle_bleu
+        summary["dev_bleu"] = result.dev_scores
+        with atomic_write(os.path.join(exp_dir, "summary.json")) as f:
+            json.dump(summary, f, indent=1)
+        self.steps.finish(step, exp_dir, featured, config, started, directory=True)
+        return json.loads(result.table.to_json())
 
     def _save_config(self) -> None:
         import torch

@@ -26,6 +26,10 @@ def add_parser(subparsers):
     m.add_argument("--nmt-dir", help="reuse NMT run directories DIR/<flavour> (from `rerank nmt train`)")
     m.add_argument("--nbest-dir", help="reuse n-best lists DIR/<flavour>.<val|test_2016>.<n>best.gz "
                    "(`shipped` = the lists inside the package)")
+    m.add_argument("--embedding-config", metavar="JSON", help="embedding training settings (keys of "
+                   "embeddings/train.py DEFAULTS, e.g. {\"dropout\": 0.0}); recorded with every model")
+    m.add_argument("--nmt-config", metavar="JSON", help="NMT training settings (fields of nmt/train.py TrainConfig, "
+                   "e.g. {\"subword\": \"bpe\"}); recorded with every run")
     m.add_argument("--nmt-max-minutes", type=float, help="training budget per NMT flavour")
     m.add_argument("--embed-max-minutes", type=float, help="training budget per embedding model")
     m.add_argument("--nmt-max-epochs", type=int, help="epoch limit per NMT flavour")
@@ -37,6 +41,23 @@ def add_parser(subparsers):
     m.add_argument("--seed", type=int, default=1)
     m.add_argument("--device", default="cpu", help="cpu or cuda (falls back to the CPU with a message)")
     parser.set_defaults(func=run)
+
+
+def _json_object(path: str | None) -> dict:
+    import json
+
+    from rerank.errors import InputError
+    from rerank.io import read_lines
+
+    if not path:
+        return {}
+    try:
+        value = json.loads("\n".join(read_lines(path)))
+    except json.JSONDecodeError as exc:
+        raise InputError(f"not JSON: {exc.msg}", path, exc.lineno) from None
+    if not isinstance(value, dict):
+        raise InputError("expected a JSON object of settings", path)
+    return value
 
 
 def run(args) -> int:
@@ -56,6 +77,7 @@ def run(args) -> int:
         nmt_max_minutes=args.nmt_max_minutes, embed_max_minutes=args.embed_max_minutes,
         nmt_max_epochs=args.nmt_max_epochs, embed_max_epochs=args.embed_max_epochs, runs=args.runs,
         epochs=args.epochs, ar_trials=args.ar, bootstrap=args.bootstrap, seed=args.seed, device=args.device,
+        embedding_config=_json_object(args.embedding_config), nmt_config=_json_object(args.nmt_config),
     )
     Recipe(cfg).run()
     print(f"tables: {os.path.join(args.out, 'tables')}")
