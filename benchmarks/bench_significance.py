@@ -26,6 +26,7 @@ from sacrebleu.significance import PairedTest  # noqa: E402
 
 from rerank.metrics import make_metric  # noqa: E402
 from rerank.significance import approximate_randomization  # noqa: E402
+from rerank.sacre_stats import corpus_segment_stats  # noqa: E402
 
 
 def read(path, n):
@@ -58,8 +59,8 @@ def main():
     # sacrebleu: statistics extraction alone, then the whole PairedTest
     t = time.perf_counter()
     for metric in (BLEU(), TER()):
-        metric._extract_corpus_statistics(hyp_a, [ref])
-        metric._extract_corpus_statistics(hyp_b, [ref])
+        corpus_segment_stats(metric, hyp_a, [ref])
+        corpus_segment_stats(metric, hyp_b, [ref])
     sb_stats = time.perf_counter() - t
     t = time.perf_counter()
     test = PairedTest([("a", hyp_a), ("b", hyp_b)], {"BLEU": BLEU(), "TER": TER()}, [ref], test_type="ar",

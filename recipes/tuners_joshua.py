@@ -56,7 +56,7 @@ def main() -> None:
         "kbmira (C=0.01, 60 epochs)": lambda s: kbmira(tune, seed=s).weights,
         "kbmira --model-bg": lambda s: kbmira(tune, seed=s, model_bg=True).weights,
         "MERT (20 starts, 10 random dirs)": lambda s: mert(tune, seed=s).weights,
-        "PRO (5000/50/0.05, C=0.01)": lambda s: pro(tune, seed=s).weights,
+        "PRO (5000/50/0.05, C=1)": lambda s: pro(tune, seed=s).weights,
     }
     for label, fn in tuners.items():
         t = time.perf_counter()
