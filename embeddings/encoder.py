@@ -4,7 +4,14 @@ A model is two files: `NAME.pt` (state_dict, loaded with weights_only=True; may 
 fp16) and `NAME.json` (sizes, vocabularies, training summary). Encoding tokenises raw sentences
 (sacremoses + lower-casing), sorts them by length, and runs a GRU loop whose input-gate
 pre-activations come from a per-word lookup table (embedding x W_ih folded once), which is
-faster than nn.GRU on CPU and gives the same vectors.
+faster than nn.GRU on CPU and gives the same vectors (to float rounding).
+
+Batch independence: a sentence's vector is bitwise the same whichever sentences are encoded
+with it (sharded feature runs depend on this). BLAS kernels sum in a shape-dependent order (a
+GEMM of 1 or a few rows rounds differently from one of 64), so every GEMM runs on a block of
+exactly `batch_size` rows (unused rows empty); and torch.sigmoid rounds differently in the
+scalar tail of its vectorised loop, so the gates use sigmoid(a) = (1 + tanh(a / 2)) / 2, whose
+operations round alike on every path (tanh is checked in tests/test_embeddings_encoder.py).
 """
 
 from __future__ import annotations
@@ -56,7 +63,7 @@ class Encoder:
         self.model = model.eval()
         self.vocabs = vocabs
         self.meta = meta or {}
-        self._tables: dict = {}
+        self._weights: dict = {}
 
     @classmethod
     def load(cls, path: str) -> "Encoder":
@@ -107,56 +114,57 @@ class Encoder:
             out.append(ids)
         return out
 
-    def _input_table(self, lang: str, device: torch.device):
-        """Per-word input-gate pre-activations E W_ih^T + b_ih, or None if it would be too large."""
+    def _step_weights(self, lang: str, device: torch.device) -> dict:
+        """GRU weights of `_encode_block`, the r and z gate columns halved (exact: a power of two)
+        for sigmoid(a) = (1 + tanh(a / 2)) / 2, and the per-word input table E W_ih^T + b_ih
+        (halved alike; None if larger than TABLE_LIMIT_BYTES). Cached per language and device."""
         key = (lang, str(device))
-        if key not in self._tables:
-            emb = self.model.embed[lang].weight
-            gru = self.model.gru[lang]
-            if emb.shape[0] * gru.weight_ih_l0.shape[0] * 4 <= TABLE_LIMIT_BYTES:
-                with torch.inference_mode():
-                    self._tables[key] = torch.addmm(gru.bias_ih_l0, emb, gru.weight_ih_l0.t()).to(device)
-            else:
-                self._tables[key] = None
-        return self._tables[key]
+        if key not in self._weights:
+            gru, emb = self.model.gru[lang], self.model.embed[lang].weight
+            H = gru.hidden_size
+            with torch.inference_mode():
+                half = torch.ones(3 * H, device=emb.device)
+                half[: 2 * H] = 0.5
+                w = {"w_ih_t": gru.weight_ih_l0.t() * half, "b_ih": gru.bias_ih_l0 * half,
+                     "w_hh_t": gru.weight_hh_l0.t() * half, "b_hh": gru.bias_hh_l0 * half, "table": None}
+                if emb.shape[0] * 3 * H * 4 <= TABLE_LIMIT_BYTES:
+                    w["table"] = torch.addmm(w["b_ih"], emb, w["w_ih_t"])
+                self._weights[key] = {k: None if v is None else v.contiguous().to(device) for k, v in w.items()}
+        return self._weights[key]
 
     @torch.inference_mode()
-    def _encode_sorted(self, lang: str, batch: list[list[int]], device: torch.device) -> torch.Tensor:
-        """Last GRU states for a batch sorted by decreasing length (all lengths >= 1)."""
-        gru = self.model.gru[lang].to(device)
-        H = gru.hidden_size
-        lengths = [len(x) for x in batch]
-        ids = torch.zeros(len(batch), lengths[0], dtype=torch.long)
+    def _encode_block(self, lang: str, batch: list[list[int]], rows: int, device: torch.device) -> torch.Tensor:
+        """Last GRU states (rows, H) of a block of exactly `rows` rows: the id lists of `batch`
+        (lengths >= 1, at most `rows` of them), then empty rows. A finished row keeps its state
+        (masked update), so the kernels see the same shapes whatever the block holds."""
+        w = self._step_weights(lang, device)
+        ids = torch.zeros(rows, max(len(x) for x in batch), dtype=torch.long)
+        lengths = torch.zeros(rows, dtype=torch.long)
         for i, x in enumerate(batch):
             ids[i, : len(x)] = torch.as_tensor(x)
-        ids = ids.to(device)
-        table = self._input_table(lang, device)
-        if table is not None:
-            xg = table[ids]
-        else:
-            emb = self.model.embed[lang].to(device)
-            xg = torch.nn.functional.linear(emb(ids), gru.weight_ih_l0, gru.bias_ih_l0)
-        w_hh_t = gru.weight_hh_l0.t()
-        b_hh = gru.bias_hh_l0
-        h = torch.zeros(len(batch), H, device=device)
-        active = len(batch)
-        for t in range(lengths[0]):
-            while active > 0 and lengths[active - 1] <= t:
-                active -= 1
-            hp = h[:active]
-            gh = torch.addmm(b_hh, hp, w_hh_t)
-            xr, xz, xn = xg[:active, t].chunk(3, 1)
-            hr, hz, hn = gh.chunk(3, 1)
-            r = torch.sigmoid(xr + hr)
-            z = torch.sigmoid(xz + hz)
-            n = torch.tanh(xn + r * hn)
-            h[:active] = n + z * (hp - n)
+            lengths[i] = len(x)
+        ids, lengths = ids.to(device), lengths.to(device)
+        embed = self.model.embed[lang].to(device)
+        H = w["w_hh_t"].shape[0]
+        h = torch.zeros(rows, H, device=device)
+        alive = (lengths > torch.arange(ids.shape[1], device=device).unsqueeze(1)).unsqueeze(2)  # (L, rows, 1)
+        for t in range(ids.shape[1]):
+            if w["table"] is not None:
+                x = w["table"][ids[:, t]]
+            else:
+                x = torch.addmm(w["b_ih"], embed(ids[:, t]), w["w_ih_t"])
+            g = torch.addmm(w["b_hh"], h, w["w_hh_t"])
+            r, z = torch.tanh(x[:, : 2 * H] + g[:, : 2 * H]).add_(1.0).mul_(0.5).chunk(2, 1)
+            n = torch.tanh(x[:, 2 * H:] + r * g[:, 2 * H:])
+            h = torch.where(alive[t], n + z * (h - n), h)
         return h
 
     def encode(self, sentences: list[str], lang: str, batch_size: int = 256, device: str | None = "cpu",
                empty: str = "error", progress: bool = False) -> np.ndarray:
         """(N, dim) float32 unit vectors for raw sentences in `lang` (same order as given).
 
+        Sentences are sorted by length and encoded in blocks of batch_size rows; a vector depends
+        only on its sentence, the model and batch_size (see the module docstring).
         Empty sentences (no tokens) raise InputError, or get a zero vector with empty='zero'."""
         if empty not in ("error", "zero"):
             raise ValueError("empty must be 'error' or 'zero'")
@@ -173,14 +181,15 @@ class Encoder:
         with torch.inference_mode():
             for s in starts:
                 idx = order[s:s + batch_size]
-                h = self._encode_sorted(lang, [ids[i] for i in idx], dev)
+                h = self._encode_block(lang, [ids[i] for i in idx], batch_size, dev)
                 if proj is not None:
                     h = proj(h)
-                out[idx] = torch.nn.functional.normalize(h, dim=-1).float().cpu().numpy()
+                out[idx] = torch.nn.functional.normalize(h, dim=-1)[: len(idx)].float().cpu().numpy()
         return out
 
-    def encode_images(self, features: np.ndarray, batch_size: int = 1024, device: str | None = "cpu") -> np.ndarray:
-        """(N, dim) float32 unit vectors for (N, image_dim) CNN features."""
+    def encode_images(self, features: np.ndarray, batch_size: int = 256, device: str | None = "cpu") -> np.ndarray:
+        """(N, dim) float32 unit vectors for (N, image_dim) CNN features; every projection runs
+        on batch_size rows (the last batch padded with zeros), so a vector does not depend on N."""
         if not self.has_images:
             raise InputError("this model was trained without images (text-only): it cannot encode image features")
         feats = np.asarray(features, dtype=np.float32)
@@ -192,6 +201,8 @@ class Encoder:
         out = np.zeros((len(feats), self.dim), dtype=np.float32)
         with torch.inference_mode():
             for s in range(0, len(feats), batch_size):
-                q = torch.from_numpy(np.array(feats[s:s + batch_size])).to(dev)
-                out[s:s + batch_size] = torch.nn.functional.normalize(proj(q), dim=-1).cpu().numpy()
+                q = torch.zeros(batch_size, want, device=dev)
+                part = torch.from_numpy(np.array(feats[s:s + batch_size]))
+                q[: len(part)] = part.to(dev)
+                out[s:s + batch_size] = torch.nn.functional.normalize(proj(q), dim=-1)[: len(part)].cpu().numpy()
         return out

@@ -3,7 +3,9 @@ registered as the `mlmme` plug-in of `rerank features` (entry-point group rerank
 
 Sentences are processed in chunks of consecutive sentences; inside a chunk every distinct
 hypothesis string is encoded once (n-best lists repeat strings across and within lists), so
-memory stays bounded by the chunk, not the list.
+memory stays bounded by the chunk, not the list. A vector does not depend on which strings are
+encoded with it (see embeddings.encoder) and the cosines are summed in float64, so a shard of a
+list (`rerank features --shard`) gets exactly the values of the unsharded run.
 """
 
 from __future__ import annotations
@@ -36,6 +38,12 @@ def check_request(encoder, which: Sequence[str], src_lang: str, tgt_lang: str, h
             raise InputError("s_i needs a model trained with images; this one is text-only (no W_I)", model_path)
         if not has_images:
             raise InputError("s_i needs image features (--images FILE.npy, one row per sentence)")
+
+
+def row_dots(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Row-wise dot products of float32 vectors, multiplied and summed in float64 (exact
+    products; each row summed on its own, so a value does not depend on the other rows)."""
+    return (a.astype(np.float64) * b.astype(np.float64)).sum(axis=1)
 
 
 def embedding_features(
@@ -73,11 +81,11 @@ def embedding_features(
             img_vecs = encoder.encode_images(images[start:end], device=device)
         local = sent - start
         if "s_s" in which:
-            out["s_s"][lo:hi] = np.einsum("ij,ij->i", hyp_vecs, src_vecs[local])
+            out["s_s"][lo:hi] = row_dots(hyp_vecs, src_vecs[local])
         if "s_i" in which:
-            out["s_i"][lo:hi] = np.einsum("ij,ij->i", hyp_vecs, img_vecs[local])
+            out["s_i"][lo:hi] = row_dots(hyp_vecs, img_vecs[local])
         if "s_i_src" in which:
-            out["s_i_src"][lo:hi] = np.einsum("ij,ij->i", src_vecs, img_vecs)[local]
+            out["s_i_src"][lo:hi] = row_dots(src_vecs, img_vecs)[local]
         bar.update(hi - lo)
     bar.close()
     return out
@@ -96,7 +104,9 @@ class MLMMEFeatures(Feature):
         group.add_argument("--prefix", action="append", help="column-name prefix for the matching --model "
                            "(default: none for one model; required for several)")
         group.add_argument("--images", help="image features (.npy/.npz), one row per n-best sentence")
-        group.add_argument("--batch-size", type=int, default=256, help="sentences per encoder batch (default 256)")
+        group.add_argument("--batch-size", type=int, default=256,
+                           help="rows of every encoder batch (default 256); the values depend on it, not on "
+                           "which sentences share a batch, so give shards the same value")
         group.add_argument("--chunk-sentences", type=int, default=2000,
                            help="n-best sentences encoded per chunk (bounds memory; default 2000)")
 
