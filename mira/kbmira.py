@@ -14,6 +14,11 @@ model_bg). The averaged weights (mean of w after each update) are scored on the 
 set after every epoch with the corpus metric; the best epoch's averaged weights are returned
 (as in kbmira, an epoch is returned even if the initial weights scored higher).
 
+Other metrics (chrF, TER, METEOR) have no BLEU background: the gain of hypothesis j is its
+sentence-level score as a fraction (oriented: -TER) times the mean hypothesis length of its list,
+fixed for the run -- the same order of magnitude as kbmira's length-scaled background BLEU, so
+C keeps its meaning. The epochs are scored with the corpus metric as for BLEU.
+
 All statistics and features are precomputed per sentence as contiguous arrays; one visit is a
 handful of numpy operations on a (k x F) and a (k x 9) array.
 """
@@ -63,13 +68,20 @@ def _bleu_bg_t(Kt: np.ndarray, bg: np.ndarray) -> np.ndarray:
     return t
 
 
+def fixed_gains(data: TuningData) -> list[np.ndarray]:
+    """Per sentence: the sentence-level score (fraction, higher is better) of each hypothesis
+    times the mean hypothesis length in words of its list (see the module doc)."""
+    scores = data.sentence_scores()
+    lengths = np.array([len(h.split()) for h in data.nbest.hyps], dtype=np.float64)
+    bounds = data.offsets.tolist()
+    return [scores[a:b] * max(lengths[a:b].mean(), 1.0) for a, b in zip(bounds[:-1], bounds[1:])]
+
+
 class KBMira:
     """The state of one k-best MIRA run: weights, their running sum, the BLEU background."""
 
     def __init__(self, data: TuningData, w0: np.ndarray | None = None, *, C: float = 0.01, decay: float = 0.999,
                  model_bg: bool = False):
-        if data.metric.name != "bleu":
-            raise ValueError("kbmira needs BLEU statistics")
         n_feats = len(data.feature_names)
         self.w = np.zeros(n_feats) if w0 is None else np.array(w0, dtype=np.float64)
         self.total = np.zeros(n_feats)   # sum of w after every update step
@@ -78,14 +90,21 @@ class KBMira:
         self.C, self.decay, self.model_bg = C, decay, model_bg
         self.tuned = None if data.tuned.all() else data.tuned
         bounds = data.offsets.tolist()
-        K = kbmira_stats(data.stats)
         self.F = [np.ascontiguousarray(data.features[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
-        self.Kt = [np.ascontiguousarray(K[a:b].T) for a, b in zip(bounds[:-1], bounds[1:])]
+        self.gains = None
+        if data.metric.name == "bleu":
+            K = kbmira_stats(data.stats)
+            self.Kt = [np.ascontiguousarray(K[a:b].T) for a, b in zip(bounds[:-1], bounds[1:])]
+        else:
+            self.gains = fixed_gains(data)
+
+    def gain(self, i: int) -> np.ndarray:
+        return _bleu_bg_t(self.Kt[i], self.bg) if self.gains is None else self.gains[i]
 
     def hope_fear(self, i: int) -> tuple[int, int, int, np.ndarray, np.ndarray]:
         """(hope, fear, model) positions in sentence i's list, its background BLEU and model scores."""
         model = self.F[i] @ self.w
-        bleu = _bleu_bg_t(self.Kt[i], self.bg)
+        bleu = self.gain(i)
         return int((model + bleu).argmax()), int((model - bleu).argmax()), int(model.argmax()), bleu, model
 
     def visit(self, i: int) -> float:
@@ -104,8 +123,9 @@ class KBMira:
             self.w = self.w + eta * d
             self.total += self.w
             self.n_updates += 1
-        self.bg *= self.decay
-        self.bg += self.Kt[i][:, best if self.model_bg else hope]
+        if self.gains is None:
+            self.bg *= self.decay
+            self.bg += self.Kt[i][:, best if self.model_bg else hope]
         return max(loss, 0.0)
 
     def average(self) -> np.ndarray:

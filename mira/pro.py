@@ -1,7 +1,8 @@
 """PRO, pairwise ranking optimisation (Hopkins & May 2011), regularised as Moses runs it.
 
 Per sentence: sample `samples` hypothesis pairs uniformly (with replacement), keep those whose
-sentence-BLEU (BLEU+1) differs by more than `threshold`, and of these the `keep` pairs with the
+sentence-level score differs by more than `threshold` (BLEU+1 when tuning BLEU; chrF, -TER or
+METEOR of the sentence alone, as a fraction, for those metrics), and of these the `keep` pairs with the
 largest difference. Each kept pair gives two examples (f_j - f_j', +1) and (f_j' - f_j, -1) for
 a binary logistic regression without intercept (scikit-learn); its coefficients are the weights.
 Sampling runs over blocks of sentences at once (numpy), not pair by pair.
@@ -32,7 +33,6 @@ import numpy as np
 from sklearn.linear_model import LogisticRegression
 
 from rerank.tuning import TuningData
-from rerank.bleu import sentence_bleu_plus1
 from rerank.errors import InputError
 
 
@@ -71,16 +71,16 @@ def sample_pairs(sbleu: np.ndarray, offsets: np.ndarray, rng: np.random.Generato
 
 def pro(data: TuningData, w0: np.ndarray | None = None, *, seed: int = 1, samples: int = 5000, keep: int = 50,
         threshold: float = 0.05, C: float = 1.0, max_iter: int = 1000) -> ProResult:
-    """Fit PRO weights on the whole tuning set (BLEU statistics); C as in the module doc (1 / MegaM lambda)."""
-    if data.metric.name != "bleu":
-        raise ValueError("PRO samples pairs by sentence-BLEU and needs BLEU statistics")
+    """Fit PRO weights on the whole tuning set; C as in the module doc (1 / MegaM lambda). Pairs are
+    sampled by sentence-level score: BLEU+1 for BLEU, the metric on one sentence otherwise."""
     n_feats = len(data.feature_names)
     w_init = np.zeros(n_feats) if w0 is None else np.array(w0, dtype=np.float64)
     rng = np.random.default_rng(seed)
-    sbleu = sentence_bleu_plus1(data.stats)
+    sbleu = data.sentence_scores()
     j1, j2 = sample_pairs(sbleu, data.offsets, rng, samples, keep, threshold)
     if len(j1) == 0:
-        raise InputError(f"PRO found no hypothesis pair whose sentence-BLEU differs by more than {threshold}")
+        raise InputError(f"PRO found no hypothesis pair whose sentence-level {data.metric.name} differs by more "
+                         f"than {threshold}")
     tuned = data.tuned
     diff = data.features[j1] - data.features[j2]
     cols = [diff[:, tuned]]

@@ -12,9 +12,13 @@ from mira.pro import pro
 from rerank.tuning import TuneResult, Tuner
 
 
+ALL_METRICS = ("bleu", "ter", "chrf", "chrf++", "meteor")
+
+
 class KBMiraTuner(Tuner):
     description = ("k-best batch MIRA as Moses kbmira runs it (C=0.01, 60 epochs, averaged weights, background "
-                   "BLEU with decay 0.999, best epoch by corpus BLEU)")
+                   "BLEU with decay 0.999, best epoch by the corpus metric; other metrics: sentence-level gains)")
+    metrics = ALL_METRICS
     step_name = "epoch"
 
     def add_arguments(self, group):
@@ -31,7 +35,7 @@ class KBMiraTuner(Tuner):
     def tune(self, data, w0, *, seed, options, progress=False, log=None):
         def show(rec):
             if log is not None:
-                log(f"epoch {rec['epoch']}: BLEU {rec['score']:.2f}, {rec['updates']} updates, "
+                log(f"epoch {rec['epoch']}: {data.metric.name.upper()} {rec['score']:.2f}, {rec['updates']} updates, "
                     f"avg loss {rec['avg_loss']:.4f}")
 
         res = kbmira(data, w0, seed=seed, progress=progress, on_epoch=show, **options)
@@ -41,7 +45,7 @@ class KBMiraTuner(Tuner):
 
 class MertTuner(Tuner):
     description = "Och's MERT with exact line search, random directions and restarts (any metric)"
-    metrics = ("bleu", "ter", "chrf", "chrf++", "meteor")
+    metrics = ALL_METRICS
     step_name = "line-search step"
 
     def add_arguments(self, group):
@@ -65,7 +69,8 @@ class MertTuner(Tuner):
 
 
 class ProTuner(Tuner):
-    description = "Hopkins & May's pairwise ranking optimisation with logistic regression"
+    description = "Hopkins & May's pairwise ranking optimisation with logistic regression (pairs by sentence score)"
+    metrics = ALL_METRICS
     step_name = "fit"
 
     def add_arguments(self, group):

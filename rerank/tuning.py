@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from rerank.bleu import corpus_bleu, corpus_bleu_batch, hypothesis_stats, oracle_rows
+from rerank.bleu import corpus_bleu, corpus_bleu_batch, hypothesis_stats, oracle_rows, sentence_bleu_plus1
 from rerank.errors import InputError
 from rerank.nbest import NBestList, segment_argmax
 
@@ -144,6 +144,13 @@ class TuningData:
     def evaluate(self, w: np.ndarray) -> float:
         """The metric's corpus value of the model 1-best under weights w (first index wins ties)."""
         return self.metric.corpus(self.stats[self.best_rows(w)].sum(axis=0))
+
+    def sentence_scores(self) -> np.ndarray:
+        """Each hypothesis's own sentence-level score as a fraction, oriented so that higher is
+        better: BLEU+1 (Lin & Och 2004) for BLEU, else the metric on that sentence alone (-TER)."""
+        if self.metric.name == "bleu":
+            return sentence_bleu_plus1(self.stats)
+        return np.asarray(self.metric.score(self.stats), dtype=np.float64) / 100.0
 
     def oracle(self) -> float:
         """Corpus score of each list's sentence-BLEU+1 best hypothesis: the toolkit's one oracle
