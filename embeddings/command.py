@@ -24,7 +24,13 @@ def add_parser(subparsers) -> None:
         "See docs/embeddings.md.")
     verbs = parser.add_subparsers(dest="verb", metavar="VERB")
     verbs.required = True
+    _add_train(verbs)
+    _add_eval(verbs)
+    _add_encode(verbs)
+    _add_extract(verbs)
 
+
+def _add_train(verbs) -> None:
     t = verbs.add_parser("train", help="train (or resume) a model",
                          description="Train on Multi30k (comparable task2 and/or translated task1). Without "
                          "image features the text-only model is trained (beta = 0). Resumes from "
@@ -47,6 +53,8 @@ def add_parser(subparsers) -> None:
     t.add_argument("--no-resume", action="store_true", help="ignore an existing checkpoint")
     t.set_defaults(func=run_train)
 
+
+def _add_eval(verbs) -> None:
     e = verbs.add_parser("eval", help="evaluate a model (ranking, translation retrieval, STS)",
                          description="Image<->sentence recall (val images 501-1014, needs --val-features and an "
                          "image model), en<->de translation retrieval on test_2016, STS Pearson on SemEval "
@@ -60,6 +68,8 @@ def add_parser(subparsers) -> None:
     e.add_argument("--threads", type=int)
     e.set_defaults(func=run_eval)
 
+
+def _add_encode(verbs) -> None:
     n = verbs.add_parser("encode", help="encode sentences (or image features) to a .npy matrix",
                          description="One sentence per input line (raw text; tokenised and lower-cased "
                          "internally) -> float32 (N, dim) unit vectors in .npy.")
@@ -74,6 +84,8 @@ def add_parser(subparsers) -> None:
     n.add_argument("--threads", type=int)
     n.set_defaults(func=run_encode)
 
+
+def _add_extract(verbs) -> None:
     x = verbs.add_parser("extract-image-features", help="CNN features for a list of images",
                          description="VGG19 fc7 (4096-d) or ResNet-50 pool5 (2048-d) features, one row per "
                          "line of --list, from a torchvision weights file given by path (nothing is "

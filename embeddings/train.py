@@ -223,7 +223,20 @@ class Trainer:
                      f"{self.state['bad_epochs']} epoch(s) without improvement")
 
     def train(self) -> str:
-        c, s = self.cfg, self.state
+        """Train until max_epochs, early stopping, the budget or max_steps; returns OUT/model.pt."""
+        self._announce()
+        self._started = time.time() - self.state["elapsed"]
+        self._last_ckpt = time.time()
+        self.model.train()
+        while self.state["epoch"] < self.cfg["max_epochs"]:
+            if self._epoch():
+                break
+        else:
+            self.state["status"] = "completed max_epochs"
+        return self._finish()
+
+    def _announce(self) -> None:
+        c = self.cfg
         self.log(f"training on {self.device} (world size {self.world}): preset {c['preset']}, languages {c['languages']}, "
                  f"sources {c['sources']}, {len(self.pools.unit_image)} units, vocab "
                  f"{ {k: len(v) for k, v in self.vocabs.items()} }, contrastive {c['contrastive']}, beta {c['beta']}")
@@ -232,62 +245,69 @@ class Trainer:
         if self.main:
             with atomic_write(os.path.join(self.out_dir, "config.json")) as f:
                 json.dump(c, f, indent=1)
-        started = time.time() - s["elapsed"]
-        last_ckpt = time.time()
-        self.model.train()
-        stop = False
-        B, m = c["batch_size"], (c["negatives"] if c["contrastive"] == "random" else 0)
-        while s["epoch"] < c["max_epochs"] and not stop:
-            epoch = s["epoch"]
-            imgs, sents = epoch_tuples(self.pools, c["seed"], epoch)
-            negs = sample_negatives(imgs, m, c["seed"], epoch) if m else None
-            n_batches = len(imgs) // B + (1 if len(imgs) % B >= 2 else 0)
-            bar = None
-            if self.main and not self.quiet:
-                from tqdm import tqdm
 
-                bar = tqdm(total=n_batches, initial=s["batch"], desc=f"epoch {epoch + 1}", unit="batch", file=sys.stderr)
-            while s["batch"] < n_batches:
-                pos = np.arange(s["batch"] * B, min((s["batch"] + 1) * B, len(imgs)))
-                loss = self.step(imgs, sents, pos, negs)
-                s["batch"] += 1
-                s["step"] += 1
-                s["elapsed"] = time.time() - started
-                if bar is not None:
-                    bar.update(1)
-                    bar.set_postfix(loss=f"{loss.item():.3f}")
-                out_of_time = c["max_minutes"] is not None and s["elapsed"] >= 60 * c["max_minutes"]
-                out_of_steps = c["max_steps"] is not None and s["step"] >= c["max_steps"]
-                if D.any_flag(out_of_time or out_of_steps):
-                    stop = True
-                    s["status"] = "stopped: wall-clock budget" if out_of_time else "stopped: max_steps"
-                    break
-                if D.any_flag(time.time() - last_ckpt >= 60 * c["checkpoint_minutes"]):
-                    self.save_checkpoint()
-                    last_ckpt = time.time()
-            if bar is not None:
-                bar.close()
-            if stop:
-                self.log(f"{s['status']} at epoch {epoch + 1}, batch {s['batch']}/{n_batches}, step {s['step']}")
-                self._run_validation(f"epoch {epoch + 1} batch {s['batch']}", epoch_end=False)
-                self.save_checkpoint()
-                break
-            s["epoch"] += 1
-            s["batch"] = 0
-            self._run_validation(f"epoch {epoch + 1}", epoch_end=True)
+    def _epoch(self) -> bool:
+        """Train the rest of the current epoch, validate and checkpoint; True if training stops."""
+        s = self.state
+        epoch = s["epoch"]
+        n_batches, stopped = self._batches(epoch)
+        if stopped:
+            self.log(f"{s['status']} at epoch {epoch + 1}, batch {s['batch']}/{n_batches}, step {s['step']}")
+            self._run_validation(f"epoch {epoch + 1} batch {s['batch']}", epoch_end=False)
             self.save_checkpoint()
-            last_ckpt = time.time()
-            if s["bad_epochs"] >= c["patience"]:
-                s["status"] = f"early stopping after {s['bad_epochs']} epochs without improvement"
-                self.log(s["status"])
-                self.save_checkpoint()
+            return True
+        s["epoch"] += 1
+        s["batch"] = 0
+        self._run_validation(f"epoch {epoch + 1}", epoch_end=True)
+        self.save_checkpoint()
+        self._last_ckpt = time.time()
+        if s["bad_epochs"] >= self.cfg["patience"]:
+            s["status"] = f"early stopping after {s['bad_epochs']} epochs without improvement"
+            self.log(s["status"])
+            self.save_checkpoint()
+            return True
+        return False
+
+    def _batches(self, epoch: int) -> tuple[int, bool]:
+        """Run the remaining batches of `epoch` (data order and negatives fixed by seed and epoch,
+        so a resumed run continues exactly); returns (batches in the epoch, stopped early)."""
+        c, s = self.cfg, self.state
+        B, m = c["batch_size"], (c["negatives"] if c["contrastive"] == "random" else 0)
+        imgs, sents = epoch_tuples(self.pools, c["seed"], epoch)
+        negs = sample_negatives(imgs, m, c["seed"], epoch) if m else None
+        n_batches = len(imgs) // B + (1 if len(imgs) % B >= 2 else 0)
+        bar = None
+        if self.main and not self.quiet:
+            from tqdm import tqdm
+
+            bar = tqdm(total=n_batches, initial=s["batch"], desc=f"epoch {epoch + 1}", unit="batch", file=sys.stderr)
+        stopped = False
+        while s["batch"] < n_batches:
+            loss = self.step(imgs, sents, np.arange(s["batch"] * B, min((s["batch"] + 1) * B, len(imgs))), negs)
+            s["batch"] += 1
+            s["step"] += 1
+            s["elapsed"] = time.time() - self._started
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(loss=f"{loss.item():.3f}")
+            out_of_time = c["max_minutes"] is not None and s["elapsed"] >= 60 * c["max_minutes"]
+            out_of_steps = c["max_steps"] is not None and s["step"] >= c["max_steps"]
+            if D.any_flag(out_of_time or out_of_steps):
+                stopped = True
+                s["status"] = "stopped: wall-clock budget" if out_of_time else "stopped: max_steps"
                 break
-        else:
-            if not stop:
-                s["status"] = "completed max_epochs"
+            if D.any_flag(time.time() - self._last_ckpt >= 60 * c["checkpoint_minutes"]):
+                self.save_checkpoint()
+                self._last_ckpt = time.time()
+        if bar is not None:
+            bar.close()
+        return n_batches, stopped
+
+    def _finish(self) -> str:
+        """Refresh the training summary in the best model's JSON (weights unchanged); log the end."""
+        s = self.state
         model_path = os.path.join(self.out_dir, "model.pt")
         if self.main and os.path.exists(model_path):
-            # refresh the training summary in the best model's JSON (weights unchanged)
             js = model_path[:-3] + ".json"
             with open(js, encoding="utf-8") as f:
                 meta = json.load(f)

@@ -70,6 +70,84 @@ def greedy(model: AttentionNMT, src, src_len, max_len_ratio=2.0, max_len_extra=5
     return hyps
 
 
+def _best_extensions(logp, scores, row_sent, row_slot, b: int, k: int):
+    """(scores, parent slots, tokens), each (b, k): the k best one-token extensions of every
+    active sentence. A sentence's k best lie among its rows' k best tokens, so the top-k is
+    taken per row first, then over a (sentences, k slots, k tokens) grid, not (.., vocab)."""
+    dev = logp.device
+    k_tok = min(k, logp.size(1))
+    row_top, row_tok = logp.topk(k_tok, dim=1)
+    grid = torch.full((b, k, k_tok), NEG_INF, device=dev)
+    grid[row_sent, row_slot] = row_top + scores[row_sent, row_slot].unsqueeze(1)
+    grid_tok = torch.zeros((b, k, k_tok), dtype=torch.long, device=dev)
+    grid_tok[row_sent, row_slot] = row_tok
+    top, idx = grid.view(b, k * k_tok).topk(k, dim=1)
+    return top, idx // k_tok, grid_tok.view(b, k * k_tok).gather(1, idx)
+
+
+class _Search:
+    """A batched beam search in progress: k slots per active sentence; the decoder runs only
+    the live slots' rows (row_sent / row_slot say which active sentence and slot a row is)."""
+
+    def __init__(self, model: AttentionNMT, src, src_len, k: int, limit, alpha: float, tables: StepTables):
+        dev = src.device
+        n_sent = src.size(0)
+        self.model, self.k, self.limit, self.alpha, self.tables = model, k, limit, alpha, tables
+        self.enc_sent, self.state = model.encode(src, src_len)
+        self.active = torch.arange(n_sent, device=dev)  # original index of each active sentence
+        self.scores = torch.full((n_sent, k), NEG_INF, device=dev)
+        self.scores[:, 0] = 0.0  # one live slot at the start, so no duplicate hypotheses
+        self.seqs = torch.full((n_sent, k, 0), BOS_ID, dtype=torch.long, device=dev)
+        self.row_sent = torch.arange(n_sent, device=dev)
+        self.row_slot = torch.zeros(n_sent, dtype=torch.long, device=dev)
+        self.prev = torch.full((n_sent,), BOS_ID, dtype=torch.long, device=dev)
+        self.finished: list[list[Hypothesis]] = [[] for _ in range(n_sent)]
+        self.n_done = torch.zeros(n_sent, dtype=torch.long, device=dev)
+        self.rank = torch.arange(k, device=dev).unsqueeze(0)
+
+    def advance(self, t: int) -> None:
+        """Step t: extend every live slot by one token, finish those ending in </s>."""
+        k, b, dev = self.k, self.active.numel(), self.scores.device
+        logp, self.state = self.model.step(self.prev, self.state, self.enc_sent.index_select(self.row_sent), self.tables)
+        force = (t == self.limit[self.active] - 1)[self.row_sent]
+        if bool(force.any()):  # at the maximum length only </s>
+            eos_only = torch.full((logp.size(1),), NEG_INF, device=dev)
+            eos_only[EOS_ID] = 0.0
+            logp[force] = logp[force] + eos_only
+        top, slot, tok = _best_extensions(logp, self.scores, self.row_sent, self.row_slot, b, k)
+        valid = torch.isfinite(top) & (self.rank < (k - self.n_done[self.active]).unsqueeze(1))
+        ends = valid & (tok == EOS_ID)
+        self.seqs = torch.cat([self.seqs.gather(1, slot.unsqueeze(-1).expand(-1, -1, t)), tok.unsqueeze(-1)], 2)
+        if bool(ends.any()):
+            rows, cols = ends.nonzero(as_tuple=True)
+            got = self.seqs[rows, cols, :t].tolist()
+            for r, toks, lp in zip(rows.tolist(), got, top[rows, cols].tolist()):
+                self.finished[int(self.active[r])].append(Hypothesis(toks, lp, _normalise(lp, t + 1, self.alpha)))
+            self.n_done.index_add_(0, self.active[rows], torch.ones_like(rows))
+        live = valid & ~ends
+        self.scores = top.masked_fill(~live, NEG_INF)
+        self._keep_live(live, slot, tok)
+
+    def _keep_live(self, live, slot, tok) -> None:
+        """Drop sentences that are done or have no live slot; make one decoder row per live slot,
+        with its parent row's state and its new token."""
+        b, dev = self.active.numel(), self.scores.device
+        keep = (self.n_done[self.active] < self.k) & live.any(1)
+        old_sent_of_kept = torch.arange(b, device=dev)
+        if not bool(keep.all()):
+            kept = keep.nonzero(as_tuple=True)[0]
+            live, slot, tok = live[kept], slot[kept], tok[kept]
+            self.active, self.scores, self.seqs = self.active[kept], self.scores[kept], self.seqs[kept]
+            self.enc_sent = self.enc_sent.index_select(kept)
+            old_sent_of_kept = kept
+        row_of = torch.full((b, self.k), -1, dtype=torch.long, device=dev)
+        row_of[self.row_sent, self.row_slot] = torch.arange(self.row_sent.numel(), device=dev)
+        new_sent, new_slot = live.nonzero(as_tuple=True)
+        parent = row_of[old_sent_of_kept[new_sent], slot[new_sent, new_slot]]
+        self.state, self.prev = self.state.index_select(0, parent), tok[new_sent, new_slot]
+        self.row_sent, self.row_slot = new_sent, new_slot
+
+
 @torch.no_grad()
 def beam_search(model: AttentionNMT, src, src_len, beam: int, nbest: int | None = None,
                 max_len_ratio=2.0, max_len_extra=5, alpha=1.0,
@@ -86,71 +164,10 @@ def beam_search(model: AttentionNMT, src, src_len, beam: int, nbest: int | None 
         raise ValueError(f"n-best size {nbest} must be between 1 and the beam size {beam}")
     model.eval()
     tables = model.step_tables() if tables is None else tables
-    dev = src.device
-    n_sent, k = src.size(0), beam
-    enc_sent, state = model.encode(src, src_len)
-    limit = max_lengths(src_len, max_len_ratio, max_len_extra)
-    vocab = model.cfg.tgt_vocab
-    k_tok = min(k, vocab)
-
-    active = torch.arange(n_sent, device=dev)  # original index of each active sentence
-    scores = torch.full((n_sent, k), NEG_INF, device=dev)
-    scores[:, 0] = 0.0  # one live slot at the start, so no duplicate hypotheses
-    seqs = torch.full((n_sent, k, 0), BOS_ID, dtype=torch.long, device=dev)
-    # live rows: the decoder runs only these; row_sent indexes the active sentences
-    row_sent = torch.arange(n_sent, device=dev)
-    row_slot = torch.zeros(n_sent, dtype=torch.long, device=dev)
-    prev = torch.full((n_sent,), BOS_ID, dtype=torch.long, device=dev)
-    finished: list[list[Hypothesis]] = [[] for _ in range(n_sent)]
-    n_done = torch.zeros(n_sent, dtype=torch.long, device=dev)
-    rank = torch.arange(k, device=dev).unsqueeze(0)
-
+    search = _Search(model, src, src_len, beam, max_lengths(src_len, max_len_ratio, max_len_extra), alpha, tables)
     t = 0
-    while active.numel() > 0:
-        b = active.numel()
-        logp, state = model.step(prev, state, enc_sent.index_select(row_sent), tables)
-        force = (t == limit[active] - 1)[row_sent]
-        if bool(force.any()):
-            eos_only = torch.full((vocab,), NEG_INF, device=dev)
-            eos_only[EOS_ID] = 0.0
-            logp[force] = logp[force] + eos_only
-        # a sentence's k best extensions lie among its rows' k best tokens: top-k per row first,
-        # then over a (sentences, k slots, k tokens) grid instead of (sentences, k, vocab)
-        row_top, row_tok = logp.topk(k_tok, dim=1)
-        grid = torch.full((b, k, k_tok), NEG_INF, device=dev)
-        grid[row_sent, row_slot] = row_top + scores[row_sent, row_slot].unsqueeze(1)
-        grid_tok = torch.zeros((b, k, k_tok), dtype=torch.long, device=dev)
-        grid_tok[row_sent, row_slot] = row_tok
-        top, idx = grid.view(b, k * k_tok).topk(k, dim=1)
-        slot, tok = idx // k_tok, grid_tok.view(b, k * k_tok).gather(1, idx)
-        valid = torch.isfinite(top) & (rank < (k - n_done[active]).unsqueeze(1))
-        ends = valid & (tok == EOS_ID)
-        seqs = torch.cat([seqs.gather(1, slot.unsqueeze(-1).expand(-1, -1, t)), tok.unsqueeze(-1)], 2)
-        if bool(ends.any()):
-            rows, cols = ends.nonzero(as_tuple=True)
-            got = seqs[rows, cols, :t].tolist()
-            for r, toks, lp in zip(rows.tolist(), got, top[rows, cols].tolist()):
-                finished[int(active[r])].append(Hypothesis(toks, lp, _normalise(lp, t + 1, alpha)))
-            n_done.index_add_(0, active[rows], torch.ones_like(rows))
-        live = valid & ~ends
-        scores = top.masked_fill(~live, NEG_INF)
-        keep = (n_done[active] < k) & live.any(1)
-        if not bool(keep.all()):
-            kept = keep.nonzero(as_tuple=True)[0]
-            live = live[kept]
-            active, scores, seqs = active[kept], scores[kept], seqs[kept]
-            enc_sent, slot, tok = enc_sent.index_select(kept), slot[kept], tok[kept]
-            old_sent_of_kept = kept
-        else:
-            old_sent_of_kept = torch.arange(b, device=dev)
-        # parent row of every new live hypothesis
-        row_of = torch.full((b, k), -1, dtype=torch.long, device=dev)
-        row_of[row_sent, row_slot] = torch.arange(row_sent.numel(), device=dev)
-        new_sent, new_slot = live.nonzero(as_tuple=True)
-        parent = row_of[old_sent_of_kept[new_sent], slot[new_sent, new_slot]]
-        state, prev = state.index_select(0, parent), tok[new_sent, new_slot]
-        row_sent, row_slot = new_sent, new_slot
+    while search.active.numel() > 0:
+        search.advance(t)
         t += 1
-
     key = (lambda h: h.norm) if alpha > 0 else (lambda h: h.logprob)
-    return [sorted(f, key=key, reverse=True)[:nbest] for f in finished]
+    return [sorted(f, key=key, reverse=True)[:nbest] for f in search.finished]

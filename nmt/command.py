@@ -21,7 +21,11 @@ def add_parser(subparsers) -> None:
         "--ref DATA/test.de.gz. See docs/nmt.md.")
     verbs = parser.add_subparsers(dest="verb", metavar="VERB")
     verbs.required = True
+    _add_train(verbs)
+    _add_translate(verbs)
 
+
+def _add_train(verbs) -> None:
     t = verbs.add_parser("train", help="train (or resume) a model",
                          description="Train on SPLIT files <data-dir>/train.<lang>[.gz], early-stopping on "
                          "validation BLEU (greedy) of <data-dir>/val. Resumes from OUT/last.pt if it exists.")
@@ -56,6 +60,8 @@ def add_parser(subparsers) -> None:
     _common(t)
     t.set_defaults(func=run_train)
 
+
+def _add_translate(verbs) -> None:
     r = verbs.add_parser("translate", help="write n-best lists / 1-best translations",
                          description="Beam search over every input line (none dropped; an empty line is "
                          "translated from </s> alone, an over-long line is cut to --max-src-len tokens, "

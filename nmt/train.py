@@ -120,17 +120,68 @@ def corpus_bleu_greedy(model, src_ids, refs, tgt_tok, tgt_vocab, device, batch_s
     return sacrebleu.corpus_bleu(hyps, [refs]).score
 
 
-def train(cfg: TrainConfig, train_pair: tuple[list[str], list[str]], val_pair: tuple[list[str], list[str]],
-          out_dir: str, device: str = "cpu", resume: bool = True) -> dict:
-    """Train (or resume) into out_dir; returns the final state summary (best BLEU, epochs, reason)."""
+@dataclasses.dataclass
+class _Run:
+    """What one training invocation works on (built by `_prepare`)."""
+
+    cfg: TrainConfig
+    out_dir: str
+    device: str
+    log: Logger
+    model: AttentionNMT
+    optim: torch.optim.Optimizer
+    tgt_tok: Tokenizer
+    tgt_vocab: Vocab | SubwordVocab
+    pairs: list[tuple[list[int], list[int]]]
+    val_ids: list[list[int]]
+    val_refs: list[str]
+    state: dict
+
+    @property
+    def last_path(self) -> str:
+        return os.path.join(self.out_dir, "last.pt")
+
+
+def _saved_config(cfg: TrainConfig, out_dir: str) -> TrainConfig:
+    """The run's saved TrainConfig, with this invocation's max_minutes and max_epochs."""
+    with open(os.path.join(out_dir, "config.json"), encoding="utf-8") as f:
+        saved = json.load(f)
+    return TrainConfig(**{**saved["train"], "max_minutes": cfg.max_minutes, "max_epochs": cfg.max_epochs})
+
+
+def _new_model(cfg: TrainConfig, train_src, train_tgt, out_dir: str, device: str):
+    """Build the vocabularies and a fresh model; write vocab.{src,tgt}.json and config.json."""
+    if cfg.subword:
+        src_vocab = SubwordVocab.build(train_src, cfg.subword_size, cfg.subword, cfg.seed)
+        tgt_vocab = SubwordVocab.build(train_tgt, cfg.subword_size, cfg.subword, cfg.seed)
+    else:
+        src_vocab = Vocab.build(train_src, cfg.min_freq, cfg.max_vocab)
+        tgt_vocab = Vocab.build(train_tgt, cfg.min_freq, cfg.max_vocab)
+    mcfg = ModelConfig(len(src_vocab), len(tgt_vocab), dropout=cfg.dropout,
+                       tie_embeddings=cfg.tie_embeddings, **SIZE_PRESETS[cfg.size])
+    model = AttentionNMT(mcfg).to(device)
+    for side, v in (("src", src_vocab), ("tgt", tgt_vocab)):
+        with atomic_write(os.path.join(out_dir, f"vocab.{side}.json")) as f:
+            f.write(v.to_json())
+    save_json(os.path.join(out_dir, "config.json"), {"model": dataclasses.asdict(mcfg), "train": dataclasses.asdict(cfg)})
+    return model, src_vocab, tgt_vocab
+
+
+def _optimizer(cfg: TrainConfig, model: AttentionNMT) -> torch.optim.Optimizer:
+    if cfg.optimizer == "adam":
+        return torch.optim.Adam(model.parameters(), lr=cfg.lr or 1e-3, weight_decay=cfg.weight_decay)
+    if cfg.optimizer == "adadelta":
+        return torch.optim.Adadelta(model.parameters(), lr=cfg.lr or 1.0, rho=0.95, eps=1e-6, weight_decay=cfg.weight_decay)
+    raise ValueError(f"unknown optimizer {cfg.optimizer!r} (adam or adadelta)")
+
+
+def _prepare(cfg: TrainConfig, train_pair, val_pair, out_dir: str, device: str, resume: bool) -> _Run:
+    """Tokenise, build or reload the model, optimiser and state (RNG restored when resuming)."""
     os.makedirs(out_dir, exist_ok=True)
     log = Logger(os.path.join(out_dir, "train.log"))
-    last_path = os.path.join(out_dir, "last.pt")
-    resuming = resume and os.path.exists(last_path)
+    resuming = resume and os.path.exists(os.path.join(out_dir, "last.pt"))
     if resuming:
-        with open(os.path.join(out_dir, "config.json"), encoding="utf-8") as f:
-            saved = json.load(f)
-        cfg = TrainConfig(**{**saved["train"], **({"max_minutes": cfg.max_minutes, "max_epochs": cfg.max_epochs})})
+        cfg = _saved_config(cfg, out_dir)
     random.seed(cfg.seed)
     torch.manual_seed(cfg.seed)
     src_tok, tgt_tok = Tokenizer(cfg.src_lang), Tokenizer(cfg.tgt_lang)
@@ -140,108 +191,118 @@ def train(cfg: TrainConfig, train_pair: tuple[list[str], list[str]], val_pair: t
         model, src_vocab, tgt_vocab, _ = load_model(out_dir, "last", device)
         model.train()
     else:
-        if cfg.subword:
-            src_vocab = SubwordVocab.build(train_src, cfg.subword_size, cfg.subword, cfg.seed)
-            tgt_vocab = SubwordVocab.build(train_tgt, cfg.subword_size, cfg.subword, cfg.seed)
-        else:
-            src_vocab = Vocab.build(train_src, cfg.min_freq, cfg.max_vocab)
-            tgt_vocab = Vocab.build(train_tgt, cfg.min_freq, cfg.max_vocab)
-        mcfg = ModelConfig(len(src_vocab), len(tgt_vocab), dropout=cfg.dropout,
-                           tie_embeddings=cfg.tie_embeddings, **SIZE_PRESETS[cfg.size])
-        model = AttentionNMT(mcfg).to(device)
-        for side, v in (("src", src_vocab), ("tgt", tgt_vocab)):
-            with atomic_write(os.path.join(out_dir, f"vocab.{side}.json")) as f:
-                f.write(v.to_json())
-        save_json(os.path.join(out_dir, "config.json"),
-                  {"model": dataclasses.asdict(mcfg), "train": dataclasses.asdict(cfg)})
+        model, src_vocab, tgt_vocab = _new_model(cfg, train_src, train_tgt, out_dir, device)
     pairs = [(src_vocab.encode(s) + [EOS_ID], tgt_vocab.encode(t) + [EOS_ID])
              for s, t in zip(train_src, train_tgt) if 0 < len(s) <= cfg.max_train_len and 0 < len(t) <= cfg.max_train_len]
     val_ids = encode_source(val_pair[0], src_tok, src_vocab, cfg.max_train_len * 2, warn=False)
-
-    if cfg.optimizer == "adam":
-        optim = torch.optim.Adam(model.parameters(), lr=cfg.lr or 1e-3, weight_decay=cfg.weight_decay)
-    elif cfg.optimizer == "adadelta":
-        optim = torch.optim.Adadelta(model.parameters(), lr=cfg.lr or 1.0, rho=0.95, eps=1e-6, weight_decay=cfg.weight_decay)
-    else:
-        raise ValueError(f"unknown optimizer {cfg.optimizer!r} (adam or adadelta)")
-    state = {"epoch": 0, "step": 0, "best_bleu": -1.0, "bad_epochs": 0, "history": [], "stopped": None}
+    run = _Run(cfg, out_dir, device, log, model, _optimizer(cfg, model), tgt_tok, tgt_vocab, pairs, val_ids,
+               val_pair[1], {"epoch": 0, "step": 0, "best_bleu": -1.0, "bad_epochs": 0, "history": [], "stopped": None})
     if resuming:
-        ckpt = torch.load(last_path, map_location=device, weights_only=True)
-        optim.load_state_dict(ckpt["optim"])
+        ckpt = torch.load(run.last_path, map_location=device, weights_only=True)
+        run.optim.load_state_dict(ckpt["optim"])
         with open(os.path.join(out_dir, "history.json"), encoding="utf-8") as f:
-            state = json.load(f)
+            run.state = json.load(f)
         torch.set_rng_state(ckpt["rng"])
-        log(f"resumed after epoch {state['epoch']} (best val BLEU {state['best_bleu']:.2f})")
+        log(f"resumed after epoch {run.state['epoch']} (best val BLEU {run.state['best_bleu']:.2f})")
     else:
         log(f"start: {len(pairs)} training pairs, vocab src {len(src_vocab)} tgt {len(tgt_vocab)}, "
             f"{sum(p.numel() for p in model.parameters())} parameters, config {dataclasses.asdict(cfg)}")
-    if state.get("stopped") in ("early-stopping",):
-        log("training had already stopped early; nothing to do")
-        return state
+    return run
 
+
+def _batch_loss(run: _Run, batch: list[int]) -> tuple[float, int]:
+    """One optimiser step on the pairs `batch`; returns (summed token loss, target tokens)."""
+    src, src_len = pad([run.pairs[i][0] for i in batch])
+    tgt, _ = pad([run.pairs[i][1] for i in batch])
+    tgt_in = torch.cat([torch.full((len(batch), 1), BOS_ID, dtype=torch.long), tgt[:, :-1]], 1)
+    dev = run.device
+    src, src_len, tgt, tgt_in = src.to(dev), src_len.to(dev), tgt.to(dev), tgt_in.to(dev)
+    logits = run.model(src, src_len, tgt_in)
+    loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), tgt.reshape(-1), ignore_index=PAD_ID, reduction="sum")
+    ntok = int((tgt != PAD_ID).sum())
+    run.optim.zero_grad()
+    (loss / ntok).backward()
+    torch.nn.utils.clip_grad_norm_(run.model.parameters(), run.cfg.clip)
+    run.optim.step()
+    run.state["step"] += 1
+    return float(loss.detach()), ntok
+
+
+def _train_epoch(run: _Run, epoch: int, out_of_time) -> dict:
+    """Train one epoch (its batch order fixed by seed and epoch, so a resumed run sees the same);
+    stops early when out_of_time() says so. Returns loss, tokens and batches done."""
+    cfg = run.cfg
+    run.model.train()
+    rng = random.Random(cfg.seed * 1000 + epoch)
+    batches = length_batches([len(t) for _, t in run.pairs], cfg.batch_size, shuffle=True, rng=rng)
+    total_loss, total_tok, done, cut = 0.0, 0, 0, False
+    bar = tqdm(batches, desc=f"epoch {epoch}", file=sys.stderr, mininterval=5)
+    for batch in bar:
+        loss, ntok = _batch_loss(run, batch)
+        total_loss, total_tok, done = total_loss + loss, total_tok + ntok, done + 1
+        bar.set_postfix(loss=f"{total_loss / total_tok:.3f}", refresh=False)
+        if done % cfg.log_every == 0:
+            run.log(f"epoch {epoch} batch {done}/{len(batches)} loss/token {total_loss / total_tok:.4f}")
+        if out_of_time():
+            cut = True
+            break
+    bar.close()
+    return {"loss": total_loss / max(total_tok, 1), "batches": done, "of_batches": len(batches), "cut": cut}
+
+
+def _finish_epoch(run: _Run, epoch: int, result: dict, t0: float) -> None:
+    """Validate, record the epoch (begun at time t0), keep best.pt, decay the learning rate after
+    a bad epoch, and write last.pt and history.json."""
+    cfg, state, optim = run.cfg, run.state, run.optim
+    bleu = corpus_bleu_greedy(run.model, run.val_ids, run.val_refs, run.tgt_tok, run.tgt_vocab, run.device)
+    run.model.train()
+    seconds = time.time() - t0
+    state["epoch"] = epoch
+    state["history"].append({"epoch": epoch, "loss": result["loss"], "val_bleu_greedy": bleu,
+                             "batches": result["batches"], "of_batches": result["of_batches"],
+                             "seconds": seconds, "lr": optim.param_groups[0]["lr"]})
+    improved = bleu > state["best_bleu"]
+    if improved:
+        state["best_bleu"], state["bad_epochs"], state["best_epoch"] = bleu, 0, epoch
+        torch.save(run.model.state_dict(), os.path.join(run.out_dir, "best.pt.tmp"))
+        os.replace(os.path.join(run.out_dir, "best.pt.tmp"), os.path.join(run.out_dir, "best.pt"))
+    else:
+        state["bad_epochs"] += 1
+        for group in optim.param_groups:  # saved with the optimiser, so a resumed run keeps it
+            group["lr"] *= cfg.lr_decay
+    torch.save({"model": run.model.state_dict(), "optim": optim.state_dict(), "rng": torch.get_rng_state()},
+               run.last_path + ".tmp")
+    os.replace(run.last_path + ".tmp", run.last_path)
+    save_json(os.path.join(run.out_dir, "history.json"), state)
+    run.log(f"epoch {epoch} done: loss/token {result['loss']:.4f}, val BLEU (greedy) {bleu:.2f}"
+            f"{' (best)' if improved else ''}, {time.time() - t0:.0f}s"
+            + ("" if improved or cfg.lr_decay == 1 else f"; learning rate now {optim.param_groups[0]['lr']:.3g}"))
+
+
+def train(cfg: TrainConfig, train_pair: tuple[list[str], list[str]], val_pair: tuple[list[str], list[str]],
+          out_dir: str, device: str = "cpu", resume: bool = True) -> dict:
+    """Train (or resume) into out_dir; returns the final state summary (best BLEU, epochs, reason)."""
+    run = _prepare(cfg, train_pair, val_pair, out_dir, device, resume)
+    cfg, state = run.cfg, run.state
+    if state.get("stopped") in ("early-stopping",):
+        run.log("training had already stopped early; nothing to do")
+        return state
     start = time.time()
     budget = cfg.max_minutes * 60 if cfg.max_minutes else math.inf
     state["stopped"] = None
     while state["epoch"] < cfg.max_epochs:
-        epoch = state["epoch"] + 1
-        model.train()
-        rng = random.Random(cfg.seed * 1000 + epoch)  # per epoch, so a resumed run sees the same batches
-        batches = length_batches([len(t) for _, t in pairs], cfg.batch_size, shuffle=True, rng=rng)
-        total_loss, total_tok, t0, out_of_time = 0.0, 0, time.time(), False
-        bar = tqdm(batches, desc=f"epoch {epoch}", file=sys.stderr, mininterval=5)
-        for bi, batch in enumerate(bar):
-            src, src_len = pad([pairs[i][0] for i in batch])
-            tgt, _ = pad([pairs[i][1] for i in batch])
-            tgt_in = torch.cat([torch.full((len(batch), 1), BOS_ID, dtype=torch.long), tgt[:, :-1]], 1)
-            src, src_len, tgt, tgt_in = src.to(device), src_len.to(device), tgt.to(device), tgt_in.to(device)
-            logits = model(src, src_len, tgt_in)
-            loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)), tgt.reshape(-1), ignore_index=PAD_ID, reduction="sum")
-            ntok = int((tgt != PAD_ID).sum())
-            optim.zero_grad()
-            (loss / ntok).backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip)
-            optim.step()
-            state["step"] += 1
-            total_loss += float(loss.detach())
-            total_tok += ntok
-            bar.set_postfix(loss=f"{total_loss / total_tok:.3f}", refresh=False)
-            if (bi + 1) % cfg.log_every == 0:
-                log(f"epoch {epoch} batch {bi + 1}/{len(batches)} loss/token {total_loss / total_tok:.4f}")
-            if time.time() - start > budget:
-                out_of_time = True
-                break
-        bar.close()
-        bleu = corpus_bleu_greedy(model, val_ids, val_pair[1], tgt_tok, tgt_vocab, device)
-        model.train()
-        state["epoch"] = epoch
-        state["history"].append({"epoch": epoch, "loss": total_loss / max(total_tok, 1), "val_bleu_greedy": bleu,
-                                 "batches": bi + 1, "of_batches": len(batches), "seconds": time.time() - t0,
-                                 "lr": optim.param_groups[0]["lr"]})
-        improved = bleu > state["best_bleu"]
-        if improved:
-            state["best_bleu"], state["bad_epochs"], state["best_epoch"] = bleu, 0, epoch
-            torch.save(model.state_dict(), os.path.join(out_dir, "best.pt.tmp"))
-            os.replace(os.path.join(out_dir, "best.pt.tmp"), os.path.join(out_dir, "best.pt"))
-        else:
-            state["bad_epochs"] += 1
-            for group in optim.param_groups:  # saved with the optimiser, so a resumed run keeps it
-                group["lr"] *= cfg.lr_decay
-        torch.save({"model": model.state_dict(), "optim": optim.state_dict(), "rng": torch.get_rng_state()},
-                   last_path + ".tmp")
-        os.replace(last_path + ".tmp", last_path)
-        save_json(os.path.join(out_dir, "history.json"), state)
-        log(f"epoch {epoch} done: loss/token {total_loss / max(total_tok, 1):.4f}, val BLEU (greedy) {bleu:.2f}"
-            f"{' (best)' if improved else ''}, {time.time() - t0:.0f}s"
-            + ("" if improved or cfg.lr_decay == 1 else f"; learning rate now {optim.param_groups[0]['lr']:.3g}"))
+        epoch, t0 = state["epoch"] + 1, time.time()
+        result = _train_epoch(run, epoch, lambda: time.time() - start > budget)
+        _finish_epoch(run, epoch, result, t0)
         if state["bad_epochs"] >= cfg.patience:
             state["stopped"] = "early-stopping"
-        elif out_of_time:
+        elif result["cut"]:
             state["stopped"] = "time-budget"
         if state["stopped"]:
             break
     state["stopped"] = state["stopped"] or "max-epochs"
     save_json(os.path.join(out_dir, "history.json"), state)
-    log(f"stopped ({state['stopped']}) after epoch {state['epoch']}; best val BLEU {state['best_bleu']:.2f}")
+    run.log(f"stopped ({state['stopped']}) after epoch {state['epoch']}; best val BLEU {state['best_bleu']:.2f}")
     return state
 
 
