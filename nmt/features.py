@@ -1,0 +1,106 @@
+"""Model features of the `nmt` component as `rerank features` plug-ins:
+
+- `channel`, `channel_norm`: log p(source | hypothesis) under a reverse NMT model (trained with
+  `rerank nmt train` from the target to the source language), and per source token;
+- `lm`, `lm_norm`: log p(hypothesis) under a GRU language model (`rerank lm train`), and per token.
+
+Scores are computed once per distinct (sentence, hypothesis) pair (n-best lists repeat strings),
+in length-sorted batches, on the CPU or CUDA, with a progress bar on a terminal.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from nmt.data import length_batches, pad
+from nmt.lm import LanguageModel, encode_lines
+from nmt.vocab import Tokenizer
+from rerank.device import resolve_device
+from rerank.errors import InputError
+from rerank.features import Feature, FeatureContext
+
+
+def distinct_pairs(nbest) -> tuple[list[tuple[int, str]], np.ndarray]:
+    """(distinct (sentence, hypothesis) pairs, index of every row's pair)."""
+    first: dict[tuple[int, str], int] = {}
+    index = np.array([first.setdefault(key, len(first)) for key in zip(nbest.sentence_of_hyp.tolist(), nbest.hyps)],
+                     dtype=np.int64)
+    return list(first), index
+
+
+def _threads(context: FeatureContext) -> None:
+    threads = getattr(context.args, "threads", None)
+    if threads:
+        torch.set_num_threads(threads)
+
+
+@torch.no_grad()
+def channel_scores(run_dir: str, hyps: list[str], sources: list[str], device="cpu", batch_size: int = 64,
+                   progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """(log p(source_i | hyp_i), source tokens incl. </s>) under the reverse model in run_dir."""
+    from nmt.train import load_model
+
+    try:
+        model, src_vocab, tgt_vocab, config = load_model(run_dir, "best", device)
+    except (OSError, KeyError, ValueError, RuntimeError) as exc:
+        raise InputError(f"cannot load the channel model ({type(exc).__name__}: {exc})", run_dir) from None
+    train = config["train"]
+    hyp_ids = encode_lines(hyps, Tokenizer(train["src_lang"]), src_vocab, 200)
+    src_ids = encode_lines(sources, Tokenizer(train["tgt_lang"]), tgt_vocab, 200)
+    scores = np.zeros(len(hyps))
+    for batch in tqdm(length_batches([len(h) for h in hyp_ids], batch_size, shuffle=False), desc="channel",
+                      unit="batch", disable=not progress, leave=False):
+        src, src_len = pad([hyp_ids[i] for i in batch])
+        tgt, _ = pad([src_ids[i] for i in batch])
+        scores[batch] = model.score(src.to(device), src_len.to(device), tgt.to(device)).cpu().numpy()
+    return scores, np.array([len(s) for s in src_ids], dtype=np.float64)
+
+
+class ChannelFeature(Feature):
+    columns = ("channel", "channel_norm")
+    description = "log p(source | hypothesis) under a reverse NMT model (--channel-model), and per source token"
+
+    def add_arguments(self, group):
+        group.add_argument("--channel-model", metavar="DIR", help="reverse NMT run directory (`rerank nmt train` "
+                           "from the target to the source language)")
+        group.add_argument("--channel-batch-size", type=int, default=64, help="pairs per batch (default 64)")
+
+    def compute(self, nbest, which, context):
+        args = context.args
+        if not args.channel_model:
+            raise InputError("channel needs a reverse NMT model (--channel-model DIR)")
+        if context.sources is None:
+            raise InputError("channel needs the source sentences (--src)")
+        _threads(context)
+        pairs, index = distinct_pairs(nbest)
+        scores, lengths = channel_scores(args.channel_model, [h for _, h in pairs], [context.sources[i] for i, _ in pairs],
+                                         resolve_device(context.device), args.channel_batch_size, context.progress)
+        out = {"channel": scores[index], "channel_norm": (scores / lengths)[index]}
+        return {name: out[name] for name in which}
+
+
+class LMFeature(Feature):
+    columns = ("lm", "lm_norm")
+    description = "log p(hypothesis) under a GRU language model (--lm-model), and per token"
+
+    def add_arguments(self, group):
+        group.add_argument("--lm-model", metavar="DIR", help="language model run directory (`rerank lm train`)")
+        group.add_argument("--lm-batch-size", type=int, default=128, help="hypotheses per batch (default 128)")
+
+    def compute(self, nbest, which, context):
+        args = context.args
+        if not args.lm_model:
+            raise InputError("lm needs a language model (--lm-model DIR)")
+        _threads(context)
+        lm = LanguageModel.load(args.lm_model, resolve_device(context.device))
+        if lm.config.lang != context.tgt_lang:
+            raise InputError(f"the language model is for {lm.config.lang!r}, the hypotheses are {context.tgt_lang!r} "
+                             "(--tgt-lang)", args.lm_model)
+        distinct: dict[str, int] = {}
+        index = np.array([distinct.setdefault(h, len(distinct)) for h in nbest.hyps], dtype=np.int64)
+        sums, counts = lm.score(list(distinct), args.lm_batch_size, context.progress)
+        sums, counts = np.asarray(sums), np.asarray(counts, dtype=np.float64)
+        out = {"lm": sums[index], "lm_norm": (sums / counts)[index]}
+        return {name: out[name] for name in which}

@@ -1,0 +1,214 @@
+"""A GRU language model of the target language: the `lm` reranking feature (log p(hypothesis)).
+
+Trained on the target side of the NMT training data with the NMT's tokenisation (Moses tokens,
+words with a frequency cut-off or SentencePiece subwords). A run directory holds config.json,
+vocab.json, best.pt (state_dict of the best validation perplexity), last.pt (model, optimiser
+and training state, for resuming) and train.log; DONE.json is written when training ended.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import random
+import time
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+from tqdm import tqdm
+
+from nmt.data import length_batches, pad
+from nmt.vocab import BOS_ID, EOS_ID, PAD_ID, SubwordVocab, Tokenizer, Vocab, vocab_from_json
+from rerank.errors import InputError
+from rerank.io import atomic_write
+
+
+@dataclasses.dataclass
+class LMConfig:
+    lang: str = "de"
+    emb_dim: int = 256
+    hidden: int = 512
+    dropout: float = 0.2
+    min_freq: int = 2
+    subword: str | None = None       # None (words), "bpe" or "unigram"
+    subword_size: int = 8000
+    lr: float = 1e-3
+    batch_size: int = 64
+    clip: float = 1.0
+    max_epochs: int = 20
+    patience: int = 2
+    max_minutes: float | None = None  # whole epochs only: one is started only if it is expected to fit
+    max_len: int = 80
+    seed: int = 1
+
+
+class GRULM(nn.Module):
+    def __init__(self, vocab_size: int, emb_dim: int, hidden: int, dropout: float):
+        super().__init__()
+        self.emb = nn.Embedding(vocab_size, emb_dim, padding_idx=PAD_ID)
+        self.gru = nn.GRU(emb_dim, hidden, batch_first=True)
+        self.out = nn.Linear(hidden, vocab_size)
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, ids_in: torch.Tensor) -> torch.Tensor:
+        """Logits (B, T, V) of the next token after every prefix of ids_in (B, T)."""
+        states, _ = self.gru(self.drop(self.emb(ids_in)))
+        return self.out(self.drop(states))
+
+    def token_logprobs(self, ids_out: torch.Tensor) -> torch.Tensor:
+        """log p of every token of ids_out (B, T; ends with </s>, padded with 0 log-probs)."""
+        bos = torch.full((ids_out.size(0), 1), BOS_ID, dtype=ids_out.dtype, device=ids_out.device)
+        logp = F.log_softmax(self(torch.cat([bos, ids_out[:, :-1]], dim=1)), dim=-1)
+        return logp.gather(-1, ids_out.unsqueeze(-1)).squeeze(-1) * (ids_out != PAD_ID)
+
+
+def encode_lines(lines: list[str], tok: Tokenizer, vocab, max_len: int | None = None) -> list[list[int]]:
+    """Token ids + </s> per line (cut to max_len tokens when given)."""
+    out = []
+    for line in lines:
+        toks = tok.tokenize(line)
+        out.append(vocab.encode(toks[:max_len] if max_len else toks) + [EOS_ID])
+    return out
+
+
+def build_vocab(cfg: LMConfig, tokenized: list[list[str]]):
+    if cfg.subword:
+        return SubwordVocab.build(tokenized, cfg.subword_size, cfg.subword, seed=cfg.seed)
+    return Vocab.build(tokenized, min_freq=cfg.min_freq)
+
+
+class LanguageModel:
+    """A trained LM loaded from its run directory: scores sentences (sum of token log-probs)."""
+
+    def __init__(self, model: GRULM, vocab, config: LMConfig, device="cpu"):
+        self.model, self.vocab, self.config, self.device = model.to(device).eval(), vocab, config, device
+        self.tok = Tokenizer(config.lang)
+
+    @classmethod
+    def load(cls, run_dir: str, device="cpu", which: str = "best") -> LanguageModel:
+        try:
+            with open(os.path.join(run_dir, "config.json"), encoding="utf-8") as f:
+                saved = json.load(f)
+            cfg = LMConfig(**saved["lm"])
+            with open(os.path.join(run_dir, "vocab.json"), encoding="utf-8") as f:
+                vocab = vocab_from_json(f.read())
+            model = GRULM(len(vocab), cfg.emb_dim, cfg.hidden, 0.0)
+            state = torch.load(os.path.join(run_dir, f"{which}.pt"), map_location="cpu", weights_only=True)
+            model.load_state_dict(state)
+        except (OSError, KeyError, TypeError, ValueError, RuntimeError) as exc:
+            raise InputError(f"not a language model run directory ({type(exc).__name__}: {exc})", run_dir) from None
+        return cls(model, vocab, cfg, device)
+
+    @torch.no_grad()
+    def score(self, lines: list[str], batch_size: int = 128, progress: bool = False) -> tuple[list[float], list[int]]:
+        """(sum of log-probs incl. </s>, number of scored tokens incl. </s>) of every line."""
+        ids = encode_lines(lines, self.tok, self.vocab)
+        sums, counts = [0.0] * len(ids), [len(s) for s in ids]
+        batches = length_batches([len(s) for s in ids], batch_size, shuffle=False)
+        for batch in tqdm(batches, desc="lm", unit="batch", disable=not progress, leave=False):
+            out, _ = pad([ids[i] for i in batch])
+            totals = self.model.token_logprobs(out.to(self.device)).sum(1).tolist()
+            for i, value in zip(batch, totals):
+                sums[i] = value
+        return sums, counts
+
+
+def _epoch(model, batches, data, optimizer, cfg, device, progress) -> float:
+    """One training epoch; returns the mean loss per token."""
+    model.train()
+    total, tokens = 0.0, 0
+    for batch in tqdm(batches, desc="lm epoch", disable=not progress, leave=False):
+        out, _ = pad([data[i] for i in batch])
+        out = out.to(device)
+        loss = -model.token_logprobs(out).sum()
+        n = int((out != PAD_ID).sum())
+        optimizer.zero_grad()
+        (loss / n).backward()
+        nn.utils.clip_grad_norm_(model.parameters(), cfg.clip)
+        optimizer.step()
+        total, tokens = total + float(loss.detach()), tokens + n
+    return total / max(tokens, 1)
+
+
+@torch.no_grad()
+def perplexity(model, data, device, batch_size: int = 128) -> float:
+    model.eval()
+    total, tokens = 0.0, 0
+    for batch in length_batches([len(s) for s in data], batch_size, shuffle=False):
+        out, _ = pad([data[i] for i in batch])
+        out = out.to(device)
+        total -= float(model.token_logprobs(out).sum())
+        tokens += int((out != PAD_ID).sum())
+    return math.exp(total / max(tokens, 1))
+
+
+def _prepare(cfg: LMConfig, train_lines: list[str], val_lines: list[str], out_dir: str, resuming: bool):
+    """Vocabulary (built once, reloaded on resume) and the encoded training and validation data."""
+    tok = Tokenizer(cfg.lang)
+    vocab_path = os.path.join(out_dir, "vocab.json")
+    train_tok = [tok.tokenize(line)[:cfg.max_len] for line in train_lines]
+    if resuming:
+        with open(vocab_path, encoding="utf-8") as f:
+            vocab = vocab_from_json(f.read())
+    else:
+        vocab = build_vocab(cfg, train_tok)
+        with atomic_write(vocab_path) as f:
+            f.write(vocab.to_json())
+        with atomic_write(os.path.join(out_dir, "config.json")) as f:
+            json.dump({"lm": dataclasses.asdict(cfg), "vocab_size": len(vocab)}, f, indent=1)
+    train = [vocab.encode(t) + [EOS_ID] for t in train_tok if t]
+    return vocab, train, encode_lines(val_lines, tok, vocab, cfg.max_len)
+
+
+def train_lm(cfg: LMConfig, train_lines: list[str], val_lines: list[str], out_dir: str, device="cpu",
+             resume: bool = True, progress: bool = False, log=print) -> dict:
+    """Train (or resume from OUT/last.pt); early-stops on validation perplexity. Returns the state."""
+    os.makedirs(out_dir, exist_ok=True)
+    last = os.path.join(out_dir, "last.pt")
+    resuming = resume and os.path.exists(last)
+    random.seed(cfg.seed)
+    torch.manual_seed(cfg.seed)
+    vocab, train, val = _prepare(cfg, train_lines, val_lines, out_dir, resuming)
+    model = GRULM(len(vocab), cfg.emb_dim, cfg.hidden, cfg.dropout).to(device)
+    optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr)
+    state = {"epoch": 0, "best_ppl": float("inf"), "bad_epochs": 0, "epoch_seconds": [], "stopped": None}
+    if resuming:
+        saved = torch.load(last, map_location=device, weights_only=True)
+        model.load_state_dict(saved["model"])
+        optimizer.load_state_dict(saved["optimizer"])
+        state = json.loads(saved["state"])
+        log(f"resuming after epoch {state['epoch']} (best val perplexity {state['best_ppl']:.2f})")
+    return _train_epochs(cfg, model, optimizer, state, train, val, out_dir, device, progress, log)
+
+
+def _train_epochs(cfg, model, optimizer, state, train, val, out_dir, device, progress, log) -> dict:
+    started = time.time()
+    rng = random.Random()
+    while state["epoch"] < cfg.max_epochs and state["bad_epochs"] < cfg.patience:
+        spent = (time.time() - started) / 60
+        mean = sum(state["epoch_seconds"]) / len(state["epoch_seconds"]) / 60 if state["epoch_seconds"] else 0.0
+        if cfg.max_minutes is not None and spent + mean > cfg.max_minutes:
+            state["stopped"] = "time-budget"
+            break
+        t0 = time.time()
+        rng.seed(cfg.seed * 1000 + state["epoch"])
+        loss = _epoch(model, length_batches([len(s) for s in train], cfg.batch_size, True, rng), train, optimizer,
+                      cfg, device, progress)
+        ppl = perplexity(model, val, device)
+        state["epoch"] += 1
+        state["epoch_seconds"].append(time.time() - t0)
+        better = ppl < state["best_ppl"]
+        state["best_ppl"], state["bad_epochs"] = (ppl, 0) if better else (state["best_ppl"], state["bad_epochs"] + 1)
+        if better:
+            torch.save(model.state_dict(), os.path.join(out_dir, "best.pt"))
+        log(f"epoch {state['epoch']}: train loss/token {loss:.4f}, val perplexity {ppl:.2f}"
+            + (" (best)" if better else ""))
+        torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "state": json.dumps(state)},
+                   os.path.join(out_dir, "last.pt"))
+    state["stopped"] = state["stopped"] or ("early-stopping" if state["bad_epochs"] >= cfg.patience else "max-epochs")
+    with atomic_write(os.path.join(out_dir, "DONE.json")) as f:
+        json.dump({"stopped": state["stopped"], "epochs": state["epoch"], "best_val_perplexity": state["best_ppl"]}, f)
+    return state

@@ -1,0 +1,103 @@
+"""The `lm` and `channel` features: a GRU LM (`rerank lm train|score`) and a reverse NMT model,
+trained on a toy language, scoring n-best hypotheses."""
+
+import gzip
+import json
+import random
+
+import numpy as np
+import pytest
+import torch
+
+from nmt.features import channel_scores
+from nmt.lm import LanguageModel
+from rerank.cli import main
+from rerank.formats import read_nbest
+
+WORDS = [f"w{i}" for i in range(8)]
+
+
+@pytest.fixture(scope="module")
+def toy(tmp_path_factory):
+    """A language whose sentences count up (w1 w2 w3 ...); the reverse model maps de -> en by identity."""
+    d = tmp_path_factory.mktemp("toy")
+    rng = random.Random(3)
+    for split, n in (("train", 300), ("val", 30)):
+        lines = []
+        for _ in range(n):
+            start = rng.randint(0, 4)
+            lines.append(" ".join(WORDS[start:start + rng.randint(2, 4)]))
+        for lang in ("en", "de"):
+            with gzip.open(d / f"{split}.{lang}.gz", "wt", encoding="utf-8") as f:
+                f.write("\n".join(lines) + "\n")
+    assert main(["lm", "train", "--train", str(d / "train.de.gz"), "--val", str(d / "val.de.gz"), "--lang", "de",
+                 "--out", str(d / "lm"), "--emb-dim", "16", "--hidden", "32", "--min-freq", "1", "--max-epochs", "4",
+                 "--threads", "1"]) == 0
+    assert main(["nmt", "train", "--data-dir", str(d), "--src-lang", "de", "--tgt-lang", "en", "--out", str(d / "rev"),
+                 "--size", "tiny", "--max-epochs", "2", "--min-freq", "1", "--threads", "1"]) == 0
+    return d
+
+
+def test_lm_prefers_the_language_and_scores_are_sums_of_token_logprobs(toy):
+    lm = LanguageModel.load(str(toy / "lm"))
+    sums, counts = lm.score(["w1 w2 w3", "w3 w2 w1", ""])
+    assert counts == [4, 4, 1]  # tokens + </s>
+    assert sums[0] > sums[1]
+    ids = torch.tensor([[lm.vocab.encode(["w1", "w2", "w3"])[k] for k in range(3)] + [3]])
+    assert sums[0] == pytest.approx(float(lm.model.token_logprobs(ids).sum()), abs=1e-5)
+    done = json.loads((toy / "lm" / "DONE.json").read_text())
+    assert done["epochs"] >= 1 and done["stopped"] in ("max-epochs", "early-stopping")
+
+
+def test_lm_score_command_writes_tsv(toy, tmp_path):
+    (tmp_path / "in.txt").write_text("w1 w2 w3\nw3 w2 w1\n")
+    assert main(["lm", "score", "--model", str(toy / "lm"), "--input", str(tmp_path / "in.txt"),
+                 "-o", str(tmp_path / "out.tsv"), "--threads", "1"]) == 0
+    rows = [line.split("\t") for line in (tmp_path / "out.tsv").read_text().splitlines()]
+    sums, _ = LanguageModel.load(str(toy / "lm")).score(["w1 w2 w3", "w3 w2 w1"])
+    assert [float(r[0]) for r in rows] == pytest.approx(sums, abs=1e-5) and [r[1] for r in rows] == ["4", "4"]
+
+
+def test_lm_and_channel_features_on_an_nbest_list(toy, tmp_path, capsys):
+    lists = [["w1 w2 w3", "w3 w2 w1", "w1 w2 w3"], ["w4 w5", "w4"]]
+    (tmp_path / "in.nbest").write_text("".join(f"{i} ||| {h} ||| nmt= {-k} ||| {-k}\n"
+                                               for i, hyps in enumerate(lists) for k, h in enumerate(hyps)))
+    (tmp_path / "src.en").write_text("w1 w2 w3\nw4 w5\n")
+    args = ["features", str(tmp_path / "in.nbest"), "--src", str(tmp_path / "src.en"),
+            "--which", "lm,lm_norm,channel,channel_norm", "--lm-model", str(toy / "lm"), "--channel-model", str(toy / "rev")]
+    assert main(args + ["-o", str(tmp_path / "out.nbest")]) == 0
+    out = read_nbest(str(tmp_path / "out.nbest"))
+    assert out.feature_names == ["nmt", "lm", "lm_norm", "channel", "channel_norm"]
+    sums, counts = LanguageModel.load(str(toy / "lm")).score([h for hyps in lists for h in hyps])
+    np.testing.assert_allclose(out.column("lm"), sums, atol=1e-5)
+    np.testing.assert_allclose(out.column("lm_norm"), np.array(sums) / counts, atol=1e-5)
+    sources = ["w1 w2 w3"] * 3 + ["w4 w5"] * 2
+    expected, lengths = channel_scores(str(toy / "rev"), [h for hyps in lists for h in hyps], sources)
+    np.testing.assert_allclose(out.column("channel"), expected, atol=1e-5)
+    np.testing.assert_allclose(out.column("channel_norm"), expected / lengths, atol=1e-5)
+    assert lengths.tolist() == [4, 4, 4, 3, 3]
+    assert out.column("channel")[0] == out.column("channel")[2]  # the repeated pair, scored once
+
+
+def test_model_features_need_their_models_and_sources(toy, tmp_path, capsys):
+    (tmp_path / "in.nbest").write_text("0 ||| w1 w2 ||| nmt= -1 ||| -1\n")
+    base = ["features", str(tmp_path / "in.nbest"), "-o", str(tmp_path / "o")]
+    assert main(base + ["--which", "lm"]) == 2
+    assert "lm needs a language model (--lm-model DIR)" in capsys.readouterr().err
+    assert main(base + ["--which", "channel", "--channel-model", str(toy / "rev")]) == 2
+    assert "channel needs the source sentences (--src)" in capsys.readouterr().err
+    assert main(base + ["--which", "lm", "--lm-model", str(tmp_path)]) == 2
+    assert "not a language model run directory" in capsys.readouterr().err
+    assert main(base + ["--which", "lm", "--lm-model", str(toy / "lm"), "--tgt-lang", "en"]) == 2
+    assert "the language model is for 'de'" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
+def test_lm_training_resumes_where_it_stopped(toy, tmp_path):
+    args = ["lm", "train", "--train", str(toy / "train.de.gz"), "--val", str(toy / "val.de.gz"), "--out",
+            str(tmp_path / "lm"), "--emb-dim", "8", "--hidden", "8", "--min-freq", "1", "--threads", "1", "--patience", "9"]
+    assert main(args + ["--max-epochs", "1"]) == 0
+    assert json.loads((tmp_path / "lm" / "DONE.json").read_text())["epochs"] == 1
+    assert main(args + ["--max-epochs", "2"]) == 0
+    log = json.loads((tmp_path / "lm" / "DONE.json").read_text())
+    assert log["epochs"] == 2 and log["stopped"] == "max-epochs"
