@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from rerank.cliargs import nbest_inputs
 from rerank.commands._common import FORMAT_HELP, add_nbest_input, add_output_format, load_nbest
 from rerank.errors import InputError
 from rerank.formats import write_nbest
 from rerank.io import iter_lines
 from rerank.nbest import NBestList
+from rerank.outputs import check_outputs, nbest_outputs
 
 
 def add_parser(subparsers):
@@ -69,6 +71,7 @@ def join_scores(nbest: NBestList, name: str, values: np.ndarray, source: str, re
 def run(args) -> int:
     if len(args.name) != len(args.scores):
         raise InputError(f"{len(args.name)} --name but {len(args.scores)} --scores: give them in pairs")
+    check_outputs(nbest_outputs(args.output, args.out_format), [*nbest_inputs(args), *args.scores])
     nbest, _ = load_nbest(args)
     for name, path in zip(args.name, args.scores):
         nbest = join_scores(nbest, name, read_scores(path), path, args.replace)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from rerank.cliargs import nbest_inputs
 from rerank.commands._common import FORMAT_HELP, add_nbest_input, add_output_format, load_nbest
 from rerank.formats import write_nbest
 from rerank.io import atomic_write
+from rerank.outputs import check_outputs, nbest_outputs
 from rerank.weights import best_rows, read_weights, resorted, weight_vector
 
 
@@ -27,6 +29,7 @@ def add_parser(subparsers):
 
 
 def run(args) -> int:
+    check_outputs([args.output, *nbest_outputs(args.nbest_out, args.out_format)], [*nbest_inputs(args), args.weights])
     nbest, _ = load_nbest(args)
     w = weight_vector(read_weights(args.weights), nbest.feature_names, source=args.weights)
     rows = best_rows(nbest, w)

@@ -12,6 +12,7 @@ import sys
 from rerank.errors import InputError
 from rerank.io import atomic_write, read_lines
 from rerank.metrics import METRIC_NAMES
+from rerank.outputs import check_outputs
 
 FORMATS = ("table", "markdown", "latex", "csv", "json")
 LANGUAGES = ("en", "de", "fr", "es", "cs")
@@ -119,15 +120,15 @@ def _read_run(path: str, n: int | None) -> list[str]:
     return lines
 
 
+def _outputs(args) -> list[str | None]:
+    """The table, its .config.json (beside a file output) and the plot."""
+    config = os.path.splitext(args.output)[0] + ".config.json" if args.output != "-" else None
+    return [args.output, config, args.plot]
+
+
 def run(args) -> int:
     metrics = _check_options(args)
-    refs = _read_references(args.ref)
-    n = len(refs[0])
-    meteor_options = _meteor_options(args) if "meteor" in metrics else None
-    bname, baseline, systems, sources = _read_systems(args, n)
-    if args.second_baseline and args.second_baseline not in systems:
-        raise InputError(f"--second-baseline {args.second_baseline!r} is not a system name "
-                         f"(systems: {', '.join(systems) or 'none'})")
+    refs, bname, baseline, systems, sources = _inputs(args)
 
     from rerank.report import evaluate_systems, plot_deltas
 
@@ -137,19 +138,37 @@ def run(args) -> int:
             second_baseline=args.second_baseline, ar_trials=args.ar, bootstrap=args.bootstrap, seed=args.seed,
             multeval_compat=args.multeval_compat, holm=args.holm, alpha=args.alpha, baseline_name=bname,
             tokenize=args.tokenize, lowercase=args.lowercase, ter_case_sensitive=args.ter_case_sensitive,
-            meteor_options=meteor_options, progress=not args.quiet)
+            meteor_options=_meteor_options(args) if "meteor" in metrics else None, progress=not args.quiet)
     except (ValueError, OSError) as exc:
         raise InputError(str(exc)) from None
     table.config["sources"] = sources
     table.config["references"] = args.ref
-    with atomic_write(args.output) as fh:
+    output, config, _ = _outputs(args)
+    with atomic_write(output) as fh:
         fh.write(table.render(args.format))
-    if args.output != "-":
-        with atomic_write(os.path.splitext(args.output)[0] + ".config.json") as fh:
+    if config is not None:
+        with atomic_write(config) as fh:
             json.dump({"command": sys.argv, **table.config, "signatures": table.signatures}, fh, indent=2)
     if args.plot:
         plot_deltas(table, args.plot)
     return 0
+
+
+def _inputs(args) -> tuple:
+    """(references, baseline name, baseline runs, systems, sources), after checking the outputs
+    against every file named on the command line (before reading any)."""
+    baseline_spec = (args.baseline, *resolve_runs(args.baseline))
+    resolved = [(spec, *resolve_runs(spec)) for spec in args.systems]
+    hypotheses = [f for _, _, files in [baseline_spec, *resolved] for f in files]
+    nbest_files = [_split_name(spec)[1] for spec in args.nbest]
+    check_outputs(_outputs(args), [*args.ref, *hypotheses, *nbest_files, *args.weights,
+                                   args.meteor_jar, args.meteor_resources])
+    refs = _read_references(args.ref)
+    bname, baseline, systems, sources = _read_systems(args, baseline_spec, resolved, len(refs[0]))
+    if args.second_baseline and args.second_baseline not in systems:
+        raise InputError(f"--second-baseline {args.second_baseline!r} is not a system name "
+                         f"(systems: {', '.join(systems) or 'none'})")
+    return refs, bname, baseline, systems, sources
 
 
 def _check_options(args) -> list[str]:
@@ -181,17 +200,17 @@ def _read_references(paths: list[str]) -> list[list[str]]:
     return refs
 
 
-def _read_systems(args, n: int) -> tuple[str, list[list[str]], dict, dict]:
-    """(baseline name, baseline runs, {system: runs}, {system: files read}) of the command line.
+def _read_systems(args, baseline_spec: tuple, resolved: list, n: int) -> tuple[str, list[list[str]], dict, dict]:
+    """(baseline name, baseline runs, {system: runs}, {system: files read}) of the resolved
+    (spec, name, files) of the baseline and the systems, and the --nbest/--weights pairs.
 
     Every system has 1 or R runs (R: the most runs of any); a single run stands for every run
     (evaluate_systems). An --nbest/--weights pair is one deterministic system.
     """
-    bname, bfiles = resolve_runs(args.baseline)
+    _, bname, bfiles = baseline_spec
     baseline = [_read_run(f, n) for f in bfiles]
     systems: dict[str, list[list[str]]] = {}
     sources = {bname: bfiles}
-    resolved = [(spec, *resolve_runs(spec)) for spec in args.systems]
     n_runs = max([len(bfiles)] + [len(files) for _, _, files in resolved])
     if len(bfiles) not in (1, n_runs):
         raise InputError(f"the baseline has {len(bfiles)} run(s) but a system has {n_runs} (a run is missing?)", args.baseline)

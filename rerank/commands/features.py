@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 from rerank import plugins
+from rerank.cliargs import nbest_inputs
 from rerank.commands._common import FORMAT_HELP, add_nbest_input, add_output_format, load_nbest
 from rerank.errors import InputError
 from rerank.features import FeatureContext, check_columns, column_owners, shard_range
 from rerank.formats import write_nbest
 from rerank.io import read_lines
+from rerank.outputs import check_outputs, nbest_outputs
 
 
 def add_parser(subparsers):
@@ -62,6 +65,13 @@ def _requested(args, features: dict) -> dict[str, list[str]]:
     return requested
 
 
+def _plugin_files(args) -> list[str]:
+    """Existing files named by any option (the plug-ins' model, image and other inputs)."""
+    options = [v for k, v in vars(args).items() if k != "output"]
+    values = [x for v in options for x in (v if isinstance(v, list) else [v]) if isinstance(x, str)]
+    return [v for v in values if os.path.isfile(v)]
+
+
 def run(args) -> int:
     if args.nbest and args.nbest_option:
         raise InputError("give the n-best file once (positional or --nbest)")
@@ -71,6 +81,7 @@ def run(args) -> int:
     if args.id_offset < 0:
         raise InputError(f"--id-offset must be >= 0, got {args.id_offset}")
     features = plugins.features()
+    check_outputs(nbest_outputs(args.output, args.out_format), [*nbest_inputs(args), args.src, *_plugin_files(args)])
     requested = _requested(args, features)
     nbest, _ = load_nbest(args)
     start, end = shard_range(nbest.n_sentences, args.shard)

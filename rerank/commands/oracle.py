@@ -7,9 +7,11 @@ import sys
 import numpy as np
 
 from rerank.bleu import bleu_signature, corpus_bleu, hypothesis_stats, make_bleu, oracle_rows
+from rerank.cliargs import nbest_inputs
 from rerank.commands._common import FORMAT_HELP, add_nbest_input, load_nbest
 from rerank.formats import read_references
 from rerank.io import atomic_write
+from rerank.outputs import check_outputs
 
 
 def add_parser(subparsers):
@@ -29,6 +31,7 @@ def add_parser(subparsers):
 
 
 def run(args) -> int:
+    check_outputs([args.output], [*nbest_inputs(args), *args.ref])
     make_bleu(args.tokenize, args.lowercase)  # validates the tokenizer before reading big files
     nbest, _ = load_nbest(args)
     refs = read_references(args.ref, nbest.n_sentences)

@@ -9,9 +9,11 @@ import time
 import numpy as np
 
 from rerank import plugins
+from rerank.cliargs import nbest_inputs
 from rerank.commands._common import FORMAT_HELP, add_nbest_input, load_nbest
 from rerank.errors import InputError
 from rerank.formats import read_references
+from rerank.outputs import check_outputs
 from rerank.tuning import normalize, prepare
 from rerank.tuning_plot import plot_tuning
 from rerank.weights import read_weights, weight_vector, write_weights
@@ -146,6 +148,9 @@ def _write_best_of_runs(args, data, results: list, metric: str) -> None:
 
 def run(args) -> int:
     tuner = _tuner(args)
+    paths = run_paths(args.output, args.runs)
+    check_outputs([args.output, *(paths if args.runs > 1 else []), args.plot],
+                  [*nbest_inputs(args), *args.ref, args.init])
     start = time.time()
     nbest, refs, w0 = _inputs(args)
     data = prepare(nbest, refs, metric=args.metric, tokenize=args.tokenize, lowercase=args.lowercase,
@@ -159,7 +164,7 @@ def run(args) -> int:
           + (f" ({merged} exact duplicates merged)" if merged else "")
           + f", {int(data.tuned.sum())} of {len(data.feature_names)} features tuned", file=sys.stderr)
     results = [_tune_run(args, tuner, data, w0, r, path, metric)
-               for r, path in enumerate(run_paths(args.output, args.runs), start=1)]
+               for r, path in enumerate(paths, start=1)]
     if args.runs > 1:
         _write_best_of_runs(args, data, results, metric)
     if args.plot:

@@ -1,0 +1,75 @@
+"""Checks every command runs on its output paths before any work, and input digests.
+
+An output must not be one of the inputs (symlinks, hard links and relative paths included),
+two outputs must not be one file, and each must be writable: not a directory, in a folder that
+exists and may be written, not a read-only file. "-" (standard input/output) never clashes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterable
+
+from rerank.errors import InputError
+
+
+def nbest_outputs(path: str | None, fmt: str) -> list[str | None]:
+    """The files `write_nbest(..., path, fmt)` writes: plain adds PATH.ids and PATH.features.tsv."""
+    if path is None or path == "-" or fmt != "plain":
+        return [path]
+    return [path, path + ".ids", path + ".features.tsv"]
+
+
+def _same(a: str, b: str) -> bool:
+    if os.path.exists(a) and os.path.exists(b):
+        return os.path.samefile(a, b)
+    return os.path.realpath(a) == os.path.realpath(b)
+
+
+def _check_writable(path: str) -> None:
+    if os.path.isdir(path):
+        raise InputError("is a directory, not a file", path)
+    folder = os.path.dirname(os.path.abspath(path))
+    shown = os.path.dirname(path) or "."
+    if not os.path.isdir(folder):
+        raise InputError(f"its folder {shown} does not exist", path)
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise InputError(f"cannot write in its folder {shown} (permission denied)", path)
+    if os.path.exists(path) and not os.access(path, os.W_OK):
+        raise InputError("is read-only (permission denied)", path)
+
+
+def _paths(values: Iterable[str | None]) -> list[str]:
+    return [v for v in values if v is not None and v != "-"]
+
+
+def check_outputs(outputs: Iterable[str | None], inputs: Iterable[str | None]) -> None:
+    """Raise InputError unless every output can be written without touching an input.
+
+    None entries (options not given) and "-" are skipped.
+    """
+    outs, ins = _paths(outputs), _paths(inputs)
+    for k, out in enumerate(outs):
+        _check_writable(out)
+        for inp in ins:
+            if _same(out, inp):
+                shown = "" if inp == out else f" {inp}"
+                raise InputError(f"the output is also the input{shown}; write it elsewhere", out)
+        for other in outs[:k]:
+            if _same(out, other):
+                raise InputError(f"two outputs are the same file ({other} and {out})", out)
+
+
+def file_digest(path: str) -> str | None:
+    """sha256 of a file's bytes; None for standard input."""
+    if path == "-":
+        return None
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(block)
+    except OSError as exc:
+        raise InputError(f"cannot open: {exc.strerror}", path) from None
+    return digest.hexdigest()
