@@ -33,7 +33,7 @@ def run_cli(capsys, *argv):
 def test_json_numbers_match_sacrebleu_and_marks(capsys):
     code, out, _ = run_cli(capsys, "-r", p("ref.de"), "-b", p("base.de"), "good=" + p("good.de"),
                            "--metrics", "bleu,ter,chrf,length", "--lang", "de", "--ar", "500", "--bootstrap", "200",
-                           "--format", "json")
+                           "--to", "json")
     assert code == 0
     res = json.loads(out)
     assert res["systems"] == ["base.de", "good"] and res["config"]["runs"] == 3
@@ -61,17 +61,56 @@ def test_table_markdown_latex_csv_and_plot(capsys, tmp_path):
               "--metrics", "bleu,ter", "--ar", "300", "--bootstrap", "100", "--second-baseline", "c2"]
     code, out, _ = run_cli(capsys, *common)
     assert code == 0 and "\u2020\u2021" in out and "BLEU \u2191" in out and "TER \u2193" in out
-    code, out, _ = run_cli(capsys, *common, "--format", "markdown", "--holm")
+    code, out, _ = run_cli(capsys, *common, "--to", "markdown", "--holm")
     assert out.startswith("| System |") and "Holm" in out
-    code, out, _ = run_cli(capsys, *common, "--format", "latex")
+    code, out, _ = run_cli(capsys, *common, "--to", "latex")
     assert "\\begin{tabular}" in out and "$^\\dagger$" in out
     png = tmp_path / "d.png"
     csv_path = tmp_path / "t.csv"
-    code, out, _ = run_cli(capsys, *common, "--format", "csv", "-o", str(csv_path), "--plot", str(png))
+    code, out, _ = run_cli(capsys, *common, "-o", str(csv_path), "--plot", str(png))
     assert code == 0 and png.read_bytes()[:4] == b"\x89PNG"
     rows = csv_path.read_text().splitlines()
     assert rows[0].startswith("system,metric,score") and len(rows) == 1 + 3 * 2
     assert json.loads((tmp_path / "t.config.json").read_text())["ar_trials"] == 300
+
+
+SMALL = ["-r", p("ref.en"), "-b", "base=" + p("cap1.en"), "c2=" + p("cap2.en"), "--metrics", "bleu", "--ar", "50",
+         "--bootstrap", "0"]
+
+
+@pytest.mark.parametrize("name,extra,start", [
+    ("res.md", [], "| System |"), ("res.markdown", [], "| System |"), ("res.tex", [], "\\begin{tabular}"),
+    ("res.csv", [], "system,metric,score"), ("res.json", [], "{"), ("res.txt", [], "System"), ("res", [], "System"),
+    ("res.md", ["--to", "json"], "{"), ("res.json", ["--to", "csv"], "system,metric"),
+    ("res.md", ["--format", "latex"], "\\begin{tabular}"), ("res.csv", ["--to", "json", "--format", "json"], "{"),
+])
+def test_output_extension_picks_the_table_format_unless_to_says(capsys, tmp_path, name, extra, start):
+    code, _, err = run_cli(capsys, *SMALL, "-o", str(tmp_path / name), *extra)
+    assert code == 0, err
+    assert (tmp_path / name).read_text().startswith(start)
+    assert ("--format` is deprecated, use --to" in err) == ("--format" in extra)
+
+
+def test_to_and_deprecated_format_must_agree(capsys, tmp_path):
+    code, _, err = run_cli(capsys, *SMALL, "--to", "json", "--format", "csv", "-o", str(tmp_path / "r.json"))
+    assert code == 2 and "rerank eval: error: --to json and --format csv disagree" in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_file_and_runs_of_the_same_path_are_refused(capsys, tmp_path):
+    for name in ("sys.de", "sys.de.run1", "sys.de.run2"):
+        shutil.copy(p("cap1.de"), tmp_path / name)
+    before = {f.name: f.read_bytes() for f in tmp_path.iterdir()}
+    sys_path = str(tmp_path / "sys.de")
+    out = tmp_path / "res.json"
+    code, _, err = run_cli(capsys, "-r", p("ref.de"), "-b", p("cap2.de"), sys_path, "--metrics", "bleu", "-o", str(out))
+    assert code == 2
+    assert f"rerank eval: error: {sys_path}: is a file, and {sys_path}.run1, {sys_path}.run2 are runs of it" in err
+    assert {f.name: f.read_bytes() for f in tmp_path.iterdir()} == before   # nothing written
+    code, out_text, err = run_cli(capsys, "-r", p("ref.de"), "-b", p("cap2.de"), sys_path + ".run*", "--metrics", "bleu",
+                                  "--ar", "20", "--bootstrap", "0", "--to", "json")
+    assert code == 0, err
+    assert json.loads(out_text)["config"]["runs"] == 2
 
 
 def test_python_entry_point_second_baseline_and_multeval_rule():
@@ -122,7 +161,7 @@ def test_nbest_with_weights_is_a_system(capsys, tmp_path):
     code, out, err = run_cli(capsys, "-r", p("ref.de"), "-b", p("cap1.de"), "good=" + p("good.de.run1"),
                              "--nbest", f"nb_good={nbest}", "--weights", str(tmp_path / "pick_good.weights"),
                              "--nbest", f"nb_cap={nbest}", "--weights", str(tmp_path / "pick_cap.weights"),
-                             "--metrics", "bleu", "--ar", "100", "--bootstrap", "20", "--format", "json")
+                             "--metrics", "bleu", "--ar", "100", "--bootstrap", "20", "--to", "json")
     assert code == 0, err
     cells = {(r["system"], r["metric"]): r for r in json.loads(out)["results"]}
     assert cells[("nb_good", "bleu")]["score"] == pytest.approx(cells[("good", "bleu")]["score"])
@@ -133,7 +172,7 @@ def test_nbest_with_weights_is_a_system(capsys, tmp_path):
 def test_meteor_column_and_missing_paraphrase_table(capsys):
     code, out, _ = run_cli(capsys, "-r", p("ref.de"), "-b", p("cap1.de"), "good=" + p("good.de.run1"),
                            "--metrics", "bleu,meteor,ter", "--lang", "de", "--meteor-modules", "exact,stem",
-                           "--ar", "200", "--bootstrap", "50", "--format", "json")
+                           "--ar", "200", "--bootstrap", "50", "--to", "json")
     assert code == 0
     res = json.loads(out)
     stored = np.loadtxt(p("meteor/good.de.run1.jar-stats"))
@@ -154,7 +193,7 @@ def test_single_run_baseline_stands_for_every_run(capsys, tmp_path):
     single = tmp_path / "one.de"
     shutil.copy(p("base.de.run1"), single)
     code, out, _ = run_cli(capsys, "-r", p("ref.de"), "-b", f"base={single}", "good=" + p("good.de"),
-                           "--metrics", "bleu", "--lang", "de", "--ar", "300", "--bootstrap", "50", "--format", "json")
+                           "--metrics", "bleu", "--lang", "de", "--ar", "300", "--bootstrap", "50", "--to", "json")
     assert code == 0
     res = json.loads(out)
     assert res["config"]["runs"] == 3

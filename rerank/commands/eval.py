@@ -15,6 +15,7 @@ from rerank.metrics import METRIC_NAMES
 from rerank.outputs import check_outputs
 
 FORMATS = ("table", "markdown", "latex", "csv", "json")
+EXTENSIONS = {".md": "markdown", ".markdown": "markdown", ".tex": "latex", ".csv": "csv", ".json": "json"}
 LANGUAGES = ("en", "de", "fr", "es", "cs")
 
 EPILOG = """\
@@ -33,9 +34,9 @@ direction.
 
 examples:
   rerank eval -r test.de -b base.de rerank.de --metrics bleu,meteor,ter --lang de \\
-      --meteor-modules exact,stem --format markdown
+      --meteor-modules exact,stem -o table.md
   rerank eval -r test.en -b 'base.run*' mlmme='mlmme.run*' vse='vse.run*' --second-baseline vse --plot d.png
-  rerank eval -r test.de -b base.de --nbest test.nbest --weights tuned.weights --format latex
+  rerank eval -r test.de -b base.de --nbest test.nbest --weights tuned.weights --to latex
 """
 
 
@@ -75,8 +76,12 @@ def add_parser(subparsers) -> None:
     s.add_argument("--multeval-compat", action="store_true",
                    help="MultEval's rules: count only strictly greater differences, MultEval's run shuffle for R > 1")
     o = p.add_argument_group("output")
-    o.add_argument("--format", choices=FORMATS, default="table", help="output format (default: table)")
-    o.add_argument("-o", "--output", default="-", help="output file (default: stdout); a .config.json is written beside it")
+    o.add_argument("--to", dest="out_format", choices=FORMATS,
+                   help="table format (default: from -o's extension: .md markdown, .tex latex, .csv csv, .json json; "
+                   "else the text table)")
+    o.add_argument("--format", dest="old_format", choices=FORMATS, help="deprecated alias of --to")
+    o.add_argument("-o", "--output", default="-", help="output file (default: - for stdout); a .config.json is "
+                   "written beside it")
     o.add_argument("--plot", metavar="PNG", help="plot of each system's delta from the baseline with bootstrap 95%% CI")
     o.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
@@ -98,6 +103,10 @@ def resolve_runs(spec: str) -> tuple[str, list[str]]:
     """(name, run files) of a [NAME=]PATH system argument."""
     name, path = _split_name(spec)
     if os.path.isfile(path) or path == "-":
+        runs = sorted(glob.glob(glob.escape(path) + ".run*"), key=_natural) if path != "-" else []
+        if runs:
+            raise InputError(f"is a file, and {', '.join(runs[:2])}{', ...' if len(runs) > 2 else ''} are runs of it: "
+                             f"give '{path}.run*' for the runs, or rename one of them", path)
         files = [path]
     elif any(ch in path for ch in "*?["):
         files = sorted(glob.glob(path), key=_natural)
@@ -145,7 +154,7 @@ def run(args) -> int:
     table.config["references"] = args.ref
     output, config, _ = _outputs(args)
     with atomic_write(output) as fh:
-        fh.write(table.render(args.format))
+        fh.write(table.render(_table_format(args)))
     if config is not None:
         with atomic_write(config) as fh:
             json.dump({"command": sys.argv, **table.config, "signatures": table.signatures}, fh, indent=2)
@@ -169,6 +178,18 @@ def _inputs(args) -> tuple:
         raise InputError(f"--second-baseline {args.second_baseline!r} is not a system name "
                          f"(systems: {', '.join(systems) or 'none'})")
     return refs, bname, baseline, systems, sources
+
+
+def _table_format(args) -> str:
+    """--to, else the deprecated --format, else the output's extension, else the text table."""
+    if args.out_format and args.old_format and args.out_format != args.old_format:
+        raise InputError(f"--to {args.out_format} and --format {args.old_format} disagree "
+                         "(--format is a deprecated alias of --to)")
+    if args.old_format:
+        print("note: `eval --format` is deprecated, use --to (--format is the input n-best format elsewhere)",
+              file=sys.stderr)
+    name = args.output[:-3] if args.output.endswith(".gz") else args.output
+    return args.out_format or args.old_format or EXTENSIONS.get(os.path.splitext(name)[1].lower(), "table")
 
 
 def _check_options(args) -> list[str]:
