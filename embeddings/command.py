@@ -45,7 +45,9 @@ def _add_train(verbs) -> None:
     t.add_argument("--contrastive", choices=["random", "sum", "max"])
     t.add_argument("--train-features", help="image features for the train split (.npy/.npz)")
     t.add_argument("--val-features", help="image features for the val split (.npy/.npz)")
-    t.add_argument("--max-minutes", type=float, help="wall-clock budget (whole run, across resumes)")
+    t.add_argument("--max-minutes", type=float,
+                   help="wall-clock budget of this invocation, spent in whole epochs: training stops before an "
+                   "epoch that would end after it (expected epoch time = the mean of the run's epochs so far)")
     t.add_argument("--max-epochs", type=int)
     t.add_argument("--seed", type=int)
     t.add_argument("--device", default="cpu", help="cpu or cuda (falls back to CPU with a message)")

@@ -3,7 +3,8 @@
 Config keys (JSON; any omitted key takes the default below, `preset` sets the sizes):
 languages, sources (task1 translated / task2 comparable Multi30k), image_features {train, val},
 beta, margin, contrastive (random|sum|max), negatives (for random), lr, batch_size, grad_clip,
-max_epochs, patience, min_freq, seed, max_minutes, checkpoint_minutes.
+max_epochs, patience, min_freq, seed, max_minutes (wall-clock budget of one invocation, spent in
+whole epochs: see rerank.budget), checkpoint_minutes.
 Without image features the text-only model is trained (beta = 0: R_ML only) and this is
 recorded in the log, config.json and the model's JSON.
 """
@@ -27,6 +28,7 @@ from embeddings.evaluate import selection_score
 from embeddings.losses import MODES, mlmme_loss
 from embeddings.model import MLMME, PRESETS, ModelConfig
 from embeddings.vocab import Vocab
+from rerank.budget import EpochBudget
 from rerank.device import resolve_device
 from rerank.errors import InputError
 from rerank.io import atomic_write
@@ -61,11 +63,18 @@ def resolve_config(user: dict) -> dict:
         raise InputError(f"languages {cfg['languages']}: each must be one of {', '.join(LANGUAGES)}, without repeats")
     if not 0 <= cfg["beta"] <= 1:
         raise InputError("beta must be in [0, 1]")
+    if cfg["max_minutes"] is not None and not cfg["max_minutes"] > 0:
+        raise InputError(f"max_minutes must be > 0, got {cfg['max_minutes']}")
     return cfg
 
 
 class Trainer:
-    def __init__(self, cfg: dict, data_dir: str, out_dir: str, device: str = "cpu", resume: bool = True, quiet: bool = False):
+    """One invocation of training: set up (or resume) in the constructor, run with train().
+    `clock` times the max_minutes budget (rerank.budget); its time starts here."""
+
+    def __init__(self, cfg: dict, data_dir: str, out_dir: str, device: str = "cpu", resume: bool = True,
+                 quiet: bool = False, clock=time.monotonic):
+        self.budget = EpochBudget(cfg["max_minutes"], clock)
         self.cfg, self.data_dir, self.out_dir = cfg, data_dir, out_dir
         self.device = resolve_device(device)
         D.init(self.device)
@@ -79,6 +88,7 @@ class Trainer:
         self.ckpt_path = os.path.join(out_dir, "checkpoint.pt")
         self._setup_data()
         self._setup_model(resume)
+        self.budget.epoch_seconds = list(self.state["epoch_seconds"])
 
     def log(self, msg: str) -> None:
         if not self.main:
@@ -129,7 +139,7 @@ class Trainer:
         self.opt = torch.optim.Adam(self.model.parameters(), lr=c["lr"])
         torch.manual_seed(c["seed"] + 7919 * (self.rank + 1))   # dropout stream, per rank
         self.state = {"epoch": 0, "batch": 0, "step": 0, "best": -math.inf, "bad_epochs": 0,
-                      "elapsed": 0.0, "history": [], "status": "running"}
+                      "elapsed": 0.0, "epoch_seconds": [], "history": [], "status": "running"}
         if resume and os.path.exists(self.ckpt_path):
             ck = torch.load(self.ckpt_path, map_location=self.device, weights_only=True)
             self.model.load_state_dict(ck["model"])
@@ -227,8 +237,14 @@ class Trainer:
         self._announce()
         self._started = time.time() - self.state["elapsed"]
         self._last_ckpt = time.time()
+        self.state["status"] = "running"
         self.model.train()
         while self.state["epoch"] < self.cfg["max_epochs"]:
+            if D.any_flag(not self.budget.allows_epoch()):
+                self.state["status"] = "stopped: time budget"
+                self.log(self.budget.reason())
+                self.save_checkpoint()  # records the status
+                break
             if self._epoch():
                 break
         else:
@@ -249,7 +265,7 @@ class Trainer:
     def _epoch(self) -> bool:
         """Train the rest of the current epoch, validate and checkpoint; True if training stops."""
         s = self.state
-        epoch = s["epoch"]
+        epoch, whole = s["epoch"], s["batch"] == 0  # an epoch resumed mid-way is not timed
         n_batches, stopped = self._batches(epoch)
         if stopped:
             self.log(f"{s['status']} at epoch {epoch + 1}, batch {s['batch']}/{n_batches}, step {s['step']}")
@@ -259,6 +275,8 @@ class Trainer:
         s["epoch"] += 1
         s["batch"] = 0
         self._run_validation(f"epoch {epoch + 1}", epoch_end=True)
+        self.budget.epoch_done(timed=whole)
+        s["epoch_seconds"] = list(self.budget.epoch_seconds)
         self.save_checkpoint()
         self._last_ckpt = time.time()
         if s["bad_epochs"] >= self.cfg["patience"]:
@@ -290,11 +308,9 @@ class Trainer:
             if bar is not None:
                 bar.update(1)
                 bar.set_postfix(loss=f"{loss.item():.3f}")
-            out_of_time = c["max_minutes"] is not None and s["elapsed"] >= 60 * c["max_minutes"]
-            out_of_steps = c["max_steps"] is not None and s["step"] >= c["max_steps"]
-            if D.any_flag(out_of_time or out_of_steps):
+            if D.any_flag(c["max_steps"] is not None and s["step"] >= c["max_steps"]):
                 stopped = True
-                s["status"] = "stopped: wall-clock budget" if out_of_time else "stopped: max_steps"
+                s["status"] = "stopped: max_steps"
                 break
             if D.any_flag(time.time() - self._last_ckpt >= 60 * c["checkpoint_minutes"]):
                 self.save_checkpoint()
@@ -319,6 +335,8 @@ class Trainer:
         return model_path
 
 
-def train(config: dict, data_dir: str, out_dir: str, device: str = "cpu", resume: bool = True, quiet: bool = False) -> str:
-    """Train with `config` (see DEFAULTS); returns the path of the best model (OUT/model.pt)."""
-    return Trainer(resolve_config(config), data_dir, out_dir, device, resume, quiet).train()
+def train(config: dict, data_dir: str, out_dir: str, device: str = "cpu", resume: bool = True, quiet: bool = False,
+          clock=time.monotonic) -> str:
+    """Train with `config` (see DEFAULTS); returns the path of the best model (OUT/model.pt).
+    `clock` times the max_minutes budget (tests pass a fake one)."""
+    return Trainer(resolve_config(config), data_dir, out_dir, device, resume, quiet, clock).train()

@@ -54,7 +54,9 @@ def _add_train(verbs) -> None:
     t.add_argument("--patience", type=int, help="epochs without val BLEU gain before stopping (default 3)")
     t.add_argument("--lr-decay", type=float,
                    help="multiply the learning rate by this after an epoch without val BLEU gain (default 0.5; 1 = constant)")
-    t.add_argument("--max-minutes", type=float, help="wall-clock budget for this invocation")
+    t.add_argument("--max-minutes", type=float,
+                   help="wall-clock budget of this invocation, spent in whole epochs: training stops before an "
+                   "epoch that would end after it (expected epoch time = the mean of the run's epochs so far)")
     t.add_argument("--seed", type=int)
     t.add_argument("--no-resume", action="store_true", help="start afresh even if OUT/last.pt exists")
     _common(t)

@@ -1,6 +1,6 @@
 """Training loop: Adam/Adadelta, dropout and L2 presets, learning-rate decay on a validation
-plateau, early stopping on validation BLEU,
-a checkpoint every epoch (resumable), a wall-clock budget, tqdm progress and a log file.
+plateau, early stopping on validation BLEU, a checkpoint every epoch (resumable), a wall-clock
+budget spent in whole epochs (rerank.budget), tqdm progress and a log file.
 
 Run directory layout: config.json (model + training settings), vocab.src.json, vocab.tgt.json
 (a word list, or a SentencePiece model with --subword),
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import os
 import random
 import sys
@@ -27,6 +26,7 @@ from nmt.beam import greedy
 from nmt.data import encode_source, length_batches, pad
 from nmt.model import SIZE_PRESETS, AttentionNMT, ModelConfig
 from nmt.vocab import BOS_ID, EOS_ID, PAD_ID, SubwordVocab, Tokenizer, Vocab, vocab_from_json
+from rerank.budget import EpochBudget
 from rerank.io import atomic_write
 
 # The paper's three regularisation regimes (Calixto & Liu 2017).
@@ -57,7 +57,7 @@ class TrainConfig:
     clip: float = 1.0
     max_epochs: int = 30
     patience: int = 3
-    max_minutes: float | None = None
+    max_minutes: float | None = None  # per invocation, whole epochs only (rerank.budget)
     max_train_len: int = 80
     seed: int = 1
     log_every: int = 100
@@ -71,6 +71,8 @@ def make_config(size="cpu", flavour="optimised", **overrides) -> TrainConfig:
         raise ValueError(f"unknown size {size!r}; choose from {', '.join(SIZE_PRESETS)}")
     if overrides.get("lr_decay") is not None and not 0 < overrides["lr_decay"] <= 1:
         raise ValueError(f"--lr-decay must be in (0, 1], got {overrides['lr_decay']}")
+    if overrides.get("max_minutes") is not None and not overrides["max_minutes"] > 0:
+        raise ValueError(f"--max-minutes must be > 0, got {overrides['max_minutes']}")
     if overrides.get("subword") not in (None, "bpe", "unigram"):
         raise ValueError(f"unknown subword model {overrides['subword']!r}; choose bpe or unigram")
     values = dict(size=size, flavour=flavour, **FLAVOURS[flavour])
@@ -228,14 +230,14 @@ def _batch_loss(run: _Run, batch: list[int]) -> tuple[float, int]:
     return float(loss.detach()), ntok
 
 
-def _train_epoch(run: _Run, epoch: int, out_of_time) -> dict:
+def _train_epoch(run: _Run, epoch: int) -> dict:
     """Train one epoch (its batch order fixed by seed and epoch, so a resumed run sees the same);
-    stops early when out_of_time() says so. Returns loss, tokens and batches done."""
+    returns the loss per token and the batches done."""
     cfg = run.cfg
     run.model.train()
     rng = random.Random(cfg.seed * 1000 + epoch)
     batches = length_batches([len(t) for _, t in run.pairs], cfg.batch_size, shuffle=True, rng=rng)
-    total_loss, total_tok, done, cut = 0.0, 0, 0, False
+    total_loss, total_tok, done = 0.0, 0, 0
     bar = tqdm(batches, desc=f"epoch {epoch}", file=sys.stderr, mininterval=5)
     for batch in bar:
         loss, ntok = _batch_loss(run, batch)
@@ -243,20 +245,17 @@ def _train_epoch(run: _Run, epoch: int, out_of_time) -> dict:
         bar.set_postfix(loss=f"{total_loss / total_tok:.3f}", refresh=False)
         if done % cfg.log_every == 0:
             run.log(f"epoch {epoch} batch {done}/{len(batches)} loss/token {total_loss / total_tok:.4f}")
-        if out_of_time():
-            cut = True
-            break
     bar.close()
-    return {"loss": total_loss / max(total_tok, 1), "batches": done, "of_batches": len(batches), "cut": cut}
+    return {"loss": total_loss / max(total_tok, 1), "batches": done, "of_batches": len(batches)}
 
 
-def _finish_epoch(run: _Run, epoch: int, result: dict, t0: float) -> None:
-    """Validate, record the epoch (begun at time t0), keep best.pt, decay the learning rate after
-    a bad epoch, and write last.pt and history.json."""
+def _finish_epoch(run: _Run, epoch: int, result: dict, budget: EpochBudget) -> None:
+    """Validate, record the epoch (its seconds, validation included, timed by the budget), keep
+    best.pt, decay the learning rate after a bad epoch, and write last.pt and history.json."""
     cfg, state, optim = run.cfg, run.state, run.optim
     bleu = corpus_bleu_greedy(run.model, run.val_ids, run.val_refs, run.tgt_tok, run.tgt_vocab, run.device)
     run.model.train()
-    seconds = time.time() - t0
+    seconds = budget.epoch_done()
     state["epoch"] = epoch
     state["history"].append({"epoch": epoch, "loss": result["loss"], "val_bleu_greedy": bleu,
                              "batches": result["batches"], "of_batches": result["of_batches"],
@@ -275,30 +274,32 @@ def _finish_epoch(run: _Run, epoch: int, result: dict, t0: float) -> None:
     os.replace(run.last_path + ".tmp", run.last_path)
     save_json(os.path.join(run.out_dir, "history.json"), state)
     run.log(f"epoch {epoch} done: loss/token {result['loss']:.4f}, val BLEU (greedy) {bleu:.2f}"
-            f"{' (best)' if improved else ''}, {time.time() - t0:.0f}s"
+            f"{' (best)' if improved else ''}, {seconds:.0f}s"
             + ("" if improved or cfg.lr_decay == 1 else f"; learning rate now {optim.param_groups[0]['lr']:.3g}"))
 
 
 def train(cfg: TrainConfig, train_pair: tuple[list[str], list[str]], val_pair: tuple[list[str], list[str]],
-          out_dir: str, device: str = "cpu", resume: bool = True) -> dict:
-    """Train (or resume) into out_dir; returns the final state summary (best BLEU, epochs, reason)."""
+          out_dir: str, device: str = "cpu", resume: bool = True, clock=time.monotonic) -> dict:
+    """Train (or resume) into out_dir; returns the final state summary (best BLEU, epochs, reason).
+
+    `cfg.max_minutes` is spent in whole epochs (see rerank.budget), timed with `clock`."""
+    budget = EpochBudget(cfg.max_minutes, clock)
     run = _prepare(cfg, train_pair, val_pair, out_dir, device, resume)
     cfg, state = run.cfg, run.state
     if state.get("stopped") in ("early-stopping",):
         run.log("training had already stopped early; nothing to do")
         return state
-    start = time.time()
-    budget = cfg.max_minutes * 60 if cfg.max_minutes else math.inf
+    budget.epoch_seconds = [h["seconds"] for h in state["history"] if h["batches"] == h["of_batches"]]
     state["stopped"] = None
     while state["epoch"] < cfg.max_epochs:
-        epoch, t0 = state["epoch"] + 1, time.time()
-        result = _train_epoch(run, epoch, lambda: time.time() - start > budget)
-        _finish_epoch(run, epoch, result, t0)
+        if not budget.allows_epoch():
+            state["stopped"] = "time budget"
+            run.log(budget.reason())
+            break
+        epoch = state["epoch"] + 1
+        _finish_epoch(run, epoch, _train_epoch(run, epoch), budget)
         if state["bad_epochs"] >= cfg.patience:
             state["stopped"] = "early-stopping"
-        elif result["cut"]:
-            state["stopped"] = "time-budget"
-        if state["stopped"]:
             break
     state["stopped"] = state["stopped"] or "max-epochs"
     save_json(os.path.join(out_dir, "history.json"), state)

@@ -1,6 +1,7 @@
 """Training: overfitting 64 tuples (text and image paths), resume after interruption,
 DDP (torchrun, gloo, 2 processes) against single-process training, feature-file checks."""
 
+import itertools
 import json
 import os
 import subprocess
@@ -80,6 +81,34 @@ def test_resume_after_interruption_continues_at_same_step(tmp_path):
     for k in a["model"]:
         assert torch.equal(a["model"][k], b["model"][k]), k
     assert "resumed from" in (tmp_path / "b" / "train.log").read_text()
+
+
+def ticking(seconds):
+    """A fake clock that moves `seconds` forward at every reading."""
+    counter = itertools.count(0, seconds)
+    return lambda: float(next(counter))
+
+
+def test_time_budget_is_spent_in_whole_epochs(tmp_path):
+    # the budget reads the clock at the start and before and after every epoch: with a minute per
+    # reading, epoch 1 runs 1-2 min, epoch 2 runs 3-4 min; before epoch 3, 5 min used + 1 expected > 5
+    cfg = {**TINY, "sources": ["task1"], "max_epochs": 10, "patience": 100, "contrastive": "sum", "max_minutes": 5}
+    run = tmp_path / "run"
+    train(cfg, DATA, str(run), quiet=True, clock=ticking(60))
+    state = json.loads(_state(run)["state"])
+    assert state["status"] == "stopped: time budget" and state["epoch_seconds"] == [60.0, 60.0]
+    assert (state["epoch"], state["batch"], state["step"]) == (2, 0, 8)  # 64 tuples, batches of 16
+    assert json.load(open(run / "model.json"))["training"]["final_status"] == "stopped: time budget"
+    # a resume gets its own budget, but the mean includes the earlier epochs: 1 min used + 1 > 1.5
+    train({**cfg, "max_minutes": 1.5}, DATA, str(run), quiet=True, clock=ticking(60))
+    assert json.loads(_state(run)["state"])["step"] == 8
+    # 3 minutes: epoch 3 runs 1-2 min; then 3 used + 1 expected > 3
+    train({**cfg, "max_minutes": 3}, DATA, str(run), quiet=True, clock=ticking(60))
+    state = json.loads(_state(run)["state"])
+    assert (state["epoch"], state["step"], state["epoch_seconds"]) == (3, 12, [60.0, 60.0, 60.0])
+    assert "time budget: 3.0 of 3 minutes used, another epoch is expected to take 1.0" in (run / "train.log").read_text()
+    with pytest.raises(InputError, match="max_minutes must be > 0"):
+        train({**cfg, "max_minutes": 0}, DATA, str(tmp_path / "zero"), quiet=True)
 
 
 def test_ddp_two_processes_match_single_process(tmp_path):

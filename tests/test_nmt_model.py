@@ -1,5 +1,6 @@
 """Attention NMT on a toy copy task: learning, beam search properties, greedy, save/load, resume."""
 
+import itertools
 import random
 
 import pytest
@@ -161,3 +162,30 @@ def test_learning_rate_decays_after_a_bad_epoch_and_survives_resume(tmp_path):
         assert torch.allclose(a["model"][name], b["model"][name], atol=1e-6), name
     with pytest.raises(ValueError, match="lr-decay"):
         toy_config(lr_decay=1.5)
+
+
+def ticking(seconds):
+    """A fake clock that moves `seconds` forward at every reading."""
+    counter = itertools.count(0, seconds)
+    return lambda: float(next(counter))
+
+
+def test_time_budget_is_spent_in_whole_epochs(tmp_path):
+    # the budget reads the clock at the start and before and after every epoch: with a minute per
+    # reading, epoch 1 runs 1-2 min, epoch 2 runs 3-4 min; before epoch 3, 5 min used + 1 expected > 5
+    data, val = toy_pairs(96, 13), toy_pairs(12, 14)
+    run = tmp_path / "run"
+    state = train(toy_config(max_epochs=10, max_minutes=5), data, val, str(run), clock=ticking(60))
+    assert state["stopped"] == "time budget" and state["epoch"] == 2
+    assert [(h["seconds"], h["batches"]) for h in state["history"]] == [(60.0, 3), (60.0, 3)]
+    assert all(h["of_batches"] == 3 for h in state["history"])
+    assert "time budget: 5.0 of 5 minutes used, another epoch is expected to take 1.0" in (run / "train.log").read_text()
+    # a resume gets its own budget, but the mean includes the earlier epochs: 1 min used at the
+    # first check + 1 expected > 1.5, so nothing runs (without them the mean would be 0)
+    again = train(toy_config(max_epochs=10, max_minutes=1.5), data, val, str(run), clock=ticking(60))
+    assert again["stopped"] == "time budget" and again["epoch"] == 2
+    # a fresh run with 6 minutes: epoch 3 (5-6 min) ends exactly at the budget, so it runs
+    six = train(toy_config(max_epochs=10, max_minutes=6), data, val, str(tmp_path / "six"), clock=ticking(60))
+    assert six["epoch"] == 3 and six["stopped"] == "time budget"
+    with pytest.raises(ValueError, match="--max-minutes must be > 0"):
+        toy_config(max_minutes=0)
