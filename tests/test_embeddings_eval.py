@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from embeddings.evaluate import image_sentence_ranks, paired_ranks, read_sts, recall_summary
+from embeddings.evaluate import image_sentence_ranks, paired_ranks, read_sts, recall_summary, sts_pearson
 from rerank.errors import InputError
 
 
@@ -41,3 +41,25 @@ def test_read_sts_skips_rows_without_gold(tmp_path):
     p.write_text("1\tonly two\n", encoding="utf-8")
     with pytest.raises(InputError, match="expected 3 tab-separated fields"):
         read_sts(str(p))
+
+
+class FixedVectors:
+    """An encoder stand-in that returns given vectors for given sentences."""
+
+    def __init__(self, vectors: dict):
+        self.vectors = vectors
+
+    def encode(self, sentences, lang, device="cpu", empty="error"):
+        return np.array([self.vectors[s] for s in sentences])
+
+
+def test_sts_pearson_of_known_vectors(tmp_path):
+    p = tmp_path / "sts.tsv"
+    p.write_text("4\ta\tb\n3\tc\td\n\tno\tgold\n1\te\tf\n", encoding="utf-8")
+    enc = FixedVectors({"a": [1.0, 0.0], "b": [1.0, 0.0], "c": [1.0, 0.0], "d": [0.6, 0.8], "e": [1.0, 0.0],
+                        "f": [0.0, 1.0]})
+    # 5 cos = (5, 3, 0) against gold (4, 3, 1); both means 8/3, deviations (7, 1, -8)/3 and
+    # (4, 1, -5)/3: r = (28 + 1 + 40) / sqrt((49 + 1 + 64) * (16 + 1 + 25)) = 69 / sqrt(4788)
+    result = sts_pearson(enc, str(p))
+    assert result["n"] == 3 and result["pearson"] == pytest.approx(69 / 4788 ** 0.5, abs=1e-12)
+    assert result["pearson"] == pytest.approx(0.997176, abs=1e-6)

@@ -57,9 +57,17 @@ def test_resnet_features_shape_determinism_batch_invariance(images, resnet_weigh
     d, names = images
     a = extract_features(str(d), names, "resnet50-pool5", resnet_weights, batch_size=2, progress=False)
     b = extract_features(str(d), names[::-1], "resnet50-pool5", resnet_weights, batch_size=1, progress=False)[::-1]
-    assert a.shape == (3, 2048) and a.dtype == np.float32 and (a >= 0).all()
+    assert a.shape == (3, 2048) and a.dtype == np.float32
     np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
     assert not np.allclose(a[0], a[1])
+    # pool5 = the spatial mean of layer4's (7, 7) output maps, computed here from the trunk
+    net, _ = build_backbone("resnet50-pool5", resnet_weights, use_torchvision=False)
+    with torch.no_grad():
+        x = torch.from_numpy(preprocess(str(d / names[2])))[None]
+        x = net.maxpool(net.relu(net.bn1(net.conv1(x))))
+        maps = net.layer4(net.layer3(net.layer2(net.layer1(x))))[0].numpy()
+    assert maps.shape == (2048, 7, 7)
+    np.testing.assert_allclose(a[2], maps.mean(axis=(1, 2)), rtol=1e-4, atol=1e-5)
 
 
 def test_vgg19_fc7_one_image(images, tmp_path):
@@ -68,7 +76,16 @@ def test_vgg19_fc7_one_image(images, tmp_path):
     path = tmp_path / "vgg19-random.pth"
     torch.save(VGG19().state_dict(), path)
     f = extract_features(str(d), names[:1], "vgg19-fc7", str(path), progress=False)
-    assert f.shape == (1, 4096) and (f >= 0).all() and (f > 0).any()   # after ReLU
+    assert f.shape == (1, 4096)
+    # fc7 after its ReLU, from the pooled conv features by hand: relu(W7 relu(W6 x + b6) + b7)
+    net, _ = build_backbone("vgg19-fc7", str(path), use_torchvision=False)
+    with torch.no_grad():
+        x = torch.from_numpy(preprocess(str(d / names[0])))[None]
+        pooled = torch.flatten(net.avgpool(net.features(x)), 1)[0].double().numpy()
+    w = {k: v.double().numpy() for k, v in net.classifier.state_dict().items()}
+    fc7 = np.maximum(w["3.weight"] @ np.maximum(w["0.weight"] @ pooled + w["0.bias"], 0) + w["3.bias"], 0)
+    assert (fc7 == 0).any() and (fc7 > 0).any()  # the ReLU cuts some units, so its place is checked
+    np.testing.assert_allclose(f[0], fc7, rtol=1e-4, atol=1e-4 * np.abs(fc7).max())
 
 
 def test_weights_errors(images, resnet_weights, tmp_path):
