@@ -28,7 +28,7 @@ def write(tmp_path, name, text):
 def test_tune_mira_runs_config_plot_and_apply(tmp_path, capsys):
     out = tmp_path / "w.json"
     code, stdout, err = run(["tune", "--nbest", NBEST, *REF_ARGS, "--sentences", "0-49", "--runs", "2", "--epochs", "10",
-                             "-o", out, "-v", "--plot", tmp_path / "curve.png", "--quiet"], capsys)
+                             "--tokenize", "none", "-o", out, "-v", "--plot", tmp_path / "curve.png", "--quiet"], capsys)
     assert code == 0, err
     assert "run 1: BLEU initial 25.42 -> tuned" in stdout and "run 2:" in stdout
     assert "epoch 10: BLEU" in err
@@ -59,7 +59,7 @@ def _first_lines(n):
 def test_other_tuners_from_the_cli(tmp_path, capsys, tuner, extra):
     out = tmp_path / "w.json"
     code, stdout, err = run(["tune", "--nbest", NBEST, *REF_ARGS, "--sentences", "0-49", "--tuner", tuner, *extra,
-                             "-o", out, "--quiet", "--normalize", "l1"], capsys)
+                             "--tokenize", "none", "-o", out, "--quiet", "--normalize", "l1"], capsys)
     assert code == 0, err
     data = json.loads(out.read_text())
     nbest, refs = _first_lines(50)
@@ -118,7 +118,7 @@ TWO = "0 ||| a b ||| f=1 g=2 ||| 0\n0 ||| a c ||| f=2 g=0 ||| 0\n1 ||| d ||| f=0
      ["a b\nd\n"], [], "all tuned features are equal"),
     (TWO, ["a b\nd\n"], ["--fix", "f,g"], "every feature is fixed"),
     (TWO, ["a b\nd\n"], ["--tune", "zz"], "--tune: unknown features zz"),
-    (TWO, ["a b\nd\n"], ["--metric", "ter"], "optimises bleu, not ter"),
+    (TWO, ["a b\nd\n"], ["--tokenize", "xx"], "unknown BLEU tokenizer 'xx'"),
     (TWO, ["a b\nd\n"], ["--sentences", "1-5"], "out of range"),
     (TWO, ["a b\nd\n"], ["--fix", "f", "--normalize", "l1"], "would rescale fixed features"),
 ])

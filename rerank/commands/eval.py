@@ -56,7 +56,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--nbest-format", help="n-best format (default: detected)")
     p.add_argument("--metrics", default="bleu,meteor,ter", help=f"comma-separated: {', '.join(METRIC_NAMES)} (default: bleu,meteor,ter)")
     p.add_argument("--lang", default="en", help="target language (METEOR: en, de, fr, es, cs; default en)")
-    p.add_argument("--tokenize", default=None, help="BLEU tokeniser as sacrebleu -tok (13a default; 'none' for pre-tokenised text)")
+    p.add_argument("--tokenize", default="13a", help="BLEU tokeniser as sacrebleu -tok, as `rerank tune` and `rerank "
+                   "oracle` (default: %(default)s; 'none' for pre-tokenised text)")
     p.add_argument("--lowercase", action="store_true", help="case-insensitive BLEU and chrF (as sacrebleu -lc)")
     p.add_argument("--ter-case-sensitive", action="store_true", help="case-sensitive TER (sacrebleu's default is insensitive)")
     g = p.add_argument_group("METEOR")

@@ -2,23 +2,31 @@
 
 from __future__ import annotations
 
+import glob
+import json
 import os
+import re
 import sys
 import time
+from typing import NamedTuple
 
 import numpy as np
 
-from rerank import plugins
+from rerank import __version__, plugins
+from rerank.bleu import bleu_signature, make_bleu
 from rerank.cliargs import nbest_inputs
 from rerank.commands._common import FORMAT_HELP, add_nbest_input, load_nbest
 from rerank.errors import InputError
 from rerank.formats import read_references
-from rerank.outputs import check_outputs
+from rerank.metrics import make_metric
+from rerank.outputs import check_outputs, file_digest
 from rerank.tuning import normalize, prepare
 from rerank.tuning_plot import plot_tuning
 from rerank.weights import read_weights, weight_vector, write_weights
 
 METRICS = ("bleu", "ter", "chrf", "chrf++", "meteor")
+# options that do not change a run's result (a run file written with other values is reused)
+NOT_SETTINGS = ("output", "plot", "verbose", "quiet", "func", "command", "runs", "nbest_option")
 
 
 def add_parser(subparsers):
@@ -31,7 +39,10 @@ def add_parser(subparsers):
         + ". The BLEU is sacrebleu's corpus BLEU, equal to `rerank eval`'s for the same 1-best and "
         "tokenisation. " + FORMAT_HELP,
         epilog="Example: rerank tune --nbest dev.nbest --ref dev.ref --tuner mira --runs 3 -o w.json "
-        "(writes w.run1.json .. w.run3.json and w.json = the run with the best tuning score).",
+        "(writes w.run1.json .. w.run3.json, each when its run ends, and w.json = the run with the best tuning "
+        "score, with the same metadata, at the end). Run again after an interruption: a run file with the same "
+        "settings and inputs (sha256 recorded in its meta) is reused, and said so; the others are removed first "
+        "and redone, as are run files beyond --runs and the old w.json, so the files never mix two invocations.",
     )
     p.add_argument("--nbest", required=True, help="tuning n-best list")
     add_nbest_input(p, positional=False)
@@ -51,8 +62,8 @@ def add_parser(subparsers):
     m = p.add_argument_group("metric")
     m.add_argument("--metric", choices=METRICS, default="bleu", help="metric to optimise (default bleu; the tuner "
                    "must support it)")
-    m.add_argument("--tokenize", default="none", help="BLEU tokeniser as sacrebleu -tok (default none: n-best lists are "
-                   "usually tokenised like their references; 13a, intl, ... otherwise)")
+    m.add_argument("--tokenize", default="13a", help="BLEU tokeniser as sacrebleu -tok, as `rerank eval` and `rerank "
+                   "oracle` (default: %(default)s; none for text tokenised like its references)")
     m.add_argument("--lowercase", action="store_true", help="case-insensitive BLEU")
     m.add_argument("--lang", default="en", help="target language for METEOR (default en)")
     for name, cls in tuners.items():
@@ -93,6 +104,7 @@ def _tuner(args):
         raise InputError("--runs must be at least 1")
     if args.metric not in tuner.metrics:
         raise InputError(f"--tuner {args.tuner} optimises {', '.join(tuner.metrics)}, not {args.metric}")
+    make_bleu(args.tokenize, args.lowercase)  # checks the tokenizer name before reading big files
     return tuner
 
 
@@ -112,8 +124,83 @@ def _inputs(args):
     return nbest, refs, w0
 
 
-def _tune_run(args, tuner, data, w0, r: int, path: str, metric: str) -> tuple:
-    """One run with seed seed + r - 1, written to `path` with its config; (score, path, w, curve, r)."""
+class RunResult(NamedTuple):
+    score: float          # the tuned score
+    path: str             # the run's weights file
+    weights: np.ndarray   # in the n-best's column order
+    curve: list
+    run: int
+    meta: dict            # as written in the run's weights file
+
+
+def metric_signature(metric: str, tokenize: str, lowercase: bool, lang: str, n_refs: int) -> str:
+    """The metric's sacrebleu (or METEOR) signature for these settings, as `rerank eval` prints it."""
+    if metric == "bleu":
+        return "BLEU|" + bleu_signature(tokenize, lowercase, n_refs)
+    scorer = make_metric(metric, lang=lang, tokenize=tokenize, lowercase=lowercase)
+    if metric != "meteor":
+        scorer.corpus_score(["x"], [["x"]] * n_refs)  # sacrebleu knows the number of references only then
+    return scorer.signature()
+
+
+def _settings(args) -> dict:
+    """What a run's result depends on: the options (not --runs, not the outputs), the package
+    version and the inputs' sha256 (None for standard input)."""
+    options = {k: v for k, v in sorted(vars(args).items()) if k not in NOT_SETTINGS and not callable(v)}
+    digests = {path: file_digest(path) for path in dict.fromkeys(nbest_inputs(args) + args.ref + [args.init]) if path}
+    return json.loads(json.dumps({"options": options, "version": __version__, "inputs": digests}, default=str))
+
+
+def _tune_meta(path: str) -> dict | None:
+    """The meta of a weights file `rerank tune` wrote (one run or the best of runs), else None."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (OSError, ValueError):
+        return None
+    meta = data.get("meta") if isinstance(data, dict) else None
+    return meta if isinstance(meta, dict) and "tuner" in meta and "run" in meta else None
+
+
+def stale_runs(output: str, runs: int) -> list[str]:
+    """OUTPUT.runK files an earlier `rerank tune` wrote that this one does not (K > runs; all for one run)."""
+    stem, ext = os.path.splitext(output)
+    ext = ext or ".json"
+    number = re.compile(re.escape(stem) + r"\.run(\d+)" + re.escape(ext) + "$")
+    found = [(int(m.group(1)), path) for path in glob.glob(glob.escape(stem) + ".run*" + glob.escape(ext))
+             if (m := number.match(path))]
+    return [path for k, path in sorted(found) if k > (runs if runs > 1 else 0) and _tune_meta(path) is not None]
+
+
+def _reusable(path: str, r: int, settings: dict, feature_names: list[str]) -> RunResult | None:
+    """The run in `path` if it was written with these settings and inputs, else None."""
+    meta = _tune_meta(path)
+    if meta is None or meta.get("settings") != settings or meta.get("run") != r or "best_of_runs" in meta:
+        return None
+    weights = read_weights(path)
+    if sorted(weights) != sorted(feature_names):
+        return None
+    w = np.array([weights[name] for name in feature_names])
+    return RunResult(meta["tuned_score"], path, w, meta.get("curve", []), r, meta)
+
+
+def _clear_stale(args, paths: list[str], reused: dict) -> None:
+    """Remove the files of an earlier tune that this one replaces, before it starts, so that an
+    interruption never leaves runs of two invocations side by side."""
+    doomed = stale_runs(args.output, args.runs)
+    if args.runs > 1:
+        doomed += [p for r, p in enumerate(paths, start=1) if r not in reused and _tune_meta(p) is not None]
+        if len(reused) < args.runs and _tune_meta(args.output) is not None:
+            doomed.append(args.output)
+    for path in doomed:
+        os.unlink(path)
+    if doomed:
+        print(f"note: removed {', '.join(doomed)}: written by an earlier tune with other settings, inputs or "
+              "--runs", file=sys.stderr)
+
+
+def _tune_run(args, tuner, data, w0, r: int, path: str, metric: str, settings: dict) -> RunResult:
+    """One run with seed seed + r - 1, written to `path` with its config when it ends."""
     seed = args.seed + r - 1
     label = f"run {r}: " if args.runs > 1 else ""
     res = tuner.tune(data, w0, seed=seed, options=tuner.options(args), progress=not args.quiet,
@@ -125,31 +212,52 @@ def _tune_run(args, tuner, data, w0, r: int, path: str, metric: str) -> tuple:
         "tuner": args.tuner, "seed": seed, "run": r, "runs": args.runs, "command": sys.argv,
         "nbest": os.path.abspath(args.nbest), "references": [os.path.abspath(x) for x in args.ref],
         "sentences": args.sentences, "metric": args.metric, "tokenize": args.tokenize, "lowercase": args.lowercase,
+        "signature": metric_signature(args.metric, args.tokenize, args.lowercase, args.lang, len(args.ref)),
         "init": args.init, "tuned_features": [n for n, t in zip(data.feature_names, data.tuned) if t],
         "fixed_features": [n for n, t in zip(data.feature_names, data.tuned) if not t],
         "normalize": args.normalize, "options": tuner.options(args),
         "hypotheses": data.nbest.n_hyps, "duplicates_merged": data.n_input_hyps - data.nbest.n_hyps,
-        "initial_score": initial, "tuned_score": best, "curve": curve, **res.extra,
+        "initial_score": initial, "tuned_score": best, "curve": curve, **res.extra, "settings": settings,
     }
     write_weights(path, dict(zip(data.feature_names, w.tolist())), meta)
-    return best, path, w, curve, r
+    return RunResult(best, path, w, curve, r, meta)
 
 
-def _write_best_of_runs(args, data, results: list, metric: str) -> None:
-    """OUTPUT = a copy of the run with the best tuning score, and the spread of the runs."""
-    best_run = max(results, key=lambda x: x[0])
-    meta = {"tuner": args.tuner, "best_of_runs": best_run[1], "run": best_run[4], "runs": args.runs,
-            "tuned_scores": [x[0] for x in results], "command": sys.argv}
-    write_weights(args.output, dict(zip(data.feature_names, best_run[2].tolist())), meta)
-    scores = np.array([x[0] for x in results])
+def _write_best_of_runs(args, feature_names: list[str], results: list[RunResult], metric: str) -> None:
+    """OUTPUT = the run with the best tuning score, with that run's metadata, and the spread of the runs."""
+    best = max(results, key=lambda x: x.score)
+    meta = {**best.meta, "command": sys.argv, "runs": args.runs, "best_of_runs": best.path,
+            "tuned_scores": [x.score for x in results]}
+    write_weights(args.output, dict(zip(feature_names, best.weights.tolist())), meta)
+    scores = np.array([x.score for x in results])
     print(f"{args.runs} runs: {metric} mean {scores.mean():.2f}, sd {scores.std(ddof=1):.2f}; "
-          f"best run {best_run[4]} copied to {args.output}")
+          f"best run {best.run} copied to {args.output}")
+
+
+def _runs(args, tuner, data, w0, paths: list[str], metric: str) -> list[RunResult]:
+    """Every run: reused from its file when that has the same settings and inputs, else tuned."""
+    settings = _settings(args)
+    reused = {}
+    if args.runs > 1 and None not in settings["inputs"].values():  # standard input cannot be compared
+        reused = {r: run for r, path in enumerate(paths, start=1)
+                  if (run := _reusable(path, r, settings, data.feature_names)) is not None}
+    _clear_stale(args, paths, reused)
+    results = []
+    for r, path in enumerate(paths, start=1):
+        if r in reused:
+            meta = reused[r].meta
+            print(f"run {r}: reused {path} (same settings and inputs): {metric} initial "
+                  f"{meta['initial_score']:.2f} -> tuned {meta['tuned_score']:.2f} ({args.tuner}, seed {meta['seed']})")
+            results.append(reused[r])
+        else:
+            results.append(_tune_run(args, tuner, data, w0, r, path, metric, settings))
+    return results
 
 
 def run(args) -> int:
     tuner = _tuner(args)
     paths = run_paths(args.output, args.runs)
-    check_outputs([args.output, *(paths if args.runs > 1 else []), args.plot],
+    check_outputs([args.output, *(paths if args.runs > 1 else []), args.plot, *stale_runs(args.output, args.runs)],
                   [*nbest_inputs(args), *args.ref, args.init])
     start = time.time()
     nbest, refs, w0 = _inputs(args)
@@ -163,12 +271,12 @@ def run(args) -> int:
     print(f"tuning set: {nbest.n_sentences} sentences, {data.nbest.n_hyps} hypotheses"
           + (f" ({merged} exact duplicates merged)" if merged else "")
           + f", {int(data.tuned.sum())} of {len(data.feature_names)} features tuned", file=sys.stderr)
-    results = [_tune_run(args, tuner, data, w0, r, path, metric)
-               for r, path in enumerate(paths, start=1)]
+    results = _runs(args, tuner, data, w0, paths, metric)
     if args.runs > 1:
-        _write_best_of_runs(args, data, results, metric)
+        _write_best_of_runs(args, data.feature_names, results, metric)
     if args.plot:
-        plot_tuning(args.plot, [(f"run {x[4]}", x[3]) for x in results], data.feature_names,
-                    max(results, key=lambda x: x[0])[2], metric=metric, tuner=args.tuner, step_name=tuner.step_name)
+        plot_tuning(args.plot, [(f"run {x.run}", x.curve) for x in results], data.feature_names,
+                    max(results, key=lambda x: x.score).weights, metric=metric, tuner=args.tuner,
+                    step_name=tuner.step_name)
     print(f"done in {time.time() - start:.1f}s", file=sys.stderr)
     return 0

@@ -1,0 +1,116 @@
+"""`rerank tune`: one BLEU default (13a) recorded with its signature, the best-of-runs file with the
+runs' metadata, and --runs N that resumes after an interruption without mixing invocations."""
+
+import json
+
+import pytest
+import sacrebleu
+
+from mira.tuners import KBMiraTuner
+from rerank.cli import main
+from tests.mira_helpers import NBEST, REFS, one_best
+
+REF_ARGS = [x for r in REFS for x in ("-r", r)]
+SMALL = ["tune", "--nbest", NBEST, *REF_ARGS, "--sentences", "0-29", "--epochs", "3", "--quiet"]
+
+
+def run(args, capsys):
+    code = main([str(a) for a in args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def meta_of(path):
+    return json.loads(path.read_text())["meta"]
+
+
+def test_default_tokenizer_is_13a_with_its_signature(tmp_path, capsys):
+    out = tmp_path / "w.json"
+    code, _, err = run([*SMALL, "-o", out], capsys)
+    assert code == 0, err
+    data = json.loads(out.read_text())
+    meta = data["meta"]
+    assert meta["tokenize"] == "13a"
+    assert meta["signature"] == f"BLEU|nrefs:4|case:mixed|eff:no|tok:13a|smooth:exp|version:{sacrebleu.__version__}"
+    from rerank.formats import read_nbest
+
+    nbest = read_nbest(NBEST).select_sentences(list(range(30)))
+    refs = [open(r, encoding="utf-8").read().splitlines()[:30] for r in REFS]
+    tuned = one_best(nbest, [data["weights"][n] for n in nbest.feature_names])
+    assert meta["tuned_score"] == pytest.approx(sacrebleu.corpus_bleu(tuned, refs).score)   # sacrebleu's default: 13a
+
+
+def test_ter_signature(tmp_path, capsys):
+    code, _, err = run([*SMALL, "--tuner", "mert", "--metric", "ter", "--restarts", "1", "-o", tmp_path / "w.json"], capsys)
+    assert code == 0, err
+    assert meta_of(tmp_path / "w.json")["signature"].startswith("TER|nrefs:4|case:lc|tok:tercom")
+
+
+def test_best_of_runs_carries_the_metadata_of_its_run(tmp_path, capsys):
+    out = tmp_path / "w.json"
+    code, _, err = run([*SMALL, "--runs", "3", "-o", out], capsys)
+    assert code == 0, err
+    best = meta_of(out)
+    runs = [meta_of(tmp_path / f"w.run{r}.json") for r in (1, 2, 3)]
+    chosen = runs[best["run"] - 1]
+    assert best["best_of_runs"] == str(tmp_path / f"w.run{best['run']}.json")
+    assert best["tuned_scores"] == [r["tuned_score"] for r in runs] and best["tuned_score"] == max(best["tuned_scores"])
+    extra = {"best_of_runs", "tuned_scores"}
+    assert {k: v for k, v in best.items() if k not in extra} == chosen
+    assert json.loads(out.read_text())["weights"] == json.loads((tmp_path / f"w.run{best['run']}.json").read_text())["weights"]
+    for key in ("signature", "settings", "tokenize", "curve", "seed", "options"):
+        assert key in best
+
+
+def test_an_interrupted_run_resumes_without_mixing(tmp_path, capsys, monkeypatch):
+    out = tmp_path / "w.json"
+    assert run([*SMALL, "--runs", "2", "-o", out], capsys)[0] == 0
+    old_best = out.read_bytes()
+    tune = KBMiraTuner.tune
+
+    def interrupted(self, data, w0, *, seed, **kw):
+        if seed == 2:
+            raise KeyboardInterrupt
+        return tune(self, data, w0, seed=seed, **kw)
+
+    monkeypatch.setattr(KBMiraTuner, "tune", interrupted)
+    code, _, err = run([*SMALL, "--runs", "2", "--C", "0.02", "-o", out], capsys)   # other settings: redo both
+    assert code == 130
+    assert "note: removed" in err and "w.run2.json" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["w.run1.json"]   # new run 1 only; no old run 2, no w.json
+    assert meta_of(tmp_path / "w.run1.json")["options"]["C"] == 0.02
+    run1 = (tmp_path / "w.run1.json").read_bytes()
+    monkeypatch.setattr(KBMiraTuner, "tune", tune)
+    code, stdout, err = run([*SMALL, "--runs", "3", "--C", "0.02", "-o", out], capsys)
+    assert code == 0, err
+    assert f"run 1: reused {tmp_path / 'w.run1.json'} (same settings and inputs)" in stdout
+    assert "run 2: BLEU initial" in stdout and "run 3: BLEU initial" in stdout
+    assert (tmp_path / "w.run1.json").read_bytes() == run1
+    best = meta_of(out)
+    assert out.read_bytes() != old_best and len(best["tuned_scores"]) == 3 and best["options"]["C"] == 0.02
+    assert all(meta_of(tmp_path / f"w.run{r}.json")["settings"] == best["settings"] for r in (1, 2, 3))
+
+
+def test_changed_input_or_fewer_runs_redo_and_remove(tmp_path, capsys):
+    nbest = tmp_path / "dev.nbest"
+    nbest.write_bytes(open(NBEST, "rb").read())
+    args = ["tune", "--nbest", nbest, *REF_ARGS, "--sentences", "0-29", "--epochs", "2", "--quiet"]
+    out = tmp_path / "w.json"
+    assert run([*args, "--runs", "3", "-o", out], capsys)[0] == 0
+    nbest.write_bytes(nbest.read_bytes().replace(b"\n", b"\r\n", 1))   # same name and list, other bytes
+    code, stdout, err = run([*args, "--runs", "2", "-o", out], capsys)
+    assert code == 0, err
+    assert "reused" not in stdout and "w.run3.json" in err and not (tmp_path / "w.run3.json").exists()
+    assert len(meta_of(out)["tuned_scores"]) == 2
+    code, stdout, err = run([*args, "--runs", "1", "-o", out], capsys)
+    assert code == 0, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dev.nbest", "w.json"]
+    assert meta_of(out)["runs"] == 1
+
+
+def test_a_user_file_named_like_a_run_is_not_removed(tmp_path, capsys):
+    keep = tmp_path / "w.run5.json"
+    keep.write_text("my notes\n")
+    code, _, err = run([*SMALL, "--runs", "2", "-o", tmp_path / "w.json"], capsys)
+    assert code == 0, err
+    assert keep.read_text() == "my notes\n"
