@@ -17,11 +17,11 @@ FILES = {"in.nbest": NBEST, "ref": "a b\nd\n", "src": "x y\nz\n", "w.json": '{"f
 # command line before "-o OUT": every input is one of FILES (relative to the working directory)
 COMMANDS = {
     "apply": ["apply", "in.nbest", "-w", "w.json"],
-    "oracle": ["oracle", "in.nbest", "-r", "ref"],
+    "oracle": ["oracle", "in.nbest", "-r", "ref", "--quiet"],
     "add-feature": ["add-feature", "in.nbest", "--name", "s", "--scores", "scores"],
-    "features": ["features", "in.nbest", "--src", "src", "-m", "m.pt"],
+    "features": ["features", "in.nbest", "--src", "src", "-m", "m.pt", "--quiet"],
     "eval": ["eval", "-r", "ref", "-b", "base", "sys", "--metrics", "bleu", "--quiet"],
-    "tune": ["tune", "--nbest", "in.nbest", "-r", "ref", "--init", "init.json", "--quiet"],
+    "tune": ["tune", "in.nbest", "-r", "ref", "--init", "init.json", "--quiet"],
 }
 INPUTS = {
     "apply": ["in.nbest", "w.json"], "oracle": ["in.nbest", "ref"], "add-feature": ["in.nbest", "scores"],
@@ -114,10 +114,10 @@ def test_a_folder_without_write_permission_for_real(work, capsys):
     (["eval", "-r", "ref", "-b", "base", "sys", "-o", "res.md", "--plot", "res.md"], "two outputs are the same file"),
     (["eval", "-r", "ref", "-b", "base", "sys", "-o", "res.md", "--plot", "sys"], "sys: the output is also the input"),
     (["eval", "-r", "ref", "-b", "base", "res.config.json", "-o", "res.md"], "res.config.json: the output is also the input"),
-    (["tune", "--nbest", "in.nbest", "-r", "ref", "-o", "w.json", "--runs", "2", "--init", "w.run2.json"],
+    (["tune", "in.nbest", "-r", "ref", "-o", "w.json", "--runs", "2", "--init", "w.run2.json"],
      "w.run2.json: the output is also the input"),
-    (["tune", "--nbest", "in.nbest", "-r", "ref", "-o", "out.json", "--plot", "ref"], "ref: the output is also the input"),
-    (["tune", "--nbest", "in.nbest", "-r", "ref", "-o", "out.json", "--runs", "3", "--plot", "out.run3.json"], "two outputs"),
+    (["tune", "in.nbest", "-r", "ref", "-o", "out.json", "--plot", "ref"], "ref: the output is also the input"),
+    (["tune", "in.nbest", "-r", "ref", "-o", "out.json", "--runs", "3", "--plot", "out.run3.json"], "two outputs"),
 ])
 def test_every_file_a_command_writes_is_checked(work, capsys, argv, message):
     """--nbest-out, plain's OUT.ids and OUT.features.tsv, eval's plot and OUT.config.json, tune's runs."""

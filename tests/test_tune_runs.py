@@ -11,7 +11,7 @@ from rerank.cli import main
 from tests.mira_helpers import NBEST, REFS, one_best
 
 REF_ARGS = [x for r in REFS for x in ("-r", r)]
-SMALL = ["tune", "--nbest", NBEST, *REF_ARGS, "--sentences", "0-29", "--epochs", "3", "--quiet"]
+SMALL = ["tune", NBEST, *REF_ARGS, "--sentences", "0-29", "--epochs", "3", "--quiet"]
 
 
 def run(args, capsys):
@@ -94,7 +94,7 @@ def test_an_interrupted_run_resumes_without_mixing(tmp_path, capsys, monkeypatch
 def test_changed_input_or_fewer_runs_redo_and_remove(tmp_path, capsys):
     nbest = tmp_path / "dev.nbest"
     nbest.write_bytes(open(NBEST, "rb").read())
-    args = ["tune", "--nbest", nbest, *REF_ARGS, "--sentences", "0-29", "--epochs", "2", "--quiet"]
+    args = ["tune", nbest, *REF_ARGS, "--sentences", "0-29", "--epochs", "2", "--quiet"]
     out = tmp_path / "w.json"
     assert run([*args, "--runs", "3", "-o", out], capsys)[0] == 0
     nbest.write_bytes(nbest.read_bytes().replace(b"\n", b"\r\n", 1))   # same name and list, other bytes

@@ -23,7 +23,7 @@ def add_parser(subparsers):
     add_nbest_input(parser)
     parser.add_argument("-w", "--weights", required=True, help="weights file (JSON or Moses lines)")
     parser.add_argument("-o", "--output", required=True, help="1-best output, one hypothesis per sentence (- for stdout)")
-    parser.add_argument("--nbest-out", help="also write the re-sorted n-best here")
+    parser.add_argument("--nbest-out", help="also write the re-sorted n-best here (default: no n-best output)")
     add_output_format(parser)
     parser.set_defaults(func=run)
 

@@ -9,6 +9,7 @@ import os
 import re
 import sys
 
+from rerank.cliargs import add_quiet, show_progress
 from rerank.errors import InputError
 from rerank.io import atomic_write, read_lines
 from rerank.metrics import METRIC_NAMES
@@ -51,28 +52,28 @@ def add_parser(subparsers) -> None:
     p.add_argument("-b", "--baseline", required=True, metavar="[NAME=]PATH", help="baseline hypotheses (file, glob or run prefix)")
     p.add_argument("systems", nargs="*", metavar="SYSTEM", help="[NAME=]PATH of each system to compare")
     p.add_argument("--nbest", action="append", default=[], metavar="[NAME=]F",
-                   help="a system from an n-best list: 1-best under --weights (repeatable, pairs with --weights)")
-    p.add_argument("--weights", action="append", default=[], metavar="W", help="weights file for the matching --nbest")
-    p.add_argument("--nbest-format", help="n-best format (default: detected)")
-    p.add_argument("--metrics", default="bleu,meteor,ter", help=f"comma-separated: {', '.join(METRIC_NAMES)} (default: bleu,meteor,ter)")
-    p.add_argument("--lang", default="en", help="target language (METEOR: en, de, fr, es, cs; default en)")
+                   help="a system from an n-best list: 1-best under --weights (repeatable, pairs with --weights; default: none)")
+    p.add_argument("--weights", action="append", default=[], metavar="W", help="weights file for the matching --nbest (default: none)")
+    p.add_argument("--nbest-format", help="format of the --nbest lists (default: detected)")
+    p.add_argument("--metrics", default="bleu,meteor,ter", help=f"comma-separated: {', '.join(METRIC_NAMES)} (default: %(default)s)")
+    p.add_argument("--lang", default="en", help="target language (METEOR: en, de, fr, es, cs; default: %(default)s)")
     p.add_argument("--tokenize", default="13a", help="BLEU tokeniser as sacrebleu -tok, as `rerank tune` and `rerank "
                    "oracle` (default: %(default)s; 'none' for pre-tokenised text)")
     p.add_argument("--lowercase", action="store_true", help="case-insensitive BLEU and chrF (as sacrebleu -lc)")
     p.add_argument("--ter-case-sensitive", action="store_true", help="case-sensitive TER (sacrebleu's default is insensitive)")
     g = p.add_argument_group("METEOR")
-    g.add_argument("--meteor-backend", choices=["native", "jar"], default="native", help="native scorer or the Meteor 1.5 jar (Java)")
+    g.add_argument("--meteor-backend", choices=["native", "jar"], default="native", help="native scorer or the Meteor 1.5 jar (Java; default: %(default)s)")
     g.add_argument("--meteor-modules", help="e.g. exact,stem (default: the language's modules)")
     g.add_argument("--meteor-resources", help="Meteor 1.5 jar or directory with function/, synonym/, paraphrase-XX.gz "
                    "(default: the jar shipped with pycocoevalcap)")
     g.add_argument("--meteor-jar", help="meteor-1.5.jar for --meteor-backend jar (default: pycocoevalcap's)")
     g.add_argument("--meteor-no-norm", action="store_true", help="do not apply Meteor's -norm tokenisation/lowercasing")
     s = p.add_argument_group("significance")
-    s.add_argument("--ar", type=int, default=10000, metavar="N", help="approximate randomisation trials (default 10000)")
-    s.add_argument("--bootstrap", type=int, default=1000, metavar="N", help="bootstrap resamples for s_sel and CIs (default 1000)")
-    s.add_argument("--seed", type=int, default=12345, help="random seed (default 12345)")
-    s.add_argument("--alpha", type=float, default=0.05, help="significance level for the marks (default 0.05)")
-    s.add_argument("--second-baseline", metavar="NAME", help="a system name: also test every other system against it (\u2021)")
+    s.add_argument("--ar", type=int, default=10000, metavar="N", help="approximate randomisation trials (default: %(default)s)")
+    s.add_argument("--bootstrap", type=int, default=1000, metavar="N", help="bootstrap resamples for s_sel and CIs; 0: none (default: %(default)s)")
+    s.add_argument("--seed", type=int, default=12345, help="random seed (default: %(default)s)")
+    s.add_argument("--alpha", type=float, default=0.05, help="significance level for the marks (default: %(default)s)")
+    s.add_argument("--second-baseline", metavar="NAME", help="a system name: also test every other system against it (\u2021; default: none)")
     s.add_argument("--holm", action="store_true", help="Holm-Bonferroni correction across systems x metrics")
     s.add_argument("--multeval-compat", action="store_true",
                    help="MultEval's rules: count only strictly greater differences, MultEval's run shuffle for R > 1")
@@ -83,8 +84,8 @@ def add_parser(subparsers) -> None:
     o.add_argument("--format", dest="old_format", choices=FORMATS, help="deprecated alias of --to")
     o.add_argument("-o", "--output", default="-", help="output file (default: - for stdout); a .config.json is "
                    "written beside it")
-    o.add_argument("--plot", metavar="PNG", help="plot of each system's delta from the baseline with bootstrap 95%% CI")
-    o.add_argument("--quiet", action="store_true", help="no progress bar")
+    o.add_argument("--plot", metavar="PNG", help="plot of each system's delta from the baseline with bootstrap 95%% CI (default: no plot)")
+    add_quiet(o)
     p.set_defaults(func=run)
 
 
@@ -148,7 +149,7 @@ def run(args) -> int:
             second_baseline=args.second_baseline, ar_trials=args.ar, bootstrap=args.bootstrap, seed=args.seed,
             multeval_compat=args.multeval_compat, holm=args.holm, alpha=args.alpha, baseline_name=bname,
             tokenize=args.tokenize, lowercase=args.lowercase, ter_case_sensitive=args.ter_case_sensitive,
-            meteor_options=_meteor_options(args) if "meteor" in metrics else None, progress=not args.quiet)
+            meteor_options=_meteor_options(args) if "meteor" in metrics else None, progress=show_progress(args))
     except (ValueError, OSError) as exc:
         raise InputError(str(exc)) from None
     table.config["sources"] = sources

@@ -6,7 +6,7 @@ import os
 import sys
 
 from rerank import plugins
-from rerank.cliargs import nbest_inputs
+from rerank.cliargs import add_nbest_positional, add_quiet, nbest_inputs, resolve_nbest, show_progress
 from rerank.commands._common import FORMAT_HELP, add_nbest_input, add_output_format, load_nbest
 from rerank.errors import InputError
 from rerank.features import FeatureContext, check_columns, column_owners, shard_range
@@ -27,19 +27,21 @@ def add_parser(subparsers):
         "sentence, printed on stderr, to keep the original ids so that `cat` of the outputs equals "
         "the unsharded output). " + FORMAT_HELP,
     )
-    parser.add_argument("nbest", nargs="?", help="input n-best file")
-    parser.add_argument("--nbest", dest="nbest_option", metavar="NBEST", help="the input n-best file (alias of the positional)")
+    add_nbest_positional(parser)
     add_nbest_input(parser, positional=False)
     parser.add_argument("--which", help="comma-separated columns to add (default: those the given options ask for, "
                         "e.g. s_s for -m MODEL, plus s_i with --images)")
-    parser.add_argument("--src", help="source sentences, one per n-best sentence (raw text)")
-    parser.add_argument("--src-lang", default="en", help="source language (default en)")
-    parser.add_argument("--tgt-lang", default="de", help="hypothesis language (default de)")
-    parser.add_argument("--shard", help="process shard i of N (e.g. 1/4) of the sentences")
-    parser.add_argument("--id-offset", type=int, default=0, help="id of the first output sentence (default 0)")
-    parser.add_argument("--device", default="cpu", help="cpu or cuda (falls back to the CPU with a message; default cpu)")
+    parser.add_argument("--src", help="source sentences, one per n-best sentence (raw text; default: none, "
+                        "which features needing them refuse)")
+    parser.add_argument("--src-lang", default="en", help="source language (default: %(default)s)")
+    parser.add_argument("--tgt-lang", default="de", help="hypothesis language (default: %(default)s)")
+    parser.add_argument("--shard", help="process shard i of N (e.g. 1/4) of the sentences (default: all of them)")
+    parser.add_argument("--id-offset", type=int, default=0, help="id of the first output sentence (default: %(default)s)")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda (falls back to the CPU with a message; "
+                        "default: %(default)s)")
     parser.add_argument("-o", "--output", required=True, help="output n-best file")
     add_output_format(parser)
+    add_quiet(parser)
     for name, cls in features.items():
         cls().add_arguments(parser.add_argument_group(f"feature plug-in {name}"))
     parser.set_defaults(func=run)
@@ -73,11 +75,7 @@ def _plugin_files(args) -> list[str]:
 
 
 def run(args) -> int:
-    if args.nbest and args.nbest_option:
-        raise InputError("give the n-best file once (positional or --nbest)")
-    args.nbest = args.nbest or args.nbest_option
-    if not args.nbest:
-        raise InputError("give the input n-best file")
+    resolve_nbest(args)
     if args.id_offset < 0:
         raise InputError(f"--id-offset must be >= 0, got {args.id_offset}")
     features = plugins.features()
@@ -97,7 +95,7 @@ def run(args) -> int:
     part = nbest.select_sentences(range(start, end)) if (start, end) != (0, nbest.n_sentences) else nbest
     context = FeatureContext(args=args, nbest_path=args.nbest, sources=sources, src_lang=args.src_lang,
                              tgt_lang=args.tgt_lang, device=args.device, first_sentence=start,
-                             total_sentences=nbest.n_sentences, progress=sys.stderr.isatty())
+                             total_sentences=nbest.n_sentences, progress=show_progress(args))
     for plugin, which in requested.items():
         columns = features[plugin]().compute(part, which, context)
         check_columns(columns, part.n_hyps, plugin)

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import sys
-
 import numpy as np
 
 from rerank.bleu import bleu_signature, corpus_bleu, hypothesis_stats, make_bleu, oracle_rows
-from rerank.cliargs import nbest_inputs
+from rerank.cliargs import add_quiet, nbest_inputs, show_progress
 from rerank.commands._common import FORMAT_HELP, add_nbest_input, load_nbest
 from rerank.formats import read_references
 from rerank.io import atomic_write
@@ -24,10 +22,11 @@ def add_parser(subparsers):
     )
     add_nbest_input(parser)
     parser.add_argument("-r", "--ref", action="append", required=True, help="reference file (repeat for several references)")
-    parser.add_argument("-o", "--output", help="write the oracle hypotheses here, one per sentence")
+    parser.add_argument("-o", "--output", help="write the oracle hypotheses here, one per sentence (- for stdout; default: only the BLEU is printed)")
     parser.add_argument("--tokenize", default="13a", help="BLEU tokeniser as sacrebleu -tok, as `rerank tune` and `rerank eval` "
                         "(default: %(default)s; none for pre-tokenised text)")
-    parser.add_argument("--lowercase", action="store_true", help="lowercase before scoring")
+    parser.add_argument("--lowercase", action="store_true", help="lowercase before scoring (default: case-sensitive)")
+    add_quiet(parser)
     parser.set_defaults(func=run)
 
 
@@ -36,7 +35,7 @@ def run(args) -> int:
     make_bleu(args.tokenize, args.lowercase)  # validates the tokenizer before reading big files
     nbest, _ = load_nbest(args)
     refs = read_references(args.ref, nbest.n_sentences)
-    stats = hypothesis_stats(nbest.hyps, nbest.offsets, refs, args.tokenize, args.lowercase, progress=sys.stderr.isatty())
+    stats = hypothesis_stats(nbest.hyps, nbest.offsets, refs, args.tokenize, args.lowercase, progress=show_progress(args))
     picks = oracle_rows(stats, nbest.offsets)
     first = nbest.offsets[:-1]
     if args.output:

@@ -14,7 +14,7 @@ import numpy as np
 
 from rerank import __version__, plugins
 from rerank.bleu import bleu_signature, make_bleu
-from rerank.cliargs import nbest_inputs
+from rerank.cliargs import add_nbest_positional, add_quiet, nbest_inputs, resolve_nbest, show_progress
 from rerank.commands._common import FORMAT_HELP, add_nbest_input, load_nbest
 from rerank.errors import InputError
 from rerank.formats import read_references
@@ -38,40 +38,44 @@ def add_parser(subparsers):
         + "; ".join(f"{name}: {cls.description}" for name, cls in tuners.items())
         + ". The BLEU is sacrebleu's corpus BLEU, equal to `rerank eval`'s for the same 1-best and "
         "tokenisation. " + FORMAT_HELP,
-        epilog="Example: rerank tune --nbest dev.nbest --ref dev.ref --tuner mira --runs 3 -o w.json "
+        epilog="Example: rerank tune dev.nbest --ref dev.ref --tuner mira --runs 3 -o w.json "
         "(writes w.run1.json .. w.run3.json, each when its run ends, and w.json = the run with the best tuning "
         "score, with the same metadata, at the end). Run again after an interruption: a run file with the same "
         "settings and inputs (sha256 recorded in its meta) is reused, and said so; the others are removed first "
         "and redone, as are run files beyond --runs and the old w.json, so the files never mix two invocations.",
     )
-    p.add_argument("--nbest", required=True, help="tuning n-best list")
+    add_nbest_positional(p)
     add_nbest_input(p, positional=False)
     p.add_argument("-r", "--ref", action="append", required=True, metavar="REF", help="reference file (repeat for several)")
     p.add_argument("-o", "--output", required=True, help="output weights (JSON; the run config is in its \"meta\")")
     p.add_argument("--tuner", choices=list(tuners), default="mira" if "mira" in tuners else next(iter(tuners), None),
                    help="tuning algorithm (default: %(default)s)")
     p.add_argument("--runs", type=int, default=1, help="independent runs with seeds seed..seed+R-1; R > 1 writes "
-                   "OUTPUT.run1.json .. runR.json for the optimizer-instability report of `rerank eval` (default 1)")
-    p.add_argument("--seed", type=int, default=1, help="random seed of the first run (default 1)")
+                   "OUTPUT.run1.json .. runR.json for the optimizer-instability report of `rerank eval` "
+                   "(default: %(default)s)")
+    p.add_argument("--seed", type=int, default=1, help="random seed of the first run (default: %(default)s)")
     p.add_argument("--init", metavar="WEIGHTS", help="starting weights (JSON or Moses lines; default: all zero as kbmira)")
-    p.add_argument("--tune", dest="tune_features", metavar="F1,F2", help="tune only these features; the others stay at their start value")
-    p.add_argument("--fix", metavar="F1,F2", help="keep these features at their start value")
+    p.add_argument("--tune", dest="tune_features", metavar="F1,F2",
+                   help="tune only these features; the others stay at their start value (default: all)")
+    p.add_argument("--fix", metavar="F1,F2", help="keep these features at their start value (default: none)")
     p.add_argument("--normalize", choices=["none", "l1", "max"], default="none",
-                   help="rescale the output weights (sum |w| = 1 or max |w| = 1; ranking unchanged; default none)")
-    p.add_argument("--sentences", metavar="A-B", help="tune on sentences A..B only (0-based, inclusive; the references are cut the same way)")
+                   help="rescale the output weights (sum |w| = 1 or max |w| = 1; ranking unchanged; default: %(default)s)")
+    p.add_argument("--sentences", metavar="A-B", help="tune on sentences A..B only (0-based, inclusive; the references "
+                   "are cut the same way; default: all)")
     m = p.add_argument_group("metric")
-    m.add_argument("--metric", choices=METRICS, default="bleu", help="metric to optimise (default bleu; the tuner "
-                   "must support it)")
+    m.add_argument("--metric", choices=METRICS, default="bleu", help="metric to optimise (the tuner must support it; "
+                   "default: %(default)s)")
     m.add_argument("--tokenize", default="13a", help="BLEU tokeniser as sacrebleu -tok, as `rerank eval` and `rerank "
                    "oracle` (default: %(default)s; none for text tokenised like its references)")
-    m.add_argument("--lowercase", action="store_true", help="case-insensitive BLEU")
-    m.add_argument("--lang", default="en", help="target language for METEOR (default en)")
+    m.add_argument("--lowercase", action="store_true", help="case-insensitive BLEU (default: case-sensitive)")
+    m.add_argument("--lang", default="en", help="target language for METEOR (default: %(default)s)")
     for name, cls in tuners.items():
         cls().add_arguments(p.add_argument_group(name))
     o = p.add_argument_group("output")
-    o.add_argument("-v", "--verbose", action="store_true", help="print the tuning metric per epoch / iteration")
-    o.add_argument("--plot", metavar="PNG", help="draw the tuning curve and the final weights")
-    o.add_argument("--quiet", action="store_true", help="no progress bar")
+    o.add_argument("-v", "--verbose", action="store_true", help="print the tuning metric per epoch / iteration "
+                   "(default: only the result of each run)")
+    o.add_argument("--plot", metavar="PNG", help="draw the tuning curve and the final weights (default: no plot)")
+    add_quiet(o)
     p.set_defaults(func=run)
 
 
@@ -203,7 +207,7 @@ def _tune_run(args, tuner, data, w0, r: int, path: str, metric: str, settings: d
     """One run with seed seed + r - 1, written to `path` with its config when it ends."""
     seed = args.seed + r - 1
     label = f"run {r}: " if args.runs > 1 else ""
-    res = tuner.tune(data, w0, seed=seed, options=tuner.options(args), progress=not args.quiet,
+    res = tuner.tune(data, w0, seed=seed, options=tuner.options(args), progress=show_progress(args),
                      log=(lambda msg: print(label + msg, file=sys.stderr)) if args.verbose else None)
     curve, initial, best = res.curve, res.initial_score, res.tuned_score
     w = normalize(res.weights, args.normalize, data.tuned)
@@ -255,6 +259,7 @@ def _runs(args, tuner, data, w0, paths: list[str], metric: str) -> list[RunResul
 
 
 def run(args) -> int:
+    resolve_nbest(args)
     tuner = _tuner(args)
     paths = run_paths(args.output, args.runs)
     check_outputs([args.output, *(paths if args.runs > 1 else []), args.plot, *stale_runs(args.output, args.runs)],
@@ -263,7 +268,7 @@ def run(args) -> int:
     nbest, refs, w0 = _inputs(args)
     data = prepare(nbest, refs, metric=args.metric, tokenize=args.tokenize, lowercase=args.lowercase,
                    tune=_names(args.tune_features), fix=_names(args.fix), lang=args.lang,
-                   progress=not args.quiet, source=args.nbest)
+                   progress=show_progress(args), source=args.nbest)
     if args.normalize != "none" and not data.tuned.all():
         raise InputError(f"--normalize {args.normalize} would rescale fixed features; use --normalize none with --fix/--tune")
     metric = args.metric.upper() if args.metric != "chrf++" else "chrF++"

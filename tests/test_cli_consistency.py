@@ -1,0 +1,78 @@
+"""One command line: the n-best positional (with --nbest as an alias), every option's default in
+its help, progress bars only on a terminal and without --quiet."""
+
+import argparse
+import sys
+from pathlib import Path
+
+import pytest
+
+from rerank.cli import build_parser, main
+from rerank.cliargs import show_progress
+
+DATA = Path(__file__).parent / "data" / "joshua10"
+JOSHUA = str(DATA / "nbest.joshua")
+REFS = [x for k in range(4) for x in ("-r", str(DATA / f"ref.{k}"))]
+COMMANDS = ("apply", "oracle", "add-feature", "features", "tune", "eval")
+SHARED_GROUPS = ("n-best input",)   # rerank.commands._common's options
+
+
+def subparsers():
+    action = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return action.choices
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_option_shows_its_default(command):
+    parser = subparsers()[command]
+    own = [a for g in parser._action_groups
+           if g.title not in SHARED_GROUPS and (g.title in ("options", "positional arguments", "metric", "output",
+                                                            "METEOR", "significance"))
+           for a in g._group_actions]
+    missing = [a.option_strings[-1] for a in own
+               if a.option_strings and not a.required and a.nargs != 0 and a.help != argparse.SUPPRESS
+               and "default" not in (a.help or "") and "alias" not in (a.help or "")]
+    assert missing == []
+
+
+@pytest.mark.parametrize("command", ("tune", "features"))
+def test_nbest_positional_or_alias_exactly_once(tmp_path, capsys, command):
+    argv = [command, "-o", str(tmp_path / "out")] + (REFS if command == "tune" else ["--which", "s_s"])
+    assert main(argv) == 2
+    assert f"rerank {command}: error: give the input n-best file (positional or --nbest)" in capsys.readouterr().err
+    assert main([*argv, JOSHUA, "--nbest", JOSHUA]) == 2
+    assert "give the n-best file once (positional or --nbest)" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_tune_takes_the_nbest_positionally_or_through_the_alias(tmp_path, capsys):
+    outputs = []
+    for nbest in ([JOSHUA], ["--nbest", JOSHUA]):
+        out = tmp_path / f"w{len(outputs)}.json"
+        assert main(["tune", *nbest, *REFS, "--epochs", "2", "--sentences", "0-4", "-o", str(out), "--quiet"]) == 0
+        outputs.append(out.read_text().split('"command"')[0])
+    assert outputs[0] == outputs[1]
+
+
+class FakeTerminal:
+    def __init__(self, tty):
+        self.tty, self.text = tty, []
+
+    def isatty(self):
+        return self.tty
+
+    def write(self, text):
+        self.text.append(text)
+
+    def flush(self):
+        pass
+
+
+@pytest.mark.parametrize("tty,quiet,shown", [(True, False, True), (True, True, False), (False, False, False)])
+def test_progress_bars_only_on_a_terminal_and_without_quiet(tmp_path, monkeypatch, tty, quiet, shown):
+    stderr = FakeTerminal(tty)
+    monkeypatch.setattr(sys, "stderr", stderr)
+    assert show_progress(argparse.Namespace(quiet=quiet)) is shown
+    argv = ["oracle", JOSHUA, *REFS, "-o", str(tmp_path / "oracle.txt")] + (["--quiet"] if quiet else [])
+    assert main(argv) == 0
+    assert ("BLEU statistics" in "".join(stderr.text)) is shown
