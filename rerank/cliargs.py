@@ -1,5 +1,5 @@
 """Options shared by the commands (the n-best positional with its --nbest alias, --quiet and
-when to show progress bars), and the files they name."""
+when to show progress bars), argparse types for checked numbers, and the files commands name."""
 
 from __future__ import annotations
 
@@ -44,3 +44,42 @@ def add_quiet(parser) -> None:
 def show_progress(args: argparse.Namespace) -> bool:
     """Progress bars go to stderr, only when it is a terminal and --quiet is not given."""
     return not args.quiet and sys.stderr.isatty()
+
+
+def _number(kind, text: str, what: str):
+    try:
+        return kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    value = _number(int, text, "an integer")
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
+    return value
+
+
+def nonnegative_int(text: str) -> int:
+    """argparse type: an integer >= 0."""
+    value = _number(int, text, "an integer")
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """argparse type: a finite number > 0."""
+    value = _number(float, text, "a number")
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive finite number, got {text}")
+    return value
+
+
+def probability(text: str) -> float:
+    """argparse type: a number strictly between 0 and 1 (a significance level)."""
+    value = _number(float, text, "a number")
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1 (exclusive), got {text}")
+    return value

@@ -76,3 +76,40 @@ def test_progress_bars_only_on_a_terminal_and_without_quiet(tmp_path, monkeypatc
     argv = ["oracle", JOSHUA, *REFS, "-o", str(tmp_path / "oracle.txt")] + (["--quiet"] if quiet else [])
     assert main(argv) == 0
     assert ("BLEU statistics" in "".join(stderr.text)) is shown
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["tune", JOSHUA, *REFS, "--runs", "0"], "argument --runs: must be a positive integer, got 0"),
+    (["tune", JOSHUA, *REFS, "--runs", "-2"], "argument --runs: must be a positive integer, got -2"),
+    (["tune", JOSHUA, *REFS, "--runs", "two"], "argument --runs: 'two' is not an integer"),
+    (["tune", JOSHUA, *REFS, "--seed", "-1"], "argument --seed: must be 0 or more, got -1"),
+    (["eval", *REFS[:2], "-b", JOSHUA, "--ar", "0"], "argument --ar: must be a positive integer, got 0"),
+    (["eval", *REFS[:2], "-b", JOSHUA, "--bootstrap", "-5"], "argument --bootstrap: must be 0 or more, got -5"),
+    (["eval", *REFS[:2], "-b", JOSHUA, "--alpha", "1.5"], "argument --alpha: must be between 0 and 1 (exclusive), got 1.5"),
+    (["eval", *REFS[:2], "-b", JOSHUA, "--alpha", "nan"], "argument --alpha: must be between 0 and 1"),
+    (["eval", *REFS[:2], "-b", JOSHUA, "--seed", "-3"], "argument --seed: must be 0 or more, got -3"),
+    (["features", JOSHUA, "--which", "s_s", "--id-offset", "-1"], "argument --id-offset: must be 0 or more, got -1"),
+])
+def test_non_positive_sizes_are_refused(tmp_path, capsys, argv, message):
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as stop:
+        main([*argv, "-o", str(out)])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert f"rerank {argv[0]}: error: {message}" in err, err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_bootstrap_of_one_is_refused(tmp_path, capsys):
+    assert main(["eval", *REFS[:2], "-b", str(DATA / "ref.1"), "--bootstrap", "1", "-o", str(tmp_path / "r.md")]) == 2
+    assert "rerank eval: error: --bootstrap must be 0 (no s_sel or intervals) or at least 2, got 1" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_number_types():
+    from rerank.cliargs import positive_float
+
+    assert positive_float("0.5") == 0.5
+    for bad in ("0", "-1", "inf", "nan", "x"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            positive_float(bad)

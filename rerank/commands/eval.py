@@ -9,7 +9,7 @@ import os
 import re
 import sys
 
-from rerank.cliargs import add_quiet, show_progress
+from rerank.cliargs import add_quiet, nonnegative_int, positive_int, probability, show_progress
 from rerank.errors import InputError
 from rerank.io import atomic_write, read_lines
 from rerank.metrics import METRIC_NAMES
@@ -69,10 +69,10 @@ def add_parser(subparsers) -> None:
     g.add_argument("--meteor-jar", help="meteor-1.5.jar for --meteor-backend jar (default: pycocoevalcap's)")
     g.add_argument("--meteor-no-norm", action="store_true", help="do not apply Meteor's -norm tokenisation/lowercasing")
     s = p.add_argument_group("significance")
-    s.add_argument("--ar", type=int, default=10000, metavar="N", help="approximate randomisation trials (default: %(default)s)")
-    s.add_argument("--bootstrap", type=int, default=1000, metavar="N", help="bootstrap resamples for s_sel and CIs; 0: none (default: %(default)s)")
-    s.add_argument("--seed", type=int, default=12345, help="random seed (default: %(default)s)")
-    s.add_argument("--alpha", type=float, default=0.05, help="significance level for the marks (default: %(default)s)")
+    s.add_argument("--ar", type=positive_int, default=10000, metavar="N", help="approximate randomisation trials (default: %(default)s)")
+    s.add_argument("--bootstrap", type=nonnegative_int, default=1000, metavar="N", help="bootstrap resamples for s_sel and CIs; 0: none (default: %(default)s)")
+    s.add_argument("--seed", type=nonnegative_int, default=12345, help="random seed (default: %(default)s)")
+    s.add_argument("--alpha", type=probability, default=0.05, help="significance level for the marks (default: %(default)s)")
     s.add_argument("--second-baseline", metavar="NAME", help="a system name: also test every other system against it (\u2021; default: none)")
     s.add_argument("--holm", action="store_true", help="Holm-Bonferroni correction across systems x metrics")
     s.add_argument("--multeval-compat", action="store_true",
@@ -206,8 +206,8 @@ def _check_options(args) -> list[str]:
         raise InputError("--plot shows bootstrap intervals: it needs --bootstrap >= 2")
     if len(args.nbest) != len(args.weights):
         raise InputError("give one --weights file per --nbest file")
-    if args.ar < 1 or args.bootstrap < 0 or args.bootstrap == 1:
-        raise InputError("--ar must be >= 1 and --bootstrap 0 (no s_sel or intervals) or >= 2")
+    if args.bootstrap == 1:
+        raise InputError("--bootstrap must be 0 (no s_sel or intervals) or at least 2, got 1")
     return metrics
 
 

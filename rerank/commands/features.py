@@ -6,7 +6,7 @@ import os
 import sys
 
 from rerank import plugins
-from rerank.cliargs import add_nbest_positional, add_quiet, nbest_inputs, resolve_nbest, show_progress
+from rerank.cliargs import add_nbest_positional, add_quiet, nbest_inputs, nonnegative_int, resolve_nbest, show_progress
 from rerank.commands._common import FORMAT_HELP, add_nbest_input, add_output_format, load_nbest
 from rerank.errors import InputError
 from rerank.features import FeatureContext, check_columns, column_owners, shard_range
@@ -36,7 +36,7 @@ def add_parser(subparsers):
     parser.add_argument("--src-lang", default="en", help="source language (default: %(default)s)")
     parser.add_argument("--tgt-lang", default="de", help="hypothesis language (default: %(default)s)")
     parser.add_argument("--shard", help="process shard i of N (e.g. 1/4) of the sentences (default: all of them)")
-    parser.add_argument("--id-offset", type=int, default=0, help="id of the first output sentence (default: %(default)s)")
+    parser.add_argument("--id-offset", type=nonnegative_int, default=0, help="id of the first output sentence (default: %(default)s)")
     parser.add_argument("--device", default="cpu", help="cpu or cuda (falls back to the CPU with a message; "
                         "default: %(default)s)")
     parser.add_argument("-o", "--output", required=True, help="output n-best file")
@@ -76,8 +76,6 @@ def _plugin_files(args) -> list[str]:
 
 def run(args) -> int:
     resolve_nbest(args)
-    if args.id_offset < 0:
-        raise InputError(f"--id-offset must be >= 0, got {args.id_offset}")
     features = plugins.features()
     check_outputs(nbest_outputs(args.output, args.out_format), [*nbest_inputs(args), args.src, *_plugin_files(args)])
     requested = _requested(args, features)

@@ -14,7 +14,8 @@ import numpy as np
 
 from rerank import __version__, plugins
 from rerank.bleu import bleu_signature, make_bleu
-from rerank.cliargs import add_nbest_positional, add_quiet, nbest_inputs, resolve_nbest, show_progress
+from rerank.cliargs import (add_nbest_positional, add_quiet, nbest_inputs, nonnegative_int, positive_int, resolve_nbest,
+                            show_progress)
 from rerank.commands._common import FORMAT_HELP, add_nbest_input, load_nbest
 from rerank.errors import InputError
 from rerank.formats import read_references
@@ -50,10 +51,10 @@ def add_parser(subparsers):
     p.add_argument("-o", "--output", required=True, help="output weights (JSON; the run config is in its \"meta\")")
     p.add_argument("--tuner", choices=list(tuners), default="mira" if "mira" in tuners else next(iter(tuners), None),
                    help="tuning algorithm (default: %(default)s)")
-    p.add_argument("--runs", type=int, default=1, help="independent runs with seeds seed..seed+R-1; R > 1 writes "
+    p.add_argument("--runs", type=positive_int, default=1, help="independent runs with seeds seed..seed+R-1; R > 1 writes "
                    "OUTPUT.run1.json .. runR.json for the optimizer-instability report of `rerank eval` "
                    "(default: %(default)s)")
-    p.add_argument("--seed", type=int, default=1, help="random seed of the first run (default: %(default)s)")
+    p.add_argument("--seed", type=nonnegative_int, default=1, help="random seed of the first run (default: %(default)s)")
     p.add_argument("--init", metavar="WEIGHTS", help="starting weights (JSON or Moses lines; default: all zero as kbmira)")
     p.add_argument("--tune", dest="tune_features", metavar="F1,F2",
                    help="tune only these features; the others stay at their start value (default: all)")
@@ -102,10 +103,8 @@ def run_paths(output: str, runs: int) -> list[str]:
 
 
 def _tuner(args):
-    """The chosen tuner plug-in, after checking --runs and that it optimises --metric."""
+    """The chosen tuner plug-in, after checking that it optimises --metric and the tokenizer's name."""
     tuner = plugins.tuners()[args.tuner]()
-    if args.runs < 1:
-        raise InputError("--runs must be at least 1")
     if args.metric not in tuner.metrics:
         raise InputError(f"--tuner {args.tuner} optimises {', '.join(tuner.metrics)}, not {args.metric}")
     make_bleu(args.tokenize, args.lowercase)  # checks the tokenizer name before reading big files
