@@ -22,6 +22,7 @@ from tqdm import tqdm
 
 from nmt.data import length_batches, pad
 from nmt.vocab import BOS_ID, EOS_ID, PAD_ID, SubwordVocab, Tokenizer, Vocab, vocab_from_json
+from rerank.budget import EpochBudget
 from rerank.errors import InputError
 from rerank.io import atomic_write
 
@@ -40,7 +41,7 @@ class LMConfig:
     clip: float = 1.0
     max_epochs: int = 20
     patience: int = 2
-    max_minutes: float | None = None  # whole epochs only: one is started only if it is expected to fit
+    max_minutes: float | None = None  # per invocation, whole epochs only (rerank.budget)
     max_len: int = 80
     seed: int = 1
 
@@ -164,7 +165,7 @@ def _prepare(cfg: LMConfig, train_lines: list[str], val_lines: list[str], out_di
 
 
 def train_lm(cfg: LMConfig, train_lines: list[str], val_lines: list[str], out_dir: str, device="cpu",
-             resume: bool = True, progress: bool = False, log=print) -> dict:
+             resume: bool = True, progress: bool = False, log=print, clock=time.monotonic) -> dict:
     """Train (or resume from OUT/last.pt); early-stops on validation perplexity. Returns the state."""
     os.makedirs(out_dir, exist_ok=True)
     last = os.path.join(out_dir, "last.pt")
@@ -181,25 +182,24 @@ def train_lm(cfg: LMConfig, train_lines: list[str], val_lines: list[str], out_di
         optimizer.load_state_dict(saved["optimizer"])
         state = json.loads(saved["state"])
         log(f"resuming after epoch {state['epoch']} (best val perplexity {state['best_ppl']:.2f})")
-    return _train_epochs(cfg, model, optimizer, state, train, val, out_dir, device, progress, log)
+    return _train_epochs(cfg, model, optimizer, state, train, val, out_dir, device, progress, log, clock)
 
 
-def _train_epochs(cfg, model, optimizer, state, train, val, out_dir, device, progress, log) -> dict:
-    started = time.time()
+def _train_epochs(cfg, model, optimizer, state, train, val, out_dir, device, progress, log, clock=time.monotonic) -> dict:
+    budget = EpochBudget(cfg.max_minutes, clock)
+    budget.epoch_seconds = list(state["epoch_seconds"])
     rng = random.Random()
     while state["epoch"] < cfg.max_epochs and state["bad_epochs"] < cfg.patience:
-        spent = (time.time() - started) / 60
-        mean = sum(state["epoch_seconds"]) / len(state["epoch_seconds"]) / 60 if state["epoch_seconds"] else 0.0
-        if cfg.max_minutes is not None and spent + mean > cfg.max_minutes:
-            state["stopped"] = "time-budget"
+        if not budget.allows_epoch():
+            state["stopped"] = "time budget"
+            log(budget.reason())
             break
-        t0 = time.time()
         rng.seed(cfg.seed * 1000 + state["epoch"])
         loss = _epoch(model, length_batches([len(s) for s in train], cfg.batch_size, True, rng), train, optimizer,
                       cfg, device, progress)
         ppl = perplexity(model, val, device)
         state["epoch"] += 1
-        state["epoch_seconds"].append(time.time() - t0)
+        state["epoch_seconds"].append(budget.epoch_done())
         better = ppl < state["best_ppl"]
         state["best_ppl"], state["bad_epochs"] = (ppl, 0) if better else (state["best_ppl"], state["bad_epochs"] + 1)
         if better:

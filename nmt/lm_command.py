@@ -28,8 +28,8 @@ def add_parser(subparsers) -> None:
                  "patience", "seed"):
         t.add_argument("--" + name.replace("_", "-"), type=type(defaults[name]), default=defaults[name],
                        help=f"(default {defaults[name]})")
-    t.add_argument("--max-minutes", type=float, help="wall-clock budget; only whole epochs that are expected to fit "
-                   "are started (default: none)")
+    t.add_argument("--max-minutes", type=float, help="wall-clock budget of this invocation, spent in whole epochs: "
+                   "one is started only if it is expected to end in time (as nmt train and embed train; default: none)")
     t.add_argument("--no-resume", action="store_true", help="start afresh even if OUT/last.pt exists")
     _device_options(t)
     t.set_defaults(func=run_train)
@@ -76,6 +76,8 @@ def run_train(args) -> int:
     for name in ("emb_dim", "hidden", "batch_size", "max_epochs", "patience", "subword_size", "min_freq"):
         if getattr(cfg, name) < 1:
             raise InputError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(cfg, name)}")
+    if cfg.max_minutes is not None and not cfg.max_minutes > 0:
+        raise InputError(f"--max-minutes must be > 0, got {cfg.max_minutes}")
     train, val = read_lines(args.train), read_lines(args.val)
     if not any(line.strip() for line in train):
         raise InputError("no training sentences", args.train)

@@ -173,7 +173,7 @@ class Recipe:
         started = self.steps.start(step, run, resolved, directory=True)
         self.log(f"training NMT {flavour}: {json.dumps(asdict(cfg))}")
         state = train_files(cfg, os.path.join(self.cfg.data_dir, "task1", "raw"), run, device=self.cfg.device)
-        if state.get("stopped") == "time-budget":
+        if state.get("stopped") == "time budget":
             self.log(f"NMT {flavour} was stopped by its time budget ({cfg.max_minutes} min) after epoch {state['epoch']}")
         self.steps.finish(step, run, [], resolved, started, directory=True,
                           **{k: state.get(k) for k in ("stopped", "epoch", "best_epoch", "best_bleu")})

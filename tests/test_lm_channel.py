@@ -101,3 +101,18 @@ def test_lm_training_resumes_where_it_stopped(toy, tmp_path):
     assert main(args + ["--max-epochs", "2"]) == 0
     log = json.loads((tmp_path / "lm" / "DONE.json").read_text())
     assert log["epochs"] == 2 and log["stopped"] == "max-epochs"
+
+
+def test_lm_time_budget_counts_whole_epochs(toy, tmp_path):
+    """A fake clock that advances one minute per reading: the budget is spent in whole epochs."""
+    from nmt.lm import LMConfig, train_lm
+    from rerank.io import read_lines
+
+    ticks = iter(range(1000))
+    cfg = LMConfig(emb_dim=8, hidden=8, min_freq=1, max_epochs=10, patience=10, max_minutes=5.0)
+    state = train_lm(cfg, read_lines(str(toy / "train.de.gz")), read_lines(str(toy / "val.de.gz")),
+                     str(tmp_path / "lm"), log=lambda msg: None, clock=lambda: 60.0 * next(ticks))
+    # readings: start 0; epoch 1 starts at 1, ends at 2 (1 min); epoch 2 starts at 3 (3 + 1 <= 5), ends at 4;
+    # at 5 another epoch (mean 1 min) would end at 6 > 5: stop after two whole epochs
+    assert state["epoch"] == 2 and state["stopped"] == "time budget"
+    assert json.loads((tmp_path / "lm" / "DONE.json").read_text())["stopped"] == "time budget"
