@@ -9,6 +9,7 @@ from __future__ import annotations
 from mira.kbmira import kbmira
 from mira.mert import mert
 from mira.pro import pro
+from rerank.cliargs import nonnegative_float, nonnegative_int, positive_float, positive_int, unit_interval
 from rerank.tuning import TuneResult, Tuner
 
 
@@ -22,9 +23,9 @@ class KBMiraTuner(Tuner):
     step_name = "epoch"
 
     def add_arguments(self, group):
-        group.add_argument("--epochs", type=int, default=60, help="epochs (default 60)")
-        group.add_argument("--C", dest="C", type=float, default=0.01, help="step-size cap C (default 0.01)")
-        group.add_argument("--decay", type=float, default=0.999, help="background BLEU decay (default 0.999)")
+        group.add_argument("--epochs", type=positive_int, default=60, help="epochs (default 60)")
+        group.add_argument("--C", dest="C", type=positive_float, default=0.01, help="step-size cap C (default 0.01)")
+        group.add_argument("--decay", type=unit_interval, default=0.999, help="background BLEU decay (default 0.999)")
         group.add_argument("--model-bg", action="store_true", help="background from the model 1-best instead of the hope")
         group.add_argument("--no-shuffle", action="store_true", help="visit sentences in file order")
 
@@ -49,10 +50,10 @@ class MertTuner(Tuner):
     step_name = "line-search step"
 
     def add_arguments(self, group):
-        group.add_argument("--restarts", type=int, default=20, help="start points: the initial one plus random ones (default 20)")
-        group.add_argument("--random-directions", type=int, default=10,
+        group.add_argument("--restarts", type=positive_int, default=20, help="start points: the initial one plus random ones (default 20)")
+        group.add_argument("--random-directions", type=nonnegative_int, default=10,
                            help="random directions per iteration besides the coordinates (default 10)")
-        group.add_argument("--max-iterations", type=int, default=100, help="line-search rounds per start point (default 100)")
+        group.add_argument("--max-iterations", type=positive_int, default=100, help="line-search rounds per start point (default 100)")
 
     def options(self, args):
         return {"restarts": args.restarts, "random_directions": args.random_directions,
@@ -74,10 +75,10 @@ class ProTuner(Tuner):
     step_name = "fit"
 
     def add_arguments(self, group):
-        group.add_argument("--pro-samples", type=int, default=5000, help="pairs sampled per sentence (default 5000)")
-        group.add_argument("--pro-keep", type=int, default=50, help="pairs kept per sentence (default 50)")
-        group.add_argument("--pro-threshold", type=float, default=0.05, help="minimum sentence-BLEU difference (default 0.05)")
-        group.add_argument("--pro-C", type=float, default=1.0,
+        group.add_argument("--pro-samples", type=positive_int, default=5000, help="pairs sampled per sentence (default 5000)")
+        group.add_argument("--pro-keep", type=positive_int, default=50, help="pairs kept per sentence (default 50)")
+        group.add_argument("--pro-threshold", type=nonnegative_float, default=0.05, help="minimum sentence-BLEU difference (default 0.05)")
+        group.add_argument("--pro-C", type=positive_float, default=1.0,
                            help="the logistic regression minimises sum(log-loss over all 2 x kept pairs) + |w|^2 / (2 C): "
                            "C = 1 / lambda of MegaM as Moses runs it; more pairs weaken the L2 term (default 1, as Moses)")
 

@@ -83,3 +83,19 @@ def probability(text: str) -> float:
     if not 0 < value < 1:
         raise argparse.ArgumentTypeError(f"must be between 0 and 1 (exclusive), got {text}")
     return value
+
+
+def nonnegative_float(text: str) -> float:
+    """argparse type: a finite number >= 0."""
+    value = _number(float, text, "a number")
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
+    return value
+
+
+def unit_interval(text: str) -> float:
+    """argparse type: a number in [0, 1] (a decay or interpolation factor)."""
+    value = _number(float, text, "a number")
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {text}")
+    return value

@@ -27,6 +27,7 @@ import numpy as np
 from scipy import sparse
 
 from rerank.bleu import sentence_bleu_plus1
+from rerank.cliargs import positive_float
 from rerank.errors import InputError
 from rerank.features import Feature
 from rerank.nbest import NBestList
@@ -178,7 +179,7 @@ class MBRFeature(Feature):
     def add_arguments(self, group):
         group.add_argument("--mbr-utility", choices=UTILITIES, default="bleu",
                            help="utility: sentence BLEU+1, chrF, or -TER (default bleu; ter is much slower)")
-        group.add_argument("--mbr-temperature", type=float, default=1.0,
+        group.add_argument("--mbr-temperature", type=positive_float, default=1.0,
                            help="posterior = softmax(score / T) within each list (default 1)")
         group.add_argument("--mbr-score-feature", metavar="NAME",
                            help="the model log-probability column for the posterior, or `total` for the lists' "

@@ -84,7 +84,7 @@ def unique_strings(nbest: NBestList) -> tuple[np.ndarray, np.ndarray]:
     return np.asarray(rows, dtype=np.int64), inverse
 
 
-def bleu_metric(nbest: NBestList, refs, tokenize: str = "none", lowercase: bool = False, progress: bool = False) -> TuningMetric:
+def bleu_metric(nbest: NBestList, refs, tokenize: str = "13a", lowercase: bool = False, progress: bool = False) -> TuningMetric:
     """Corpus BLEU exactly as sacrebleu computes it (and as `rerank eval` reports it)."""
     rows, inverse = unique_strings(nbest)
     sentence = nbest.sentence_of_hyp[rows]
@@ -94,7 +94,7 @@ def bleu_metric(nbest: NBestList, refs, tokenize: str = "none", lowercase: bool 
     return TuningMetric("bleu", stats[inverse], corpus_bleu_batch, exact=corpus_bleu)
 
 
-def named_metric(name: str, nbest: NBestList, refs, tokenize: str = "none", lowercase: bool = False,
+def named_metric(name: str, nbest: NBestList, refs, tokenize: str = "13a", lowercase: bool = False,
                  lang: str = "en", progress: bool = False) -> TuningMetric:
     """BLEU, or any metric of `rerank.metrics` (TER, chrF, chrF++, METEOR), per hypothesis."""
     if name == "bleu":
@@ -160,7 +160,7 @@ class TuningData:
         return self.metric.corpus(self.stats[oracle_rows(self.stats, self.offsets)].sum(axis=0))
 
 
-def prepare(nbest: NBestList, refs, *, metric: str = "bleu", tokenize: str = "none", lowercase: bool = False,
+def prepare(nbest: NBestList, refs, *, metric: str = "bleu", tokenize: str = "13a", lowercase: bool = False,
             tune: Sequence[str] | None = None, fix: Sequence[str] | None = None, lang: str = "en",
             progress: bool = False, source: str = "n-best") -> TuningData:
     """Check the input, merge exact duplicates and compute per-hypothesis statistics once."""

@@ -174,7 +174,7 @@ def test_averaging_counts_only_update_steps():
 
 def test_fixed_features_keep_their_weight():
     nbest, refs = joshua(0, 20)
-    data = prepare(nbest, refs, fix=["lm_0", "WordPenalty"])
+    data = prepare(nbest, refs, fix=["lm_0", "WordPenalty"], tokenize="none")
     w0 = np.zeros(len(data.feature_names))
     w0[data.feature_names.index("lm_0")] = 0.3
     res = kbmira(data, w0, epochs=5, seed=1)
@@ -195,7 +195,7 @@ def test_tuning_score_equals_sacrebleu_of_the_one_best():
 
 def test_tuned_beats_uniform_and_initial_on_joshua_tuning_half():
     nbest, refs = joshua(0, 50)
-    data = prepare(nbest, refs)
+    data = prepare(nbest, refs, tokenize="none")
     ones = np.ones(len(data.feature_names))
     uniform = sacrebleu.corpus_bleu(one_best(nbest, ones), refs, tokenize="none").score
     decoder = sacrebleu.corpus_bleu([nbest.hyps[int(a)] for a in nbest.offsets[:-1]], refs, tokenize="none").score
@@ -211,7 +211,7 @@ def test_tuned_beats_uniform_and_initial_on_joshua_tuning_half():
 
 def test_feature_equal_to_sentence_bleu_leads_to_the_oracle():
     nbest, refs = list_with_reference()
-    data = prepare(nbest, refs)
+    data = prepare(nbest, refs, tokenize="none")
     for w in (np.zeros(3), np.ones(3)):   # both miss the inserted references
         expect = sacrebleu.corpus_bleu(one_best(nbest, w), refs, tokenize="none").score
         assert data.evaluate(w) == pytest.approx(expect, abs=1e-9) and expect < 50
@@ -225,7 +225,7 @@ def test_feature_equal_to_sentence_bleu_leads_to_the_oracle():
 
 def test_seeds_make_runs_identical():
     nbest, refs = joshua(0, 30)
-    data = prepare(nbest, refs)
+    data = prepare(nbest, refs, tokenize="none")
     a, b = kbmira(data, epochs=8, seed=7), kbmira(data, epochs=8, seed=7)
     np.testing.assert_array_equal(a.weights, b.weights)
     assert a.history == b.history
@@ -256,7 +256,7 @@ def test_every_distinct_hypothesis_takes_part():
         hyps.append(block)
         feats.append(f)
     nb = NBestList.from_lists(hyps, feats, ["a", "b"])
-    data = prepare(nb, refs)
+    data = prepare(nb, refs, tokenize="none")
     assert data.nbest.n_hyps == nb.n_hyps - 10                   # only the exact copies went
     distinct = sum(len(set(zip(nb.hyps[nb.sentence(i)], map(tuple, nb.features[nb.sentence(i)])))) for i in range(10))
     assert data.nbest.n_hyps == distinct
@@ -267,12 +267,12 @@ def test_every_distinct_hypothesis_takes_part():
 
 def test_segment_views_match_the_whole_list():
     nbest, refs = joshua(0, 20)
-    data = prepare(nbest, refs)
+    data = prepare(nbest, refs, tokenize="none")
     state = KBMira(data, np.linspace(-1, 1, len(data.feature_names)))
     whole = segment_argmax(data.features @ state.w, data.offsets)
     assert [data.offsets[i] + state.hope_fear(i)[2] for i in range(20)] == whole.tolist()
     # statistics in kbmira layout come from the same sacrebleu statistics
-    stats = bleu_metric(data.nbest, refs).stats
+    stats = bleu_metric(data.nbest, refs, tokenize="none").stats
     np.testing.assert_array_equal(np.hstack(state.Kt).T, kbmira_stats(stats))
 
 
@@ -285,7 +285,7 @@ def test_statistics_computed_once_per_distinct_string_equal_direct_ones():
     tripled = NBestList(np.r_[0, np.cumsum(sizes)], nbest.hyps.take(rows), nbest.features[rows] + np.arange(len(rows))[:, None],
                         nbest.feature_names)
     direct = hypothesis_stats(tripled.hyps, tripled.offsets, refs, tokenize="none")
-    np.testing.assert_array_equal(bleu_metric(tripled, refs).stats, direct)
+    np.testing.assert_array_equal(bleu_metric(tripled, refs, tokenize="none").stats, direct)
 
 
 def _naive_kbmira(X, K, offsets, epochs, seed, C=0.01, decay=0.999, model_bg=False):
@@ -335,7 +335,7 @@ def _naive_kbmira(X, K, offsets, epochs, seed, C=0.01, decay=0.999, model_bg=Fal
 @pytest.mark.parametrize("model_bg", [False, True])
 def test_vectorised_kbmira_equals_a_plain_python_reading_of_the_algorithm(model_bg):
     nbest, refs = joshua(0, 25)
-    data = prepare(nbest, refs)
+    data = prepare(nbest, refs, tokenize="none")
     K = kbmira_stats(data.stats)
     naive = _naive_kbmira(data.features.tolist(), K.tolist(), data.offsets.tolist(), epochs=6, seed=4, model_bg=model_bg)
     seen = []

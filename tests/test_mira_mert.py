@@ -18,7 +18,7 @@ from tests.mira_helpers import BAD, GOOD, hand_data, joshua, list_with_reference
 def _small(seed, integer=False):
     """6 sentences x 2..7 hypotheses with real BLEU statistics and random features."""
     nbest, refs = joshua(0, 40)
-    data = prepare(nbest, refs)
+    data = prepare(nbest, refs, tokenize="none")
     rng = np.random.default_rng(seed)
     sizes = rng.integers(2, 8, 6)
     offsets = np.r_[0, np.cumsum(sizes)]
@@ -78,7 +78,7 @@ def test_envelope_sequence_matches_sweeping():
 
 def test_mert_improves_joshua_and_is_seeded():
     nbest, refs = joshua(0, 50)
-    data = prepare(nbest, refs)
+    data = prepare(nbest, refs, tokenize="none")
     uniform = sacrebleu.corpus_bleu(one_best(nbest, np.ones(len(data.feature_names))), refs, tokenize="none").score
     a = mert(data, seed=3, restarts=3, random_directions=3)
     b = mert(data, seed=3, restarts=3, random_directions=3)
@@ -95,7 +95,7 @@ def test_mert_improves_joshua_and_is_seeded():
 
 def test_mert_other_metric_chrf():
     nbest, refs = joshua(0, 20)
-    data = prepare(nbest, refs, metric="chrf")
+    data = prepare(nbest, refs, metric="chrf", tokenize="none")
     res = mert(data, seed=1, restarts=2, random_directions=2)
     first = [nbest.hyps[int(a)] for a in nbest.offsets[:-1]]
     assert res.initial_score == pytest.approx(sacrebleu.corpus_chrf(first, refs).score, abs=1e-9)
@@ -105,7 +105,7 @@ def test_mert_other_metric_chrf():
 
 def test_tuners_reach_the_oracle_when_a_feature_is_sentence_bleu():
     nbest, refs = list_with_reference()
-    data = prepare(nbest, refs)
+    data = prepare(nbest, refs, tokenize="none")
     oracle = np.maximum.reduceat(data.features[:, 1], data.offsets[:-1])
     for weights in (mert(data, seed=1, restarts=2, random_directions=2).weights, pro(data, seed=1).weights):
         np.testing.assert_array_equal(data.features[data.best_rows(weights), 1], oracle)
@@ -126,7 +126,7 @@ def _kept_gaps(sb, offsets, seed, samples=5000, keep=50, threshold=0.05):
 
 def test_pro_pair_sampling():
     nbest, refs = joshua(0, 30)
-    data = prepare(nbest, refs)
+    data = prepare(nbest, refs, tokenize="none")
     sb = sentence_bleu_plus1(data.stats)
     j1, j2 = sample_pairs(sb, data.offsets, np.random.default_rng(0), samples=5000, keep=50, threshold=0.05)
     sid = data.nbest.sentence_of_hyp
@@ -141,7 +141,7 @@ def test_pro_pair_sampling():
 
 def test_pro_seeded_and_better_than_uniform():
     nbest, refs = joshua(0, 50)
-    data = prepare(nbest, refs)
+    data = prepare(nbest, refs, tokenize="none")
     a, b = pro(data, seed=5), pro(data, seed=5)
     np.testing.assert_array_equal(a.weights, b.weights)
     assert a.n_pairs == sum(len(g) for g in _kept_gaps(sentence_bleu_plus1(data.stats), data.offsets, 5))

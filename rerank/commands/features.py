@@ -6,7 +6,8 @@ import os
 import sys
 
 from rerank import plugins
-from rerank.cliargs import add_nbest_positional, add_quiet, nbest_inputs, nonnegative_int, resolve_nbest, show_progress
+from rerank.cliargs import (add_nbest_positional, add_quiet, nbest_inputs, nonnegative_int, positive_int, resolve_nbest,
+                            show_progress)
 from rerank.commands._common import FORMAT_HELP, add_nbest_input, add_output_format, load_nbest
 from rerank.errors import InputError
 from rerank.features import FeatureContext, check_columns, column_owners, shard_range
@@ -39,6 +40,9 @@ def add_parser(subparsers):
     parser.add_argument("--id-offset", type=nonnegative_int, default=0, help="id of the first output sentence (default: %(default)s)")
     parser.add_argument("--device", default="cpu", help="cpu or cuda (falls back to the CPU with a message; "
                         "default: %(default)s)")
+    parser.add_argument("--threads", type=positive_int, default=1, help="torch CPU threads for the model features "
+                        "(default: %(default)s: the encoders' small products run fastest on one thread; torch's "
+                        "default spins when the cores are shared)")
     parser.add_argument("-o", "--output", required=True, help="output n-best file")
     add_output_format(parser)
     add_quiet(parser)
