@@ -89,6 +89,16 @@ def test_progress_bars_only_on_a_terminal_and_without_quiet(tmp_path, monkeypatc
     (["eval", *REFS[:2], "-b", JOSHUA, "--alpha", "nan"], "argument --alpha: must be between 0 and 1"),
     (["eval", *REFS[:2], "-b", JOSHUA, "--seed", "-3"], "argument --seed: must be 0 or more, got -3"),
     (["features", JOSHUA, "--which", "s_s", "--id-offset", "-1"], "argument --id-offset: must be 0 or more, got -1"),
+    (["features", JOSHUA, "--which", "mbr", "--threads", "0"], "argument --threads: must be a positive integer, got 0"),
+    (["features", JOSHUA, "--which", "mbr", "--mbr-temperature", "0"], "argument --mbr-temperature: must be a positive"),
+    (["tune", JOSHUA, *REFS, "--epochs", "0"], "argument --epochs: must be a positive integer, got 0"),
+    (["tune", JOSHUA, *REFS, "--C", "-0.1"], "argument --C: must be a positive finite number, got -0.1"),
+    (["tune", JOSHUA, *REFS, "--decay", "1.5"], "argument --decay: must be between 0 and 1, got 1.5"),
+    (["tune", JOSHUA, *REFS, "--restarts", "0"], "argument --restarts: must be a positive integer, got 0"),
+    (["tune", JOSHUA, *REFS, "--random-directions", "-1"], "argument --random-directions: must be 0 or more, got -1"),
+    (["tune", JOSHUA, *REFS, "--pro-samples", "0"], "argument --pro-samples: must be a positive integer, got 0"),
+    (["tune", JOSHUA, *REFS, "--pro-threshold", "-1"], "argument --pro-threshold: must be a finite number >= 0, got -1"),
+    (["tune", JOSHUA, *REFS, "--pro-C", "inf"], "argument --pro-C: must be a positive finite number, got inf"),
 ])
 def test_non_positive_sizes_are_refused(tmp_path, capsys, argv, message):
     out = tmp_path / "out"
