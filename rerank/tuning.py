@@ -235,6 +235,23 @@ def normalize(w: np.ndarray, how: str, tuned: np.ndarray) -> np.ndarray:
     return w / norm if norm > 0 else w
 
 
+def weight_shares(data: TuningData, w: np.ndarray) -> dict[str, float]:
+    """How much each feature decides the ranking: |w_k| times feature k's mean spread (max - min)
+    within a list, as a share of the sum over features. Raw weights are not comparable across
+    features of different scales; these shares are."""
+    starts = data.offsets[:-1]
+    spread = (np.maximum.reduceat(data.features, starts, axis=0) - np.minimum.reduceat(data.features, starts, axis=0))
+    influence = np.abs(np.asarray(w, dtype=np.float64)) * spread.mean(axis=0)
+    total = influence.sum()
+    return {n: float(v / total) if total > 0 else 0.0 for n, v in zip(data.feature_names, influence)}
+
+
+def degenerate(shares: dict[str, float], threshold: float = 0.95) -> str | None:
+    """The feature holding at least `threshold` of the weighted spread, if any (with several tuned features)."""
+    top = max(shares, key=shares.get, default=None)
+    return top if top is not None and len(shares) > 1 and shares[top] >= threshold else None
+
+
 @dataclass
 class TuneResult:
     weights: np.ndarray

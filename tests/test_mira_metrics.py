@@ -56,3 +56,25 @@ def test_a_non_bleu_visit_moves_no_background():
         state.visit(i)
     np.testing.assert_array_equal(state.bg, before)
     assert state.n_updates > 0
+
+
+def test_weight_shares_by_hand_and_the_degenerate_warning(tmp_path, capsys):
+    from rerank.cli import main
+    from rerank.tuning import degenerate, weight_shares
+
+    nbest = NBestList(np.array([0, 2, 4]), ["a", "b", "c", "d"], np.array([[0.0, 1.0], [2.0, 1.5], [1.0, 0.0], [1.0, 2.0]]),
+                      ["f", "g"])
+    data = prepare(nbest, [["a", "c"]], tokenize="none")
+    # spreads per list: f (2, 0) -> mean 1; g (0.5, 2) -> mean 1.25; influences |w| * spread: 0.5 * 1, 2 * 1.25
+    shares = weight_shares(data, np.array([-0.5, 2.0]))
+    assert shares == pytest.approx({"f": 0.5 / 3.0, "g": 2.5 / 3.0})
+    assert degenerate(shares) is None and degenerate(shares, 0.8) == "g"
+    assert degenerate({"f": 1.0}) is None  # one feature cannot be degenerate
+    (tmp_path / "in.nbest").write_text("0 ||| a ||| f= 0 g= 1 ||| 0\n0 ||| b ||| f= 2 g= 1 ||| 0\n"
+                                       "1 ||| c ||| f= 1 g= 1 ||| 0\n1 ||| d ||| f= 0 g= 1 ||| 0\n")
+    (tmp_path / "ref").write_text("a\nc\n")
+    (tmp_path / "init.json").write_text('{"f": -1, "g": 1}')  # g is constant in every list: f decides alone
+    assert main(["tune", str(tmp_path / "in.nbest"), "-r", str(tmp_path / "ref"), "--epochs", "3",
+                 "--init", str(tmp_path / "init.json"), "-o", str(tmp_path / "w.json"), "--quiet"]) == 0
+    err = capsys.readouterr().err
+    assert "warning: the tuned weights are degenerate: f holds 100% of the weighted within-list spread" in err

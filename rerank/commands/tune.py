@@ -21,7 +21,7 @@ from rerank.errors import InputError
 from rerank.formats import read_references
 from rerank.metrics import make_metric
 from rerank.outputs import check_outputs, file_digest
-from rerank.tuning import normalize, prepare
+from rerank.tuning import degenerate, normalize, prepare, weight_shares
 from rerank.tuning_plot import plot_tuning
 from rerank.weights import read_weights, weight_vector, write_weights
 
@@ -211,6 +211,12 @@ def _tune_run(args, tuner, data, w0, r: int, path: str, metric: str, settings: d
     curve, initial, best = res.curve, res.initial_score, res.tuned_score
     w = normalize(res.weights, args.normalize, data.tuned)
     print(f"{label}{metric} initial {initial:.2f} -> tuned {best:.2f} ({args.tuner}, seed {seed})")
+    shares = weight_shares(data, w)
+    alone = degenerate({n: v for n, v, t in zip(shares, shares.values(), data.tuned) if t})
+    if alone:
+        print(f"warning: {label}the tuned weights are degenerate: {alone} holds {100 * shares[alone]:.0f}% of the "
+              "weighted within-list spread, so the other features barely change the ranking (Moses users know "
+              "this as 'all weight on one feature'; try other seeds, --C, or rescaling that feature)", file=sys.stderr)
     meta = {
         "tuner": args.tuner, "seed": seed, "run": r, "runs": args.runs, "command": sys.argv,
         "nbest": os.path.abspath(args.nbest), "references": [os.path.abspath(x) for x in args.ref],
@@ -220,7 +226,8 @@ def _tune_run(args, tuner, data, w0, r: int, path: str, metric: str, settings: d
         "fixed_features": [n for n, t in zip(data.feature_names, data.tuned) if not t],
         "normalize": args.normalize, "options": tuner.options(args),
         "hypotheses": data.nbest.n_hyps, "duplicates_merged": data.n_input_hyps - data.nbest.n_hyps,
-        "initial_score": initial, "tuned_score": best, "curve": curve, **res.extra, "settings": settings,
+        "initial_score": initial, "tuned_score": best, "curve": curve, "weight_shares": shares, **res.extra,
+        "settings": settings,
     }
     write_weights(path, dict(zip(data.feature_names, w.tolist())), meta)
     return RunResult(best, path, w, curve, r, meta)
