@@ -1,46 +1,102 @@
-"""File helpers: transparent gzip, strict UTF-8 with line-numbered errors, atomic writes."""
+"""File helpers: gzip detected by content (files and streams alike), strict UTF-8 with
+line-numbered errors, a look at the first lines of standard input that does not consume
+them, atomic writes."""
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import gzip
 import io
+import itertools
 import os
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from rerank.errors import InputError
 
 GZIP_MAGIC = b"\x1f\x8b"
 
 
+class _Prefixed(io.RawIOBase):
+    """A readable stream: the bytes `head` (read off `stream` to look at them), then the rest of `stream`."""
+
+    def __init__(self, head: bytes, stream):
+        self._head, self._stream = head, stream
+        self._read = getattr(stream, "read1", stream.read)
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        data = self._head[:len(buffer)] if self._head else self._read(len(buffer))
+        self._head = self._head[len(data):]
+        buffer[:len(data)] = data
+        return len(data)
+
+
+def _gunzipped(raw):
+    """`raw`, or its decompressed content if it starts with the gzip magic bytes."""
+    peek = getattr(raw, "peek", None)
+    head = peek(2)[:2] if peek is not None else b""
+    if len(head) < 2:  # no peek, or a pipe that had less at hand: read the bytes and put them back
+        head = raw.read(2)
+        raw = io.BufferedReader(_Prefixed(head, raw))
+    return gzip.GzipFile(fileobj=raw) if head == GZIP_MAGIC else raw
+
+
+class _Stdin:
+    """Standard input, opened once: lines looked at by `head_lines` wait in `pending`."""
+
+    source = None
+    stream = None
+    pending: collections.deque = collections.deque()
+
+    @classmethod
+    def get(cls) -> type[_Stdin]:
+        source = getattr(sys.stdin, "buffer", None)
+        if source is None:
+            raise InputError("there is no standard input to read", "-")
+        if cls.source is not source:  # a new stdin (tests swap it): start over
+            cls.source, cls.stream, cls.pending = source, None, collections.deque()
+        if cls.stream is None:
+            cls.stream = _gunzipped(cls.source)
+        return cls
+
+    @classmethod
+    def lines(cls) -> Iterator[bytes]:
+        while cls.pending:
+            yield cls.pending.popleft()
+        yield from cls.stream
+
+    @classmethod
+    def peek(cls, n: int) -> Iterator[bytes]:
+        yield from itertools.islice(cls.pending, n)
+        while len(cls.pending) < n:
+            raw = cls.stream.readline()
+            if not raw:
+                return
+            cls.pending.append(raw)
+            yield raw
+
+
 def _open_binary(path: str):
-    if path == "-":
-        return sys.stdin.buffer
     try:
         raw = open(path, "rb")
     except OSError as exc:
         raise InputError(f"cannot open: {exc.strerror}", path) from None
-    if raw.peek(2)[:2] == GZIP_MAGIC:
-        return gzip.GzipFile(fileobj=raw)
-    return raw
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def iter_lines(path: str) -> Iterator[tuple[int, str]]:
-    """Yield (1-based line number, line without its newline) from a text or gzip'd file.
-
-    Bytes that are not UTF-8 raise InputError naming the file and line.
-    """
-    stream = _open_binary(path)
     try:
-        for number, raw in enumerate(stream, start=1):
+        return raw, _gunzipped(raw)
+    except OSError as exc:
+        raw.close()
+        raise InputError(f"cannot read: {exc}", path) from None
+
+
+def _decoded(raw_lines: Iterable[bytes], path: str) -> Iterator[tuple[int, str]]:
+    """(line number, text) of raw lines: UTF-8 (else an error naming the line), no newline."""
+    try:
+        for number, raw in enumerate(raw_lines, start=1):
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
@@ -48,14 +104,44 @@ def iter_lines(path: str) -> Iterator[tuple[int, str]]:
             yield number, text.rstrip("\r\n")
     except (OSError, EOFError, gzip.BadGzipFile) as exc:
         raise InputError(f"cannot read: {exc}", path) from None
+
+
+def iter_lines(path: str) -> Iterator[tuple[int, str]]:
+    """Yield (1-based line number, line without its newline) of a text or gzip'd file, "-" for stdin.
+
+    Bytes that are not UTF-8 raise InputError naming the file and line.
+    """
+    if path == "-":
+        yield from _decoded(_Stdin.get().lines(), path)
+        return
+    raw, stream = _open_binary(path)
+    try:
+        yield from _decoded(stream, path)
     finally:
-        if stream is not sys.stdin.buffer:
-            stream.close()
+        stream.close()
+        raw.close()
+
+
+def head_lines(path: str, n: int) -> list[tuple[int, str]]:
+    """The first `n` lines as `iter_lines` gives them, without consuming standard input."""
+    if path == "-":
+        return list(_decoded(_Stdin.get().peek(n), path))
+    lines = iter_lines(path)
+    try:
+        return list(itertools.islice(lines, n))
+    finally:
+        lines.close()
 
 
 def read_lines(path: str) -> list[str]:
     """All lines of a (possibly gzip'd) UTF-8 text file."""
     return [line for _, line in iter_lines(path)]
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 @contextlib.contextmanager

@@ -22,7 +22,7 @@ from rerank.formats.common import ReadReport
 from rerank.formats.fairseq import FAIRSEQ_LINE, read_fairseq, write_fairseq
 from rerank.formats.moses import iter_moses_lines, parse_feature_field, parse_features_fast, read_moses, write_moses
 from rerank.formats.plain import read_plain, write_plain
-from rerank.io import iter_lines, read_lines
+from rerank.io import head_lines, read_lines
 from rerank.nbest import NBestList
 
 __all__ = ["FORMATS", "ReadReport", "detect_format", "iter_moses_lines", "parse_feature_field", "parse_features_fast",
@@ -38,9 +38,12 @@ _WRITERS = {
 FORMATS = tuple(_WRITERS)
 
 
+DETECT_LINES = 1000  # how far detection looks for the first non-empty line
+
+
 def detect_format(path: str) -> str:
-    """Guess the format from the first non-empty line."""
-    for _, text in iter_lines(path):
+    """Guess the format from the first non-empty line, looked at without consuming it (stdin too)."""
+    for _, text in head_lines(path, DETECT_LINES):
         if not text.strip():
             continue
         if "|||" in text:
