@@ -1,6 +1,6 @@
 """File helpers: gzip detected by content (files and streams alike), strict UTF-8 with
-line-numbered errors, a look at the first lines of standard input that does not consume
-them, atomic writes."""
+line-numbered errors, a leading byte-order mark dropped, a look at the first lines of
+standard input that does not consume them, atomic writes."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from collections.abc import Iterable, Iterator
 from rerank.errors import InputError
 
 GZIP_MAGIC = b"\x1f\x8b"
+UTF8_BOM = b"\xef\xbb\xbf"
 
 
 class _Prefixed(io.RawIOBase):
@@ -94,9 +95,15 @@ def _open_binary(path: str):
 
 
 def _decoded(raw_lines: Iterable[bytes], path: str) -> Iterator[tuple[int, str]]:
-    """(line number, text) of raw lines: UTF-8 (else an error naming the line), no newline."""
+    """(line number, text) of raw lines: UTF-8 (else an error naming the line), no BOM, no newline."""
+    raw_lines = iter(raw_lines)
     try:
-        for number, raw in enumerate(raw_lines, start=1):
+        first = next(raw_lines, None)
+        if first is None:
+            return
+        if first.startswith(UTF8_BOM):
+            first = first[len(UTF8_BOM):]
+        for number, raw in enumerate(itertools.chain((first,), raw_lines), start=1):
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
@@ -109,7 +116,8 @@ def _decoded(raw_lines: Iterable[bytes], path: str) -> Iterator[tuple[int, str]]
 def iter_lines(path: str) -> Iterator[tuple[int, str]]:
     """Yield (1-based line number, line without its newline) of a text or gzip'd file, "-" for stdin.
 
-    Bytes that are not UTF-8 raise InputError naming the file and line.
+    Bytes that are not UTF-8 raise InputError naming the file and line;
+    a UTF-8 byte-order mark at the start is dropped.
     """
     if path == "-":
         yield from _decoded(_Stdin.get().lines(), path)

@@ -1,15 +1,19 @@
-"""Reading edges: standard input (detection does not consume it, gzip by magic bytes)."""
+"""Reading edges: standard input (detection does not consume it, gzip by magic bytes), a UTF-8
+byte-order mark on any text input."""
 
 import gzip
 import io
+import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from rerank.formats import detect_format, read_nbest
+from rerank.cli import main
+from rerank.formats import detect_format, read_nbest, read_plain, read_references
 from rerank.io import head_lines, iter_lines, read_lines
+from rerank.weights import read_weights
 from tests.test_formats import FAIRSEQ, JOSHUA
 
 MOSES = "0 ||| a b ||| f= 1 g= 2 ||| 3\n0 ||| a c ||| f= 2 g= 0 ||| 2\n1 ||| d ||| f= 0 g= 1 ||| 1\n"
@@ -35,6 +39,12 @@ class Trickle(io.RawIOBase):
 def set_stdin(monkeypatch, data: bytes, trickle: bool = False):
     raw = io.BufferedReader(Trickle(data), buffer_size=1) if trickle else io.BytesIO(data)
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(raw, encoding="utf-8"))
+
+
+def run(args, capsys):
+    code = main([str(a) for a in args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
 
 
 # --- standard input ----------------------------------------------------------------------------
@@ -70,3 +80,56 @@ def test_gzip_on_stdin_through_the_console_script(tmp_path):
     assert result.returncode == 0, result.stderr
     assert out.read_text().splitlines() == ["0 ||| a b ||| f= 1.0 g= 2.0 ||| 3.0", "0 ||| a c ||| f= 2.0 g= 0.0 ||| 2.0",
                                             "1 ||| d ||| f= 0.0 g= 1.0 ||| 1.0"]
+
+
+# --- byte-order mark -----------------------------------------------------------------------------
+
+BOM = b"\xef\xbb\xbf"
+
+
+@pytest.mark.parametrize("text", [MOSES, FAIRSEQ, PLAIN, Path(JOSHUA).read_text(encoding="utf-8")])
+def test_bom_on_nbest_is_dropped(tmp_path, text):
+    plain, marked = tmp_path / "plain", tmp_path / "marked"
+    plain.write_bytes(text.encode())
+    marked.write_bytes(BOM + text.encode())
+    assert detect_format(str(marked)) == detect_format(str(plain))
+    assert read_nbest(str(marked)) == read_nbest(str(plain))
+    gz = tmp_path / "marked.gz"
+    gz.write_bytes(gzip.compress(BOM + text.encode()))
+    assert read_nbest(str(gz)) == read_nbest(str(plain))
+
+
+def test_bom_on_references_leaves_bleu_unchanged(tmp_path, capsys):
+    refs = [Path(JOSHUA).parent / f"ref.{k}" for k in range(4)]
+    marked = []
+    for k, ref in enumerate(refs):
+        marked.append(tmp_path / f"ref.{k}")
+        marked[-1].write_bytes(BOM + ref.read_bytes())
+    assert read_references([str(p) for p in marked]) == read_references([str(p) for p in refs])
+    scores = []
+    for paths in (refs, marked):
+        code, out, _ = run(["oracle", JOSHUA, "--tokenize", "none", *sum([["-r", p] for p in paths], [])], capsys)
+        assert code == 0
+        scores.append(out)
+    assert scores[0] == scores[1] and "oracle BLEU" in scores[0]
+
+
+def test_bom_on_scores_weights_and_plain_side_files(tmp_path, capsys):
+    nbest = tmp_path / "n.nbest"
+    nbest.write_text(MOSES)
+    scores = tmp_path / "s.txt"
+    scores.write_bytes(BOM + b"0.5\n-1\n2\n")
+    out = tmp_path / "out.nbest"
+    code, _, err = run(["add-feature", nbest, "--name", "s_s", "--scores", scores, "-o", out], capsys)
+    assert code == 0, err
+    assert read_nbest(str(out)).column("s_s").tolist() == [0.5, -1.0, 2.0]
+    for name, text in (("w.json", json.dumps({"f": 1.0, "g": -0.5})), ("w.moses", "f= 1\ng= -0.5\n"),
+                       ("w.joshua", "f 1\ng -0.5\n")):
+        (tmp_path / name).write_bytes(BOM + text.encode())
+        assert read_weights(str(tmp_path / name)) == {"f": 1.0, "g": -0.5}
+    (tmp_path / "h.txt").write_bytes(BOM + b"a\nb\n")
+    (tmp_path / "h.txt.ids").write_bytes(BOM + b"0\n0\n")
+    (tmp_path / "h.txt.features.tsv").write_bytes(BOM + b"f\n1\n2\n")
+    hyps = str(tmp_path / "h.txt")
+    plain = read_plain(hyps, ids=hyps + ".ids", features=hyps + ".features.tsv")
+    assert list(plain.hyps) == ["a", "b"] and plain.feature_names == ["f"] and plain.sizes.tolist() == [2]

@@ -87,6 +87,8 @@ def _read_feature_tsv(path: str) -> tuple[np.ndarray, list[str]]:
 def write_plain(nbest: NBestList, path: str, first_id: int = 0) -> list[str]:
     """Three files: hypotheses (`path`), sentence ids (`path.ids`), features (`path.features.tsv`)."""
     with atomic_write(path) as out:
+        if nbest.n_hyps and nbest.hyps[0].startswith("\ufeff"):
+            out.write("\ufeff")  # the reader drops one byte-order mark: keep the hypothesis' own
         for hyp in nbest.hyps:
             out.write(hyp + "\n")
     with atomic_write(path + ".ids") as out:
