@@ -52,7 +52,7 @@ def run(args, capsys):
 @pytest.mark.parametrize("compress", [False, True])
 @pytest.mark.parametrize("trickle", [False, True])
 @pytest.mark.parametrize("text,fmt", [(MOSES, "moses"), (Path(JOSHUA).read_text(encoding="utf-8"), "joshua"),
-                                      (FAIRSEQ.split("\n", 1)[1], "fairseq"), (PLAIN, "plain")])
+                                      (FAIRSEQ, "fairseq"), (PLAIN, "plain")])
 def test_stdin_detection_keeps_every_line(tmp_path, monkeypatch, text, fmt, compress, trickle):
     path = tmp_path / "file"
     path.write_text(text, encoding="utf-8")

@@ -99,7 +99,9 @@ def test_fairseq_ids_out_of_order_and_references(tmp_path):
     path.write_text(FAIRSEQ)
     report = ReadReport()
     nbest = read_fairseq(str(path), report=report)
-    assert detect_format(str(path)) == "plain"  # first line is a log line, so say fairseq explicitly
+    detected = ReadReport()
+    assert detect_format(str(path), detected) == "fairseq"  # past the log line before the first S- line
+    assert detected.notes == ["read as fairseq output: skipped 1 log line(s) before the first S-/T-/H-/D-/P- line"]
     assert nbest.n_sentences == 2
     assert list(nbest.hyps) == ["two men .", "a dog runs .", "a dog is running ."]
     assert nbest.column("nmt").tolist() == [-0.5, -0.25, -0.75]

@@ -1,7 +1,7 @@
 """Read and write n-best lists: Moses, Joshua, fairseq-generate/interactive, plain.
 
 One module per format (moses: Moses and Joshua lines, fairseq, plain); this package picks the
-reader (`read_nbest`, detecting the format from the first line when not given) and the writer
+reader (`read_nbest`, detecting the format from the first lines when not given) and the writer
 (`write_nbest`, from the format table `_WRITERS`). Readers report bad input as InputError with
 file and line.
 
@@ -38,20 +38,35 @@ _WRITERS = {
 FORMATS = tuple(_WRITERS)
 
 
-DETECT_LINES = 1000  # how far detection looks for the first non-empty line
+DETECT_LINES = 1000  # how far detection looks for the first fairseq line, past log lines
+_FAIRSEQ_KINDS = "STHDP"
 
 
-def detect_format(path: str) -> str:
-    """Guess the format from the first non-empty line, looked at without consuming it (stdin too)."""
+def detect_format(path: str, report: ReadReport | None = None) -> str:
+    """The format from the first lines, without consuming them (standard input included).
+
+    A first non-empty line with `|||` is Moses (`name=` groups) or Joshua (`name=value`);
+    fairseq is found by its S-/T-/H-/D-/P- lines within the first DETECT_LINES lines, past
+    any log lines (counted in `report`); anything else is plain.
+    """
+    skipped, seen_text = 0, False
     for _, text in head_lines(path, DETECT_LINES):
         if not text.strip():
             continue
-        if "|||" in text:
+        if not seen_text and "|||" in text:
             fields = text.split("|||")
             tokens = fields[2].split() if len(fields) > 2 else []
             return "joshua" if tokens and not any(t.endswith("=") for t in tokens) else "moses"
-        return "fairseq" if FAIRSEQ_LINE.match(text) else "plain"
-    raise InputError("empty file: cannot tell its format", path)
+        seen_text = True
+        match = FAIRSEQ_LINE.match(text)
+        if match and match.group(1) in _FAIRSEQ_KINDS:
+            if skipped and report is not None:
+                report.notes.append(f"read as fairseq output: skipped {skipped} log line(s) before the first S-/T-/H-/D-/P- line")
+            return "fairseq"
+        skipped += 1
+    if not seen_text:
+        raise InputError("empty file: cannot tell its format", path)
+    return "plain"
 
 
 def _unknown_format(fmt: str, path: str) -> InputError:
@@ -61,7 +76,7 @@ def _unknown_format(fmt: str, path: str) -> InputError:
 def read_nbest(path: str, fmt: str | None = None, strict: bool = False, report: ReadReport | None = None,
                **plain_options) -> NBestList:
     """Read any supported n-best format (gzip'd or not); `fmt=None` detects it."""
-    fmt = fmt or detect_format(path)
+    fmt = fmt or detect_format(path, report)
     if fmt in ("moses", "joshua"):
         return read_moses(path, strict=strict, report=report)
     if fmt == "fairseq":
