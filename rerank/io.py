@@ -12,6 +12,7 @@ import itertools
 import os
 import sys
 import tempfile
+import zlib
 from collections.abc import Iterable, Iterator
 
 from rerank.errors import InputError
@@ -96,6 +97,7 @@ def _open_binary(path: str):
 
 def _decoded(raw_lines: Iterable[bytes], path: str) -> Iterator[tuple[int, str]]:
     """(line number, text) of raw lines: UTF-8 (else an error naming the line), no BOM, no newline."""
+    number = 0
     raw_lines = iter(raw_lines)
     try:
         first = next(raw_lines, None)
@@ -109,14 +111,15 @@ def _decoded(raw_lines: Iterable[bytes], path: str) -> Iterator[tuple[int, str]]
             except UnicodeDecodeError as exc:
                 raise InputError(f"not UTF-8 (byte {exc.start + 1}: {raw[exc.start:exc.start + 1]!r})", path, number) from None
             yield number, text.rstrip("\r\n")
-    except (OSError, EOFError, gzip.BadGzipFile) as exc:
-        raise InputError(f"cannot read: {exc}", path) from None
+    except (OSError, EOFError, zlib.error) as exc:
+        broken = isinstance(exc, (EOFError, zlib.error, gzip.BadGzipFile))
+        raise InputError(f"cannot read: {'corrupt or truncated gzip data: ' if broken else ''}{exc}", path, number + 1) from None
 
 
 def iter_lines(path: str) -> Iterator[tuple[int, str]]:
     """Yield (1-based line number, line without its newline) of a text or gzip'd file, "-" for stdin.
 
-    Bytes that are not UTF-8 raise InputError naming the file and line;
+    Bytes that are not UTF-8 and broken gzip data raise InputError naming the file and line;
     a UTF-8 byte-order mark at the start is dropped.
     """
     if path == "-":

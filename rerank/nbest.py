@@ -106,7 +106,8 @@ class NBestList:
 
     def __post_init__(self):
         self.offsets = np.asarray(self.offsets, dtype=np.int64)
-        self.features = np.asarray(self.features, dtype=np.float64).reshape(len(self.hyps), -1)
+        self.features = np.asarray(self.features, dtype=np.float64)
+        self.features = self.features.reshape(len(self.hyps), -1 if self.features.size else len(self.feature_names))
         if not isinstance(self.hyps, StringColumn):
             self.hyps = StringColumn.from_strings(self.hyps)
         if not self.groups:

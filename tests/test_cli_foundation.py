@@ -78,7 +78,7 @@ def test_unreadable_and_broken_gzip(tmp_path, capsys):
     assert code == 2 and "nope.nbest: cannot open" in err
     broken = write(tmp_path, "broken.gz", gzip.compress(GOOD.encode())[:20], "wb")
     code, _, err = run(["info", broken, "--format", "moses"], capsys)
-    assert code == 2 and "broken.gz: cannot read" in err
+    assert code == 2 and "broken.gz:1: cannot read: corrupt or truncated gzip data" in err
 
 
 def test_fairseq_duplicated_and_missing_ids(tmp_path, capsys):

@@ -1,7 +1,13 @@
-"""Format edges: fairseq output found past its log lines."""
+"""Format edges: fairseq output found past its log lines; bad input that is an error (file,
+line, exit 2, nothing written), not a traceback or a silent change."""
+
+import re
+
+import numpy as np
+import pytest
 
 from rerank.cli import main
-from rerank.formats import DETECT_LINES, ReadReport, detect_format, read_nbest
+from rerank.formats import DETECT_LINES, ReadReport, detect_format, read_nbest, write_nbest
 from tests.test_formats import FAIRSEQ
 
 GOOD = "0 ||| a b ||| f= 1 g= 2 ||| 3\n0 ||| a c ||| f= 2 ||| 2\n1 ||| d ||| f= 0 g= 1 ||| 1\n"
@@ -41,3 +47,84 @@ def test_fairseq_found_by_a_p_line_and_plain_stays_plain(tmp_path):
     assert detect_format(write(tmp_path, "moses", "\n" + GOOD)) == "moses"
     late = write(tmp_path, "late.out", "log\n" * DETECT_LINES + FAIRSEQ)  # beyond where detection looks
     assert detect_format(late) == "plain" and read_nbest(late, "fairseq").n_sentences == 2
+
+
+# --- bad input: an error naming file and line, exit 2, nothing written ----------------------------
+
+BAD_MOSES = [
+    ("-1 ||| a ||| f= 1\n", r"bad:1: sentence id '-1' is negative"),
+    ("0 ||| a ||| f= 1\n-1 ||| a ||| f= 1\n", r"bad:2: sentence id '-1' is negative"),
+    ("0.5 ||| a ||| f= 1\n", r"bad:1: sentence id '0.5' is not an integer"),
+    ("+0 ||| a ||| f= 1\n", r"bad:1: sentence id '\+0' is not a plain decimal integer"),
+    ("0 ||| a ||| tm= 1 2 tm_0= 3\n", r"bad:1: feature 'tm_0' clashes with 'tm' of line 1: both make a column 'tm_0'"),
+    ("0 ||| a ||| tm_1= 3\n0 ||| b ||| tm= 1 2 tm_1= 4\n", r"bad:2: feature 'tm' clashes with 'tm_1' of line 1"),
+    ("0 ||| a ||| f= 1e400 ||| 1\n", r"bad:1: feature 'f': 1e400 is too large for a 64-bit float"),
+    ("0 ||| a ||| f=-1e400 ||| 1\n", r"bad:1: feature 'f': -1e400 is too large"),
+    ("0 ||| a ||| f= 1 ||| 1e400\n", r"bad:1: total score: 1e400 is too large for a 64-bit float"),
+]
+
+
+@pytest.mark.parametrize("text,message", BAD_MOSES)
+def test_bad_moses_input_is_an_error(tmp_path, capsys, text, message):
+    path = write(tmp_path, "bad", text)
+    out = tmp_path / "out.nbest"
+    code, _, err = run(["convert", path, "--format", "moses", "-o", out], capsys)
+    assert code == 2 and re.search(message, err) and "Traceback" not in err, err
+    assert not out.exists() and list(tmp_path.glob(".out*")) == []
+
+
+def test_huge_values_whose_sum_overflows_are_read(tmp_path):
+    nbest = read_nbest(write(tmp_path, "big", "0 ||| a ||| f= 1.7e308 g= 1.7e308 ||| 1.7e308\n"))
+    assert nbest.features.tolist() == [[1.7e308, 1.7e308]] and nbest.scores.tolist() == [1.7e308]
+
+
+BAD_PLAIN = [  # (sizes, ids, features TSV) -> message
+    ("2\n0\n", None, None, r"sizes:2: list size 0 is not a positive integer"),
+    ("3\n-1\n", None, None, r"sizes:2: list size '-1' is not a positive integer"),
+    ("1.5\n0.5\n", None, None, r"sizes:1: list size '1.5' is not a positive integer"),
+    (None, "0\n0\n-1\n", None, r"ids:3: sentence id '-1' is not a non-negative integer"),
+    (None, "0\n0\n1\n", "f\tf\n1\t2\n3\t4\n5\t6\n", r"features.tsv:1: feature name 'f' appears twice"),
+    (None, "0\n0\n1\n", "f\n1\n1e400\n2\n", r"features.tsv:3: feature 'f': 1e400 is too large for a 64-bit float"),
+]
+
+
+@pytest.mark.parametrize("sizes,ids,features,message", BAD_PLAIN)
+def test_bad_plain_input_is_an_error(tmp_path, capsys, sizes, ids, features, message):
+    args = ["convert", write(tmp_path, "hyps", "a\nb\nc\n"), "--format", "plain", "-o", tmp_path / "out"]
+    for option, name, text in (("--plain-sizes", "sizes", sizes), ("--plain-ids", "ids", ids), ("--plain-features", "features.tsv", features)):
+        if text is not None:
+            args += [option, write(tmp_path, name, text)]
+    code, _, err = run(args, capsys)
+    assert code == 2 and re.search(message, err), err
+    assert not (tmp_path / "out").exists()
+
+
+def test_bad_npy_features_and_names(tmp_path, capsys):
+    hyps = write(tmp_path, "hyps", "a\nb\n")
+    np.save(tmp_path / "f.npy", np.ones((2, 2)))
+    code, _, err = run(["info", hyps, "--format", "plain", "--plain-features", tmp_path / "f.npy", "--feature-names", "a,a"], capsys)
+    assert code == 2 and "--feature-names: feature name 'a' appears twice" in err
+    np.save(tmp_path / "s.npy", np.array("x"))
+    code, _, err = run(["info", hyps, "--format", "plain", "--plain-features", tmp_path / "s.npy"], capsys)
+    assert code == 2 and "s.npy: expected a 1-D or 2-D array of numbers, got <U1 of shape ()" in err
+
+
+@pytest.mark.parametrize("fmt,text", [("moses", ""), ("plain", ""), ("fairseq", LOG)])
+def test_empty_inputs_are_an_error_where_a_command_needs_hypotheses(tmp_path, capsys, fmt, text):
+    path = write(tmp_path, "empty", text)
+    ref = write(tmp_path, "ref", "a\n")
+    for args in (["convert", path, "-o", tmp_path / "out"], ["oracle", path, "-r", ref],
+                 ["apply", path, "-w", write(tmp_path, "w.json", "{}"), "-o", tmp_path / "out"]):
+        code, _, err = run(args + ["--format", fmt], capsys)
+        assert code == 2 and f"rerank {args[0]}: error: {path}: no hypotheses: the n-best list is empty" in err, err
+        assert not (tmp_path / "out").exists()
+    code, out, _ = run(["info", path, "--format", fmt], capsys)  # info reports it
+    assert code == 0 and "hypotheses:  0" in out and "no hypotheses: the n-best list is empty" in out
+    code, _, err = run(["info", write(tmp_path, "blank", "\n\n")], capsys)
+    assert code == 2 and "blank: empty file: cannot tell its format" in err
+
+
+def test_empty_list_round_trips_as_plain_and_fails_clearly_as_input(tmp_path):
+    empty = read_nbest(write(tmp_path, "e.txt", ""), "plain")
+    write_nbest(empty, str(tmp_path / "again.txt"), "plain")
+    assert read_nbest(str(tmp_path / "again.txt"), "plain").n_hyps == 0

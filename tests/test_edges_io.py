@@ -1,13 +1,16 @@
 """Reading edges: standard input (detection does not consume it, gzip by magic bytes), a UTF-8
-byte-order mark on any text input."""
+byte-order mark on any text input, corrupt or truncated gzip data."""
 
 import gzip
 import io
 import json
+import random
+import re
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from rerank.cli import main
@@ -133,3 +136,64 @@ def test_bom_on_scores_weights_and_plain_side_files(tmp_path, capsys):
     hyps = str(tmp_path / "h.txt")
     plain = read_plain(hyps, ids=hyps + ".ids", features=hyps + ".features.tsv")
     assert list(plain.hyps) == ["a", "b"] and plain.feature_names == ["f"] and plain.sizes.tolist() == [2]
+
+
+# --- corrupt or truncated gzip: an error naming file and line, nothing written --------------------
+
+def _big_gzip() -> tuple[str, bytes]:
+    rng = random.Random(0)
+    words = ["ein", "mann", "frau", "hund", "faehrt", "rot", "blau", "die", "strasse"]
+    lines = [f"{i // 5} ||| {' '.join(rng.choice(words) for _ in range(12))} ||| f= {rng.random()!r} ||| {rng.random()!r}"
+             for i in range(3000)]
+    text = "\n".join(lines) + "\n"
+    return text, gzip.compress(text.encode(), mtime=0)
+
+
+DAMAGE = {  # how the gzip data is broken -> the line the error names (None: somewhere after line 1)
+    "truncated at the start": 1,
+    "invalid deflate block": 1,
+    "truncated in the middle": None,
+    "bytes flipped in the middle": None,
+    "wrong CRC": 3001,
+    "garbage after the data": 3001,
+}
+
+
+def _damaged(data: bytes, damage: str) -> bytes:
+    middle = len(data) // 2
+    if damage == "truncated at the start":
+        return data[:20]
+    if damage == "invalid deflate block":  # the first block header says block type 3 (there is none)
+        return data[:10] + b"\xff" + data[11:]
+    if damage == "truncated in the middle":
+        return data[:middle]
+    if damage == "bytes flipped in the middle":
+        return data[:middle] + bytes(b ^ 0x5A for b in data[middle:middle + 64]) + data[middle + 64:]
+    if damage == "wrong CRC":  # every byte decompresses, the check at the end fails
+        return data[:-8] + bytes([data[-8] ^ 1]) + data[-7:]
+    return data + b"garbage"
+
+
+@pytest.mark.parametrize("damage", list(DAMAGE))
+def test_broken_gzip_names_file_and_line(tmp_path, capsys, damage):
+    _, data = _big_gzip()
+    path = tmp_path / "broken.gz"
+    path.write_bytes(_damaged(data, damage))
+    out = tmp_path / "out.nbest"
+    code, _, err = run(["convert", path, "--format", "moses", "-o", out], capsys)
+    assert code == 2 and not out.exists() and list(tmp_path.glob(".out*")) == []
+    match = re.search(r"^rerank convert: error: .*broken\.gz:(\d+): (.*)", err)
+    assert match and "Traceback" not in err, err
+    line, problem = int(match.group(1)), match.group(2)
+    if damage != "bytes flipped in the middle":  # (garbage may decompress into text that fails to parse first)
+        assert problem.startswith("cannot read: corrupt or truncated gzip data"), problem
+    assert line == DAMAGE[damage] if DAMAGE[damage] else 1 < line <= 3001
+
+
+def test_gzip_concatenated_members_read_whole(tmp_path):
+    text, _ = _big_gzip()
+    lines = text.splitlines(keepends=True)
+    path = tmp_path / "two.gz"
+    path.write_bytes(gzip.compress("".join(lines[:1000]).encode()) + gzip.compress("".join(lines[1000:]).encode()))
+    nbest = read_nbest(str(path))
+    assert nbest.n_hyps == 3000 and np.array_equal(nbest.offsets, np.arange(0, 3001, 5))

@@ -34,7 +34,7 @@ def summarize(nbest: NBestList) -> dict:
             "max": float(column.max()) if len(column) else None,
             "missing": int(nbest.missing.get(name, 0)),
         }
-    problems = []
+    problems = [] if nbest.n_hyps else ["no hypotheses: the n-best list is empty"]
     if empty:
         problems.append(f"{empty} empty hypotheses")
     if duplicates:
@@ -57,7 +57,7 @@ def summarize(nbest: NBestList) -> dict:
     }
 
 def run(args) -> int:
-    nbest, _ = load_nbest(args)
+    nbest, _ = load_nbest(args, allow_empty=True)
     info = summarize(nbest)
     if args.json:
         print(json.dumps(info, indent=2))
@@ -66,13 +66,14 @@ def run(args) -> int:
     print(f"file:        {args.nbest}")
     print(f"sentences:   {info['sentences']}")
     print(f"hypotheses:  {info['hypotheses']}")
-    print(f"list size:   min {size['min']}  mean {size['mean']:.2f}  max {size['max']}")
+    print(f"list size:   min {size['min']}  mean {size['mean']:.2f}  max {size['max']}" if size else "list size:   -")
     print(f"total score: {'yes' if info['has_total_score'] else 'no'}")
     print(f"features:    {len(info['features'])}")
     width = max((len(n) for n in info["features"]), default=4)
     for name, f in info["features"].items():
         miss = f"  missing {f['missing']}" if f["missing"] else ""
-        print(f"  {name:<{width}}  min {f['min']:.6g}  mean {f['mean']:.6g}  max {f['max']:.6g}{miss}")
+        ranges = f"  min {f['min']:.6g}  mean {f['mean']:.6g}  max {f['max']:.6g}" if f["min"] is not None else ""
+        print(f"  {name:<{width}}{ranges}{miss}")
     print("problems:    " + ("none" if not info["problems"] else ""))
     for p in info["problems"]:
         print(f"  - {p}")

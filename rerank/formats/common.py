@@ -26,7 +26,20 @@ def parse_number(token: str, what: str, path: str, line: int) -> float:
     except ValueError:
         raise InputError(f"{what}: {token!r} is not a number", path, line) from None
     if not math.isfinite(value):
-        raise InputError(f"{what} is {token} (features must be finite)", path, line)
+        if token.strip().lstrip("+-").lower() in ("inf", "infinity", "nan"):
+            raise InputError(f"{what} is {token} (values must be finite)", path, line)
+        raise InputError(f"{what}: {token} is too large for a 64-bit float", path, line)
+    return value
+
+
+def parse_count(token: str, what: str, path: str, line: int, least: int = 0) -> int:
+    """A decimal integer >= `least`, or an InputError naming `what` at `path`:`line`."""
+    text = token.strip()
+    if not (text.isascii() and text.isdigit()):
+        raise InputError(f"{what} {token!r} is not a {'positive' if least > 0 else 'non-negative'} integer", path, line)
+    value = int(text)
+    if value < least:
+        raise InputError(f"{what} {value} is not a positive integer", path, line)
     return value
 
 

@@ -51,9 +51,9 @@ def read_fairseq(path: str, field: str = "auto", report: ReadReport | None = Non
     if field == "auto":
         field = "D" if by_kind["D"] else "H"
     chosen = by_kind[field]
-    if not chosen:
+    if not chosen and by_kind["H" if field == "D" else "D"]:
         raise InputError(f"no {field}-lines (fairseq hypotheses) found", path)
-    n = max(set(chosen) | set(by_kind["S"])) + 1
+    n = max(set(chosen) | set(by_kind["S"]) | set(by_kind["T"]), default=-1) + 1
     for idx in range(n):
         if idx not in chosen:
             where = f" (S-{idx} is on line {by_kind['S'][idx][0][0]})" if idx in by_kind["S"] else ""
@@ -72,8 +72,8 @@ def read_fairseq(path: str, field: str = "auto", report: ReadReport | None = Non
         report.fairseq_sources = [by_kind["S"][i][0][1][0] if i in by_kind["S"] else None for i in range(n)]
     if report.ignored_lines:
         report.notes.append(f"{report.ignored_lines} lines are not S/T/H/D lines (ignored: P-, W-, A- and log lines)")
-    offsets = np.concatenate([[0], np.cumsum(sizes)])
-    values = np.array(scores)
+    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    values = np.array(scores, dtype=np.float64)
     return NBestList(offsets, hyps.build(), values[:, None], ["nmt"], scores=values.copy())
 
 

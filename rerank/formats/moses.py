@@ -30,6 +30,7 @@ class _FeatureTable:
         self.index: dict[str, int] = {}
         self.groups: list[tuple[str, int]] = []
         self.group_width: dict[str, tuple[int, int]] = {}  # group -> (width, first line)
+        self.owner: dict[str, tuple[str, int]] = {}  # column -> (its group, the group's first line)
         self._chunks: list[tuple[np.ndarray, np.ndarray]] = []
         self._layouts: dict[tuple, int] = {}  # (names, widths) of a line -> layout id
         self._layout_cols: list[np.ndarray] = []  # layout id -> column of each value
@@ -60,15 +61,26 @@ class _FeatureTable:
         for group, width in zip(names, widths):
             known = self.group_width.get(group)
             if known is None:
-                self.group_width[group] = (width, line)
-                self.groups.append((group, width))
+                self._new_group(group, width, line)
             elif known[0] != width:
                 raise InputError(f"feature {group!r} has {width} values here but {known[0]} on line {known[1]}", self.path, line)
-            if width == 1:
-                cols.append(self._column(group))
-            else:
-                cols.extend(self._column(f"{group}_{k}") for k in range(width))
+            columns = [group] if width == 1 else [f"{group}_{k}" for k in range(width)]
+            cols.extend(self.index[c] for c in columns)
         return np.array(cols, dtype=np.int64)
+
+    def _new_group(self, group: str, width: int, line: int) -> None:
+        """Columns of a group seen first on `line`; a column another group already made is an error."""
+        columns = [group] if width == 1 else [f"{group}_{k}" for k in range(width)]
+        for column in columns:
+            if column in self.index:
+                owner, first = self.owner[column]
+                raise InputError(f"feature {group!r} clashes with {owner!r} of line {first}: both make a column {column!r} "
+                                 "(a group `name= v1 v2` has the columns name_0, name_1)", self.path, line)
+        self.group_width[group] = (width, line)
+        self.groups.append((group, width))
+        for column in columns:
+            self._column(column)
+            self.owner[column] = (group, line)
 
     def _flush(self) -> None:
         """Move the pending rows into a dense chunk, one numpy assignment per line layout."""
@@ -172,7 +184,8 @@ def parse_features_fast(text: str):
         values = list(map(float, raw))
     except ValueError:
         return None
-    if not math.isfinite(math.fsum(values)) or 0 in widths or len(set(names)) != len(names):
+    # sum, not fsum: huge values may overflow the sum (inf), which sends them to the checking parser
+    if not math.isfinite(sum(values)) or 0 in widths or len(set(names)) != len(names):
         return None
     return names, widths, values
 
@@ -197,6 +210,15 @@ def _split_fields(text: str, path: str, line: int, first: tuple[int, int] | None
         expect = "4 (with a total score)" if first[0] else "3 (no total score)"
         raise InputError(f"{len(fields)} '|||'-separated fields, but line {first[1]} had {expect}", path, line)
     return fields
+
+
+def _bad_id(text: str, path: str, line: int) -> int:
+    """The InputError for a sentence id that is not a plain non-negative decimal integer."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise InputError(f"sentence id {text!r} is not an integer", path, line) from None
+    raise InputError(f"sentence id {text!r} is {'negative' if value < 0 else 'not a plain decimal integer'}", path, line)
 
 
 def _check_next_id(sent_id: int, previous: int, path: str, line: int) -> None:
@@ -226,10 +248,7 @@ def read_moses(path: str, strict: bool = False, report: ReadReport | None = None
         if len(fields) > 4:
             report.extra_fields_lines += 1
         id_text = fields[0].strip()
-        try:
-            sent_id = int(id_text)
-        except ValueError:
-            raise InputError(f"sentence id {id_text!r} is not an integer", path, number) from None
+        sent_id = int(id_text) if id_text.isdigit() and id_text.isascii() else _bad_id(id_text, path, number)
         if sent_id != previous_id:
             _check_next_id(sent_id, previous_id, path, number)
             sizes.append(0)
@@ -240,8 +259,6 @@ def read_moses(path: str, strict: bool = False, report: ReadReport | None = None
         table.add_row(*_feature_row(fields[2], path, number), number)
         if has_total:
             totals.append(parse_number(fields[3].strip(), "total score", path, number))
-    if not sizes:
-        raise InputError("empty n-best file", path)
     features, names, groups, missing = table.finish(strict)
     if report.extra_fields_lines:
         report.notes.append(f"{report.extra_fields_lines} lines have fields after the total score (ignored)")

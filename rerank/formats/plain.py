@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from rerank.errors import InputError
-from rerank.formats.common import format_value, parse_number
+from rerank.formats.common import format_value, parse_count, parse_number
 from rerank.io import atomic_write, iter_lines, read_lines
 from rerank.nbest import NBestList
 
@@ -20,7 +20,7 @@ def read_plain(path: str, ids: str | None = None, sizes: str | None = None, feat
     if ids:
         counts = _counts_from_ids(ids, len(hyps), path)
     elif sizes:
-        counts = np.array([int(parse_number(t, "list size", sizes, i + 1)) for i, t in enumerate(read_lines(sizes))], dtype=np.int64)
+        counts = np.array([parse_count(t, "list size", sizes, i + 1, least=1) for i, t in enumerate(read_lines(sizes))], dtype=np.int64)
         if counts.sum() != len(hyps):
             raise InputError(f"list sizes add up to {counts.sum()} but {path} has {len(hyps)} hypotheses", sizes)
     else:
@@ -39,7 +39,7 @@ def _counts_from_ids(ids: str, n_hyps: int, path: str) -> np.ndarray:
     id_lines = read_lines(ids)
     if len(id_lines) != n_hyps:
         raise InputError(f"{len(id_lines)} ids for {n_hyps} hypotheses in {path}", ids)
-    values = np.array([int(parse_number(t, "sentence id", ids, i + 1)) for i, t in enumerate(id_lines)], dtype=np.int64)
+    values = np.array([parse_count(t, "sentence id", ids, i + 1) for i, t in enumerate(id_lines)], dtype=np.int64)
     if len(values) and values[0] != 0:
         raise InputError(f"sentence ids must start at 0, the first is {values[0]}", ids, 1)
     steps = np.diff(values)
@@ -56,7 +56,11 @@ def _read_feature_matrix(path: str, names: list[str] | None) -> tuple[np.ndarray
             matrix = np.load(path, allow_pickle=False)
         except (OSError, ValueError) as exc:
             raise InputError(f"cannot read .npy: {exc}", path) from None
-        matrix = matrix.reshape(len(matrix), -1).astype(np.float64)
+        if matrix.ndim not in (1, 2) or matrix.dtype.kind not in "biuf":
+            raise InputError(f"expected a 1-D or 2-D array of numbers, got {matrix.dtype} of shape {matrix.shape}", path)
+        matrix = (matrix[:, None] if matrix.ndim == 1 else matrix).astype(np.float64)
+        if names:
+            _check_names(names, "--feature-names", None)
         names = names or [f"f{k}" for k in range(matrix.shape[1])]
     else:
         matrix, names = _read_feature_tsv(path)
@@ -75,6 +79,7 @@ def _read_feature_tsv(path: str) -> tuple[np.ndarray, list[str]]:
     except StopIteration:
         raise InputError("empty features file", path) from None
     names = header.split("\t")
+    _check_names(names, path, 1)
     rows = []
     for number, text in lines:
         cells = text.split("\t")
@@ -82,6 +87,15 @@ def _read_feature_tsv(path: str) -> tuple[np.ndarray, list[str]]:
             raise InputError(f"{len(cells)} columns, the header has {len(names)}", path, number)
         rows.append([parse_number(c, f"feature {n!r}", path, number) for n, c in zip(names, cells)])
     return np.array(rows, dtype=np.float64).reshape(len(rows), len(names)), names
+
+
+def _check_names(names: list[str], path: str, line: int | None) -> None:
+    """Feature names that are distinct (the header of a TSV, or --feature-names)."""
+    seen = set()
+    for name in names:
+        if name in seen:
+            raise InputError(f"feature name {name!r} appears twice", path, line)
+        seen.add(name)
 
 
 def write_plain(nbest: NBestList, path: str, first_id: int = 0) -> list[str]:
