@@ -13,6 +13,30 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from rerank.errors import InputError
+
+
+def feature_name_problem(name) -> str | None:
+    """Why `name` cannot be a feature name (every format must write and read it back), or None."""
+    if not isinstance(name, str) or not name:
+        return "is empty"
+    if name[0].isdigit() or name[0] == "-":
+        return "starts with a digit or '-' (it would read as a number)"
+    if any(c.isspace() for c in name):
+        return "contains white space"
+    if "=" in name:
+        return "contains '='"
+    if "|||" in name:
+        return "contains '|||'"
+    return None
+
+
+def check_feature_name(name, path: str | None = None, line: int | None = None) -> None:
+    """InputError naming `path`:`line` if `name` cannot be a feature name."""
+    problem = feature_name_problem(name)
+    if problem:
+        raise InputError(f"feature name {name!r} {problem}", path, line)
+
 
 class StringColumn(Sequence):
     """An immutable sequence of str kept as one UTF-8 buffer plus int64 offsets."""
@@ -47,6 +71,25 @@ class StringColumn(Sequence):
         buffer, offsets = self._buffer, self._offsets.tolist()
         for start, end in zip(offsets[:-1], offsets[1:]):
             yield buffer[start:end].decode("utf-8")
+
+    def first_containing(self, part: str) -> int | None:
+        """Index of the first string containing `part` (searched in the buffer at C speed), or None."""
+        needle = part.encode("utf-8")
+        pos = self._buffer.find(needle)
+        while pos >= 0:
+            index = int(np.searchsorted(self._offsets, pos, side="right")) - 1
+            if pos + len(needle) <= self._offsets[index + 1]:  # not a match across two strings
+                return index
+            pos = self._buffer.find(needle, pos + 1)
+        return None
+
+    def first_ending_with_cr(self) -> int | None:
+        """Index of the first string ending in a carriage return, or None."""
+        starts, ends = self._offsets[:-1], self._offsets[1:]
+        rows = np.flatnonzero(ends > starts)
+        last = np.frombuffer(self._buffer, dtype=np.uint8)[ends[rows] - 1] if len(rows) else np.zeros(0, np.uint8)
+        hits = rows[last == ord("\r")]
+        return int(hits[0]) if len(hits) else None
 
     def take(self, indices: Iterable[int]) -> StringColumn:
         return StringColumn.from_strings(self[int(i)] for i in indices)
@@ -131,6 +174,27 @@ class NBestList:
             raise ValueError("feature groups do not cover the feature columns")
         if self.scores is not None and self.scores.shape != (len(self.hyps),):
             raise ValueError("scores must have one value per hypothesis")
+        self._check_content()
+
+    def _check_content(self) -> None:
+        """Names, values and strings that every format can write and read back (InputError)."""
+        for name in dict.fromkeys(self.feature_names + [g for g, _ in self.groups]):
+            check_feature_name(name)
+        bad = np.argwhere(~np.isfinite(self.features))
+        if len(bad):
+            row, col = (int(x) for x in bad[0])
+            raise InputError(f"feature {self.feature_names[col]!r} is {self.features[row, col]} on hypothesis {row} "
+                             f"(sentence {self._sentence_of(row)}): values must be finite")
+        if self.scores is not None and not np.isfinite(self.scores).all():
+            row = int(np.flatnonzero(~np.isfinite(self.scores))[0])
+            raise InputError(f"total score is {self.scores[row]} on hypothesis {row} (sentence {self._sentence_of(row)}): "
+                             "values must be finite")
+        row = self.hyps.first_containing("\n")
+        if row is not None:
+            raise InputError(f"hypothesis {row} (sentence {self._sentence_of(row)}) contains a line break")
+
+    def _sentence_of(self, row: int) -> int:
+        return int(np.searchsorted(self.offsets, row, side="right")) - 1
 
     @classmethod
     def from_lists(

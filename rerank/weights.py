@@ -120,5 +120,4 @@ def resorted(nbest: NBestList, w: np.ndarray) -> NBestList:
     scores = model_scores(nbest, w)
     order = np.lexsort((nbest.rank_of_hyp, -scores, nbest.sentence_of_hyp))
     out = nbest.reorder(order)
-    out.scores = scores[order]
-    return out
+    return NBestList(out.offsets, out.hyps, out.features, out.feature_names, out.groups, scores[order], dict(nbest.missing))

@@ -61,6 +61,8 @@ BAD_MOSES = [
     ("0 ||| a ||| f= 1e400 ||| 1\n", r"bad:1: feature 'f': 1e400 is too large for a 64-bit float"),
     ("0 ||| a ||| f=-1e400 ||| 1\n", r"bad:1: feature 'f': -1e400 is too large"),
     ("0 ||| a ||| f= 1 ||| 1e400\n", r"bad:1: total score: 1e400 is too large for a 64-bit float"),
+    ("0 ||| a ||| 2x= 1\n", r"bad:1: feature name '2x' starts with a digit or '-'"),
+    ("0 ||| a ||| a=b= 1\n", r"bad:1: feature name 'a=b' contains '='"),
 ]
 
 
@@ -84,6 +86,7 @@ BAD_PLAIN = [  # (sizes, ids, features TSV) -> message
     ("1.5\n0.5\n", None, None, r"sizes:1: list size '1.5' is not a positive integer"),
     (None, "0\n0\n-1\n", None, r"ids:3: sentence id '-1' is not a non-negative integer"),
     (None, "0\n0\n1\n", "f\tf\n1\t2\n3\t4\n5\t6\n", r"features.tsv:1: feature name 'f' appears twice"),
+    (None, "0\n0\n1\n", "f\t1g\n1\t2\n3\t4\n5\t6\n", r"features.tsv:1: feature name '1g' starts with a digit"),
     (None, "0\n0\n1\n", "f\n1\n1e400\n2\n", r"features.tsv:3: feature 'f': 1e400 is too large for a 64-bit float"),
 ]
 

@@ -65,11 +65,11 @@ def read_fairseq(path: str, field: str = "auto", report: ReadReport | None = Non
         sizes.append(len(entries))
         for number, parts in entries:
             scores.append(parse_number(parts[0], f"{field}-{idx} score", path, number))
-            hyps.append(parts[1] if len(parts) > 1 else "")
+            hyps.append("\t".join(parts[1:]))  # the hypothesis may hold tabs
     if by_kind["T"]:
-        report.fairseq_refs = [by_kind["T"][i][0][1][0] if i in by_kind["T"] else None for i in range(n)]
+        report.fairseq_refs = ["\t".join(by_kind["T"][i][0][1]) if i in by_kind["T"] else None for i in range(n)]
     if by_kind["S"]:
-        report.fairseq_sources = [by_kind["S"][i][0][1][0] if i in by_kind["S"] else None for i in range(n)]
+        report.fairseq_sources = ["\t".join(by_kind["S"][i][0][1]) if i in by_kind["S"] else None for i in range(n)]
     if report.ignored_lines:
         report.notes.append(f"{report.ignored_lines} lines are not S/T/H/D lines (ignored: P-, W-, A- and log lines)")
     offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
@@ -79,6 +79,9 @@ def read_fairseq(path: str, field: str = "auto", report: ReadReport | None = Non
 
 def write_fairseq(nbest: NBestList, path: str, first_id: int = 0) -> list[str]:
     """H- lines (`H-id<TAB>score<TAB>hyp`), the score from feature `nmt` or the total; returns [path]."""
+    row = nbest.hyps.first_ending_with_cr()
+    if row is not None:
+        raise InputError(f"hypothesis {row} ends in a carriage return, which a line cannot keep", path)
     with atomic_write(path) as out:
         score_col = nbest.feature_names.index("nmt") if "nmt" in nbest.feature_names else None
         sent = nbest.sentence_of_hyp + first_id

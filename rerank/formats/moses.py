@@ -16,7 +16,7 @@ import numpy as np
 from rerank.errors import InputError
 from rerank.formats.common import ReadReport, format_value, parse_number
 from rerank.io import atomic_write, iter_lines
-from rerank.nbest import NBestList, StringColumnBuilder
+from rerank.nbest import NBestList, StringColumnBuilder, check_feature_name
 
 
 class _FeatureTable:
@@ -70,6 +70,7 @@ class _FeatureTable:
 
     def _new_group(self, group: str, width: int, line: int) -> None:
         """Columns of a group seen first on `line`; a column another group already made is an error."""
+        check_feature_name(group, self.path, line)
         columns = [group] if width == 1 else [f"{group}_{k}" for k in range(width)]
         for column in columns:
             if column in self.index:
@@ -286,6 +287,10 @@ def iter_moses_lines(nbest: NBestList, style: str = "moses", scores: np.ndarray 
 
 def write_moses(nbest: NBestList, path: str, style: str = "moses", first_id: int = 0) -> list[str]:
     """Write `nbest` atomically in Moses or Joshua `style`; returns [path]."""
+    row = nbest.hyps.first_containing("|||")
+    if row is not None:
+        raise InputError(f"hypothesis {row} ({nbest.hyps[row]!r}) contains '|||', which {style} lines cannot hold "
+                         "(write --to plain or fairseq)", path)
     with atomic_write(path) as out:
         for line in iter_moses_lines(nbest, style=style, first_id=first_id):
             out.write(line + "\n")

@@ -8,7 +8,7 @@ import numpy as np
 from rerank.errors import InputError
 from rerank.formats.common import format_value, parse_count, parse_number
 from rerank.io import atomic_write, iter_lines, read_lines
-from rerank.nbest import NBestList
+from rerank.nbest import NBestList, check_feature_name
 
 
 def read_plain(path: str, ids: str | None = None, sizes: str | None = None, features: str | None = None,
@@ -78,11 +78,11 @@ def _read_feature_tsv(path: str) -> tuple[np.ndarray, list[str]]:
         _, header = next(lines)
     except StopIteration:
         raise InputError("empty features file", path) from None
-    names = header.split("\t")
+    names = header.split("\t") if header else []  # no features: an empty header and empty rows
     _check_names(names, path, 1)
     rows = []
     for number, text in lines:
-        cells = text.split("\t")
+        cells = text.split("\t") if text else []
         if len(cells) != len(names):
             raise InputError(f"{len(cells)} columns, the header has {len(names)}", path, number)
         rows.append([parse_number(c, f"feature {n!r}", path, number) for n, c in zip(names, cells)])
@@ -90,9 +90,10 @@ def _read_feature_tsv(path: str) -> tuple[np.ndarray, list[str]]:
 
 
 def _check_names(names: list[str], path: str, line: int | None) -> None:
-    """Feature names that are distinct (the header of a TSV, or --feature-names)."""
+    """Feature names that are valid and distinct (the header of a TSV, or --feature-names)."""
     seen = set()
     for name in names:
+        check_feature_name(name, path, line)
         if name in seen:
             raise InputError(f"feature name {name!r} appears twice", path, line)
         seen.add(name)
@@ -100,6 +101,11 @@ def _check_names(names: list[str], path: str, line: int | None) -> None:
 
 def write_plain(nbest: NBestList, path: str, first_id: int = 0) -> list[str]:
     """Three files: hypotheses (`path`), sentence ids (`path.ids`), features (`path.features.tsv`)."""
+    if path == "-":
+        raise InputError("plain output is three files (OUT, OUT.ids, OUT.features.tsv): give a file name, not -")
+    row = nbest.hyps.first_ending_with_cr()
+    if row is not None:
+        raise InputError(f"hypothesis {row} ends in a carriage return, which a line cannot keep", path)
     with atomic_write(path) as out:
         if nbest.n_hyps and nbest.hyps[0].startswith("\ufeff"):
             out.write("\ufeff")  # the reader drops one byte-order mark: keep the hypothesis' own
