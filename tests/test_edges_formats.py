@@ -1,14 +1,16 @@
 """Format edges: fairseq output found past its log lines; bad input that is an error (file,
-line, exit 2, nothing written), not a traceback or a silent change."""
+line, exit 2, nothing written), not a traceback or a silent change; features missing on some
+lines said on stderr."""
 
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from rerank.cli import main
 from rerank.formats import DETECT_LINES, ReadReport, detect_format, read_nbest, write_nbest
-from tests.test_formats import FAIRSEQ
+from tests.test_formats import FAIRSEQ, JOSHUA
 
 GOOD = "0 ||| a b ||| f= 1 g= 2 ||| 3\n0 ||| a c ||| f= 2 ||| 2\n1 ||| d ||| f= 0 g= 1 ||| 1\n"
 LOG = ("2024-05-01 10:00:00 | INFO | fairseq_cli.generate | Namespace(beam=5, nbest=2, path='x.pt')\n"
@@ -131,3 +133,30 @@ def test_empty_list_round_trips_as_plain_and_fails_clearly_as_input(tmp_path):
     empty = read_nbest(write(tmp_path, "e.txt", ""), "plain")
     write_nbest(empty, str(tmp_path / "again.txt"), "plain")
     assert read_nbest(str(tmp_path / "again.txt"), "plain").n_hyps == 0
+
+
+# --- features missing on some lines ------------------------------------------------------------
+
+MISSING = "feature OOVPenalty missing on 11 of 82 lines, read as 0 (--strict makes this an error)"
+
+
+@pytest.mark.parametrize("command", [["info"], ["convert", "-o", "{tmp}/o.nbest"], ["oracle", "-r", "{ref}", "--tokenize", "none"],
+                                     ["apply", "-w", "{w}", "-o", "{tmp}/best"], ["add-feature", "--name", "x", "--scores", "{s}", "-o", "{tmp}/o"]])
+def test_every_command_says_which_features_were_missing(tmp_path, capsys, command):
+    nbest = read_nbest(JOSHUA)
+    fills = {"tmp": tmp_path, "ref": Path(JOSHUA).parent / "ref.0",
+             "w": write(tmp_path, "w", "".join(f"{n} 0.5\n" for n in nbest.feature_names)),
+             "s": write(tmp_path, "s", "1\n" * nbest.n_sentences)}
+    args = [command[0], JOSHUA] + [a.format(**fills) for a in command[1:]]
+    code, _, err = run(args, capsys)
+    assert code == 0, err
+    assert f"note: {JOSHUA}: {MISSING}\n" in err
+    code, _, err = run(args + ["--strict"], capsys)
+    assert code == 2 and re.search(r"nbest\.joshua:\d+: feature 'OOVPenalty' is missing \(--strict\)", err)
+
+
+def test_a_moses_sparse_feature_missing_is_counted_per_feature(tmp_path, capsys):
+    path = write(tmp_path, "s.nbest", GOOD + "1 ||| e ||| f= 3 ||| 0\n")
+    code, _, err = run(["convert", path, "-o", tmp_path / "o.nbest"], capsys)
+    assert code == 0 and err == f"note: {path}: feature g missing on 2 of 4 lines, read as 0 (--strict makes this an error)\n"
+    assert read_nbest(str(tmp_path / "o.nbest")).column("g").tolist() == [2.0, 0.0, 1.0, 0.0]

@@ -33,18 +33,20 @@ def add_nbest_input(parser: argparse.ArgumentParser, positional: bool = True) ->
 def load_nbest(args: argparse.Namespace, path: str | None = None, allow_empty: bool = False) -> tuple[NBestList, ReadReport]:
     """The n-best list of `path` (default `args.nbest`) read with the input options.
 
-    What the reader noticed (ignored lines, ...) is printed on stderr; a
-    list without hypotheses is an error unless `allow_empty`.
+    What the reader noticed (features missing on some lines and read as 0, ignored lines, ...)
+    is printed on stderr; a list without hypotheses is an error unless `allow_empty`.
     """
     path = path or args.nbest
     report = ReadReport()
-    nbest = read_nbest(
-        path, fmt=args.in_format, strict=args.strict, report=report,
-        fairseq_field=args.fairseq_field, ids=args.plain_ids, sizes=args.plain_sizes,
-        features=args.plain_features, feature_names=args.feature_names.split(",") if args.feature_names else None,
-    )
-    for note in report.notes:
-        print(f"note: {path}: {note}", file=sys.stderr)
+    try:
+        nbest = read_nbest(
+            path, fmt=args.in_format, strict=args.strict, report=report,
+            fairseq_field=args.fairseq_field, ids=args.plain_ids, sizes=args.plain_sizes,
+            features=args.plain_features, feature_names=args.feature_names.split(",") if args.feature_names else None,
+        )
+    finally:
+        for note in report.notes:
+            print(f"note: {path}: {note}", file=sys.stderr)
     if nbest.n_hyps == 0 and not allow_empty:
         raise InputError("no hypotheses: the n-best list is empty", path)
     return nbest, report

@@ -263,6 +263,8 @@ def read_moses(path: str, strict: bool = False, report: ReadReport | None = None
     features, names, groups, missing = table.finish(strict)
     if report.extra_fields_lines:
         report.notes.append(f"{report.extra_fields_lines} lines have fields after the total score (ignored)")
+    report.notes.extend(f"feature {name} missing on {count} of {len(hyps)} lines, read as 0 (--strict makes this an error)"
+                        for name, count in missing.items())
     offsets = np.concatenate([[0], np.cumsum(sizes)])
     scores = np.array(totals) if first and first[0] else None
     return NBestList(offsets, hyps.build(), features, names, groups, scores, missing)
