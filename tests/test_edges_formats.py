@@ -1,6 +1,6 @@
 """Format edges: fairseq output found past its log lines; bad input that is an error (file,
 line, exit 2, nothing written), not a traceback or a silent change; features missing on some
-lines said on stderr."""
+lines said on stderr; what `convert` cannot write said on stderr."""
 
 import re
 from pathlib import Path
@@ -160,3 +160,31 @@ def test_a_moses_sparse_feature_missing_is_counted_per_feature(tmp_path, capsys)
     code, _, err = run(["convert", path, "-o", tmp_path / "o.nbest"], capsys)
     assert code == 0 and err == f"note: {path}: feature g missing on 2 of 4 lines, read as 0 (--strict makes this an error)\n"
     assert read_nbest(str(tmp_path / "o.nbest")).column("g").tolist() == [2.0, 0.0, 1.0, 0.0]
+
+
+# --- convert: what the output format cannot hold --------------------------------------------------
+
+def test_convert_to_fairseq_names_the_features_it_drops(tmp_path, capsys):
+    src = write(tmp_path, "n.nbest", "0 ||| a ||| nmt= -1 lm= -5 ||| 2\n0 ||| b ||| nmt= -2 lm= -4 ||| 1\n")
+    out = tmp_path / "o.out"
+    code, _, err = run(["convert", src, "--to", "fairseq", "-o", out], capsys)
+    assert code == 0
+    assert f"note: {out}: fairseq lines hold one score (feature nmt, else the total): features lm are not written" in err
+    assert "the total scores are not written" in err
+    assert out.read_text() == "H-0\t-1.0\ta\nH-0\t-2.0\tb\n"
+    code, _, err = run(["convert", write(tmp_path, "k.nbest", "0 ||| a ||| nmt= -1 ||| -1\n"), "--to", "fairseq", "-o", out], capsys)
+    assert code == 0 and err == ""  # nothing lost
+
+
+def test_convert_to_plain_reads_back_with_its_side_files(tmp_path, capsys):
+    out = tmp_path / "hyps.txt"
+    code, _, err = run(["convert", JOSHUA, "--to", "plain", "-o", out], capsys)
+    assert code == 0 and f"note: {out}: plain lists have no total score: the totals are not written" in err
+    back = tmp_path / "back.nbest"
+    code, _, err = run(["convert", out, "-o", back], capsys)  # detected plain; side files found beside it
+    assert code == 0
+    assert f"plain list: read sentence ids from {out}.ids and features from {out}.features.tsv (found beside it)" in err
+    original, again = read_nbest(JOSHUA), read_nbest(str(back))
+    assert again.hyps == original.hyps and np.array_equal(again.offsets, original.offsets)
+    assert again.feature_names == original.feature_names and np.array_equal(again.features, original.features)
+    assert again.scores is None

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from rerank.errors import InputError
-from rerank.formats import FORMATS, ReadReport, read_nbest
+from rerank.formats import FORMATS, ReadReport, read_nbest, write_losses, write_nbest
 from rerank.nbest import NBestList
 
 FORMAT_HELP = (
@@ -50,6 +50,13 @@ def load_nbest(args: argparse.Namespace, path: str | None = None, allow_empty: b
     if nbest.n_hyps == 0 and not allow_empty:
         raise InputError("no hypotheses: the n-best list is empty", path)
     return nbest, report
+
+
+def write_output(nbest: NBestList, path: str, fmt: str) -> list[str]:
+    """`write_nbest`, saying on stderr what the format leaves out (features, totals)."""
+    for note in write_losses(nbest, fmt):
+        print(f"note: {path}: {note}", file=sys.stderr)
+    return write_nbest(nbest, path, fmt)
 
 
 def add_output_format(parser: argparse.ArgumentParser, default: str = "moses") -> None:

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from rerank.commands._common import FORMAT_HELP, add_nbest_input, add_output_format, load_nbest
+from rerank.commands._common import FORMAT_HELP, add_nbest_input, add_output_format, load_nbest, write_output
 from rerank.errors import InputError
-from rerank.formats import write_nbest
 from rerank.io import atomic_write
 
 
@@ -12,7 +11,8 @@ def add_parser(subparsers):
     parser = subparsers.add_parser(
         "convert", help="convert an n-best list between formats",
         description="Read an n-best list in one format and write it in another, keeping every "
-        "hypothesis, its order and its features (a fairseq H/D score becomes feature `nmt`). "
+        "hypothesis, its order and its features (a fairseq H/D score becomes feature `nmt`); what "
+        "the output format cannot hold (features in fairseq, totals in plain) is named on stderr. "
         + FORMAT_HELP,
     )
     add_nbest_input(parser)
@@ -39,5 +39,5 @@ def run(args) -> int:
         _write_side(report.fairseq_refs, "refs", args.save_refs, args.nbest)
     if args.save_sources:
         _write_side(report.fairseq_sources, "sources", args.save_sources, args.nbest)
-    write_nbest(nbest, args.output, args.out_format)
+    write_output(nbest, args.output, args.out_format)
     return 0

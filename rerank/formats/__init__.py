@@ -15,7 +15,10 @@ plain:   one hypothesis per line, plus a sentence-id (or list-size) file and a f
 
 from __future__ import annotations
 
+import os
 from functools import partial
+
+import numpy as np
 
 from rerank.errors import InputError
 from rerank.formats.common import ReadReport
@@ -25,7 +28,7 @@ from rerank.formats.plain import read_plain, write_plain
 from rerank.io import head_lines, read_lines
 from rerank.nbest import NBestList
 
-__all__ = ["FORMATS", "ReadReport", "detect_format", "iter_moses_lines", "parse_feature_field", "parse_features_fast",
+__all__ = ["FORMATS", "ReadReport", "detect_format", "write_losses", "iter_moses_lines", "parse_feature_field", "parse_features_fast",
            "read_fairseq", "read_moses", "read_nbest", "read_plain", "read_references", "write_nbest"]
 
 # format -> writer(nbest, path, first_id=...) returning the paths written
@@ -75,16 +78,51 @@ def _unknown_format(fmt: str, path: str) -> InputError:
 
 def read_nbest(path: str, fmt: str | None = None, strict: bool = False, report: ReadReport | None = None,
                **plain_options) -> NBestList:
-    """Read any supported n-best format (gzip'd or not); `fmt=None` detects it."""
+    """Read any supported n-best format (gzip'd or not); `fmt=None` detects it.
+
+    Plain lists take their side files `PATH.ids` and `PATH.features.tsv` (as `write_nbest`
+    writes them) when none are given and they exist (said in `report`).
+    """
+    report = report if report is not None else ReadReport()
     fmt = fmt or detect_format(path, report)
     if fmt in ("moses", "joshua"):
         return read_moses(path, strict=strict, report=report)
     if fmt == "fairseq":
         return read_fairseq(path, field=plain_options.get("fairseq_field", "auto"), report=report)
     if fmt == "plain":
-        keys = ("ids", "sizes", "features", "feature_names")
-        return read_plain(path, **{k: plain_options.get(k) for k in keys})
+        options = {k: plain_options.get(k) for k in ("ids", "sizes", "features", "feature_names")}
+        return read_plain(path, **_plain_side_files(path, options, report))
     raise _unknown_format(fmt, path)
+
+
+def _plain_side_files(path: str, options: dict, report: ReadReport) -> dict:
+    """`options` with the side files found beside a plain list for the ones not given."""
+    found = []
+    if path != "-" and not options["ids"] and not options["sizes"] and os.path.isfile(path + ".ids"):
+        options["ids"] = path + ".ids"
+        found.append(f"sentence ids from {options['ids']}")
+    if path != "-" and not options["features"] and os.path.isfile(path + ".features.tsv"):
+        options["features"] = path + ".features.tsv"
+        found.append(f"features from {options['features']}")
+    if found:
+        report.notes.append(f"plain list: read {' and '.join(found)} (found beside it)")
+    return options
+
+
+def write_losses(nbest: NBestList, fmt: str) -> list[str]:
+    """What writing `nbest` as `fmt` leaves out (one note each); empty when the format holds it all."""
+    notes = []
+    if fmt == "fairseq":
+        dropped = [n for n in nbest.feature_names if n != "nmt"]
+        if dropped:
+            notes.append(f"fairseq lines hold one score (feature nmt, else the total): features {', '.join(dropped)} are not written")
+        if "nmt" in nbest.feature_names and nbest.scores is not None and not np.array_equal(nbest.scores, nbest.column("nmt")):
+            notes.append("fairseq lines hold one score: the total scores are not written (the H-line score is feature nmt)")
+        if "nmt" not in nbest.feature_names and nbest.scores is None:
+            notes.append("no feature nmt and no total score: every H-line score is 0")
+    if fmt == "plain" and nbest.scores is not None:
+        notes.append("plain lists have no total score: the totals are not written")
+    return notes
 
 
 def write_nbest(nbest: NBestList, path: str, fmt: str = "moses", first_id: int = 0) -> list[str]:
