@@ -1,84 +1,143 @@
-"""Feature weights: JSON files ({"feature": w} or {"weights": {...}, "meta": {...}}) and
-Moses-style ``name= v1 v2`` lines; applying them to an n-best list."""
+"""Feature weights: JSON files ({"feature": w} or {"weights": {...}, "meta": {...}}), Moses
+``name= v1 v2`` lines and moses.ini [weight] sections, Joshua config ``name value`` lines;
+applying them to an n-best list."""
 
 from __future__ import annotations
 
+import itertools
 import json
+import re
 import sys
 
 import numpy as np
 
 from rerank.errors import InputError
+from rerank.formats.common import parse_number
 from rerank.io import atomic_write, iter_lines
 from rerank.nbest import NBestList, segment_argmax
 
 
+WEIGHT_FORMATS = ("JSON ({\"name\": w} or {\"weights\": {...}}), Moses `name= v1 v2` lines (a repeated name "
+                  "continues its group, as in mert-moses.pl's run*.dense), a moses.ini [weight] section, or "
+                  "Joshua config `name value` lines")
+_SECTION = re.compile(r"^\s*\[([^\]]*)\]\s*$")
+
+
 def read_weights(path: str) -> dict[str, float]:
-    """Weights by feature name, from JSON or Moses ``name= v1 v2`` / Joshua ``name v`` lines."""
+    """Weights by feature name from any of WEIGHT_FORMATS.
+
+    A Moses group `tm= 1 2` gives `tm_0`, `tm_1` (as the Moses n-best reader names its
+    columns), a single value keeps the name; Joshua config parameters (`key = value`) and
+    moses.ini sections other than [weight] are skipped.
+    """
     lines = list(iter_lines(path))
     text = "\n".join(line for _, line in lines).strip()
     if not text:
-        raise InputError("empty weights file", path)
+        raise InputError(f"empty weights file (weights formats: {WEIGHT_FORMATS})", path)
     if text.startswith("{"):
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"invalid JSON: {exc.msg}", path, exc.lineno) from None
-        table = data.get("weights", data) if isinstance(data, dict) else None
-        if not isinstance(table, dict):
-            raise InputError("JSON weights must be an object of feature: weight", path)
-        weights = {}
-        for name, value in table.items():
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value):
-                raise InputError(f"weight of {name!r} is not a finite number: {value!r}", path)
-            weights[name] = float(value)
-        return weights
-    return _read_moses_weights(lines, path)
+        return _read_json_weights(text, path)
+    if any(_SECTION.match(line) for _, line in lines):
+        return _read_weight_lines(_moses_ini_weights(lines, path), path, moses_only=True)
+    return _read_weight_lines(lines, path)
 
 
-def _read_moses_weights(lines: list[tuple[int, str]], path: str) -> dict[str, float]:
-    weights: dict[str, float] = {}
+def _read_json_weights(text: str, path: str) -> dict[str, float]:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"invalid JSON: {exc.msg}", path, exc.lineno) from None
+    table = data.get("weights", data) if isinstance(data, dict) else None
+    if not isinstance(table, dict):
+        raise InputError("JSON weights must be an object of feature: weight", path)
+    weights = {}
+    for name, value in table.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value):
+            raise InputError(f"weight of {name!r} is not a finite number: {value!r}", path)
+        weights[name] = float(value)
+    return weights
 
-    def put(name: str, value: str, number: int):
-        if name in weights:
-            raise InputError(f"weight {name!r} given twice", path, number)
-        try:
-            weights[name] = float(value)
-        except ValueError:
-            raise InputError(f"weight of {name!r}: {value!r} is not a number", path, number) from None
-        if not np.isfinite(weights[name]):
-            raise InputError(f"weight of {name!r} is {value}", path, number)
 
+def _moses_ini_weights(lines: list[tuple[int, str]], path: str) -> list[tuple[int, str]]:
+    """The lines of a moses.ini's [weight] section."""
+    section, kept, found = None, [], False
     for number, line in lines:
-        tokens = line.split("#", 1)[0].split()
-        if not tokens:
-            continue
-        if "=" in tokens[0] and not tokens[0].endswith("="):  # name=value pairs
-            for token in tokens:
-                name, _, value = token.partition("=")
-                put(name, value, number)
-            continue
-        group_name, values = None, []
-        groups: list[tuple[str, list[str]]] = []
-        for token in tokens:
-            if token.endswith("="):
-                group_name, values = token[:-1], []
-                groups.append((group_name, values))
-            elif group_name is None and len(tokens) == 2:  # Joshua config: `name value`
-                groups.append((tokens[0], [tokens[1]]))
-                break
-            elif group_name is None:
-                raise InputError(f"cannot read weight line {line!r}: expected `name= v1 v2`", path, number)
-            else:
-                values.append(token)
-        for name, vals in groups:
-            if not vals:
-                raise InputError(f"weight {name!r} has no value", path, number)
-            if len(vals) == 1:
-                put(name, vals[0], number)
-            else:
-                for k, v in enumerate(vals):
-                    put(f"{name}_{k}", v, number)
+        match = _SECTION.match(line)
+        if match:
+            section = match.group(1).strip()
+            found = found or section == "weight"
+        elif section == "weight":
+            kept.append((number, line))
+    if not found:
+        raise InputError(f"a moses.ini-style file without a [weight] section (weights formats: {WEIGHT_FORMATS})", path)
+    return kept
+
+
+def _read_weight_lines(lines: list[tuple[int, str]], path: str, moses_only: bool = False) -> dict[str, float]:
+    """Moses group lines (repeated names continue a group), Joshua `name value` lines, `a=1 b=2` pairs."""
+    rows = [(number, list(itertools.takewhile(lambda t: not t.startswith("#"), line.split()))) for number, line in lines]
+    rows = [(number, tokens) for number, tokens in rows if tokens]  # (a token starting with # starts a comment)
+    joshua = not moses_only and any((len(t) == 2 and "=" not in t[0] + t[1]) or t[1:2] == ["="] for _, t in rows)
+    groups: dict[str, tuple[int, list[float]]] = {}  # Moses group -> (first line, values)
+    single: list[tuple[str, float, int]] = []  # (name, value, line) of Joshua lines and pairs
+    for number, tokens in rows:
+        if len(tokens[0]) > 1 and tokens[0].endswith("="):
+            _moses_groups(tokens, groups, path, number)
+        elif moses_only:
+            raise InputError(f"expected `name= v1 v2` in the [weight] section, got {' '.join(tokens)!r}", path, number)
+        elif joshua and tokens[:2] == ["weights", "="]:  # Joshua's `weights = name value name value ...`
+            if len(tokens) % 2:
+                raise InputError("`weights =` needs name value pairs", path, number)
+            single.extend((n, _value(v, n, path, number), number) for n, v in zip(tokens[2::2], tokens[3::2]))
+        elif joshua and "=" in " ".join(tokens):
+            continue  # a Joshua config parameter (`key = value`, `key=value`)
+        elif len(tokens) == 2 and "=" not in tokens[0] + tokens[1]:
+            single.append((tokens[0], _value(tokens[1], tokens[0], path, number), number))
+        elif all("=" in t[1:] and not t.endswith("=") for t in tokens):
+            for name, _, value in (t.partition("=") for t in tokens):
+                single.append((name, _value(value, name, path, number), number))
+        else:
+            raise InputError(f"cannot read {' '.join(tokens)!r} as weights (weights formats: {WEIGHT_FORMATS})", path, number)
+    if not groups and not single:
+        raise InputError(f"no weights found (weights formats: {WEIGHT_FORMATS})", path)
+    return _merge_weights(groups, single, path)
+
+
+def _moses_groups(tokens: list[str], groups: dict, path: str, number: int) -> None:
+    """`name= v1 v2 name2= v3` appended to `groups` (a name seen before continues its group)."""
+    counts: list[list] = []  # [name, values on this line] per `name=` token
+    for token in tokens:
+        if token.endswith("="):
+            if token == "=":
+                raise InputError("'=' without a weight name", path, number)
+            counts.append([token[:-1], 0])
+        else:
+            name = counts[-1][0]
+            groups.setdefault(name, (number, []))[1].append(_value(token, name, path, number))
+            counts[-1][1] += 1
+    for name, count in counts:
+        if not count:
+            raise InputError(f"weight {name!r} has no value", path, number)
+
+
+def _value(token: str, name: str, path: str, number: int) -> float:
+    return parse_number(token, f"weight of {name!r}", path, number)
+
+
+def _merge_weights(groups: dict, single: list, path: str) -> dict[str, float]:
+    """Groups expanded to columns (`tm_0`, `tm_1`; a single value keeps the name) and the single weights."""
+    weights: dict[str, float] = {}
+    origin: dict[str, str] = {}
+    entries = []
+    for group, (number, values) in groups.items():
+        names = [group] if len(values) == 1 else [f"{group}_{k}" for k in range(len(values))]
+        where = f"line {number}" if len(values) == 1 else f"line {number}, as a column of the group {group!r}"
+        entries.extend((name, value, number, where) for name, value in zip(names, values))
+    for name, value, number in single:
+        entries.append((name, value, number, f"line {number}"))
+    for name, value, number, where in sorted(entries, key=lambda e: e[2]):  # file order (stable)
+        if name in weights:
+            raise InputError(f"weight {name!r} given twice (first on {origin[name]})", path, number)
+        weights[name], origin[name] = value, where
     return weights
 
 

@@ -127,7 +127,7 @@ def test_bom_on_scores_weights_and_plain_side_files(tmp_path, capsys):
     assert code == 0, err
     assert read_nbest(str(out)).column("s_s").tolist() == [0.5, -1.0, 2.0]
     for name, text in (("w.json", json.dumps({"f": 1.0, "g": -0.5})), ("w.moses", "f= 1\ng= -0.5\n"),
-                       ("w.joshua", "f 1\ng -0.5\n")):
+                       ("w.joshua", "f 1\ng -0.5\n"), ("moses.ini", "[weight]\nf= 1\ng= -0.5\n")):
         (tmp_path / name).write_bytes(BOM + text.encode())
         assert read_weights(str(tmp_path / name)) == {"f": 1.0, "g": -0.5}
     (tmp_path / "h.txt").write_bytes(BOM + b"a\nb\n")
