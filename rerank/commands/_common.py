@@ -52,11 +52,11 @@ def load_nbest(args: argparse.Namespace, path: str | None = None, allow_empty: b
     return nbest, report
 
 
-def write_output(nbest: NBestList, path: str, fmt: str) -> list[str]:
+def write_output(nbest: NBestList, path: str, fmt: str, first_id: int = 0) -> list[str]:
     """`write_nbest`, saying on stderr what the format leaves out (features, totals)."""
     for note in write_losses(nbest, fmt):
         print(f"note: {path}: {note}", file=sys.stderr)
-    return write_nbest(nbest, path, fmt)
+    return write_nbest(nbest, path, fmt, first_id=first_id)
 
 
 def add_output_format(parser: argparse.ArgumentParser, default: str = "moses") -> None:
