@@ -22,10 +22,12 @@ COMMANDS = {
     "features": ["features", "in.nbest", "--src", "src", "-m", "m.pt", "--quiet"],
     "eval": ["eval", "-r", "ref", "-b", "base", "sys", "--metrics", "bleu", "--quiet"],
     "tune": ["tune", "in.nbest", "-r", "ref", "--init", "init.json", "--quiet"],
+    "convert": ["convert", "in.nbest", "--to", "joshua"],
 }
 INPUTS = {
     "apply": ["in.nbest", "w.json"], "oracle": ["in.nbest", "ref"], "add-feature": ["in.nbest", "scores"],
     "features": ["in.nbest", "src", "m.pt"], "eval": ["ref", "base", "sys"], "tune": ["in.nbest", "ref", "init.json"],
+    "convert": ["in.nbest"],
 }
 
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from rerank.cliargs import nbest_inputs
-from rerank.commands._common import FORMAT_HELP, add_nbest_input, add_output_format, load_nbest
+from rerank.commands._common import FORMAT_HELP, add_nbest_input, add_output_format, load_nbest, write_output
 from rerank.errors import InputError
-from rerank.formats import write_nbest
 from rerank.io import iter_lines
 from rerank.nbest import NBestList
 from rerank.outputs import check_outputs, nbest_outputs
@@ -75,5 +74,5 @@ def run(args) -> int:
     nbest, _ = load_nbest(args)
     for name, path in zip(args.name, args.scores):
         nbest = join_scores(nbest, name, read_scores(path), path, args.replace)
-    write_nbest(nbest, args.output, args.out_format)
+    write_output(nbest, args.output, args.out_format)
     return 0

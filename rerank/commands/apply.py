@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from rerank.cliargs import nbest_inputs
-from rerank.commands._common import FORMAT_HELP, add_nbest_input, add_output_format, load_nbest
-from rerank.formats import write_nbest
+from rerank.commands._common import FORMAT_HELP, add_nbest_input, add_output_format, load_nbest, write_output
 from rerank.io import atomic_write
 from rerank.outputs import check_outputs, nbest_outputs
 from rerank.weights import best_rows, read_weights, resorted, weight_vector
@@ -37,5 +36,5 @@ def run(args) -> int:
         for row in rows:
             out.write(nbest.hyps[int(row)] + "\n")
     if args.nbest_out:
-        write_nbest(resorted(nbest, w), args.nbest_out, args.out_format)
+        write_output(resorted(nbest, w), args.nbest_out, args.out_format)
     return 0

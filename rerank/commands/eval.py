@@ -270,8 +270,17 @@ def _meteor_options(args) -> dict:
 
 
 def _nbest_hypotheses(path: str, weights_path: str, fmt: str | None) -> list[str]:
-    from rerank.formats import read_nbest
+    """The 1-best of an n-best list under weights; the reader's notes (missing features...) on stderr."""
+    from rerank.errors import InputError
+    from rerank.formats import ReadReport, read_nbest
     from rerank.weights import best_hypotheses, read_weights
 
-    nbest = read_nbest(path, fmt=fmt)
+    report = ReadReport()
+    try:
+        nbest = read_nbest(path, fmt=fmt, report=report)
+    finally:
+        for note in report.notes:
+            print(f"note: {path}: {note}", file=sys.stderr)
+    if nbest.n_hyps == 0:
+        raise InputError("no hypotheses: the n-best list is empty", path)
     return best_hypotheses(nbest, read_weights(weights_path))

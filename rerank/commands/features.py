@@ -8,10 +8,9 @@ import sys
 from rerank import plugins
 from rerank.cliargs import (add_nbest_positional, add_quiet, nbest_inputs, nonnegative_int, positive_int, resolve_nbest,
                             show_progress)
-from rerank.commands._common import FORMAT_HELP, add_nbest_input, add_output_format, load_nbest
+from rerank.commands._common import FORMAT_HELP, add_nbest_input, add_output_format, load_nbest, write_output
 from rerank.errors import InputError
 from rerank.features import FeatureContext, check_columns, column_owners, shard_range
-from rerank.formats import write_nbest
 from rerank.io import read_lines
 from rerank.outputs import check_outputs, nbest_outputs
 
@@ -107,5 +106,5 @@ def run(args) -> int:
             part = part.with_feature(column, values)
     for note in context.notes:
         print(f"note: {note}", file=sys.stderr)
-    write_nbest(part, args.output, args.out_format, first_id=args.id_offset)
+    write_output(part, args.output, args.out_format, first_id=args.id_offset)
     return 0
