@@ -43,3 +43,12 @@ def test_demo_quick_run(tmp_path, capsys):
         assert (out / name).exists(), name
     weights = json.loads((out / "MIRA_s_s.weights.run1.json").read_text())["weights"]
     assert set(weights) == {"nmt", "nmt_norm", "len", "s_s"}
+    assert "| MIRA: + mbr |" in report and "| MIRA: + s_s + mbr |" in report
+    both = json.loads((out / "MIRA_s_s_mbr.weights.run1.json").read_text())["weights"]
+    assert set(both) == {"nmt", "nmt_norm", "len", "s_s", "mbr"}
+    # the mbr column is rerank.consensus on the NMT log-probabilities of the shipped list
+    from rerank.consensus import mbr_scores
+
+    featured = read_nbest(str(out / "optimised.test_2016.20best.feat.gz"))
+    expected = mbr_scores(test, test.column("nmt"))
+    assert abs(featured.column("mbr") - expected).max() < 1e-9
