@@ -117,3 +117,23 @@ def test_lm_time_budget_counts_whole_epochs(toy, tmp_path):
     # at 5 another epoch (mean 1 min) would end at 6 > 5: stop after two whole epochs
     assert state["epoch"] == 2 and state["stopped"] == "time budget"
     assert json.loads((tmp_path / "lm" / "DONE.json").read_text())["stopped"] == "time budget"
+
+
+def test_the_stronger_reranker_experiment_runs_and_resumes(toy, tmp_path):
+    """recipes.stronger on the first sentences of the shipped optimised 20-best lists, with the toy
+    LM and channel model (their scores are noise here: this checks the plumbing and the resume)."""
+    from recipes import stronger
+
+    args = ["--lm-model", str(toy / "lm"), "--channel-model", str(toy / "rev"), "--out", str(tmp_path / "run"),
+            "--flavours", "optimised", "--nbest", "20", "--sentences", "12", "--runs", "1", "--epochs", "2",
+            "--ar", "20", "--bootstrap", "0"]
+    assert stronger.main(args) == 0
+    results = json.loads((tmp_path / "run" / "results.json").read_text())["optimised.20best"]
+    assert results["systems"] == ["NMT 1-best", "MIRA: NMT features", "+ s_s", "+ mbr", "+ channel + lm", "all"]
+    assert set(results["weights"]["all"][0]) == {"nmt", "nmt_norm", "len", "s_s", "mbr", "channel", "channel_norm",
+                                                 "lm", "lm_norm"}
+    featured = read_nbest(str(tmp_path / "run" / "features" / "optimised.test_2016.20best.feat.gz"))
+    sums, counts = LanguageModel.load(str(toy / "lm")).score(list(featured.hyps))
+    np.testing.assert_allclose(featured.column("lm"), sums, atol=1e-5)
+    assert stronger.main(args) == 0
+    assert "steps run: 0 (none); steps reused: 3" in (tmp_path / "run" / "stronger.log").read_text()
