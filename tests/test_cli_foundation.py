@@ -10,20 +10,14 @@ import numpy as np
 import pytest
 import sacrebleu
 
-from rerank.cli import main
 from rerank.formats import read_nbest
+from tests.cli_helpers import run
 
 DATA = Path(__file__).parent / "data" / "joshua10"
 JOSHUA = str(DATA / "nbest.joshua")
 REFS = [str(DATA / f"ref.{k}") for k in range(4)]
 
 GOOD = "0 ||| a b ||| f= 1 g= 2 ||| 3\n0 ||| a c ||| f= 2 g= 0 ||| 2\n1 ||| d ||| f= 0 g= 1 ||| 1\n"
-
-
-def run(args, capsys):
-    code = main([str(a) for a in args])
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def write(tmp_path, name, text, mode="w"):

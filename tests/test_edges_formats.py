@@ -8,25 +8,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rerank.cli import main
 from rerank.formats import DETECT_LINES, ReadReport, detect_format, read_nbest, write_nbest
 from tests.test_formats import FAIRSEQ, JOSHUA
+from tests.cli_helpers import run, write
 
 GOOD = "0 ||| a b ||| f= 1 g= 2 ||| 3\n0 ||| a c ||| f= 2 ||| 2\n1 ||| d ||| f= 0 g= 1 ||| 1\n"
 LOG = ("2024-05-01 10:00:00 | INFO | fairseq_cli.generate | Namespace(beam=5, nbest=2, path='x.pt')\n"
        "2024-05-01 10:00:01 | INFO | fairseq.data.data_utils | loaded 2 examples from: test.de-en.de\n")
-
-
-def run(args, capsys):
-    code = main([str(a) for a in args])
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
-def write(tmp_path, name, text):
-    path = tmp_path / name
-    path.write_text(text, encoding="utf-8")
-    return str(path)
 
 
 # --- fairseq output that starts with log lines ---------------------------------------------------

@@ -13,11 +13,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rerank.cli import main
 from rerank.formats import detect_format, read_nbest, read_plain, read_references
 from rerank.io import head_lines, iter_lines, read_lines
 from rerank.weights import read_weights
 from tests.test_formats import FAIRSEQ, JOSHUA
+from tests.cli_helpers import run
 
 MOSES = "0 ||| a b ||| f= 1 g= 2 ||| 3\n0 ||| a c ||| f= 2 g= 0 ||| 2\n1 ||| d ||| f= 0 g= 1 ||| 1\n"
 PLAIN = "first hypothesis\nsecond\nthird\n"
@@ -42,12 +42,6 @@ class Trickle(io.RawIOBase):
 def set_stdin(monkeypatch, data: bytes, trickle: bool = False):
     raw = io.BufferedReader(Trickle(data), buffer_size=1) if trickle else io.BytesIO(data)
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(raw, encoding="utf-8"))
-
-
-def run(args, capsys):
-    code = main([str(a) for a in args])
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 # --- standard input ----------------------------------------------------------------------------

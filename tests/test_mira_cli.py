@@ -6,23 +6,11 @@ import pytest
 import sacrebleu
 from PIL import Image
 
-from rerank.cli import main
 from rerank.formats import read_nbest
 from tests.mira_helpers import NBEST, REFS, one_best
+from tests.cli_helpers import run, write
 
 REF_ARGS = [x for r in REFS for x in ("-r", r)]
-
-
-def run(args, capsys):
-    code = main([str(a) for a in args])
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
-
-
-def write(tmp_path, name, text):
-    path = tmp_path / name
-    path.write_text(text, encoding="utf-8")
-    return str(path)
 
 
 def test_tune_mira_runs_config_plot_and_apply(tmp_path, capsys):

@@ -7,17 +7,11 @@ import pytest
 import sacrebleu
 
 from mira.tuners import KBMiraTuner
-from rerank.cli import main
 from tests.mira_helpers import NBEST, REFS, one_best
+from tests.cli_helpers import run
 
 REF_ARGS = [x for r in REFS for x in ("-r", r)]
 SMALL = ["tune", NBEST, *REF_ARGS, "--sentences", "0-29", "--epochs", "3", "--quiet"]
-
-
-def run(args, capsys):
-    code = main([str(a) for a in args])
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def meta_of(path):

@@ -7,6 +7,7 @@ from rerank.cli import main
 from rerank.errors import InputError
 from rerank.formats import read_nbest
 from rerank.weights import read_weights, weight_vector
+from tests.cli_helpers import write
 
 JOSHUA_CONFIG = """\
 feature-function = LanguageModel -lm_type kenlm -lm_order 5 -minimizing false -lm_file lm.gz
@@ -48,12 +49,6 @@ TranslationModel0= 0.3
 TranslationModel0= -0.1
 WordPenalty0= -1
 """
-
-
-def write(tmp_path, name, text):
-    path = tmp_path / name
-    path.write_text(text, encoding="utf-8")
-    return str(path)
 
 
 def test_moses_ini_and_dense_file_give_the_group_columns(tmp_path):
