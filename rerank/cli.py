@@ -31,25 +31,31 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; its exit status. Ctrl-C at any point (plug-in loading, parsing, the
+    command) exits 130 with one line and no traceback; bad input exits 2 (argparse's own
+    errors raise SystemExit(2) as argparse does)."""
+    name = "rerank"
     try:
-        parser = build_parser()
-    except plugins.PluginError as exc:
-        print(f"rerank: error: {exc}", file=sys.stderr)
-        return 2
-    except argparse.ArgumentError as exc:  # two plug-ins add the same option to one command
-        print(f"rerank: error: the options of the installed plug-ins clash: {exc}", file=sys.stderr)
-        return 2
-    args = parser.parse_args(argv)
-    try:
+        parser = _parser()
+        args = parser.parse_args(argv)
+        name = f"rerank {args.command}"
         return int(args.func(args) or 0)
     except InputError as exc:
-        print(f"rerank {args.command}: error: {exc}", file=sys.stderr)
+        print(f"{name}: error: {exc}", file=sys.stderr)
         return 2
     except BrokenPipeError:
         return 0
     except KeyboardInterrupt:
-        print(f"rerank {args.command}: interrupted", file=sys.stderr)
+        print(f"{name}: interrupted", file=sys.stderr)
         return 130
+
+
+def _parser() -> argparse.ArgumentParser:
+    """`build_parser()`, with two plug-ins adding the same option to one command an InputError."""
+    try:
+        return build_parser()
+    except argparse.ArgumentError as exc:
+        raise InputError(f"the options of the installed plug-ins clash: {exc}") from None
 
 
 if __name__ == "__main__":

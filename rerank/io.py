@@ -1,15 +1,25 @@
 """File helpers: gzip detected by content (files and streams alike), strict UTF-8 with
 line-numbered errors, a leading byte-order mark dropped, a look at the first lines of
-standard input that does not consume them, atomic writes."""
+standard input that does not consume them, atomic writes.
+
+An output is written to `.rerank-tmp.PID.HOST.NAME.XXXXXXXX.tmp` beside it and renamed when
+complete: a killed writer leaves only such a file, never something a later run could take for
+output, and every later write in that folder removes the ones whose process (on this host) no
+longer runs. Inside `output_group()` the renames wait for the group's end, so a command writes
+all its outputs or none.
+"""
 
 from __future__ import annotations
 
 import collections
 import contextlib
+import contextvars
 import gzip
 import io
 import itertools
 import os
+import re
+import socket
 import sys
 import tempfile
 import zlib
@@ -155,20 +165,107 @@ def _umask() -> int:
     return mask
 
 
+TMP_PREFIX = ".rerank-tmp."
+_TMP_NAME = re.compile(r"\.rerank-tmp\.(\d+)\.([A-Za-z0-9-]+)\.")
+_HOST = re.sub(r"[^A-Za-z0-9-]+", "-", socket.gethostname())[:40] or "host"
+
+
+def _running(pid: int) -> bool:
+    """Whether a process `pid` runs on this host (another user's counts)."""
+    if pid <= 0:
+        return True  # not a pid a writer has: leave the file alone
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # PermissionError: it runs, as another user
+        return True
+    return True
+
+
+def clean_stale_temps(directory: str) -> list[str]:
+    """Remove the temporary files of writers (this host's) that no longer run from `directory`;
+    return their paths. Files of running processes and of other hosts are kept."""
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return []
+    removed = []
+    for name in names:
+        match = _TMP_NAME.match(name)
+        if match is None or match.group(2) != _HOST or _running(int(match.group(1))):
+            continue
+        path = os.path.join(directory, name)
+        with contextlib.suppress(OSError):  # removed meanwhile by another run, or not ours to remove
+            if os.path.isfile(path) and not os.path.islink(path):
+                os.unlink(path)
+                removed.append(path)
+    return removed
+
+
+_GROUP: contextvars.ContextVar[list | None] = contextvars.ContextVar("rerank_output_group", default=None)
+
+
+@contextlib.contextmanager
+def output_group():
+    """Within it, `atomic_write` renames its files into place only when the outermost group ends
+    without an exception (else they are removed): all outputs or none. Nested groups join it."""
+    if _GROUP.get() is not None:
+        yield
+        return
+    pending: list[tuple[str, str]] = []
+    token = _GROUP.set(pending)
+    try:
+        yield
+        for _, path in pending:  # refuse before renaming any, so that none is renamed
+            if os.path.isdir(path):
+                raise InputError("cannot write: is a directory", path)
+        while pending:
+            tmp, path = pending[0]
+            _replace(tmp, path)
+            pending.pop(0)
+    finally:
+        _GROUP.reset(token)
+        for tmp, _ in pending:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+
+def _replace(tmp: str, path: str) -> None:
+    try:
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600 files; outputs get the usual mode
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise InputError(f"cannot write: {exc.strerror}", path) from None
+
+
+def _temp_beside(path: str) -> tuple[int, str]:
+    """A new temporary file in `path`'s folder (created if missing), after removing stale ones."""
+    directory = os.path.dirname(os.path.abspath(path))
+    try:
+        os.makedirs(directory, exist_ok=True)
+        clean_stale_temps(directory)
+        prefix = f"{TMP_PREFIX}{os.getpid()}.{_HOST}.{os.path.basename(path)[:80]}."
+        return tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=directory)
+    except OSError as exc:
+        raise InputError(f"cannot write: {exc.strerror}", path) from None
+
+
 @contextlib.contextmanager
 def atomic_write(path: str, mode: str = "w", encoding: str | None = "utf-8"):
-    """Write to a temporary file beside `path` and rename it into place only on success.
+    """Write to a temporary file beside `path` and rename it into place only on success (at the
+    end of the `output_group` when in one); on any exception, Ctrl-C included, it is removed.
 
-    `path` of "-" writes to standard output. A path ending in .gz is gzip-compressed.
+    `path` of "-" writes to standard output. A path ending in .gz is gzip-compressed. An error
+    creating or renaming the file (a directory in the way, no permission) is an InputError.
     """
     if path == "-":
         yield sys.stdout if "b" not in mode else sys.stdout.buffer
         sys.stdout.flush()
         return
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp", dir=directory)
+    tmp = None
     try:
+        fd, tmp = _temp_beside(path)
         with os.fdopen(fd, "wb") as raw:
             target = gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) if path.endswith(".gz") else raw
             if "b" in mode:
@@ -180,9 +277,13 @@ def atomic_write(path: str, mode: str = "w", encoding: str | None = "utf-8"):
                 text.detach()
             if target is not raw:
                 target.close()
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600 files; outputs get the usual mode
-        os.replace(tmp, path)
+        group = _GROUP.get()
+        if group is None:
+            _replace(tmp, path)
+        else:
+            group.append((tmp, path))
     except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
         raise

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rerank.cliargs import nbest_inputs
 from rerank.commands._common import FORMAT_HELP, add_nbest_input, add_output_format, load_nbest, write_output
-from rerank.io import atomic_write
+from rerank.io import atomic_write, output_group
 from rerank.outputs import check_outputs, nbest_outputs
 from rerank.weights import best_rows, read_weights, resorted, weight_vector
 
@@ -32,9 +32,10 @@ def run(args) -> int:
     nbest, _ = load_nbest(args)
     w = weight_vector(read_weights(args.weights), nbest.feature_names, source=args.weights)
     rows = best_rows(nbest, w)
-    with atomic_write(args.output) as out:
-        for row in rows:
-            out.write(nbest.hyps[int(row)] + "\n")
-    if args.nbest_out:
-        write_output(resorted(nbest, w), args.nbest_out, args.out_format)
+    with output_group():  # both outputs or none
+        with atomic_write(args.output) as out:
+            for row in rows:
+                out.write(nbest.hyps[int(row)] + "\n")
+        if args.nbest_out:
+            write_output(resorted(nbest, w), args.nbest_out, args.out_format)
     return 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rerank.commands._common import FORMAT_HELP, add_nbest_input, add_output_format, load_nbest, write_output
 from rerank.cliargs import nbest_inputs
 from rerank.errors import InputError
-from rerank.io import atomic_write
+from rerank.io import atomic_write, output_group
 from rerank.outputs import check_outputs, nbest_outputs
 
 
@@ -38,9 +38,10 @@ def _write_side(lines, kind: str, path: str, source: str) -> None:
 def run(args) -> int:
     check_outputs([*nbest_outputs(args.output, args.out_format), args.save_refs, args.save_sources], nbest_inputs(args))
     nbest, report = load_nbest(args)
-    if args.save_refs:
-        _write_side(report.fairseq_refs, "refs", args.save_refs, args.nbest)
-    if args.save_sources:
-        _write_side(report.fairseq_sources, "sources", args.save_sources, args.nbest)
-    write_output(nbest, args.output, args.out_format)
+    with output_group():  # every output or none
+        if args.save_refs:
+            _write_side(report.fairseq_refs, "refs", args.save_refs, args.nbest)
+        if args.save_sources:
+            _write_side(report.fairseq_sources, "sources", args.save_sources, args.nbest)
+        write_output(nbest, args.output, args.out_format)
     return 0

@@ -11,7 +11,7 @@ import sys
 
 from rerank.cliargs import add_quiet, nonnegative_int, positive_int, probability, show_progress
 from rerank.errors import InputError
-from rerank.io import atomic_write, read_lines
+from rerank.io import atomic_write, output_group, read_lines
 from rerank.metrics import METRIC_NAMES
 from rerank.outputs import check_outputs
 
@@ -155,13 +155,14 @@ def run(args) -> int:
     table.config["sources"] = sources
     table.config["references"] = args.ref
     output, config, _ = _outputs(args)
-    with atomic_write(output) as fh:
-        fh.write(table.render(_table_format(args)))
-    if config is not None:
-        with atomic_write(config) as fh:
-            json.dump({"command": sys.argv, **table.config, "signatures": table.signatures}, fh, indent=2)
-    if args.plot:
-        plot_deltas(table, args.plot)
+    with output_group():  # the table, its config and the plot, or none of them
+        with atomic_write(output) as fh:
+            fh.write(table.render(_table_format(args)))
+        if config is not None:
+            with atomic_write(config) as fh:
+                json.dump({"command": sys.argv, **table.config, "signatures": table.signatures}, fh, indent=2)
+        if args.plot:
+            plot_deltas(table, args.plot)
     return 0
 
 

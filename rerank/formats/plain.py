@@ -7,7 +7,7 @@ import numpy as np
 
 from rerank.errors import InputError
 from rerank.formats.common import format_value, parse_count, parse_number
-from rerank.io import atomic_write, iter_lines, read_lines
+from rerank.io import atomic_write, iter_lines, output_group, read_lines
 from rerank.nbest import NBestList, check_feature_name
 
 
@@ -106,15 +106,16 @@ def write_plain(nbest: NBestList, path: str, first_id: int = 0) -> list[str]:
     row = nbest.hyps.first_ending_with_cr()
     if row is not None:
         raise InputError(f"hypothesis {row} ends in a carriage return, which a line cannot keep", path)
-    with atomic_write(path) as out:
-        if nbest.n_hyps and nbest.hyps[0].startswith("\ufeff"):
-            out.write("\ufeff")  # the reader drops one byte-order mark: keep the hypothesis' own
-        for hyp in nbest.hyps:
-            out.write(hyp + "\n")
-    with atomic_write(path + ".ids") as out:
-        out.writelines(f"{i}\n" for i in nbest.sentence_of_hyp + first_id)
-    with atomic_write(path + ".features.tsv") as out:
-        out.write("\t".join(nbest.feature_names) + "\n")
-        for row in nbest.features:
-            out.write("\t".join(format_value(v) for v in row) + "\n")
+    with output_group():  # the three files or none
+        with atomic_write(path) as out:
+            if nbest.n_hyps and nbest.hyps[0].startswith("\ufeff"):
+                out.write("\ufeff")  # the reader drops one byte-order mark: keep the hypothesis' own
+            for hyp in nbest.hyps:
+                out.write(hyp + "\n")
+        with atomic_write(path + ".ids") as out:
+            out.writelines(f"{i}\n" for i in nbest.sentence_of_hyp + first_id)
+        with atomic_write(path + ".features.tsv") as out:
+            out.write("\t".join(nbest.feature_names) + "\n")
+            for row in nbest.features:
+                out.write("\t".join(format_value(v) for v in row) + "\n")
     return [path, path + ".ids", path + ".features.tsv"]
