@@ -8,8 +8,11 @@ import json
 import os
 import sys
 
+from rerank.cliargs import nonnegative_int, positive_float, positive_int
+from rerank.device import add_torch_options, setup_torch
 from rerank.errors import InputError
 from rerank.io import atomic_write, read_lines
+from rerank.outputs import check_outputs
 
 
 def add_parser(subparsers) -> None:
@@ -31,28 +34,34 @@ def add_parser(subparsers) -> None:
 
 
 def _add_train(verbs) -> None:
+    from embeddings.model import PRESETS
+
     t = verbs.add_parser("train", help="train (or resume) a model",
                          description="Train on Multi30k (comparable task2 and/or translated task1). Without "
                          "image features the text-only model is trained (beta = 0). Resumes from "
                          "OUT/checkpoint.pt if present. The best model (validation on the first 500 val "
                          "images) is OUT/model.pt + OUT/model.json.")
-    t.add_argument("--config", help="JSON config (keys as in embeddings/train.py DEFAULTS)")
+    t.add_argument("--config", help="JSON config (keys as in embeddings/config.py DEFAULTS; default: none)")
     t.add_argument("--data-dir", required=True, help="Multi30k directory (task1/, task2/)")
     t.add_argument("--out", required=True, help="run directory (checkpoints, log, config, model)")
-    t.add_argument("--preset", choices=["paper", "cpu", "small"], help="network sizes (overrides the config)")
-    t.add_argument("--languages", help="comma-separated, e.g. en,de")
-    t.add_argument("--sources", help="comma-separated: task2 (comparable), task1 (translated)")
-    t.add_argument("--contrastive", choices=["random", "sum", "max"])
-    t.add_argument("--train-features", help="image features for the train split (.npy/.npz)")
-    t.add_argument("--val-features", help="image features for the val split (.npy/.npz)")
-    t.add_argument("--max-minutes", type=float,
+    t.add_argument("--preset", "--size", dest="preset", choices=list(PRESETS),
+                   help="network sizes, the same words as `nmt train --preset`; overrides the config "
+                   "(--size: alias; default: the config's, else cpu)")
+    t.add_argument("--languages", help="comma-separated, e.g. en,de (default: the config's, else en,de)")
+    t.add_argument("--sources", help="comma-separated: task2 (comparable), task1 (translated) "
+                   "(default: the config's, else task2,task1)")
+    t.add_argument("--contrastive", choices=["random", "sum", "max"], help="(default: the config's, else random)")
+    t.add_argument("--train-features", help="image features for the train split (.npy/.npz; default: none, "
+                   "text-only)")
+    t.add_argument("--val-features", help="image features for the val split (.npy/.npz; default: none)")
+    t.add_argument("--max-minutes", type=positive_float,
                    help="wall-clock budget of this invocation, spent in whole epochs: training stops before an "
-                   "epoch that would end after it (expected epoch time = the mean of the run's epochs so far)")
-    t.add_argument("--max-epochs", type=int)
-    t.add_argument("--seed", type=int)
-    t.add_argument("--device", default="cpu", help="cpu or cuda (falls back to CPU with a message)")
-    t.add_argument("--threads", type=int, help="torch CPU threads")
+                   "epoch that would end after it (expected epoch time = the mean of the run's epochs so far; "
+                   "default: the config's, else none)")
+    t.add_argument("--max-epochs", type=positive_int, help="(default: the config's, else 30)")
+    t.add_argument("--seed", type=nonnegative_int, help="(default: the config's, else 1234)")
     t.add_argument("--no-resume", action="store_true", help="ignore an existing checkpoint")
+    add_torch_options(t)
     t.set_defaults(func=run_train)
 
 
@@ -62,28 +71,29 @@ def _add_eval(verbs) -> None:
                          "image model), en<->de translation retrieval on test_2016, STS Pearson on SemEval "
                          "2014/2015 images. Writes a Markdown and a JSON report next to the model.")
     e.add_argument("--model", required=True, help="model .pt (its .json beside it) or run directory")
-    e.add_argument("--data-dir", help="Multi30k directory")
-    e.add_argument("--sts-dir", help="directory with sts2014-images.test.tsv and sts2015-images.test.tsv")
-    e.add_argument("--val-features", help="image features for the val split")
+    e.add_argument("--data-dir", help="Multi30k directory (default: none, no ranking or retrieval)")
+    e.add_argument("--sts-dir", help="directory with sts2014-images.test.tsv and sts2015-images.test.tsv "
+                   "(default: none)")
+    e.add_argument("--val-features", help="image features for the val split (default: none)")
     e.add_argument("--out", help="report path stem (default: MODEL without .pt + .eval)")
-    e.add_argument("--device", default="cpu")
-    e.add_argument("--threads", type=int)
+    add_torch_options(e)
     e.set_defaults(func=run_eval)
 
 
 def _add_encode(verbs) -> None:
     n = verbs.add_parser("encode", help="encode sentences (or image features) to a .npy matrix",
                          description="One sentence per input line (raw text; tokenised and lower-cased "
-                         "internally) -> float32 (N, dim) unit vectors in .npy.")
-    n.add_argument("--model", required=True)
-    n.add_argument("--lang", help="language of the sentences")
-    n.add_argument("--input", help="text file (gzip ok), one sentence per line")
-    n.add_argument("--image-features", help="encode these image features instead of sentences")
-    n.add_argument("--output", required=True, help=".npy output")
-    n.add_argument("--batch-size", type=int, default=256)
-    n.add_argument("--empty", choices=["error", "zero"], default="error", help="what to do with empty lines")
-    n.add_argument("--device", default="cpu")
-    n.add_argument("--threads", type=int)
+                         "internally) -> float32 (N, dim) unit vectors in .npy. An input without lines is "
+                         "refused.")
+    n.add_argument("--model", required=True, help="model .pt (its .json beside it) or run directory")
+    n.add_argument("--lang", help="language of the sentences (default: none; needed with --input)")
+    n.add_argument("--input", help="text file (gzip ok), one sentence per line (default: none)")
+    n.add_argument("--image-features", help="encode these image features instead of sentences (default: none)")
+    n.add_argument("-o", "--output", required=True, help=".npy output")
+    n.add_argument("--batch-size", type=positive_int, default=256, help="rows per batch (default: %(default)s)")
+    n.add_argument("--empty", choices=["error", "zero"], default="error",
+                   help="what to do with empty lines: refuse them, or give them a zero vector (default: %(default)s)")
+    add_torch_options(n)
     n.set_defaults(func=run_encode)
 
 
@@ -96,31 +106,30 @@ def _add_extract(verbs) -> None:
     x.add_argument("--list", required=True, help="image file names, one per line (e.g. train.txt)")
     x.add_argument("--backbone", required=True, choices=["vgg19-fc7", "resnet50-pool5"])
     x.add_argument("--weights", required=True, help="torchvision state_dict (.pth), e.g. vgg19-dcbb9e9d.pth")
-    x.add_argument("--output", required=True, help=".npy output")
-    x.add_argument("--batch-size", type=int, default=32)
-    x.add_argument("--device", default="cpu")
-    x.add_argument("--threads", type=int)
+    x.add_argument("--output", required=True, help=".npy output (its settings go to the .json beside it)")
+    x.add_argument("--batch-size", type=positive_int, default=32, help="images per batch (default: %(default)s)")
+    add_torch_options(x)
     x.set_defaults(func=run_extract)
 
 
-def _threads(args) -> None:
-    if getattr(args, "threads", None):
-        import torch
+def _check_run_dir(path: str) -> None:
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise InputError("the run directory is a file", path)
+    if not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+        raise InputError(f"its folder {os.path.dirname(path) or '.'} does not exist", path)
 
-        torch.set_num_threads(args.threads)
 
-
-def run_train(args: argparse.Namespace) -> int:
-    from embeddings.train import train
-
-    _threads(args)
+def _config(args: argparse.Namespace) -> dict:
+    """The config file's settings, overridden by the options given."""
     cfg = {}
     if args.config:
         try:
             with open(args.config, encoding="utf-8") as f:
                 cfg = json.load(f)
-        except (OSError, json.JSONDecodeError) as exc:
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise InputError(f"cannot read config: {exc}", args.config) from None
+        if not isinstance(cfg, dict):
+            raise InputError("cannot read config: expected a JSON object of settings", args.config)
     for key in ("preset", "contrastive", "max_minutes", "max_epochs", "seed"):
         if getattr(args, key) is not None:
             cfg[key] = getattr(args, key)
@@ -130,7 +139,15 @@ def run_train(args: argparse.Namespace) -> int:
         cfg["sources"] = args.sources.split(",")
     if args.train_features or args.val_features:
         cfg["image_features"] = {**cfg.get("image_features", {}), "train": args.train_features, "val": args.val_features}
-    path = train(cfg, args.data_dir, args.out, args.device, resume=not args.no_resume)
+    return cfg
+
+
+def run_train(args: argparse.Namespace) -> int:
+    from embeddings.train import train
+
+    device = setup_torch(args)
+    _check_run_dir(args.out)
+    path = train(_config(args), args.data_dir, args.out, device, resume=not args.no_resume)
     print(path)
     return 0
 
@@ -139,11 +156,12 @@ def run_eval(args: argparse.Namespace) -> int:
     from embeddings.encoder import Encoder, model_paths
     from embeddings.evaluate import evaluate, to_markdown, write_report
 
-    _threads(args)
-    enc = Encoder.load(args.model)
-    report = evaluate(enc, args.data_dir, args.sts_dir, {"val": args.val_features}, args.device)
-    report["model"] = model_paths(args.model)[0]
+    device = setup_torch(args)
     stem = args.out or model_paths(args.model)[0][:-3] + ".eval"
+    check_outputs([stem + ".json", stem + ".md"], [*model_paths(args.model), args.val_features])
+    enc = Encoder.load(args.model)
+    report = evaluate(enc, args.data_dir, args.sts_dir, {"val": args.val_features}, device)
+    report["model"] = model_paths(args.model)[0]
     js, md = write_report(report, stem)
     print(to_markdown(report))
     print(f"reports: {md} {js}", file=sys.stderr)
@@ -153,22 +171,25 @@ def run_eval(args: argparse.Namespace) -> int:
 def run_encode(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from embeddings.encoder import Encoder
+    from embeddings.encoder import Encoder, model_paths
 
-    _threads(args)
+    device = setup_torch(args)
+    if not args.image_features and not (args.input and args.lang):
+        raise InputError("give --input and --lang (or --image-features)")
+    check_outputs([args.output], [*model_paths(args.model), args.input, args.image_features])
     enc = Encoder.load(args.model)
     if args.image_features:
         from embeddings.data import load_features
 
-        feats = np.load(args.image_features, allow_pickle=False)
-        if not isinstance(feats, np.ndarray):
-            feats = feats[list(feats.keys())[0]]
-        feats = load_features(args.image_features, len(feats))
-        vec = enc.encode_images(feats, device=args.device)
+        if not enc.has_images:
+            raise InputError("this model was trained without images (text-only): it cannot encode image features",
+                             args.model)
+        vec = enc.encode_images(load_features(args.image_features, None, enc.model.cfg.image_dim), device=device)
     else:
-        if not args.input or not args.lang:
-            raise InputError("give --input and --lang (or --image-features)")
-        vec = enc.encode(read_lines(args.input), args.lang, args.batch_size, args.device, empty=args.empty, progress=True)
+        lines = read_lines(args.input)
+        if not lines:
+            raise InputError("no lines to encode (the input is empty)", args.input)
+        vec = enc.encode(lines, args.lang, args.batch_size, device, empty=args.empty, progress=sys.stderr.isatty())
     with atomic_write(args.output, "wb") as f:
         np.save(f, vec)
     print(f"{args.output}: {vec.shape[0]} x {vec.shape[1]}", file=sys.stderr)
@@ -180,14 +201,16 @@ def run_extract(args: argparse.Namespace) -> int:
 
     from embeddings.images import extract_features
 
-    _threads(args)
+    device = setup_torch(args)
+    settings = os.path.splitext(args.output)[0] + ".json"
+    check_outputs([args.output, settings], [args.list, args.weights])
     names = [x.strip() for x in read_lines(args.list)]
     if not names or any(not x for x in names):
         raise InputError("the image list is empty or has empty lines", args.list)
-    feats = extract_features(args.images, names, args.backbone, args.weights, args.batch_size, args.device)
+    feats = extract_features(args.images, names, args.backbone, args.weights, args.batch_size, device)
     with atomic_write(args.output, "wb") as f:
         np.save(f, feats)
-    with atomic_write(os.path.splitext(args.output)[0] + ".json") as f:
+    with atomic_write(settings) as f:
         json.dump({"backbone": args.backbone, "weights": os.path.abspath(args.weights), "list": os.path.abspath(args.list),
                    "images": os.path.abspath(args.images), "shape": list(feats.shape)}, f, indent=1)
     print(f"{args.output}: {feats.shape[0]} x {feats.shape[1]}", file=sys.stderr)

@@ -9,6 +9,7 @@ Layout of --data-dir (as ../shared/data/multi30k):
 from __future__ import annotations
 
 import os
+import zipfile
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -74,26 +75,55 @@ def load_comparable(data_dir: str, split: str, languages: list[str]) -> dict[str
     return out
 
 
-def load_features(path: str, n_rows: int, dim: int | None = None) -> np.ndarray:
-    """Image features (.npy, or .npz with one array) with one row per line of the image list."""
-    if not os.path.exists(path):
-        raise InputError("image feature file not found", path)
+def _read_array(path: str) -> np.ndarray:
+    """The array of a .npy file, or of a .npz file's one array (or the one named 'features')."""
+    if not os.path.isfile(path):
+        raise InputError("image feature file not found" if not os.path.isdir(path) else
+                         "the image feature file is a directory", path)
     try:
         data = np.load(path, mmap_mode="r" if path.endswith(".npy") else None, allow_pickle=False)
-    except (ValueError, OSError) as exc:
-        raise InputError(f"cannot read image features: {exc}", path) from None
-    if isinstance(data, np.lib.npyio.NpzFile):
-        keys = list(data.keys())
-        if len(keys) != 1 and "features" not in keys:
-            raise InputError(f"expected one array (or one named 'features'), found {keys}", path)
-        data = data["features" if "features" in keys else keys[0]]
+        if isinstance(data, np.lib.npyio.NpzFile):
+            keys = list(data.keys())
+            if len(keys) != 1 and "features" not in keys:
+                raise InputError(f"expected one array (or one named 'features'), found {keys}", path)
+            data = data["features" if "features" in keys else keys[0]]
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
+        raise InputError(f"cannot read image features: {_unreadable(path, exc)}", path) from None
+    return data
+
+
+def _unreadable(path: str, exc: Exception) -> str:
+    """Why np.load failed, in words: an object array, a damaged file, or no array file at all."""
+    text = str(exc).strip() or type(exc).__name__
+    if "Object arrays" in text or "Python objects" in text:
+        return "it holds Python objects (an object array): object arrays are refused"
+    with open(path, "rb") as f:
+        head = f.read(6)
+    if head.startswith((b"\x93NUMPY", b"PK")):
+        return f"a damaged or truncated .npy/.npz file ({text.splitlines()[0][:120]})"
+    return f"not a .npy/.npz array file (it starts with {head!r})" if head else "an empty file, not a .npy/.npz file"
+
+
+def load_features(path: str, n_rows: int | None, dim: int | None = None) -> np.ndarray:
+    """Image features (.npy, or .npz with one array): a 2-d array of finite numbers with one row
+    per line of the image list (`n_rows`; None accepts any number but 0) and `dim` columns if given."""
+    data = _read_array(path)
+    if data.dtype.kind not in "fiu":
+        raise InputError(f"image features must be numbers, found dtype {data.dtype}", path)
     if data.ndim != 2:
         raise InputError(f"image features must be a 2-d array (rows x dims), got shape {data.shape}", path)
-    if data.shape[0] != n_rows:
+    if n_rows is not None and data.shape[0] != n_rows:
         raise InputError(f"{data.shape[0]} feature rows, but the image list has {n_rows} lines", path)
+    if data.shape[0] == 0 or data.shape[1] == 0:
+        raise InputError(f"no image features (shape {data.shape})", path)
     if dim is not None and data.shape[1] != dim:
         raise InputError(f"feature dimension {data.shape[1]}, but the model expects {dim}", path)
-    return np.array(data, dtype=np.float32)  # a writable in-memory copy
+    out = np.array(data, dtype=np.float32)  # a writable in-memory copy
+    bad = ~np.isfinite(out).all(axis=1)
+    if bad.any():
+        raise InputError(f"row {int(np.argmax(bad)) + 1} holds a value that is not a finite float32 number "
+                         f"({int(bad.sum())} such rows)", path)
+    return out
 
 
 @dataclass

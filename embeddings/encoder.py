@@ -26,7 +26,7 @@ import torch
 from embeddings.model import MLMME, ModelConfig
 from embeddings.tokenize import tokenize
 from embeddings.vocab import Vocab
-from rerank.device import resolve_device
+from rerank.device import load_tensors, load_weights, resolve_device
 from rerank.errors import InputError
 from rerank.io import atomic_write
 
@@ -56,6 +56,42 @@ def save_model(path: str, model: MLMME, vocabs: dict[str, Vocab], info: dict, ha
     return pt, js
 
 
+def _read_meta(js: str) -> dict:
+    """The model's JSON, checked to be an embedding model config with its sizes and vocabularies."""
+    try:
+        with open(js, encoding="utf-8") as f:
+            meta = json.load(f)
+    except OSError as exc:
+        raise InputError(f"cannot read the model config: {exc.strerror}", js) from None
+    except UnicodeDecodeError:
+        raise InputError("the model config is not UTF-8 text", js) from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"the model config is not JSON: {exc.msg}", js, exc.lineno) from None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        found = meta.get("format") if isinstance(meta, dict) else None
+        raise InputError(f"not an embedding model config (format {found!r}, expected {FORMAT!r})", js)
+    missing = [k for k in ("model", "vocab") if not isinstance(meta.get(k), dict)]
+    if missing:
+        raise InputError(f"the model config has no {' or '.join(repr(k) for k in missing)} object", js)
+    return meta
+
+
+def _read_vocabs(meta: dict, cfg: ModelConfig, js: str) -> dict[str, Vocab]:
+    """Every language's vocabulary from the JSON, of the size the model was built with."""
+    vocabs = {}
+    for lang in cfg.languages:
+        tokens = meta["vocab"].get(lang)
+        if not isinstance(tokens, list) or not all(isinstance(t, str) for t in tokens):
+            raise InputError(f"the {lang!r} vocabulary is missing or not a list of words", js)
+        if len(set(tokens)) != len(tokens):
+            raise InputError(f"the {lang!r} vocabulary repeats words", js)
+        vocabs[lang] = Vocab(tokens)
+        if len(vocabs[lang]) != cfg.vocab_sizes[lang]:
+            raise InputError(f"the {lang!r} vocabulary has {len(vocabs[lang])} entries, the model was built with "
+                             f"{cfg.vocab_sizes[lang]}: it does not belong to this model", js)
+    return vocabs
+
+
 class Encoder:
     """Encode sentences of any trained language, and image features, into normalised vectors."""
 
@@ -67,22 +103,19 @@ class Encoder:
 
     @classmethod
     def load(cls, path: str) -> "Encoder":
+        """The model NAME.pt + NAME.json; InputError naming the file for anything broken in them."""
         pt, js = model_paths(path)
         for p in (pt, js):
-            if not os.path.exists(p):
-                raise InputError("model file not found", p)
-        with open(js, encoding="utf-8") as f:
-            meta = json.load(f)
-        if meta.get("format") != FORMAT:
-            raise InputError(f"not an embedding model config (format {meta.get('format')!r})", js)
-        cfg = ModelConfig.from_dict(meta["model"])
-        model = MLMME(cfg)
+            if not os.path.isfile(p):
+                raise InputError("model file not found" if not os.path.isdir(p) else "model file is a directory", p)
+        meta = _read_meta(js)
         try:
-            state = torch.load(pt, map_location="cpu", weights_only=True)
-            model.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in state.items()})
-        except (RuntimeError, OSError, EOFError) as exc:
-            raise InputError(f"cannot load model weights: {exc}", pt) from None
-        vocabs = {lang: Vocab(tokens) for lang, tokens in meta["vocab"].items()}
+            cfg = ModelConfig.from_dict(meta["model"])
+            model = MLMME(cfg)
+        except (KeyError, TypeError, ValueError, RuntimeError) as exc:
+            raise InputError(f"not a valid model config ({type(exc).__name__}: {exc})", js) from None
+        vocabs = _read_vocabs(meta, cfg, js)
+        load_weights(model, load_tensors(pt, "model weights"), pt, f"the model of {os.path.basename(js)}")
         return cls(model, vocabs, meta)
 
     @property

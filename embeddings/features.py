@@ -16,6 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 from tqdm import tqdm
 
+from rerank.cliargs import positive_int
 from rerank.errors import InputError
 from rerank.features import Feature, FeatureContext
 from rerank.nbest import NBestList
@@ -60,6 +61,9 @@ def embedding_features(
     progress: bool = False,
 ) -> dict[str, np.ndarray]:
     """Feature name -> (n_hyps,) float64 similarities. Empty hypotheses score 0."""
+    from rerank.device import resolve_device
+
+    device = resolve_device(device)  # once: a CUDA fallback is said once, an unknown device refused early
     if sources is not None and len(sources) != nbest.n_sentences:
         raise InputError(f"{len(sources)} source sentences for {nbest.n_sentences} n-best sentences")
     if images is not None and len(images) != nbest.n_sentences:
@@ -100,15 +104,15 @@ class MLMMEFeatures(Feature):
 
     def add_arguments(self, group):
         group.add_argument("-m", "--model", action="append", help="embedding model (NAME.pt with NAME.json beside it); "
-                           "repeat for several")
+                           "repeat for several (default: none)")
         group.add_argument("--prefix", action="append", help="column-name prefix for the matching --model "
                            "(default: none for one model; required for several)")
-        group.add_argument("--images", help="image features (.npy/.npz), one row per n-best sentence")
-        group.add_argument("--batch-size", type=int, default=256,
-                           help="rows of every encoder batch (default 256); the values depend on it, not on "
+        group.add_argument("--images", help="image features (.npy/.npz), one row per n-best sentence (default: none)")
+        group.add_argument("--batch-size", type=positive_int, default=256,
+                           help="rows of every encoder batch (default: %(default)s); the values depend on it, not on "
                            "which sentences share a batch, so give shards the same value")
-        group.add_argument("--chunk-sentences", type=int, default=2000,
-                           help="n-best sentences encoded per chunk (bounds memory; default 2000)")
+        group.add_argument("--chunk-sentences", type=positive_int, default=2000,
+                           help="n-best sentences encoded per chunk (bounds memory; default: %(default)s)")
 
     def default_columns(self, args):
         if not args.model:
@@ -136,6 +140,9 @@ class MLMMEFeatures(Feature):
             encoder = Encoder.load(model_path)
             check_request(encoder, which, context.src_lang, context.tgt_lang, context.sources is not None,
                           images is not None, model_path)
+            if images is not None and encoder.has_images and images.shape[1] != encoder.model.cfg.image_dim:
+                raise InputError(f"feature dimension {images.shape[1]}, but the model {model_path} expects "
+                                 f"{encoder.model.cfg.image_dim}", args.images)
             if not encoder.has_images:
                 context.notes.append(f"{model_path} is a text-only model (trained without image features)")
             columns = embedding_features(

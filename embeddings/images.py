@@ -15,6 +15,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from rerank.device import check_state_dict, load_tensors
 from rerank.errors import InputError
 
 BACKBONES = {"vgg19-fc7": 4096, "resnet50-pool5": 2048}
@@ -121,30 +122,12 @@ def build_backbone(backbone: str, weights: str, use_torchvision: bool = True) ->
     else:
         net = VGG19() if backbone == "vgg19-fc7" else ResNet50()
         fwd = lambda m, x: m(x)  # noqa: E731
-    try:
-        state = torch.load(weights, map_location="cpu", weights_only=True)
-    except Exception as exc:
-        raise InputError(f"cannot read weights: {exc}", weights) from None
+    state = load_tensors(weights, "weights")
     if isinstance(state, dict) and "state_dict" in state and isinstance(state["state_dict"], dict):
         state = state["state_dict"]
-    if not isinstance(state, dict):
-        raise InputError("weights file does not hold a state_dict", weights)
-    if isinstance(net.fc if hasattr(net, "fc") else None, nn.Identity):
+    if isinstance(state, dict) and isinstance(getattr(net, "fc", None), nn.Identity):
         state = {k: v for k, v in state.items() if not k.startswith("fc.")}
-    missing, unexpected = [], []
-    own = net.state_dict()
-    for k in own:
-        if k not in state:
-            missing.append(k)
-    for k in state:
-        if k not in own:
-            unexpected.append(k)
-    if missing or unexpected:
-        raise InputError(f"weights do not fit {backbone}: {len(missing)} missing keys (e.g. {missing[:3]}), "
-                         f"{len(unexpected)} unexpected keys (e.g. {unexpected[:3]})", weights)
-    bad = [k for k in own if tuple(own[k].shape) != tuple(state[k].shape)]
-    if bad:
-        raise InputError(f"weights do not fit {backbone}: shape mismatch for {bad[:3]}", weights)
+    check_state_dict(net.state_dict(), state, weights, backbone)
     net.load_state_dict(state)
     return net.eval(), fwd
 

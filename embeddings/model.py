@@ -19,6 +19,7 @@ PRESETS = {
     "paper": {"word_dim": 620, "hidden_dim": 1024, "joint_dim": 2048},
     "cpu": {"word_dim": 300, "hidden_dim": 512, "joint_dim": 1024},
     "small": {"word_dim": 128, "hidden_dim": 256, "joint_dim": 256},
+    "tiny": {"word_dim": 32, "hidden_dim": 32, "joint_dim": 32},  # smoke tests only
 }
 
 

@@ -1,12 +1,6 @@
-"""Training of the MLMME / VSE embedding models (single process or DDP under torchrun).
-
-Config keys (JSON; any omitted key takes the default below, `preset` sets the sizes):
-languages, sources (task1 translated / task2 comparable Multi30k), image_features {train, val},
-beta, margin, contrastive (random|sum|max), negatives (for random), lr, batch_size, grad_clip,
-max_epochs, patience, min_freq, seed, max_minutes (wall-clock budget of one invocation, spent in
-whole epochs: see rerank.budget), checkpoint_minutes.
-Without image features the text-only model is trained (beta = 0: R_ML only) and this is
-recorded in the log, config.json and the model's JSON.
+"""Training of the MLMME / VSE embedding models (single process or DDP under torchrun), with the
+settings of embeddings.config. Without image features the text-only model is trained (beta = 0:
+R_ML only) and this is recorded in the log, config.json and the model's JSON.
 """
 
 from __future__ import annotations
@@ -20,52 +14,35 @@ import time
 import numpy as np
 import torch
 from torch.nn.parallel import DistributedDataParallel
+from tqdm import tqdm
 
 from embeddings import distributed as D
+from embeddings.config import DEFAULTS, resolve_config
 from embeddings.data import build_pools, epoch_tuples, image_list, load_features, pad_batch, sample_negatives
 from embeddings.encoder import Encoder, save_model
 from embeddings.evaluate import selection_score
-from embeddings.losses import MODES, mlmme_loss
-from embeddings.model import MLMME, PRESETS, ModelConfig
+from embeddings.losses import mlmme_loss
+from embeddings.model import MLMME, ModelConfig
 from embeddings.vocab import Vocab
 from rerank.budget import EpochBudget
-from rerank.device import resolve_device
+from rerank.device import load_tensors, load_weights, resolve_device
 from rerank.errors import InputError
 from rerank.io import atomic_write
 
-DEFAULTS = {
-    "preset": "cpu", "languages": ["en", "de"], "sources": ["task2", "task1"], "comparable_per_image": 5,
-    "image_features": {"train": None, "val": None}, "min_freq": 2, "max_vocab": None, "max_len": 50,
-    "dropout": 0.5, "init_std": 0.01, "beta": 0.5, "margin": 0.2, "contrastive": "random", "negatives": 5,
-    "lr": 2e-4, "batch_size": 128, "grad_clip": 2.0, "max_epochs": 30, "patience": 5, "seed": 1234,
-    "max_minutes": None, "max_steps": None, "checkpoint_minutes": 10.0, "train_limit": None, "validate": True, "select_images": 500,
-}
+__all__ = ["DEFAULTS", "TEXT_ONLY_NOTE", "Trainer", "resolve_config", "train"]
 TEXT_ONLY_NOTE = "no image features: text-only model (beta = 0, R_ML only)"
 
 
-def resolve_config(user: dict) -> dict:
-    """Defaults < preset sizes < user keys. Unknown keys are an error (typos should not pass)."""
-    preset = user.get("preset", DEFAULTS["preset"])
-    if preset not in PRESETS:
-        raise InputError(f"unknown preset {preset!r}: expected one of {', '.join(PRESETS)}")
-    known = set(DEFAULTS) | {"word_dim", "hidden_dim", "joint_dim"}
-    bad = sorted(set(user) - known)
-    if bad:
-        raise InputError(f"unknown config keys: {', '.join(bad)}")
-    cfg = {**DEFAULTS, **PRESETS[preset], **user}
-    cfg["image_features"] = {**DEFAULTS["image_features"], **(user.get("image_features") or {})}
-    if cfg["contrastive"] not in MODES:
-        raise InputError(f"unknown contrastive mode {cfg['contrastive']!r}: expected one of {', '.join(MODES)}")
-    from embeddings.tokenize import LANGUAGES
-
-    bad_langs = [x for x in cfg["languages"] if x not in LANGUAGES]
-    if bad_langs or len(set(cfg["languages"])) != len(cfg["languages"]):
-        raise InputError(f"languages {cfg['languages']}: each must be one of {', '.join(LANGUAGES)}, without repeats")
-    if not 0 <= cfg["beta"] <= 1:
-        raise InputError("beta must be in [0, 1]")
-    if cfg["max_minutes"] is not None and not cfg["max_minutes"] > 0:
-        raise InputError(f"max_minutes must be > 0, got {cfg['max_minutes']}")
-    return cfg
+def _read_vocabs(path: str, languages: list[str]) -> dict[str, Vocab]:
+    """The run's vocab.json (resuming): a word list per language."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"cannot read the run's vocabularies: {exc}", path) from None
+    if not isinstance(data, dict) or not all(isinstance(data.get(lang), list) for lang in languages):
+        raise InputError(f"not the vocabularies of this run (a word list for each of {languages})", path)
+    return {lang: Vocab(data[lang]) for lang in languages}
 
 
 class Trainer:
@@ -104,8 +81,7 @@ class Trainer:
         vocab_path = os.path.join(self.out_dir, "vocab.json")
         vocabs = None
         if os.path.exists(vocab_path) and os.path.exists(self.ckpt_path):
-            with open(vocab_path, encoding="utf-8") as f:
-                vocabs = {lang: Vocab(t) for lang, t in json.load(f).items()}
+            vocabs = _read_vocabs(vocab_path, c["languages"])
         self.pools, self.vocabs = build_pools(self.data_dir, "train", c["languages"], c["sources"], vocabs,
                                               c["comparable_per_image"], c["max_len"], c["min_freq"], c["max_vocab"],
                                               c["train_limit"])
@@ -141,17 +117,32 @@ class Trainer:
         self.state = {"epoch": 0, "batch": 0, "step": 0, "best": -math.inf, "bad_epochs": 0,
                       "elapsed": 0.0, "epoch_seconds": [], "history": [], "status": "running"}
         if resume and os.path.exists(self.ckpt_path):
-            ck = torch.load(self.ckpt_path, map_location=self.device, weights_only=True)
-            self.model.load_state_dict(ck["model"])
-            self.opt.load_state_dict(ck["optimizer"])
-            self.state.update(json.loads(ck["state"]))
-            rng = os.path.join(self.out_dir, f"rng-rank{self.rank}.pt")
-            if os.path.exists(rng):
-                torch.set_rng_state(torch.load(rng, weights_only=True))
+            self._restore()
             self.log(f"resumed from {self.ckpt_path}: epoch {self.state['epoch']}, batch {self.state['batch']}, step {self.state['step']}")
 
+    def _restore(self) -> None:
+        """Model, optimiser, state and this rank's RNG from the checkpoint (InputError if broken)."""
+        ck = load_tensors(self.ckpt_path, "checkpoint")
+        if not isinstance(ck, dict) or not {"model", "optimizer", "state"} <= set(ck):
+            raise InputError("not a checkpoint of `rerank embed train`; start afresh with --no-resume", self.ckpt_path)
+        load_weights(self.model, ck["model"], self.ckpt_path, "the model of this config")
+        try:
+            self.opt.load_state_dict(ck["optimizer"])
+            self.state.update(json.loads(ck["state"]))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InputError(f"not a checkpoint of this run ({type(exc).__name__}: {exc}); start afresh with "
+                             "--no-resume", self.ckpt_path) from None
+        rng = os.path.join(self.out_dir, f"rng-rank{self.rank}.pt")
+        if os.path.exists(rng):
+            try:
+                torch.set_rng_state(load_tensors(rng, "RNG state"))
+            except (TypeError, RuntimeError) as exc:
+                raise InputError(f"not an RNG state ({exc}); delete it to resume without it", rng) from None
+
     def save_checkpoint(self) -> None:
-        torch.save(torch.get_rng_state(), os.path.join(self.out_dir, f"rng-rank{self.rank}.pt"))
+        """The RNG state of this rank and (on rank 0) the checkpoint, each written atomically."""
+        with atomic_write(os.path.join(self.out_dir, f"rng-rank{self.rank}.pt"), "wb") as f:
+            torch.save(torch.get_rng_state(), f)
         if self.main:
             ck = {"model": self.model.state_dict(), "optimizer": self.opt.state_dict(), "state": json.dumps(self.state)}
             with atomic_write(self.ckpt_path, "wb") as f:
@@ -294,29 +285,25 @@ class Trainer:
         imgs, sents = epoch_tuples(self.pools, c["seed"], epoch)
         negs = sample_negatives(imgs, m, c["seed"], epoch) if m else None
         n_batches = len(imgs) // B + (1 if len(imgs) % B >= 2 else 0)
-        bar = None
-        if self.main and not self.quiet:
-            from tqdm import tqdm
-
-            bar = tqdm(total=n_batches, initial=s["batch"], desc=f"epoch {epoch + 1}", unit="batch", file=sys.stderr)
+        bar = tqdm(total=n_batches, initial=s["batch"], desc=f"epoch {epoch + 1}", unit="batch", file=sys.stderr,
+                   disable=not self.main or self.quiet)
         stopped = False
-        while s["batch"] < n_batches:
-            loss = self.step(imgs, sents, np.arange(s["batch"] * B, min((s["batch"] + 1) * B, len(imgs))), negs)
-            s["batch"] += 1
-            s["step"] += 1
-            s["elapsed"] = time.time() - self._started
-            if bar is not None:
+        with bar:  # closed before an exception (Ctrl-C) goes on, so its line comes before the message
+            while s["batch"] < n_batches:
+                loss = self.step(imgs, sents, np.arange(s["batch"] * B, min((s["batch"] + 1) * B, len(imgs))), negs)
+                s["batch"] += 1
+                s["step"] += 1
+                s["elapsed"] = time.time() - self._started
                 bar.update(1)
-                bar.set_postfix(loss=f"{loss.item():.3f}")
-            if D.any_flag(c["max_steps"] is not None and s["step"] >= c["max_steps"]):
-                stopped = True
-                s["status"] = "stopped: max_steps"
-                break
-            if D.any_flag(time.time() - self._last_ckpt >= 60 * c["checkpoint_minutes"]):
-                self.save_checkpoint()
-                self._last_ckpt = time.time()
-        if bar is not None:
-            bar.close()
+                if not bar.disable:
+                    bar.set_postfix(loss=f"{loss.item():.3f}")
+                if D.any_flag(c["max_steps"] is not None and s["step"] >= c["max_steps"]):
+                    stopped = True
+                    s["status"] = "stopped: max_steps"
+                    break
+                if D.any_flag(time.time() - self._last_ckpt >= 60 * c["checkpoint_minutes"]):
+                    self.save_checkpoint()
+                    self._last_ckpt = time.time()
         return n_batches, stopped
 
     def _finish(self) -> str:

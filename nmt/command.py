@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
 import time
 
+from rerank.cliargs import nonnegative_int, positive_float, positive_int
+from rerank.device import add_torch_options, setup_torch
 from rerank.errors import InputError
 
 
@@ -26,40 +29,52 @@ def add_parser(subparsers) -> None:
 
 
 def _add_train(verbs) -> None:
+    from nmt.model import SIZE_PRESETS
+    from nmt.train import TrainConfig
+
+    d = TrainConfig()
     t = verbs.add_parser("train", help="train (or resume) a model",
                          description="Train on SPLIT files <data-dir>/train.<lang>[.gz], early-stopping on "
                          "validation BLEU (greedy) of <data-dir>/val. Resumes from OUT/last.pt if it exists.")
-    t.add_argument("--data-dir", help="directory with train.<lang>[.gz] and val.<lang>[.gz]")
+    t.add_argument("--data-dir", help="directory with train.<lang>[.gz] and val.<lang>[.gz] (default: none; "
+                   "give it or the four split files)")
     for split in ("train", "val"):
         for side in ("src", "tgt"):
-            t.add_argument(f"--{split}-{side}", help=f"{split} {side} file (overrides --data-dir)")
-    t.add_argument("--src-lang", default="en")
-    t.add_argument("--tgt-lang", default="de")
+            t.add_argument(f"--{split}-{side}", help=f"{split} {side} file (overrides --data-dir; default: none)")
+    t.add_argument("--src-lang", default="en", help="source language (default: %(default)s)")
+    t.add_argument("--tgt-lang", default="de", help="target language (default: %(default)s)")
     t.add_argument("--out", required=True, help="run directory (checkpoints, config, log)")
-    t.add_argument("--size", default="cpu", choices=["cpu", "small", "paper", "tiny"], help="network size preset")
+    t.add_argument("--preset", "--size", dest="preset", default="cpu", choices=list(SIZE_PRESETS),
+                   help="network size preset, the same words as `embed train --preset` (--size: old spelling; "
+                   "default: %(default)s)")
     t.add_argument("--flavour", default="optimised", choices=["weak", "regular", "optimised"],
                    help="regularisation preset: weak (no dropout/L2), regular (dropout 0.5, L2 1e-8), "
-                   "optimised (dropout 0.2)")
-    t.add_argument("--dropout", type=float, help="override the flavour's dropout")
-    t.add_argument("--l2", type=float, dest="weight_decay", help="override the flavour's L2 weight")
-    t.add_argument("--optimizer", choices=["adam", "adadelta"])
-    t.add_argument("--lr", type=float)
-    t.add_argument("--batch-size", type=int)
-    t.add_argument("--min-freq", type=int, help="vocabulary frequency cut-off (default 2)")
+                   "optimised (dropout 0.2) (default: %(default)s)")
+    t.add_argument("--dropout", type=fraction, help="override the flavour's dropout (default: the flavour's)")
+    t.add_argument("--l2", type=nonnegative_float, dest="weight_decay", metavar="L2", help="override the flavour's L2 weight "
+                   "(default: the flavour's)")
+    t.add_argument("--optimizer", choices=["adam", "adadelta"], help=f"(default: {d.optimizer})")
+    t.add_argument("--lr", type=positive_float, help="learning rate (default: 1e-3 for adam, 1.0 for adadelta)")
+    t.add_argument("--batch-size", type=positive_int, help=f"sentence pairs per batch (default: {d.batch_size})")
+    t.add_argument("--min-freq", type=positive_int, help=f"vocabulary frequency cut-off (default: {d.min_freq})")
     t.add_argument("--subword", choices=["bpe", "unigram"],
                    help="SentencePiece subwords over the Moses tokens (default: words with --min-freq)")
-    t.add_argument("--subword-size", type=int, help="pieces per language, specials included (default 8000)")
-    t.add_argument("--tie-embeddings", action="store_true", default=None)
-    t.add_argument("--max-epochs", type=int)
-    t.add_argument("--patience", type=int, help="epochs without val BLEU gain before stopping (default 3)")
-    t.add_argument("--lr-decay", type=float,
-                   help="multiply the learning rate by this after an epoch without val BLEU gain (default 0.5; 1 = constant)")
-    t.add_argument("--max-minutes", type=float,
+    t.add_argument("--subword-size", type=positive_int,
+                   help=f"pieces per language, specials included (default: {d.subword_size})")
+    t.add_argument("--tie-embeddings", action="store_true", default=None,
+                   help="share the target embedding and output matrix (default: off)")
+    t.add_argument("--max-epochs", type=positive_int, help=f"(default: {d.max_epochs})")
+    t.add_argument("--patience", type=positive_int,
+                   help=f"epochs without val BLEU gain before stopping (default: {d.patience})")
+    t.add_argument("--lr-decay", type=float, help="multiply the learning rate by this after an epoch without val "
+                   f"BLEU gain, in (0, 1]; 1 = constant (default: {d.lr_decay})")
+    t.add_argument("--max-minutes", type=positive_float,
                    help="wall-clock budget of this invocation, spent in whole epochs: training stops before an "
-                   "epoch that would end after it (expected epoch time = the mean of the run's epochs so far)")
-    t.add_argument("--seed", type=int)
+                   "epoch that would end after it (expected epoch time = the mean of the run's epochs so far; "
+                   "default: none)")
+    t.add_argument("--seed", type=nonnegative_int, help=f"(default: {d.seed})")
     t.add_argument("--no-resume", action="store_true", help="start afresh even if OUT/last.pt exists")
-    _common(t)
+    add_torch_options(t)
     t.set_defaults(func=run_train)
 
 
@@ -67,42 +82,66 @@ def _add_translate(verbs) -> None:
     r = verbs.add_parser("translate", help="write n-best lists / 1-best translations",
                          description="Beam search over every input line (none dropped; an empty line is "
                          "translated from </s> alone, an over-long line is cut to --max-src-len tokens, "
-                         "unknown words become <unk>; each case is warned about on stderr).")
+                         "unknown words become <unk>; each case is warned about on stderr). An input "
+                         "without lines is refused.")
     r.add_argument("--model", required=True, help="run directory written by `rerank nmt train`")
-    r.add_argument("--checkpoint", default="best", choices=["best", "last"])
+    r.add_argument("--checkpoint", default="best", choices=["best", "last"], help="(default: %(default)s)")
     r.add_argument("--input", required=True, help="source text, one sentence per line (.gz ok)")
-    r.add_argument("--nbest-out", help="Moses n-best output (.gz compresses)")
-    r.add_argument("--output", help="1-best detokenised output")
-    r.add_argument("--beam", type=int, default=20)
-    r.add_argument("--nbest", type=int, help="n-best size (<= beam; default = beam)")
-    r.add_argument("--alpha", type=float, default=1.0,
-                   help="length normalisation exponent: score = logprob / length^alpha; 0 = no normalisation")
-    r.add_argument("--max-len-ratio", type=float, default=2.0, help="max target length = ratio * source length + 5")
-    r.add_argument("--max-src-len", type=int, default=200)
-    r.add_argument("--batch-size", type=int, default=32)
-    r.add_argument("--ref", help="reference file: print 1-best BLEU/TER and the n-best oracle BLEU")
-    r.add_argument("--scores-out", help="write the scores (with --ref) as JSON")
-    _common(r)
+    r.add_argument("--nbest-out", help="Moses n-best output (.gz compresses; default: none)")
+    r.add_argument("--output", help="1-best detokenised output (default: standard output when no other "
+                   "output or --ref is given)")
+    r.add_argument("--beam", type=positive_int, default=20, help="beam size (default: %(default)s)")
+    r.add_argument("--nbest", type=positive_int, help="n-best size (<= beam; default: the beam size)")
+    r.add_argument("--alpha", type=nonnegative_float, default=1.0,
+                   help="length normalisation exponent: score = logprob / length^alpha; 0 = no normalisation "
+                   "(default: %(default)s)")
+    r.add_argument("--max-len-ratio", type=positive_float, default=2.0,
+                   help="max target length = ratio * source length + 5 (default: %(default)s)")
+    r.add_argument("--max-src-len", type=positive_int, default=200, help="source tokens kept (default: %(default)s)")
+    r.add_argument("--batch-size", type=positive_int, default=32, help="sentences per batch (default: %(default)s)")
+    r.add_argument("--ref", help="reference file: print 1-best BLEU/TER and the n-best oracle BLEU (default: none)")
+    r.add_argument("--scores-out", help="write the scores (with --ref) as JSON (default: none)")
+    add_torch_options(r)
     r.set_defaults(func=run_translate)
 
 
-def _common(p) -> None:
-    p.add_argument("--device", default="cpu", help="cpu or cuda (falls back to cpu with a message)")
-    p.add_argument("--threads", type=int, default=2, help="torch CPU threads")
+def _float(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
 
 
-def _setup(args):
-    import torch
+def nonnegative_float(text: str) -> float:
+    """argparse type: a finite number >= 0."""
+    value = _float(text)
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
+    return value
 
-    from rerank.device import resolve_device
-    torch.set_num_threads(args.threads)
-    return resolve_device(args.device)
+
+def fraction(text: str) -> float:
+    """argparse type: a number in [0, 1) (a dropout rate)."""
+    value = _float(text)
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"must be a number in [0, 1), got {text}")
+    return value
+
+
+def check_run_dir(path: str) -> None:
+    """A training --out directory: refused when it is a file or its folder does not exist."""
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise InputError("the run directory is a file", path)
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise InputError(f"its folder {os.path.dirname(path) or '.'} does not exist", path)
 
 
 def run_train(args) -> int:
     from nmt.data import read_parallel, split_paths
     from nmt.train import make_config, train
-    device = _setup(args)
+    device = setup_torch(args)
+    check_run_dir(args.out)
     paths = {}
     for split in ("train", "val"):
         src, tgt = getattr(args, f"{split}_src"), getattr(args, f"{split}_tgt")
@@ -112,7 +151,7 @@ def run_train(args) -> int:
             src, tgt = split_paths(args.data_dir, split, args.src_lang, args.tgt_lang)
         paths[split] = (src, tgt)
     try:
-        cfg = make_config(args.size, args.flavour, src_lang=args.src_lang, tgt_lang=args.tgt_lang,
+        cfg = make_config(args.preset, args.flavour, src_lang=args.src_lang, tgt_lang=args.tgt_lang,
                           dropout=args.dropout, weight_decay=args.weight_decay, optimizer=args.optimizer,
                           lr=args.lr, batch_size=args.batch_size, min_freq=args.min_freq,
                           subword=args.subword, subword_size=args.subword_size,
@@ -126,18 +165,41 @@ def run_train(args) -> int:
     return 0
 
 
+def _translate_files(args) -> list[str]:
+    """The files `translate` reads: the input, the reference and the model's."""
+    model = [os.path.join(args.model, name) for name in
+             ("config.json", "vocab.src.json", "vocab.tgt.json", f"{args.checkpoint}.pt")]
+    return [args.input, args.ref, *model]
+
+
+def _read_inputs(args) -> tuple[list[str], list[str] | None]:
+    """The source lines (none is an error) and the reference lines (as many), if --ref."""
+    from rerank.io import read_lines
+
+    lines = read_lines(args.input)
+    if not lines:
+        raise InputError("no lines to translate (the input is empty)", args.input)
+    refs = read_lines(args.ref) if args.ref else None
+    if refs is not None and len(refs) != len(lines):
+        raise InputError(f"{len(refs)} reference lines for {len(lines)} input lines", args.ref)
+    return lines, refs
+
+
 def run_translate(args) -> int:
-    from nmt.train import load_model
-    from nmt.translate import bleu_ter, oracle_bleu, translate, write_1best, write_nbest
-    from rerank.io import atomic_write, read_lines
-    device = _setup(args)
+    from nmt.checkpoint import load_model
+    from nmt.translate import translate, write_1best, write_nbest
+    from rerank.outputs import check_outputs
+    device = setup_torch(args)
     nbest = args.nbest or args.beam
-    if not 1 <= nbest <= args.beam:
+    if nbest > args.beam:
         raise InputError(f"--nbest {nbest} must be between 1 and --beam {args.beam}")
+    if args.scores_out and not args.ref:
+        raise InputError("--scores-out needs --ref (the scores are against the reference)")
+    check_outputs([args.nbest_out, args.output, args.scores_out], _translate_files(args))
     if not os.path.exists(os.path.join(args.model, f"{args.checkpoint}.pt")):
         raise InputError(f"no {args.checkpoint}.pt in the model directory", args.model)
     model, src_vocab, tgt_vocab, config = load_model(args.model, args.checkpoint, device)
-    lines = read_lines(args.input)
+    lines, refs = _read_inputs(args)
     t0 = time.time()
     results = translate(model, src_vocab, tgt_vocab, lines, config["train"]["src_lang"], config["train"]["tgt_lang"],
                         beam=args.beam, nbest=nbest, batch_size=args.batch_size, alpha=args.alpha,
@@ -148,21 +210,24 @@ def run_translate(args) -> int:
           file=sys.stderr)
     if args.nbest_out:
         write_nbest(results, args.nbest_out)
-    if args.output:
-        write_1best(results, args.output)
-    if not (args.nbest_out or args.output or args.ref):
-        write_1best(results, "-")
-    if args.ref:
-        refs = read_lines(args.ref)
-        if len(refs) != len(lines):
-            raise InputError(f"{len(refs)} reference lines for {len(lines)} input lines", args.ref)
-        scores = bleu_ter([r[0][0] if r else "" for r in results], refs)
-        scores[f"oracle_bleu_{nbest}best"] = oracle_bleu([[e[0] for e in r] for r in results], refs)
-        scores.update(beam=args.beam, nbest=nbest, alpha=args.alpha, sentences=len(lines), seconds=seconds,
-                      model=os.path.abspath(args.model), checkpoint=args.checkpoint)
-        print(json.dumps(scores))
-        if args.scores_out:
-            with atomic_write(args.scores_out) as f:
-                json.dump(scores, f, indent=1)
-                f.write("\n")
+    if args.output or not (args.nbest_out or args.ref):
+        write_1best(results, args.output or "-")
+    if refs is not None:
+        _report_scores(args, results, refs, nbest, seconds)
     return 0
+
+
+def _report_scores(args, results, refs: list[str], nbest: int, seconds: float) -> None:
+    """Print 1-best BLEU/TER and the n-best oracle BLEU as JSON (and write them to --scores-out)."""
+    from nmt.translate import bleu_ter, oracle_bleu
+    from rerank.io import atomic_write
+
+    scores = bleu_ter([r[0][0] if r else "" for r in results], refs)
+    scores[f"oracle_bleu_{nbest}best"] = oracle_bleu([[e[0] for e in r] for r in results], refs)
+    scores.update(beam=args.beam, nbest=nbest, alpha=args.alpha, sentences=len(refs), seconds=seconds,
+                  model=os.path.abspath(args.model), checkpoint=args.checkpoint)
+    print(json.dumps(scores))
+    if args.scores_out:
+        with atomic_write(args.scores_out) as f:
+            json.dump(scores, f, indent=1)
+            f.write("\n")

@@ -17,6 +17,7 @@ from tqdm import tqdm
 from nmt.data import length_batches, pad
 from nmt.lm import LanguageModel, encode_lines
 from nmt.vocab import Tokenizer
+from rerank.cliargs import positive_int
 from rerank.device import resolve_device
 from rerank.errors import InputError
 from rerank.features import Feature, FeatureContext
@@ -40,12 +41,9 @@ def _threads(context: FeatureContext) -> None:
 def channel_scores(run_dir: str, hyps: list[str], sources: list[str], device="cpu", batch_size: int = 64,
                    progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """(log p(source_i | hyp_i), source tokens incl. </s>) under the reverse model in run_dir."""
-    from nmt.train import load_model
+    from nmt.checkpoint import load_model
 
-    try:
-        model, src_vocab, tgt_vocab, config = load_model(run_dir, "best", device)
-    except (OSError, KeyError, ValueError, RuntimeError) as exc:
-        raise InputError(f"cannot load the channel model ({type(exc).__name__}: {exc})", run_dir) from None
+    model, src_vocab, tgt_vocab, config = load_model(run_dir, "best", device)
     train = config["train"]
     hyp_ids = encode_lines(hyps, Tokenizer(train["src_lang"]), src_vocab, 200)
     src_ids = encode_lines(sources, Tokenizer(train["tgt_lang"]), tgt_vocab, 200)
@@ -65,7 +63,8 @@ class ChannelFeature(Feature):
     def add_arguments(self, group):
         group.add_argument("--channel-model", metavar="DIR", help="reverse NMT run directory (`rerank nmt train` "
                            "from the target to the source language)")
-        group.add_argument("--channel-batch-size", type=int, default=64, help="pairs per batch (default 64)")
+        group.add_argument("--channel-batch-size", type=positive_int, default=64,
+                           help="pairs per batch (default: %(default)s)")
 
     def compute(self, nbest, which, context):
         args = context.args
@@ -87,7 +86,8 @@ class LMFeature(Feature):
 
     def add_arguments(self, group):
         group.add_argument("--lm-model", metavar="DIR", help="language model run directory (`rerank lm train`)")
-        group.add_argument("--lm-batch-size", type=int, default=128, help="hypotheses per batch (default 128)")
+        group.add_argument("--lm-batch-size", type=positive_int, default=128,
+                           help="hypotheses per batch (default: %(default)s)")
 
     def compute(self, nbest, which, context):
         args = context.args

@@ -20,9 +20,11 @@ from torch import nn
 from torch.nn import functional as F
 from tqdm import tqdm
 
+from nmt.checkpoint import read_json, read_vocab, save_tensors
 from nmt.data import length_batches, pad
-from nmt.vocab import BOS_ID, EOS_ID, PAD_ID, SubwordVocab, Tokenizer, Vocab, vocab_from_json
+from nmt.vocab import BOS_ID, EOS_ID, PAD_ID, SubwordVocab, Tokenizer, Vocab
 from rerank.budget import EpochBudget
+from rerank.device import load_tensors, load_weights
 from rerank.errors import InputError
 from rerank.io import atomic_write
 
@@ -90,17 +92,25 @@ class LanguageModel:
 
     @classmethod
     def load(cls, run_dir: str, device="cpu", which: str = "best") -> LanguageModel:
+        """The model of a `rerank lm train` run directory; InputError naming any broken file."""
+        config_path = os.path.join(run_dir, "config.json")
+        if not os.path.isfile(config_path):
+            raise InputError("not a language model run directory (no config.json)", run_dir)
+        saved = read_json(config_path)
+        if not isinstance(saved, dict) or not isinstance(saved.get("lm"), dict):
+            raise InputError("not a language model config: no \"lm\" object", config_path)
         try:
-            with open(os.path.join(run_dir, "config.json"), encoding="utf-8") as f:
-                saved = json.load(f)
             cfg = LMConfig(**saved["lm"])
-            with open(os.path.join(run_dir, "vocab.json"), encoding="utf-8") as f:
-                vocab = vocab_from_json(f.read())
-            model = GRULM(len(vocab), cfg.emb_dim, cfg.hidden, 0.0)
-            state = torch.load(os.path.join(run_dir, f"{which}.pt"), map_location="cpu", weights_only=True)
-            model.load_state_dict(state)
-        except (OSError, KeyError, TypeError, ValueError, RuntimeError) as exc:
-            raise InputError(f"not a language model run directory ({type(exc).__name__}: {exc})", run_dir) from None
+            size = int(saved["vocab_size"])
+            model = GRULM(size, cfg.emb_dim, cfg.hidden, 0.0)
+        except (KeyError, TypeError, ValueError, RuntimeError) as exc:
+            raise InputError(f"not a language model config ({type(exc).__name__}: {exc})", config_path) from None
+        vocab = read_vocab(os.path.join(run_dir, "vocab.json"), size)
+        path = os.path.join(run_dir, f"{which}.pt")
+        state = load_tensors(path, "checkpoint")
+        if which == "last" and isinstance(state, dict) and "model" in state:
+            state = state["model"]
+        load_weights(model, state, path, "the language model of config.json")
         return cls(model, vocab, cfg, device)
 
     @torch.no_grad()
@@ -121,16 +131,17 @@ def _epoch(model, batches, data, optimizer, cfg, device, progress) -> float:
     """One training epoch; returns the mean loss per token."""
     model.train()
     total, tokens = 0.0, 0
-    for batch in tqdm(batches, desc="lm epoch", disable=not progress, leave=False):
-        out, _ = pad([data[i] for i in batch])
-        out = out.to(device)
-        loss = -model.token_logprobs(out).sum()
-        n = int((out != PAD_ID).sum())
-        optimizer.zero_grad()
-        (loss / n).backward()
-        nn.utils.clip_grad_norm_(model.parameters(), cfg.clip)
-        optimizer.step()
-        total, tokens = total + float(loss.detach()), tokens + n
+    with tqdm(batches, desc="lm epoch", disable=not progress, leave=False) as bar:  # closed on Ctrl-C too
+        for batch in bar:
+            out, _ = pad([data[i] for i in batch])
+            out = out.to(device)
+            loss = -model.token_logprobs(out).sum()
+            n = int((out != PAD_ID).sum())
+            optimizer.zero_grad()
+            (loss / n).backward()
+            nn.utils.clip_grad_norm_(model.parameters(), cfg.clip)
+            optimizer.step()
+            total, tokens = total + float(loss.detach()), tokens + n
     return total / max(tokens, 1)
 
 
@@ -152,8 +163,7 @@ def _prepare(cfg: LMConfig, train_lines: list[str], val_lines: list[str], out_di
     vocab_path = os.path.join(out_dir, "vocab.json")
     train_tok = [tok.tokenize(line)[:cfg.max_len] for line in train_lines]
     if resuming:
-        with open(vocab_path, encoding="utf-8") as f:
-            vocab = vocab_from_json(f.read())
+        vocab = read_vocab(vocab_path)
     else:
         vocab = build_vocab(cfg, train_tok)
         with atomic_write(vocab_path) as f:
@@ -177,12 +187,26 @@ def train_lm(cfg: LMConfig, train_lines: list[str], val_lines: list[str], out_di
     optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr)
     state = {"epoch": 0, "best_ppl": float("inf"), "bad_epochs": 0, "epoch_seconds": [], "stopped": None}
     if resuming:
-        saved = torch.load(last, map_location=device, weights_only=True)
-        model.load_state_dict(saved["model"])
-        optimizer.load_state_dict(saved["optimizer"])
-        state = json.loads(saved["state"])
+        state = _restore(last, model, optimizer)
         log(f"resuming after epoch {state['epoch']} (best val perplexity {state['best_ppl']:.2f})")
     return _train_epochs(cfg, model, optimizer, state, train, val, out_dir, device, progress, log, clock)
+
+
+def _restore(path: str, model: GRULM, optimizer) -> dict:
+    """Load last.pt into the model and optimiser; its training state (InputError if broken)."""
+    saved = load_tensors(path, "checkpoint")
+    if not isinstance(saved, dict) or not {"model", "optimizer", "state"} <= set(saved):
+        raise InputError("not a checkpoint of `rerank lm train`; start afresh with --no-resume", path)
+    load_weights(model, saved["model"], path, "the language model (options as when it was started)")
+    try:
+        optimizer.load_state_dict(saved["optimizer"])
+        state = json.loads(saved["state"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InputError(f"not a checkpoint of this run ({type(exc).__name__}: {exc}); start afresh with "
+                         "--no-resume", path) from None
+    if not isinstance(state, dict) or not {"epoch", "best_ppl", "bad_epochs", "epoch_seconds", "stopped"} <= set(state):
+        raise InputError("its training state is incomplete; start afresh with --no-resume", path)
+    return state
 
 
 def _train_epochs(cfg, model, optimizer, state, train, val, out_dir, device, progress, log, clock=time.monotonic) -> dict:
@@ -203,11 +227,11 @@ def _train_epochs(cfg, model, optimizer, state, train, val, out_dir, device, pro
         better = ppl < state["best_ppl"]
         state["best_ppl"], state["bad_epochs"] = (ppl, 0) if better else (state["best_ppl"], state["bad_epochs"] + 1)
         if better:
-            torch.save(model.state_dict(), os.path.join(out_dir, "best.pt"))
+            save_tensors(model.state_dict(), os.path.join(out_dir, "best.pt"))
         log(f"epoch {state['epoch']}: train loss/token {loss:.4f}, val perplexity {ppl:.2f}"
             + (" (best)" if better else ""))
-        torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "state": json.dumps(state)},
-                   os.path.join(out_dir, "last.pt"))
+        save_tensors({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "state": json.dumps(state)},
+                     os.path.join(out_dir, "last.pt"))
     state["stopped"] = state["stopped"] or ("early-stopping" if state["bad_epochs"] >= cfg.patience else "max-epochs")
     with atomic_write(os.path.join(out_dir, "DONE.json")) as f:
         json.dump({"stopped": state["stopped"], "epochs": state["epoch"], "best_val_perplexity": state["best_ppl"]}, f)

@@ -4,7 +4,27 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import sys
+
+from nmt.command import check_run_dir, fraction
+from rerank.cliargs import nonnegative_int, positive_float, positive_int
+from rerank.device import add_torch_options, setup_torch
+from rerank.errors import InputError
+
+# option -> (argparse type, help); the defaults are LMConfig's
+_TRAIN_OPTIONS = {
+    "emb_dim": (positive_int, "word embedding size"),
+    "hidden": (positive_int, "GRU size"),
+    "dropout": (fraction, "dropout rate, in [0, 1)"),
+    "min_freq": (positive_int, "vocabulary frequency cut-off (words)"),
+    "subword_size": (positive_int, "SentencePiece pieces, specials included (with --subword)"),
+    "lr": (positive_float, "Adam learning rate"),
+    "batch_size": (positive_int, "sentences per batch"),
+    "max_epochs": (positive_int, "epoch limit"),
+    "patience": (positive_int, "epochs without a better validation perplexity before stopping"),
+    "seed": (nonnegative_int, "random seed"),
+}
 
 
 def add_parser(subparsers) -> None:
@@ -17,29 +37,35 @@ def add_parser(subparsers) -> None:
         "--max-minutes 20")
     verbs = parser.add_subparsers(dest="verb", metavar="VERB")
     verbs.required = True
+    _add_train(verbs)
+    s = verbs.add_parser("score", help="log-probability of every line (TSV: logprob, tokens)",
+                         description="One output line per input line: the sum of token log-probabilities "
+                         "(</s> included) and the number of tokens. An input without lines is refused.")
+    s.add_argument("--model", required=True, help="run directory of `rerank lm train`")
+    s.add_argument("--input", required=True, help="text, one sentence per line (.gz ok; - for stdin)")
+    s.add_argument("-o", "--output", default="-", help="output TSV (default: standard output)")
+    s.add_argument("--batch-size", type=positive_int, default=128, help="sentences per batch (default: %(default)s)")
+    add_torch_options(s)
+    s.set_defaults(func=run_score)
+
+
+def _add_train(verbs) -> None:
     t = verbs.add_parser("train", help="train (or resume) a language model")
     t.add_argument("--train", required=True, help="training text, one sentence per line (.gz ok)")
     t.add_argument("--val", required=True, help="validation text (early stopping on its perplexity)")
-    t.add_argument("--lang", default="de", help="language, for Moses tokenisation (default de)")
+    t.add_argument("--lang", default="de", help="language, for Moses tokenisation (default: %(default)s)")
     t.add_argument("--out", required=True, help="run directory (checkpoints, config, vocabulary, log)")
     t.add_argument("--subword", choices=["bpe", "unigram"], help="SentencePiece subwords (default: words)")
     defaults = lm_defaults()
-    for name in ("emb_dim", "hidden", "dropout", "min_freq", "subword_size", "lr", "batch_size", "max_epochs",
-                 "patience", "seed"):
-        t.add_argument("--" + name.replace("_", "-"), type=type(defaults[name]), default=defaults[name],
-                       help=f"(default {defaults[name]})")
-    t.add_argument("--max-minutes", type=float, help="wall-clock budget of this invocation, spent in whole epochs: "
-                   "one is started only if it is expected to end in time (as nmt train and embed train; default: none)")
+    for name, (kind, text) in _TRAIN_OPTIONS.items():
+        t.add_argument("--" + name.replace("_", "-"), type=kind, default=defaults[name],
+                       help=f"{text} (default: %(default)s)")
+    t.add_argument("--max-minutes", type=positive_float, help="wall-clock budget of this invocation, spent in whole "
+                   "epochs: one is started only if it is expected to end in time (as nmt train and embed train; "
+                   "default: none)")
     t.add_argument("--no-resume", action="store_true", help="start afresh even if OUT/last.pt exists")
-    _device_options(t)
+    add_torch_options(t)
     t.set_defaults(func=run_train)
-    s = verbs.add_parser("score", help="log-probability of every line (TSV: logprob, tokens)")
-    s.add_argument("--model", required=True, help="run directory of `rerank lm train`")
-    s.add_argument("--input", required=True, help="text, one sentence per line (.gz ok; - for stdin)")
-    s.add_argument("-o", "--output", default="-", help="output TSV (default: stdout)")
-    s.add_argument("--batch-size", type=int, default=128, help="sentences per batch (default 128)")
-    _device_options(s)
-    s.set_defaults(func=run_score)
 
 
 def lm_defaults() -> dict:
@@ -48,39 +74,19 @@ def lm_defaults() -> dict:
     return dataclasses.asdict(LMConfig())
 
 
-def _device_options(p) -> None:
-    p.add_argument("--device", default="cpu", help="cpu or cuda (falls back to the CPU with a message; default cpu)")
-    p.add_argument("--threads", type=int, default=2, help="torch CPU threads (default 2)")
-
-
-def _setup(args):
-    import torch
-
-    from rerank.device import resolve_device
-    from rerank.errors import InputError
-
-    if args.threads < 1:
-        raise InputError(f"--threads must be >= 1, got {args.threads}")
-    torch.set_num_threads(args.threads)
-    return resolve_device(args.device)
-
-
 def run_train(args) -> int:
     from nmt.lm import LMConfig, train_lm
-    from rerank.errors import InputError
     from rerank.io import read_lines
 
-    device = _setup(args)
+    device = setup_torch(args)
+    check_run_dir(args.out)
     fields = {f.name for f in dataclasses.fields(LMConfig)}
     cfg = LMConfig(**{k: v for k, v in vars(args).items() if k in fields and k != "lang"}, lang=args.lang)
-    for name in ("emb_dim", "hidden", "batch_size", "max_epochs", "patience", "subword_size", "min_freq"):
-        if getattr(cfg, name) < 1:
-            raise InputError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(cfg, name)}")
-    if cfg.max_minutes is not None and not cfg.max_minutes > 0:
-        raise InputError(f"--max-minutes must be > 0, got {cfg.max_minutes}")
     train, val = read_lines(args.train), read_lines(args.val)
     if not any(line.strip() for line in train):
         raise InputError("no training sentences", args.train)
+    if not val:
+        raise InputError("no validation sentences", args.val)
     state = train_lm(cfg, train, val, args.out, device, resume=not args.no_resume, progress=sys.stderr.isatty(),
                      log=lambda msg: print(msg, file=sys.stderr))
     print(json.dumps({k: state[k] for k in ("epoch", "best_ppl", "stopped")}))
@@ -90,10 +96,16 @@ def run_train(args) -> int:
 def run_score(args) -> int:
     from nmt.lm import LanguageModel
     from rerank.io import atomic_write, read_lines
+    from rerank.outputs import check_outputs
 
-    device = _setup(args)
+    device = setup_torch(args)
+    model_files = [os.path.join(args.model, name) for name in ("config.json", "vocab.json", "best.pt")]
+    check_outputs([args.output], [args.input, *model_files])
     lm = LanguageModel.load(args.model, device)
-    sums, counts = lm.score(read_lines(args.input), args.batch_size, progress=sys.stderr.isatty())
+    lines = read_lines(args.input)
+    if not lines:
+        raise InputError("no lines to score (the input is empty)", args.input)
+    sums, counts = lm.score(lines, args.batch_size, progress=sys.stderr.isatty())
     with atomic_write(args.output) as out:
         for value, n in zip(sums, counts):
             out.write(f"{value:.6f}\t{n}\n")

@@ -23,10 +23,13 @@ from torch.nn import functional as F
 from tqdm import tqdm
 
 from nmt.beam import greedy
+from nmt.checkpoint import load_model, read_json, save_tensors
 from nmt.data import encode_source, length_batches, pad
 from nmt.model import SIZE_PRESETS, AttentionNMT, ModelConfig
-from nmt.vocab import BOS_ID, EOS_ID, PAD_ID, SubwordVocab, Tokenizer, Vocab, vocab_from_json
+from nmt.vocab import BOS_ID, EOS_ID, PAD_ID, SubwordVocab, Tokenizer, Vocab
 from rerank.budget import EpochBudget
+from rerank.device import load_tensors
+from rerank.errors import InputError
 from rerank.io import atomic_write
 
 # The paper's three regularisation regimes (Calixto & Liu 2017).
@@ -97,20 +100,6 @@ def save_json(path: str, obj) -> None:
         f.write("\n")
 
 
-def load_model(run_dir: str, which: str = "best", device: str = "cpu"):
-    """(model, src_vocab, tgt_vocab, config dict) from a run directory."""
-    with open(os.path.join(run_dir, "config.json"), encoding="utf-8") as f:
-        config = json.load(f)
-    vocabs = []
-    for side in ("src", "tgt"):
-        with open(os.path.join(run_dir, f"vocab.{side}.json"), encoding="utf-8") as f:
-            vocabs.append(vocab_from_json(f.read()))
-    model = AttentionNMT(ModelConfig.from_dict(config["model"]))
-    state = torch.load(os.path.join(run_dir, f"{which}.pt"), map_location=device, weights_only=True)
-    model.load_state_dict(state["model"] if "model" in state else state)
-    return model.to(device).eval(), vocabs[0], vocabs[1], config
-
-
 def corpus_bleu_greedy(model, src_ids, refs, tgt_tok, tgt_vocab, device, batch_size=128) -> float:
     """Detokenised corpus BLEU (sacrebleu) of greedy translations of encoded sources."""
     hyps = [""] * len(src_ids)
@@ -146,9 +135,12 @@ class _Run:
 
 def _saved_config(cfg: TrainConfig, out_dir: str) -> TrainConfig:
     """The run's saved TrainConfig, with this invocation's max_minutes and max_epochs."""
-    with open(os.path.join(out_dir, "config.json"), encoding="utf-8") as f:
-        saved = json.load(f)
-    return TrainConfig(**{**saved["train"], "max_minutes": cfg.max_minutes, "max_epochs": cfg.max_epochs})
+    path = os.path.join(out_dir, "config.json")
+    saved = read_json(path)
+    try:
+        return TrainConfig(**{**saved["train"], "max_minutes": cfg.max_minutes, "max_epochs": cfg.max_epochs})
+    except (KeyError, TypeError) as exc:
+        raise InputError(f"not an NMT run config ({type(exc).__name__}: {exc})", path) from None
 
 
 def _new_model(cfg: TrainConfig, train_src, train_tgt, out_dir: str, device: str):
@@ -200,16 +192,27 @@ def _prepare(cfg: TrainConfig, train_pair, val_pair, out_dir: str, device: str, 
     run = _Run(cfg, out_dir, device, log, model, _optimizer(cfg, model), tgt_tok, tgt_vocab, pairs, val_ids,
                val_pair[1], {"epoch": 0, "step": 0, "best_bleu": -1.0, "bad_epochs": 0, "history": [], "stopped": None})
     if resuming:
-        ckpt = torch.load(run.last_path, map_location=device, weights_only=True)
-        run.optim.load_state_dict(ckpt["optim"])
-        with open(os.path.join(out_dir, "history.json"), encoding="utf-8") as f:
-            run.state = json.load(f)
-        torch.set_rng_state(ckpt["rng"])
+        _restore(run)
         log(f"resumed after epoch {run.state['epoch']} (best val BLEU {run.state['best_bleu']:.2f})")
     else:
         log(f"start: {len(pairs)} training pairs, vocab src {len(src_vocab)} tgt {len(tgt_vocab)}, "
             f"{sum(p.numel() for p in model.parameters())} parameters, config {dataclasses.asdict(cfg)}")
     return run
+
+
+def _restore(run: _Run) -> None:
+    """The optimiser, RNG and counters of last.pt and history.json (InputError if they are broken)."""
+    ckpt = load_tensors(run.last_path, "checkpoint")
+    history = os.path.join(run.out_dir, "history.json")
+    run.state = read_json(history, "training history")
+    if not isinstance(run.state, dict) or not set(run.state) >= {"epoch", "step", "best_bleu", "bad_epochs", "history"}:
+        raise InputError("not the training history of `rerank nmt train`; start afresh with --no-resume", history)
+    try:
+        run.optim.load_state_dict(ckpt["optim"])
+        torch.set_rng_state(ckpt["rng"])
+    except (KeyError, TypeError, ValueError, RuntimeError) as exc:
+        raise InputError(f"not a checkpoint of this run ({type(exc).__name__}: {exc}); start afresh with "
+                         "--no-resume", run.last_path) from None
 
 
 def _batch_loss(run: _Run, batch: list[int]) -> tuple[float, int]:
@@ -238,14 +241,13 @@ def _train_epoch(run: _Run, epoch: int) -> dict:
     rng = random.Random(cfg.seed * 1000 + epoch)
     batches = length_batches([len(t) for _, t in run.pairs], cfg.batch_size, shuffle=True, rng=rng)
     total_loss, total_tok, done = 0.0, 0, 0
-    bar = tqdm(batches, desc=f"epoch {epoch}", file=sys.stderr, mininterval=5)
-    for batch in bar:
-        loss, ntok = _batch_loss(run, batch)
-        total_loss, total_tok, done = total_loss + loss, total_tok + ntok, done + 1
-        bar.set_postfix(loss=f"{total_loss / total_tok:.3f}", refresh=False)
-        if done % cfg.log_every == 0:
-            run.log(f"epoch {epoch} batch {done}/{len(batches)} loss/token {total_loss / total_tok:.4f}")
-    bar.close()
+    with tqdm(batches, desc=f"epoch {epoch}", file=sys.stderr, mininterval=5) as bar:  # closed on Ctrl-C too
+        for batch in bar:
+            loss, ntok = _batch_loss(run, batch)
+            total_loss, total_tok, done = total_loss + loss, total_tok + ntok, done + 1
+            bar.set_postfix(loss=f"{total_loss / total_tok:.3f}", refresh=False)
+            if done % cfg.log_every == 0:
+                run.log(f"epoch {epoch} batch {done}/{len(batches)} loss/token {total_loss / total_tok:.4f}")
     return {"loss": total_loss / max(total_tok, 1), "batches": done, "of_batches": len(batches)}
 
 
@@ -263,15 +265,13 @@ def _finish_epoch(run: _Run, epoch: int, result: dict, budget: EpochBudget) -> N
     improved = bleu > state["best_bleu"]
     if improved:
         state["best_bleu"], state["bad_epochs"], state["best_epoch"] = bleu, 0, epoch
-        torch.save(run.model.state_dict(), os.path.join(run.out_dir, "best.pt.tmp"))
-        os.replace(os.path.join(run.out_dir, "best.pt.tmp"), os.path.join(run.out_dir, "best.pt"))
+        save_tensors(run.model.state_dict(), os.path.join(run.out_dir, "best.pt"))
     else:
         state["bad_epochs"] += 1
         for group in optim.param_groups:  # saved with the optimiser, so a resumed run keeps it
             group["lr"] *= cfg.lr_decay
-    torch.save({"model": run.model.state_dict(), "optim": optim.state_dict(), "rng": torch.get_rng_state()},
-               run.last_path + ".tmp")
-    os.replace(run.last_path + ".tmp", run.last_path)
+    save_tensors({"model": run.model.state_dict(), "optim": optim.state_dict(), "rng": torch.get_rng_state()},
+                 run.last_path)
     save_json(os.path.join(run.out_dir, "history.json"), state)
     run.log(f"epoch {epoch} done: loss/token {result['loss']:.4f}, val BLEU (greedy) {bleu:.2f}"
             f"{' (best)' if improved else ''}, {seconds:.0f}s"

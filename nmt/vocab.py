@@ -132,7 +132,13 @@ class SubwordVocab:
 
 def vocab_from_json(text: str) -> Vocab | SubwordVocab:
     """A vocabulary file as written by `to_json`: a word list, or a SentencePiece model."""
-    data = json.loads(text)
+    return vocab_from_data(json.loads(text))
+
+
+def vocab_from_data(data) -> Vocab | SubwordVocab:
+    """The vocabulary of a parsed vocabulary file (ValueError, KeyError, ... when it is none)."""
     if isinstance(data, dict):
-        return SubwordVocab(base64.b64decode(data["model"]), data["sentencepiece"])
+        return SubwordVocab(base64.b64decode(data["model"], validate=True), data["sentencepiece"])
+    if not isinstance(data, list):
+        raise ValueError(f"expected a word list or a SentencePiece object, found a {type(data).__name__}")
     return Vocab(data)

@@ -1,16 +1,137 @@
-"""The torch device for a `--device` option: CUDA when asked for and present, else the CPU."""
+"""Torch settings shared by the commands that run models, and checked loading of their files.
+
+- `--device`: cpu, cuda or cuda:N. CUDA asked for on a machine without it falls back to the CPU
+  with a message; any other spelling is an error naming the accepted forms.
+- `--threads`: torch CPU threads, default `default_threads()`: 2 when the machine has two idle
+  cores, else 1 (idle = usable cores minus the 1-minute load average). torch's own default
+  takes every core, and its OpenMP threads spin-wait when other processes hold the cores: on
+  the 2-core development machine, loaded, two threads made GRU training and encoding 3-12x
+  slower than one, while on the idle machine they decode about 1.5x faster (docs/nmt.md,
+  docs/embeddings.md). The models are small, so more than two threads gain little. The thread
+  count changes speed only: GRU and linear layers gave bitwise equal results with 1 and 2
+  threads on this torch build.
+- `load_tensors` / `load_weights`: torch.load(..., weights_only=True) on the CPU, and a
+  state_dict checked against the module, every failure an InputError naming the file.
+
+torch is imported inside the functions, so the core imports without it.
+"""
 
 from __future__ import annotations
 
+import os
+import re
 import sys
 
+from rerank.cliargs import positive_int
+from rerank.errors import InputError
 
-def resolve_device(device: str | None):
-    """torch.device for `device`; 'cuda' without CUDA falls back to the CPU with a message."""
+DEVICE_FORMS = "cpu, cuda or cuda:N (N = 0, 1, ...)"
+_DEVICE = re.compile(r"cpu|cuda(?::(\d+))?")
+
+
+def resolve_device(device=None):
+    """torch.device for a `--device` value (a string, a torch.device or None for the CPU).
+
+    'cuda' or 'cuda:N' without CUDA falls back to the CPU with a message; an unknown form, or a
+    GPU index the machine does not have, raises InputError.
+    """
     import torch
 
-    device = device or "cpu"
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        print(f"CUDA is not available ({device} requested): using the CPU", file=sys.stderr)
-        device = "cpu"
-    return torch.device(device)
+    text = "cpu" if device is None else str(device).strip()
+    match = _DEVICE.fullmatch(text)
+    if match is None:
+        raise InputError(f"--device {text!r}: unknown device; use {DEVICE_FORMS}")
+    if text.startswith("cuda"):
+        if not torch.cuda.is_available():
+            print(f"CUDA is not available ({text} requested): using the CPU", file=sys.stderr)
+            return torch.device("cpu")
+        count = torch.cuda.device_count()
+        if match.group(1) is not None and int(match.group(1)) >= count:
+            raise InputError(f"--device {text}: this machine has {count} CUDA device(s), cuda:0 to cuda:{count - 1}")
+    return torch.device(text)
+
+
+def default_threads() -> int:
+    """2 if two of the cores this process may use are idle, else 1 (see the module docstring)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    try:
+        busy = os.getloadavg()[0]
+    except (AttributeError, OSError):
+        busy = 0.0
+    return max(1, min(2, round(cores - busy)))
+
+
+def add_torch_options(parser) -> None:
+    """--device and --threads, as every command that runs torch takes them."""
+    parser.add_argument("--device", default="cpu", help=f"{DEVICE_FORMS}; CUDA without a GPU falls back to the "
+                        "CPU with a message (default: %(default)s)")
+    parser.add_argument("--threads", type=positive_int, default=default_threads(),
+                        help="torch CPU threads (default: %(default)s on this machine now: 2 if two cores are idle, "
+                        "else 1; torch's default of every core spins when other jobs hold them)")
+
+
+def setup_torch(args):
+    """Apply args.threads and return the resolved args.device (call before any work)."""
+    import torch
+
+    torch.set_num_threads(args.threads)
+    return resolve_device(args.device)
+
+
+def _unreadable(path: str, exc: Exception) -> str:
+    """Why torch.load failed, in words: a damaged zip, objects weights_only refuses, or no torch file."""
+    with open(path, "rb") as f:
+        head = f.read(4)
+    refusal = re.search(r"Unsupported global: GLOBAL (\S+)", str(exc))
+    if refusal:
+        return f"it holds a {refusal.group(1)} object, which weights_only loading refuses (tensors and plain values only)"
+    if head == b"PK\x03\x04":
+        return "a damaged or truncated PyTorch file"
+    return f"not a PyTorch file (it starts with {head!r})" if head else "an empty file, not a PyTorch file"
+
+
+def load_tensors(path: str, what: str = "model file"):
+    """torch.load(path, weights_only=True) onto the CPU; InputError naming the file when it is
+    missing, not a PyTorch file, truncated or holds anything but tensors and plain values."""
+    import torch
+
+    if not os.path.isfile(path):
+        raise InputError(f"{what} not found" if not os.path.isdir(path) else f"{what} is a directory", path)
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # torch raises many types: UnpicklingError, RuntimeError, EOFError, ...
+        raise InputError(f"cannot read the {what}: {_unreadable(path, exc)}", path) from None
+
+
+def _describe(value) -> str:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return f"a bare tensor of shape {tuple(value.shape)}"
+    return f"a {type(value).__name__}"
+
+
+def check_state_dict(own: dict, state, path: str, what: str = "the model") -> None:
+    """InputError unless `state` is a state_dict with exactly the keys and shapes of `own`."""
+    import torch
+
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise InputError(f"expected a state_dict (names -> tensors), found {_describe(state)}", path)
+    missing = [k for k in own if k not in state]
+    unexpected = [k for k in state if k not in own]
+    if missing or unexpected:
+        raise InputError(f"the weights do not fit {what}: {len(missing)} missing keys {missing[:3]}, "
+                         f"{len(unexpected)} unexpected keys {unexpected[:3]}", path)
+    for key, tensor in own.items():
+        if tuple(state[key].shape) != tuple(tensor.shape):
+            raise InputError(f"the weights do not fit {what}: {key} has shape {tuple(state[key].shape)} "
+                             f"where it expects {tuple(tensor.shape)}", path)
+
+
+def load_weights(module, state, path: str, what: str = "the model") -> None:
+    """Check `state` against `module` (check_state_dict) and load it (fp16 copied into fp32 alike)."""
+    check_state_dict(module.state_dict(), state, path, what)
+    module.load_state_dict(state)

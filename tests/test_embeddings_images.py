@@ -96,7 +96,7 @@ def test_weights_errors(images, resnet_weights, tmp_path):
         build_backbone("vgg19-fc7", resnet_weights)
     junk = tmp_path / "junk.pth"
     junk.write_bytes(b"not a torch file")
-    with pytest.raises(InputError, match="cannot read weights"):
+    with pytest.raises(InputError, match="cannot read the weights: not a PyTorch file"):
         build_backbone("resnet50-pool5", str(junk))
     with pytest.raises(InputError, match="unknown backbone"):
         build_backbone("alexnet", resnet_weights)

@@ -107,7 +107,7 @@ def test_time_budget_is_spent_in_whole_epochs(tmp_path):
     state = json.loads(_state(run)["state"])
     assert (state["epoch"], state["step"], state["epoch_seconds"]) == (3, 12, [60.0, 60.0, 60.0])
     assert "time budget: 3.0 of 3 minutes used, another epoch is expected to take 1.0" in (run / "train.log").read_text()
-    with pytest.raises(InputError, match="max_minutes must be > 0"):
+    with pytest.raises(InputError, match="config key max_minutes must be a number > 0, got 0"):
         train({**cfg, "max_minutes": 0}, DATA, str(tmp_path / "zero"), quiet=True)
 
 

@@ -1,0 +1,83 @@
+"""Settings of embedding training: the defaults, and a user's config checked key by key.
+
+Config keys (JSON; any omitted key takes its DEFAULTS value, `preset` sets the sizes word_dim,
+hidden_dim, joint_dim): languages, sources (task1 translated / task2 comparable Multi30k),
+image_features {train, val}, beta, margin, contrastive (random|sum|max), negatives (for random),
+lr, batch_size, grad_clip, max_epochs, patience, min_freq, seed, max_minutes (wall-clock budget
+of one invocation, spent in whole epochs: see rerank.budget), checkpoint_minutes, ...
+Unknown keys, and numbers out of their range, are errors naming the key.
+"""
+
+from __future__ import annotations
+
+import math
+
+from embeddings.losses import MODES
+from embeddings.model import PRESETS
+from embeddings.tokenize import LANGUAGES
+from rerank.errors import InputError
+
+DEFAULTS = {
+    "preset": "cpu", "languages": ["en", "de"], "sources": ["task2", "task1"], "comparable_per_image": 5,
+    "image_features": {"train": None, "val": None}, "min_freq": 2, "max_vocab": None, "max_len": 50,
+    "dropout": 0.5, "init_std": 0.01, "beta": 0.5, "margin": 0.2, "contrastive": "random", "negatives": 5,
+    "lr": 2e-4, "batch_size": 128, "grad_clip": 2.0, "max_epochs": 30, "patience": 5, "seed": 1234,
+    "max_minutes": None, "max_steps": None, "checkpoint_minutes": 10.0, "train_limit": None, "validate": True, "select_images": 500,
+}
+
+
+def resolve_config(user: dict) -> dict:
+    """Defaults < preset sizes < user keys. Unknown keys, and values of the wrong type or range,
+    are errors naming the key (typos should not pass)."""
+    preset = user.get("preset", DEFAULTS["preset"])
+    if preset not in PRESETS:
+        raise InputError(f"unknown preset {preset!r}: expected one of {', '.join(PRESETS)}")
+    known = set(DEFAULTS) | {"word_dim", "hidden_dim", "joint_dim"}
+    bad = sorted(set(user) - known)
+    if bad:
+        raise InputError(f"unknown config keys: {', '.join(bad)}")
+    for key, kind in (("languages", list), ("sources", list), ("image_features", dict)):
+        if user.get(key) is not None and not isinstance(user[key], kind):
+            raise InputError(f"config key {key} must be a JSON {'list' if kind is list else 'object'}, got {user[key]!r}")
+    cfg = {**DEFAULTS, **PRESETS[preset], **user}
+    cfg["image_features"] = {**DEFAULTS["image_features"], **(user.get("image_features") or {})}
+    if cfg["contrastive"] not in MODES:
+        raise InputError(f"unknown contrastive mode {cfg['contrastive']!r}: expected one of {', '.join(MODES)}")
+    bad_langs = [x for x in cfg["languages"] if x not in LANGUAGES]
+    if bad_langs or len(set(cfg["languages"])) != len(cfg["languages"]):
+        raise InputError(f"languages {cfg['languages']}: each must be one of {', '.join(LANGUAGES)}, without repeats")
+    _check_numbers(cfg)
+    if not cfg["sources"] or not all(x in ("task1", "task2") for x in cfg["sources"]):
+        raise InputError(f"config key sources: a list of task1 and/or task2, got {cfg['sources']!r}")
+    return cfg
+
+
+def _int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _number(v) -> bool:
+    return (_int(v) or isinstance(v, float)) and math.isfinite(v)
+
+
+# what a numeric config key must be: (description, test, keys); None is allowed for OPTIONAL keys
+_NUMBERS = (
+    ("an integer >= 1", lambda v: _int(v) and v >= 1,
+     ("batch_size", "max_epochs", "patience", "negatives", "max_len", "min_freq", "word_dim", "hidden_dim",
+      "joint_dim", "comparable_per_image", "select_images", "max_vocab", "max_steps", "train_limit")),
+    ("an integer >= 0", lambda v: _int(v) and v >= 0, ("seed",)),
+    ("a number > 0", lambda v: _number(v) and v > 0, ("lr", "checkpoint_minutes", "max_minutes")),
+    ("a number >= 0", lambda v: _number(v) and v >= 0, ("margin", "grad_clip", "init_std")),
+    ("a number in [0, 1)", lambda v: _number(v) and 0 <= v < 1, ("dropout",)),
+    ("a number in [0, 1]", lambda v: _number(v) and 0 <= v <= 1, ("beta",)),
+)
+OPTIONAL = ("max_vocab", "max_steps", "train_limit", "max_minutes")
+
+
+def _check_numbers(cfg: dict) -> None:
+    """InputError naming the first config key whose value is not the number it must be."""
+    for what, test, keys in _NUMBERS:
+        for key in keys:
+            value = cfg[key]
+            if not (value is None and key in OPTIONAL) and not test(value):
+                raise InputError(f"config key {key} must be {what}, got {value!r}")
