@@ -9,7 +9,7 @@ import os
 import sys
 
 from rerank.cliargs import nonnegative_int, positive_float, positive_int
-from rerank.device import add_torch_options, setup_torch
+from rerank.device import add_torch_options, check_run_dir, setup_torch
 from rerank.errors import InputError
 from rerank.io import atomic_write, read_lines
 from rerank.outputs import check_outputs
@@ -112,13 +112,6 @@ def _add_extract(verbs) -> None:
     x.set_defaults(func=run_extract)
 
 
-def _check_run_dir(path: str) -> None:
-    if os.path.exists(path) and not os.path.isdir(path):
-        raise InputError("the run directory is a file", path)
-    if not os.path.isdir(os.path.dirname(os.path.abspath(path))):
-        raise InputError(f"its folder {os.path.dirname(path) or '.'} does not exist", path)
-
-
 def _config(args: argparse.Namespace) -> dict:
     """The config file's settings, overridden by the options given."""
     cfg = {}
@@ -146,7 +139,7 @@ def run_train(args: argparse.Namespace) -> int:
     from embeddings.train import train
 
     device = setup_torch(args)
-    _check_run_dir(args.out)
+    check_run_dir(args.out)
     path = train(_config(args), args.data_dir, args.out, device, resume=not args.no_resume)
     print(path)
     return 0

@@ -9,7 +9,7 @@ import sys
 import time
 
 from rerank.cliargs import nonnegative_int, positive_float, positive_int
-from rerank.device import add_torch_options, setup_torch
+from rerank.device import add_torch_options, check_run_dir, setup_torch
 from rerank.errors import InputError
 
 
@@ -126,15 +126,6 @@ def fraction(text: str) -> float:
     if not 0 <= value < 1:
         raise argparse.ArgumentTypeError(f"must be a number in [0, 1), got {text}")
     return value
-
-
-def check_run_dir(path: str) -> None:
-    """A training --out directory: refused when it is a file or its folder does not exist."""
-    if os.path.exists(path) and not os.path.isdir(path):
-        raise InputError("the run directory is a file", path)
-    parent = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(parent):
-        raise InputError(f"its folder {os.path.dirname(path) or '.'} does not exist", path)
 
 
 def run_train(args) -> int:

@@ -7,9 +7,9 @@ import json
 import os
 import sys
 
-from nmt.command import check_run_dir, fraction
+from nmt.command import fraction
 from rerank.cliargs import nonnegative_int, positive_float, positive_int
-from rerank.device import add_torch_options, setup_torch
+from rerank.device import add_torch_options, check_run_dir, setup_torch
 from rerank.errors import InputError
 
 # option -> (argparse type, help); the defaults are LMConfig's

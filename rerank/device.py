@@ -10,6 +10,7 @@
   docs/embeddings.md). The models are small, so more than two threads gain little. The thread
   count changes speed only: GRU and linear layers gave bitwise equal results with 1 and 2
   threads on this torch build.
+- `check_run_dir`: a training --out directory that cannot be made is refused before any work.
 - `load_tensors` / `load_weights`: torch.load(..., weights_only=True) on the CPU, and a
   state_dict checked against the module, every failure an InputError naming the file.
 
@@ -79,6 +80,19 @@ def setup_torch(args):
 
     torch.set_num_threads(args.threads)
     return resolve_device(args.device)
+
+
+def check_run_dir(path: str) -> None:
+    """A training run directory (--out): it, or the folders to create for it, must be possible."""
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise InputError("the run directory is a file", path)
+    parent = os.path.dirname(os.path.abspath(path))
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        raise InputError(f"cannot create it: {parent} is a file", path)
+    if not os.path.isdir(path) and not os.access(parent, os.W_OK | os.X_OK):
+        raise InputError(f"cannot create it in {parent} (permission denied)", path)
 
 
 def _unreadable(path: str, exc: Exception) -> str:

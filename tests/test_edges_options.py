@@ -184,7 +184,8 @@ def _outputs(w) -> list[tuple[str, list[str], str]]:
         ("embed encode", encode + ["-o", str(w / "missing" / "v.npy")], "does not exist"),
         ("embed eval", ["embed", "eval", "--model", str(w / "emb.pt"), "--out", str(w / "emb")], same),
         ("nmt train", ["nmt", "train", "--data-dir", str(w), "--out", val], "the run directory is a file"),
-        ("lm train", ["lm", "train", "--train", val, "--val", val, "--out", str(w / "no" / "run")], "does not exist"),
+        ("lm train", ["lm", "train", "--train", val, "--val", val, "--out", str(w / "val.de" / "run")],
+         f"cannot create it: {w / 'val.de'} is a file"),
         ("embed train", ["embed", "train", "--data-dir", EMBED_DATA, "--out", val], "the run directory is a file"),
     ]
 
@@ -234,3 +235,12 @@ def test_the_default_thread_count_leaves_busy_cores_alone(monkeypatch, cores, lo
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(cores)), raising=False)
     monkeypatch.setattr(os, "getloadavg", lambda: (load, load, load))
     assert default_threads() == threads
+
+
+def test_a_run_directory_in_new_folders_is_created(work):
+    from rerank.cli import main
+
+    out = work / "runs" / "de" / "lm"
+    assert main(bases(work)["lm train"][:-1] + [str(out), "--emb-dim", "4", "--hidden", "4", "--max-epochs", "1",
+                                                 "--threads", "1"]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["DONE.json", "best.pt", "config.json", "last.pt", "vocab.json"]
