@@ -4,7 +4,6 @@ one error line naming the file, writes nothing and leaves every file as it was."
 
 import collections
 import json
-import shutil
 
 import numpy as np
 import pytest
@@ -13,7 +12,7 @@ import torch
 from nmt.checkpoint import load_model
 from nmt.lm import LanguageModel
 from rerank.cli import main
-from tests.edges_helpers import refused, train_runs, write_toy_data
+from tests.edges_helpers import refused
 
 # kind -> (model argument, weights file, config file, vocabulary file) inside a copy of the toy runs
 FILES = {
@@ -23,19 +22,6 @@ FILES = {
 }
 
 
-@pytest.fixture(scope="module")
-def toy(tmp_path_factory):
-    d = tmp_path_factory.mktemp("toy")
-    write_toy_data(d)
-    train_runs(d)
-    return d
-
-
-@pytest.fixture
-def work(toy, tmp_path):
-    """A private copy of the toy data and models (tests corrupt them)."""
-    shutil.copytree(toy, tmp_path / "w")
-    return tmp_path / "w"
 
 
 def commands(kind: str, w) -> list[list[str]]:

@@ -4,7 +4,6 @@ every help, --threads everywhere). Every refusal: exit 2, one error line, every 
 
 import argparse
 import os
-import shutil
 from pathlib import Path
 
 import pytest
@@ -12,23 +11,11 @@ import pytest
 from rerank.cli import build_parser
 from rerank.device import default_threads, resolve_device
 from rerank.errors import InputError
-from tests.edges_helpers import refused, train_runs, write_toy_data
+from tests.edges_helpers import refused
 
 EMBED_DATA = os.path.join(os.path.dirname(__file__), "data", "embeddings", "multi30k")
 
 
-@pytest.fixture(scope="module")
-def toy(tmp_path_factory):
-    d = tmp_path_factory.mktemp("toy")
-    write_toy_data(d)
-    train_runs(d)
-    return d
-
-
-@pytest.fixture
-def work(toy, tmp_path):
-    shutil.copytree(toy, tmp_path / "w")
-    return tmp_path / "w"
 
 
 def bases(w) -> dict[str, list[str]]:
