@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
 import time
 
-from rerank.cliargs import nonnegative_int, positive_float, positive_int
+from rerank.cliargs import fraction, nonnegative_float, nonnegative_int, positive_float, positive_int
 from rerank.device import add_torch_options, check_run_dir, setup_torch
 from rerank.errors import InputError
 
@@ -103,29 +102,6 @@ def _add_translate(verbs) -> None:
     r.add_argument("--scores-out", help="write the scores (with --ref) as JSON (default: none)")
     add_torch_options(r)
     r.set_defaults(func=run_translate)
-
-
-def _float(text: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-
-
-def nonnegative_float(text: str) -> float:
-    """argparse type: a finite number >= 0."""
-    value = _float(text)
-    if not 0 <= value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
-    return value
-
-
-def fraction(text: str) -> float:
-    """argparse type: a number in [0, 1) (a dropout rate)."""
-    value = _float(text)
-    if not 0 <= value < 1:
-        raise argparse.ArgumentTypeError(f"must be a number in [0, 1), got {text}")
-    return value
 
 
 def run_train(args) -> int:

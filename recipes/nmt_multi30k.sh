@@ -18,7 +18,7 @@ case "${1:-}" in
 train)
   F=$2; O=$ROOT/$F; mkdir -p "$O"
   echo "=== $(date -u) train $F ($SIZE, $MIN min, $THREADS thread(s))"
-  python -m nmt train --data-dir "$DATA" --out "$O" --size "$SIZE" --flavour "$F" --batch-size 80 \
+  python -m nmt train --data-dir "$DATA" --out "$O" --preset "$SIZE" --flavour "$F" --batch-size 80 \
     --max-minutes "$MIN" --max-epochs 30 --patience 3 --threads "$THREADS" 2>> "$O/train.stderr"
   ;;
 decode)

@@ -99,3 +99,11 @@ def unit_interval(text: str) -> float:
     if not 0 <= value <= 1:
         raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {text}")
     return value
+
+
+def fraction(text: str) -> float:
+    """argparse type: a number in [0, 1) (a dropout rate)."""
+    value = _number(float, text, "a number")
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"must be a number in [0, 1), got {text}")
+    return value
