@@ -7,8 +7,7 @@ import json
 import os
 import sys
 
-from rerank.cliargs import fraction
-from rerank.cliargs import nonnegative_int, positive_float, positive_int
+from rerank.cliargs import fraction, nonnegative_int, positive_float, positive_int
 from rerank.device import add_torch_options, check_run_dir, setup_torch
 from rerank.errors import InputError
 
