@@ -117,6 +117,33 @@ class Stronger:
             return json.load(f)
 
 
+def report(results: dict, command: str) -> str:
+    """Markdown tables (one per list size) of every flavour's systems, with the gains over the 1-best."""
+    from recipes.tables import table_rows
+
+    lines = ["# The stronger reranker on the shipped Multi30k lists (test_2016)", "",
+             f"Made by `{command}` (results.json beside this file).", ""]
+    for size in sorted({int(k.split(".")[1][:-4]) for k in results}):
+        lines += [f"## {size}-best lists", "", "| NMT | System | BLEU ↑ | Δ BLEU | METEOR ↑ | TER ↓ |", "|---|---|---|---|---|---|"]
+        for key, summary in results.items():
+            flavour, n = key.split(".")[0], int(key.split(".")[1][:-4])
+            if n != size:
+                continue
+            base = next(r["score"] for r in summary["results"] if r["system"] == "NMT 1-best" and r["metric"] == "bleu")
+            bleu = {r["system"]: r["score"] for r in summary["results"] if r["metric"] == "bleu"}
+            for system, cells in table_rows(summary):
+                delta = f"{bleu[system] - base:+.2f}" if system in bleu and system != "NMT 1-best" else ""
+                lines.append(f"| {flavour} | {system} | {cells.get('bleu', '–')} | {delta} | {cells.get('meteor', '–')} "
+                             f"| {cells.get('ter', '–')} |")
+        lines.append("")
+    first = next(iter(results.values()))
+    lines += [f"Scores are means over {first['config'].get('runs')} MIRA runs; † p < 0.05 against the NMT 1-best, ‡ "
+              "against MIRA on the NMT features (stratified approximate randomisation, "
+              f"{first['config'].get('ar_trials')} trials).",
+              "Signatures: " + "; ".join(f"{m}: {sig}" for m, sig in first["signatures"].items())]
+    return "\n".join(lines) + "\n"
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m recipes.stronger", description=__doc__.split("\n\n")[0])
     ap.add_argument("--lm-model", required=True, help="`rerank lm train` run directory (German)")
@@ -142,6 +169,8 @@ def main(argv=None) -> int:
     results = {f"{f}.{n}best": run.experiment(f, int(n)) for n in args.nbest.split(",") for f in args.flavours.split(",")}
     with atomic_write(os.path.join(args.out, "results.json")) as f:
         json.dump(results, f, indent=1)
+    with atomic_write(os.path.join(args.out, "stronger.md")) as f:
+        f.write(report(results, "python -m recipes.stronger " + " ".join(argv if argv is not None else sys.argv[1:])))
     run.log(run.steps.summary())
     return 0
 

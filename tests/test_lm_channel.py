@@ -135,5 +135,10 @@ def test_the_stronger_reranker_experiment_runs_and_resumes(toy, tmp_path):
     featured = read_nbest(str(tmp_path / "run" / "features" / "optimised.test_2016.20best.feat.gz"))
     sums, counts = LanguageModel.load(str(toy / "lm")).score(list(featured.hyps))
     np.testing.assert_allclose(featured.column("lm"), sums, atol=1e-5)
+    table = (tmp_path / "run" / "stronger.md").read_text()
+    base = next(r["score"] for r in results["results"] if r["system"] == "NMT 1-best" and r["metric"] == "bleu")
+    mbr = next(r["score"] for r in results["results"] if r["system"] == "+ mbr" and r["metric"] == "bleu")
+    assert f"| optimised | + mbr | {mbr:.2f}" in table and f"| {mbr - base:+.2f} |" in table
+    assert "python -m recipes.stronger --lm-model" in table
     assert stronger.main(args) == 0
     assert "steps run: 0 (none); steps reused: 3" in (tmp_path / "run" / "stronger.log").read_text()
