@@ -169,8 +169,9 @@ def best_rows(nbest: NBestList, w: np.ndarray) -> np.ndarray:
     return segment_argmax(model_scores(nbest, w), nbest.offsets)
 
 
-def best_hypotheses(nbest: NBestList, weights: dict[str, float]) -> list[str]:
-    w = weight_vector(weights, nbest.feature_names)
+def best_hypotheses(nbest: NBestList, weights: dict[str, float], source: str = "weights") -> list[str]:
+    """The 1-best of every list under `weights` (read from `source`, named in messages)."""
+    w = weight_vector(weights, nbest.feature_names, source=source)
     return [nbest.hyps[int(r)] for r in best_rows(nbest, w)]
 
 

@@ -54,8 +54,10 @@ def read_scores(path: str) -> np.ndarray:
     return np.array(values)
 
 
-def join_scores(nbest: NBestList, name: str, values: np.ndarray, source: str, replace: bool = False) -> NBestList:
-    """Per-hypothesis values are used as they are; per-sentence values are broadcast."""
+def join_scores(nbest: NBestList, name: str, values: np.ndarray, source: str, replace: bool = False,
+                nbest_path: str | None = None) -> NBestList:
+    """Per-hypothesis values are used as they are; per-sentence values are broadcast. Errors name
+    `source` (and the n-best's `nbest_path` when given)."""
     if name in nbest.feature_names and not replace:
         raise InputError(f"the n-best already has a feature {name!r} (use --replace)", source)
     if len(values) == nbest.n_hyps:
@@ -63,7 +65,8 @@ def join_scores(nbest: NBestList, name: str, values: np.ndarray, source: str, re
     elif len(values) == nbest.n_sentences:
         column = np.repeat(values, nbest.sizes)
     else:
-        raise InputError(f"{len(values)} scores, but the n-best has {nbest.n_hyps} hypotheses and {nbest.n_sentences} sentences", source)
+        raise InputError(f"{len(values)} scores, but the n-best has {nbest.n_hyps} hypotheses and {nbest.n_sentences} "
+                         "sentences" + (f" ({nbest_path})" if nbest_path else ""), source)
     return nbest.with_feature(name, column)
 
 
@@ -73,6 +76,6 @@ def run(args) -> int:
     check_outputs(nbest_outputs(args.output, args.out_format), [*nbest_inputs(args), *args.scores])
     nbest, _ = load_nbest(args)
     for name, path in zip(args.name, args.scores):
-        nbest = join_scores(nbest, name, read_scores(path), path, args.replace)
+        nbest = join_scores(nbest, name, read_scores(path), path, args.replace, args.nbest)
     write_output(nbest, args.output, args.out_format)
     return 0

@@ -122,12 +122,13 @@ def resolve_runs(spec: str) -> tuple[str, list[str]]:
     return name, files
 
 
-def _read_run(path: str, n: int | None) -> list[str]:
+def _read_run(path: str, n: int | None, ref_path: str | None = None) -> list[str]:
     lines = read_lines(path)
     if not lines:
         raise InputError("empty file", path)
     if n is not None and len(lines) != n:
-        raise InputError(f"has {len(lines)} lines but the references have {n}", path)
+        raise InputError(f"has {len(lines)} lines but the references have {n}" + (f" ({ref_path})" if ref_path else ""),
+                         path)
     return lines
 
 
@@ -232,7 +233,7 @@ def _read_systems(args, baseline_spec: tuple, resolved: list, n: int) -> tuple[s
     (evaluate_systems). An --nbest/--weights pair is one deterministic system.
     """
     _, bname, bfiles = baseline_spec
-    baseline = [_read_run(f, n) for f in bfiles]
+    baseline = [_read_run(f, n, args.ref[0]) for f in bfiles]
     systems: dict[str, list[list[str]]] = {}
     sources = {bname: bfiles}
     n_runs = max([len(bfiles)] + [len(files) for _, _, files in resolved])
@@ -244,14 +245,14 @@ def _read_systems(args, baseline_spec: tuple, resolved: list, n: int) -> tuple[s
         if len(files) not in (1, n_runs):
             raise InputError(f"system {name!r} has {len(files)} run(s) but the baseline has {n_runs} "
                              f"(a run is missing?)", spec)
-        systems[name] = [_read_run(f, n) for f in files]
+        systems[name] = [_read_run(f, n, args.ref[0]) for f in files]
         sources[name] = files
     for spec, wpath in zip(args.nbest, args.weights):
         name, path = _split_name(spec)
         name = name or os.path.basename(path)
         hyps = _nbest_hypotheses(path, wpath, args.nbest_format)
         if len(hyps) != n:
-            raise InputError(f"n-best list has {len(hyps)} sentences but the references have {n}", path)
+            raise InputError(f"n-best list has {len(hyps)} sentences but the references have {n} ({args.ref[0]})", path)
         if name in systems or name == bname:
             raise InputError(f"two systems are named {name!r}; name it NAME=F", path)
         systems[name] = [hyps]
@@ -284,4 +285,4 @@ def _nbest_hypotheses(path: str, weights_path: str, fmt: str | None) -> list[str
             print(f"note: {path}: {note}", file=sys.stderr)
     if nbest.n_hyps == 0:
         raise InputError("no hypotheses: the n-best list is empty", path)
-    return best_hypotheses(nbest, read_weights(weights_path))
+    return best_hypotheses(nbest, read_weights(weights_path), source=weights_path)

@@ -88,7 +88,8 @@ def run(args) -> int:
     if args.src:
         sources = read_lines(args.src)
         if len(sources) != nbest.n_sentences:
-            raise InputError(f"{len(sources)} source lines for {nbest.n_sentences} n-best sentences", args.src)
+            raise InputError(f"{len(sources)} source lines for {nbest.n_sentences} n-best sentences in {args.nbest}",
+                             args.src)
         sources = sources[start:end]
     if args.shard:
         print(f"note: shard {args.shard} holds sentences {start}..{end - 1} (--id-offset {start} keeps their ids)",

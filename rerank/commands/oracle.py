@@ -34,7 +34,7 @@ def run(args) -> int:
     check_outputs([args.output], [*nbest_inputs(args), *args.ref])
     make_bleu(args.tokenize, args.lowercase)  # validates the tokenizer before reading big files
     nbest, _ = load_nbest(args)
-    refs = read_references(args.ref, nbest.n_sentences)
+    refs = read_references(args.ref, nbest.n_sentences, args.nbest)
     stats = hypothesis_stats(nbest.hyps, nbest.offsets, refs, args.tokenize, args.lowercase, progress=show_progress(args))
     picks = oracle_rows(stats, nbest.offsets)
     first = nbest.offsets[:-1]

@@ -116,7 +116,8 @@ def _inputs(args):
     nbest, _ = load_nbest(args, args.nbest)
     refs = read_references(args.ref)
     if len(refs[0]) != nbest.n_sentences:
-        raise InputError(f"{len(refs[0])} reference lines for {nbest.n_sentences} n-best sentences", args.ref[0])
+        raise InputError(f"{len(refs[0])} reference lines for {nbest.n_sentences} n-best sentences in {args.nbest}",
+                         args.ref[0])
     if args.sentences:
         keep = _sentence_range(args.sentences, nbest.n_sentences)
         nbest = nbest.select_sentences(keep)

@@ -137,8 +137,9 @@ def write_nbest(nbest: NBestList, path: str, fmt: str = "moses", first_id: int =
     return writer(nbest, path, first_id=first_id)
 
 
-def read_references(paths: list[str], n_sentences: int | None = None) -> list[list[str]]:
-    """Reference files (one line per sentence each) -> refs[k][i]; counts must agree."""
+def read_references(paths: list[str], n_sentences: int | None = None, nbest_path: str | None = None) -> list[list[str]]:
+    """Reference files (one line per sentence each) -> refs[k][i]; counts must agree (with
+    `n_sentences`, the sentences of the n-best `nbest_path`, named in the message, when given)."""
     refs = [read_lines(p) for p in paths]
     for path, lines in zip(paths, refs):
         if not lines:
@@ -146,5 +147,6 @@ def read_references(paths: list[str], n_sentences: int | None = None) -> list[li
         if len(lines) != len(refs[0]):
             raise InputError(f"{len(lines)} lines but {paths[0]} has {len(refs[0])}", path)
         if n_sentences is not None and len(lines) != n_sentences:
-            raise InputError(f"{len(lines)} reference lines for {n_sentences} n-best sentences", path)
+            raise InputError(f"{len(lines)} reference lines for {n_sentences} n-best sentences"
+                             + (f" in {nbest_path}" if nbest_path else ""), path)
     return refs

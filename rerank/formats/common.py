@@ -32,12 +32,17 @@ def parse_number(token: str, what: str, path: str, line: int) -> float:
     return value
 
 
+MAX_COUNT = 2 ** 53  # ids and list sizes beyond this cannot be real (and would overflow int64 sums)
+
+
 def parse_count(token: str, what: str, path: str, line: int, least: int = 0) -> int:
     """A decimal integer >= `least`, or an InputError naming `what` at `path`:`line`."""
     text = token.strip()
     if not (text.isascii() and text.isdigit()):
         raise InputError(f"{what} {token!r} is not a {'positive' if least > 0 else 'non-negative'} integer", path, line)
     value = int(text)
+    if value > MAX_COUNT:
+        raise InputError(f"{what} {text} is too large (at most {MAX_COUNT})", path, line)
     if value < least:
         raise InputError(f"{what} {value} is not a positive integer", path, line)
     return value
