@@ -34,7 +34,7 @@ def add_parser(subparsers) -> None:
 
 
 def _add_train(verbs) -> None:
-    from embeddings.model import PRESETS
+    from embeddings.config import PRESETS
 
     t = verbs.add_parser("train", help="train (or resume) a model",
                          description="Train on Multi30k (comparable task2 and/or translated task1). Without "

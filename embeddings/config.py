@@ -12,10 +12,19 @@ from __future__ import annotations
 
 import math
 
-from embeddings.losses import MODES
-from embeddings.model import PRESETS
-from embeddings.tokenize import LANGUAGES
 from rerank.errors import InputError
+
+MODES = ("random", "sum", "max")          # contrastive sampling of the hinge losses (embeddings.losses)
+LANGUAGES = ("en", "de", "fr", "cs")      # Moses tokeniser languages (embeddings.tokenize)
+
+# Network sizes (the same words as `rerank nmt train --preset`); no torch here, so the command
+# line can offer them without loading it.
+PRESETS = {
+    "paper": {"word_dim": 620, "hidden_dim": 1024, "joint_dim": 2048},
+    "cpu": {"word_dim": 300, "hidden_dim": 512, "joint_dim": 1024},
+    "small": {"word_dim": 128, "hidden_dim": 256, "joint_dim": 256},
+    "tiny": {"word_dim": 32, "hidden_dim": 32, "joint_dim": 32},  # smoke tests only
+}
 
 DEFAULTS = {
     "preset": "cpu", "languages": ["en", "de"], "sources": ["task2", "task1"], "comparable_per_image": 5,

@@ -15,12 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence
 
-PRESETS = {
-    "paper": {"word_dim": 620, "hidden_dim": 1024, "joint_dim": 2048},
-    "cpu": {"word_dim": 300, "hidden_dim": 512, "joint_dim": 1024},
-    "small": {"word_dim": 128, "hidden_dim": 256, "joint_dim": 256},
-    "tiny": {"word_dim": 32, "hidden_dim": 32, "joint_dim": 32},  # smoke tests only
-}
+from embeddings.config import PRESETS  # noqa: F401 (re-exported: the size presets)
 
 
 @dataclass

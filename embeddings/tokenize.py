@@ -10,7 +10,7 @@ from functools import lru_cache
 
 from sacremoses import MosesTokenizer
 
-LANGUAGES = ("en", "de", "fr", "cs")
+from embeddings.config import LANGUAGES  # noqa: E402 (the tokeniser languages)
 
 
 @lru_cache(maxsize=None)

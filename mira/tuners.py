@@ -1,14 +1,12 @@
 """The tuners of this package as `rerank.tuners` plug-ins: mira (k-best batch MIRA), mert, pro.
 
 Each class adds its options to `rerank tune`, records them in weights.json and runs its
-algorithm on rerank.tuning.TuningData.
+algorithm on rerank.tuning.TuningData. The algorithms are imported when a tuner runs, so that
+listing the plug-ins (every `rerank` command does) does not load scikit-learn.
 """
 
 from __future__ import annotations
 
-from mira.kbmira import kbmira
-from mira.mert import mert
-from mira.pro import pro
 from rerank.cliargs import nonnegative_float, nonnegative_int, positive_float, positive_int, unit_interval
 from rerank.tuning import TuneResult, Tuner
 
@@ -34,6 +32,8 @@ class KBMiraTuner(Tuner):
                 "shuffle": not args.no_shuffle}
 
     def tune(self, data, w0, *, seed, options, progress=False, log=None):
+        from mira.kbmira import kbmira
+
         def show(rec):
             if log is not None:
                 log(f"epoch {rec['epoch']}: {data.metric.name.upper()} {rec['score']:.2f}, {rec['updates']} updates, "
@@ -60,6 +60,8 @@ class MertTuner(Tuner):
                 "max_iterations": args.max_iterations}
 
     def tune(self, data, w0, *, seed, options, progress=False, log=None):
+        from mira.mert import mert
+
         def show(rec):
             if log is not None:
                 log(f"start {rec['restart']} iteration {rec['iteration']}: {data.metric.name.upper()} {rec['score']:.2f}")
@@ -86,6 +88,8 @@ class ProTuner(Tuner):
         return {"samples": args.pro_samples, "keep": args.pro_keep, "threshold": args.pro_threshold, "C": args.pro_C}
 
     def tune(self, data, w0, *, seed, options, progress=False, log=None):
+        from mira.pro import pro
+
         res = pro(data, w0, seed=seed, **options)
         if log is not None:
             log(f"PRO: {res.n_pairs} pairs")

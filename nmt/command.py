@@ -28,8 +28,8 @@ def add_parser(subparsers) -> None:
 
 
 def _add_train(verbs) -> None:
-    from nmt.model import SIZE_PRESETS
-    from nmt.train import TrainConfig
+    from nmt.config import SIZE_PRESETS
+    from nmt.config import TrainConfig
 
     d = TrainConfig()
     t = verbs.add_parser("train", help="train (or resume) a model",

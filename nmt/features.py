@@ -11,49 +11,14 @@ in length-sorted batches, on the CPU or CUDA, with a progress bar on a terminal.
 from __future__ import annotations
 
 import numpy as np
-import torch
-from tqdm import tqdm
 
-from nmt.data import length_batches, pad
-from nmt.lm import LanguageModel, encode_lines
-from nmt.vocab import Tokenizer
 from rerank.cliargs import positive_int
 from rerank.device import resolve_device
 from rerank.errors import InputError
-from rerank.features import Feature, FeatureContext
+from rerank.features import Feature
 
-
-def distinct_pairs(nbest) -> tuple[list[tuple[int, str]], np.ndarray]:
-    """(distinct (sentence, hypothesis) pairs, index of every row's pair)."""
-    first: dict[tuple[int, str], int] = {}
-    index = np.array([first.setdefault(key, len(first)) for key in zip(nbest.sentence_of_hyp.tolist(), nbest.hyps)],
-                     dtype=np.int64)
-    return list(first), index
-
-
-def _threads(context: FeatureContext) -> None:
-    threads = getattr(context.args, "threads", None)
-    if threads:
-        torch.set_num_threads(threads)
-
-
-@torch.no_grad()
-def channel_scores(run_dir: str, hyps: list[str], sources: list[str], device="cpu", batch_size: int = 64,
-                   progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """(log p(source_i | hyp_i), source tokens incl. </s>) under the reverse model in run_dir."""
-    from nmt.checkpoint import load_model
-
-    model, src_vocab, tgt_vocab, config = load_model(run_dir, "best", device)
-    train = config["train"]
-    hyp_ids = encode_lines(hyps, Tokenizer(train["src_lang"]), src_vocab, 200)
-    src_ids = encode_lines(sources, Tokenizer(train["tgt_lang"]), tgt_vocab, 200)
-    scores = np.zeros(len(hyps))
-    for batch in tqdm(length_batches([len(h) for h in hyp_ids], batch_size, shuffle=False), desc="channel",
-                      unit="batch", disable=not progress, leave=False):
-        src, src_len = pad([hyp_ids[i] for i in batch])
-        tgt, _ = pad([src_ids[i] for i in batch])
-        scores[batch] = model.score(src.to(device), src_len.to(device), tgt.to(device)).cpu().numpy()
-    return scores, np.array([len(s) for s in src_ids], dtype=np.float64)
+# torch and the models are imported in compute() (nmt/scoring.py), so that listing the plug-ins,
+# which every `rerank` command does, stays cheap.
 
 
 class ChannelFeature(Feature):
@@ -72,7 +37,9 @@ class ChannelFeature(Feature):
             raise InputError("channel needs a reverse NMT model (--channel-model DIR)")
         if context.sources is None:
             raise InputError("channel needs the source sentences (--src)")
-        _threads(context)
+        from nmt.scoring import channel_scores, distinct_pairs, set_threads
+
+        set_threads(context)
         pairs, index = distinct_pairs(nbest)
         scores, lengths = channel_scores(args.channel_model, [h for _, h in pairs], [context.sources[i] for i, _ in pairs],
                                          resolve_device(context.device), args.channel_batch_size, context.progress)
@@ -93,7 +60,10 @@ class LMFeature(Feature):
         args = context.args
         if not args.lm_model:
             raise InputError("lm needs a language model (--lm-model DIR)")
-        _threads(context)
+        from nmt.lm import LanguageModel
+        from nmt.scoring import set_threads
+
+        set_threads(context)
         lm = LanguageModel.load(args.lm_model, resolve_device(context.device))
         if lm.config.lang != context.tgt_lang:
             raise InputError(f"the language model is for {lm.config.lang!r}, the hypotheses are {context.tgt_lang!r} "

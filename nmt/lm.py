@@ -22,30 +22,12 @@ from tqdm import tqdm
 
 from nmt.checkpoint import read_json, read_vocab, save_tensors
 from nmt.data import length_batches, pad
+from nmt.lm_config import LMConfig
 from nmt.vocab import BOS_ID, EOS_ID, PAD_ID, SubwordVocab, Tokenizer, Vocab
 from rerank.budget import EpochBudget
 from rerank.device import load_tensors, load_weights
 from rerank.errors import InputError
 from rerank.io import atomic_write
-
-
-@dataclasses.dataclass
-class LMConfig:
-    lang: str = "de"
-    emb_dim: int = 256
-    hidden: int = 512
-    dropout: float = 0.2
-    min_freq: int = 2
-    subword: str | None = None       # None (words), "bpe" or "unigram"
-    subword_size: int = 8000
-    lr: float = 1e-3
-    batch_size: int = 64
-    clip: float = 1.0
-    max_epochs: int = 20
-    patience: int = 2
-    max_minutes: float | None = None  # per invocation, whole epochs only (rerank.budget)
-    max_len: int = 80
-    seed: int = 1
 
 
 class GRULM(nn.Module):

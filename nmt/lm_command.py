@@ -68,7 +68,7 @@ def _add_train(verbs) -> None:
 
 
 def lm_defaults() -> dict:
-    from nmt.lm import LMConfig
+    from nmt.lm_config import LMConfig
 
     return dataclasses.asdict(LMConfig())
 

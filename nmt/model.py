@@ -15,16 +15,8 @@ from torch import nn
 from torch.nn import functional as F
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
+from nmt.config import SIZE_PRESETS  # noqa: F401 (re-exported)
 from nmt.vocab import BOS_ID, PAD_ID
-
-# Network sizes. `cpu` keeps an epoch over Multi30k to a few minutes on 2 cores.
-SIZE_PRESETS = {
-    "paper": dict(emb_dim=620, enc_hidden=1024, dec_hidden=1024, att_dim=1024, readout_dim=620),
-    "cpu": dict(emb_dim=256, enc_hidden=256, dec_hidden=512, att_dim=256, readout_dim=256),
-    # for a heavily shared machine: about 3x fewer FLOPs per token than `cpu`
-    "small": dict(emb_dim=128, enc_hidden=128, dec_hidden=256, att_dim=128, readout_dim=128),
-    "tiny": dict(emb_dim=32, enc_hidden=32, dec_hidden=64, att_dim=32, readout_dim=32),
-}
 
 
 @dataclasses.dataclass

@@ -25,63 +25,13 @@ from tqdm import tqdm
 from nmt.beam import greedy
 from nmt.checkpoint import load_model, read_json, save_tensors
 from nmt.data import encode_source, length_batches, pad
-from nmt.model import SIZE_PRESETS, AttentionNMT, ModelConfig
+from nmt.config import FLAVOURS, SIZE_PRESETS, TrainConfig, make_config  # noqa: F401 (re-exported)
+from nmt.model import AttentionNMT, ModelConfig
 from nmt.vocab import BOS_ID, EOS_ID, PAD_ID, SubwordVocab, Tokenizer, Vocab
 from rerank.budget import EpochBudget
 from rerank.device import load_tensors
 from rerank.errors import InputError
 from rerank.io import atomic_write
-
-# The paper's three regularisation regimes (Calixto & Liu 2017).
-FLAVOURS = {
-    "weak": dict(dropout=0.0, weight_decay=0.0),
-    "regular": dict(dropout=0.5, weight_decay=1e-8),
-    "optimised": dict(dropout=0.2, weight_decay=0.0),
-}
-
-
-@dataclasses.dataclass
-class TrainConfig:
-    src_lang: str = "en"
-    tgt_lang: str = "de"
-    size: str = "cpu"
-    flavour: str = "optimised"
-    dropout: float = 0.2
-    weight_decay: float = 0.0
-    tie_embeddings: bool = False
-    min_freq: int = 2
-    max_vocab: int | None = None
-    subword: str | None = None  # None (words), "bpe" or "unigram" (SentencePiece)
-    subword_size: int = 8000
-    optimizer: str = "adam"  # adam | adadelta (the paper)
-    lr: float | None = None  # default: 1e-3 for adam, 1.0 for adadelta
-    lr_decay: float = 0.5  # the learning rate is multiplied by this after an epoch without val BLEU gain
-    batch_size: int = 64
-    clip: float = 1.0
-    max_epochs: int = 30
-    patience: int = 3
-    max_minutes: float | None = None  # per invocation, whole epochs only (rerank.budget)
-    max_train_len: int = 80
-    seed: int = 1
-    log_every: int = 100
-
-
-def make_config(size="cpu", flavour="optimised", **overrides) -> TrainConfig:
-    """TrainConfig for a size preset and a regularisation flavour; `overrides` win (None = keep)."""
-    if flavour not in FLAVOURS:
-        raise ValueError(f"unknown flavour {flavour!r}; choose from {', '.join(FLAVOURS)}")
-    if size not in SIZE_PRESETS:
-        raise ValueError(f"unknown size {size!r}; choose from {', '.join(SIZE_PRESETS)}")
-    if overrides.get("lr_decay") is not None and not 0 < overrides["lr_decay"] <= 1:
-        raise ValueError(f"--lr-decay must be in (0, 1], got {overrides['lr_decay']}")
-    if overrides.get("max_minutes") is not None and not overrides["max_minutes"] > 0:
-        raise ValueError(f"--max-minutes must be > 0, got {overrides['max_minutes']}")
-    if overrides.get("subword") not in (None, "bpe", "unigram"):
-        raise ValueError(f"unknown subword model {overrides['subword']!r}; choose bpe or unigram")
-    values = dict(size=size, flavour=flavour, **FLAVOURS[flavour])
-    values.update({k: v for k, v in overrides.items() if v is not None})
-    return TrainConfig(**values)
-
 
 class Logger:
     def __init__(self, path: str):

@@ -39,7 +39,7 @@ def add_features(nbest, sources: list[str], models: dict, device: str = "cpu"):
     """s_s, mbr, channel(_norm), lm(_norm) columns for one n-best list."""
     from embeddings.encoder import Encoder
     from embeddings.features import embedding_features
-    from nmt.features import channel_scores, distinct_pairs
+    from nmt.scoring import channel_scores, distinct_pairs
     from nmt.lm import LanguageModel
     from rerank.consensus import mbr_scores
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from nmt.features import channel_scores
+from nmt.scoring import channel_scores
 from nmt.lm import LanguageModel
 from rerank.cli import main
 from rerank.formats import read_nbest

@@ -1,0 +1,46 @@
+"""Scoring behind the `channel` and `lm` features (nmt/features.py): teacher-forced log-probabilities
+of sources under a reverse NMT model, distinct (sentence, hypothesis) pairs, torch threads."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from nmt.data import length_batches, pad
+from nmt.lm import encode_lines
+from nmt.vocab import Tokenizer
+from rerank.features import FeatureContext
+
+
+def distinct_pairs(nbest) -> tuple[list[tuple[int, str]], np.ndarray]:
+    """(distinct (sentence, hypothesis) pairs, index of every row's pair)."""
+    first: dict[tuple[int, str], int] = {}
+    index = np.array([first.setdefault(key, len(first)) for key in zip(nbest.sentence_of_hyp.tolist(), nbest.hyps)],
+                     dtype=np.int64)
+    return list(first), index
+
+
+def set_threads(context: FeatureContext) -> None:
+    threads = getattr(context.args, "threads", None)
+    if threads:
+        torch.set_num_threads(threads)
+
+
+@torch.no_grad()
+def channel_scores(run_dir: str, hyps: list[str], sources: list[str], device="cpu", batch_size: int = 64,
+                   progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """(log p(source_i | hyp_i), source tokens incl. </s>) under the reverse model in run_dir."""
+    from nmt.checkpoint import load_model
+
+    model, src_vocab, tgt_vocab, config = load_model(run_dir, "best", device)
+    train = config["train"]
+    hyp_ids = encode_lines(hyps, Tokenizer(train["src_lang"]), src_vocab, 200)
+    src_ids = encode_lines(sources, Tokenizer(train["tgt_lang"]), tgt_vocab, 200)
+    scores = np.zeros(len(hyps))
+    for batch in tqdm(length_batches([len(h) for h in hyp_ids], batch_size, shuffle=False), desc="channel",
+                      unit="batch", disable=not progress, leave=False):
+        src, src_len = pad([hyp_ids[i] for i in batch])
+        tgt, _ = pad([src_ids[i] for i in batch])
+        scores[batch] = model.score(src.to(device), src_len.to(device), tgt.to(device)).cpu().numpy()
+    return scores, np.array([len(s) for s in src_ids], dtype=np.float64)
