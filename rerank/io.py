@@ -126,6 +126,20 @@ def _decoded(raw_lines: Iterable[bytes], path: str) -> Iterator[tuple[int, str]]
         raise InputError(f"cannot read: {'corrupt or truncated gzip data: ' if broken else ''}{exc}", path, number + 1) from None
 
 
+_PROGRESS: contextvars.ContextVar[bool] = contextvars.ContextVar("rerank_reading_progress", default=False)
+
+
+@contextlib.contextmanager
+def reading_progress(enabled: bool):
+    """Inside, iter_lines shows a tqdm bar of the lines read on stderr (commands enable it when
+    stderr is a terminal and --quiet is not given: reading a large n-best list takes seconds)."""
+    token = _PROGRESS.set(enabled)
+    try:
+        yield
+    finally:
+        _PROGRESS.reset(token)
+
+
 def iter_lines(path: str) -> Iterator[tuple[int, str]]:
     """Yield (1-based line number, line without its newline) of a text or gzip'd file, "-" for stdin.
 
@@ -133,14 +147,23 @@ def iter_lines(path: str) -> Iterator[tuple[int, str]]:
     a UTF-8 byte-order mark at the start is dropped.
     """
     if path == "-":
-        yield from _decoded(_Stdin.get().lines(), path)
+        yield from _with_progress(_decoded(_Stdin.get().lines(), path), path)
         return
     raw, stream = _open_binary(path)
     try:
-        yield from _decoded(stream, path)
+        yield from _with_progress(_decoded(stream, path), path)
     finally:
         stream.close()
         raw.close()
+
+
+def _with_progress(lines: Iterator[tuple[int, str]], path: str) -> Iterator[tuple[int, str]]:
+    if not _PROGRESS.get():
+        return lines
+    from tqdm import tqdm
+
+    return tqdm(lines, desc=f"reading {os.path.basename(path) or path}", unit=" lines", unit_scale=True,
+                file=sys.stderr, mininterval=0.5, leave=False)
 
 
 def head_lines(path: str, n: int) -> list[tuple[int, str]]:

@@ -2,6 +2,7 @@
 its help, progress bars only on a terminal and without --quiet."""
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -76,6 +77,19 @@ def test_progress_bars_only_on_a_terminal_and_without_quiet(tmp_path, monkeypatc
     argv = ["oracle", JOSHUA, *REFS, "-o", str(tmp_path / "oracle.txt")] + (["--quiet"] if quiet else [])
     assert main(argv) == 0
     assert ("BLEU statistics" in "".join(stderr.text)) is shown
+
+
+@pytest.mark.parametrize("command", ["info", "convert", "apply"])
+@pytest.mark.parametrize("tty,quiet,shown", [(True, False, True), (True, True, False), (False, False, False)])
+def test_reading_shows_a_bar_on_a_terminal(tmp_path, monkeypatch, command, tty, quiet, shown):
+    """Reading a large list takes seconds: info, convert and apply show the lines read."""
+    stderr = FakeTerminal(tty)
+    monkeypatch.setattr(sys, "stderr", stderr)
+    (tmp_path / "w.json").write_text('{"lm_0": 1}')
+    extra = {"info": [], "convert": ["-o", str(tmp_path / "o")],
+             "apply": ["-w", str(tmp_path / "w.json"), "-o", str(tmp_path / "o")]}[command]
+    assert main([command, JOSHUA, *extra] + (["--quiet"] if quiet else [])) == 0
+    assert ("reading " + os.path.basename(JOSHUA) in "".join(stderr.text)) is shown
 
 
 @pytest.mark.parametrize("argv,message", [

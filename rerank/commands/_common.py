@@ -7,6 +7,7 @@ import sys
 
 from rerank.errors import InputError
 from rerank.formats import FORMATS, ReadReport, read_nbest, write_losses, write_nbest
+from rerank.io import reading_progress
 from rerank.nbest import NBestList
 
 FORMAT_HELP = (
@@ -38,12 +39,14 @@ def load_nbest(args: argparse.Namespace, path: str | None = None, allow_empty: b
     """
     path = path or args.nbest
     report = ReadReport()
+    progress = not getattr(args, "quiet", False) and sys.stderr.isatty()
     try:
-        nbest = read_nbest(
-            path, fmt=args.in_format, strict=args.strict, report=report,
-            fairseq_field=args.fairseq_field, ids=args.plain_ids, sizes=args.plain_sizes,
-            features=args.plain_features, feature_names=args.feature_names.split(",") if args.feature_names else None,
-        )
+        with reading_progress(progress):
+            nbest = read_nbest(
+                path, fmt=args.in_format, strict=args.strict, report=report,
+                fairseq_field=args.fairseq_field, ids=args.plain_ids, sizes=args.plain_sizes,
+                features=args.plain_features, feature_names=args.feature_names.split(",") if args.feature_names else None,
+            )
     finally:
         for note in report.notes:
             print(f"note: {path}: {note}", file=sys.stderr)

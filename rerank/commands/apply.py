@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rerank.cliargs import nbest_inputs
+from rerank.cliargs import add_quiet, nbest_inputs
 from rerank.commands._common import FORMAT_HELP, add_nbest_input, add_output_format, load_nbest, write_output
 from rerank.io import atomic_write, output_group
 from rerank.outputs import check_outputs, nbest_outputs
@@ -20,6 +20,7 @@ def add_parser(subparsers):
         + FORMAT_HELP,
     )
     add_nbest_input(parser)
+    add_quiet(parser)
     parser.add_argument("-w", "--weights", required=True, help="weights file (JSON or Moses lines)")
     parser.add_argument("-o", "--output", required=True, help="1-best output, one hypothesis per sentence (- for stdout)")
     parser.add_argument("--nbest-out", help="also write the re-sorted n-best here (default: no n-best output)")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from rerank.commands._common import FORMAT_HELP, add_nbest_input, add_output_format, load_nbest, write_output
-from rerank.cliargs import nbest_inputs
+from rerank.cliargs import add_quiet, nbest_inputs
 from rerank.errors import InputError
 from rerank.io import atomic_write, output_group
 from rerank.outputs import check_outputs, nbest_outputs
@@ -18,6 +18,7 @@ def add_parser(subparsers):
         + FORMAT_HELP,
     )
     add_nbest_input(parser)
+    add_quiet(parser)
     parser.add_argument("-o", "--output", required=True, help="output file (.gz compresses; - for stdout)")
     add_output_format(parser)
     parser.add_argument("--save-refs", metavar="FILE", help="fairseq input: write the T- lines (references) here")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from rerank.cliargs import add_quiet
 from rerank.commands._common import FORMAT_HELP, add_nbest_input, load_nbest
 from rerank.nbest import NBestList
 
@@ -15,6 +16,7 @@ def add_parser(subparsers):
         "lists shorter than the longest). " + FORMAT_HELP,
     )
     add_nbest_input(parser)
+    add_quiet(parser)
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     parser.set_defaults(func=run)
 
