@@ -7,7 +7,6 @@ for evaluation, 5 captions per image. Translation retrieval uses task1 test_2016
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 
@@ -16,7 +15,7 @@ from scipy.stats import pearsonr
 
 from embeddings.data import image_list, load_comparable, load_features, load_translated
 from rerank.errors import InputError
-from rerank.io import atomic_write
+from rerank.io import atomic_write, iter_lines
 
 SELECT_IMAGES = 500
 STS_FILES = {"sts2014-images": "sts2014-images.test.tsv", "sts2015-images": "sts2015-images.test.tsv"}
@@ -52,20 +51,24 @@ def image_sentence_ranks(images: np.ndarray, captions: np.ndarray, per_image: in
 
 
 def read_sts(path: str) -> tuple[list[str], list[str], np.ndarray]:
-    """STS TSV (gold, sentence 1, sentence 2); rows without a gold score are skipped."""
+    """STS TSV (gold, sentence 1, sentence 2); rows without a gold score are skipped. Read through
+    rerank.io (gzip, byte-order mark, bytes that are not UTF-8 named by line)."""
     s1, s2, gold = [], [], []
-    with open(path, encoding="utf-8", newline="") as f:
-        for number, row in enumerate(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE), start=1):
-            if len(row) != 3:
-                raise InputError(f"expected 3 tab-separated fields, found {len(row)}", path, number)
-            if not row[0].strip():
-                continue
-            try:
-                gold.append(float(row[0]))
-            except ValueError:
-                raise InputError(f"gold score {row[0]!r} is not a number", path, number) from None
-            s1.append(row[1])
-            s2.append(row[2])
+    for number, line in iter_lines(path):
+        row = line.split("\t")
+        if len(row) != 3:
+            raise InputError(f"expected 3 tab-separated fields, found {len(row)}", path, number)
+        if not row[0].strip():
+            continue
+        try:
+            value = float(row[0])
+        except ValueError:
+            raise InputError(f"gold score {row[0]!r} is not a number", path, number) from None
+        if not np.isfinite(value):
+            raise InputError(f"gold score {row[0]!r} is not finite", path, number)
+        gold.append(value)
+        s1.append(row[1])
+        s2.append(row[2])
     return s1, s2, np.asarray(gold)
 
 

@@ -27,7 +27,7 @@ class ChannelFeature(Feature):
 
     def add_arguments(self, group):
         group.add_argument("--channel-model", metavar="DIR", help="reverse NMT run directory (`rerank nmt train` "
-                           "from the target to the source language)")
+                           "from the target to the source language; default: none, needed for channel)")
         group.add_argument("--channel-batch-size", type=positive_int, default=64,
                            help="pairs per batch (default: %(default)s)")
 
@@ -52,7 +52,7 @@ class LMFeature(Feature):
     description = "log p(hypothesis) under a GRU language model (--lm-model), and per token"
 
     def add_arguments(self, group):
-        group.add_argument("--lm-model", metavar="DIR", help="language model run directory (`rerank lm train`)")
+        group.add_argument("--lm-model", metavar="DIR", help="language model run directory (`rerank lm train`; default: none, needed for lm)")
         group.add_argument("--lm-batch-size", type=positive_int, default=128,
                            help="hypotheses per batch (default: %(default)s)")
 

@@ -36,6 +36,21 @@ def test_every_option_shows_its_default(command):
     assert missing == []
 
 
+def _options_without_default(parser, name):
+    for a in parser._actions:
+        if isinstance(a, argparse._SubParsersAction):
+            for sub, p in a.choices.items():
+                yield from _options_without_default(p, f"{name} {sub}")
+        elif (a.option_strings and not a.required and a.nargs != 0 and a.help != argparse.SUPPRESS
+              and a.dest != "help" and "default" not in (a.help or "") and "alias" not in (a.help or "")):
+            yield f"{name} {a.option_strings[-1]}"
+
+
+def test_every_option_of_every_command_and_plugin_shows_its_default():
+    """All commands, their verbs, the shared n-best options and the plug-ins' option groups."""
+    assert list(_options_without_default(build_parser(), "rerank")) == []
+
+
 @pytest.mark.parametrize("command", ("tune", "features"))
 def test_nbest_positional_or_alias_exactly_once(tmp_path, capsys, command):
     argv = [command, "-o", str(tmp_path / "out")] + (REFS if command == "tune" else ["--which", "s_s"])

@@ -63,3 +63,25 @@ def test_sts_pearson_of_known_vectors(tmp_path):
     result = sts_pearson(enc, str(p))
     assert result["n"] == 3 and result["pearson"] == pytest.approx(69 / 4788 ** 0.5, abs=1e-12)
     assert result["pearson"] == pytest.approx(0.997176, abs=1e-6)
+
+
+def test_sts_files_are_read_like_every_text_input(tmp_path):
+    """A byte-order mark, CRLF and gzip are fine; bytes that are not UTF-8 are named by line."""
+    import gzip
+
+    from embeddings.evaluate import read_sts
+    from rerank.errors import InputError
+
+    text = "4.5\ta man runs\ta man is running\r\n\tno gold\tskipped\r\n1.0\ta dog\ta cat\r\n"
+    (tmp_path / "sts.tsv").write_bytes(b"\xef\xbb\xbf" + text.encode())
+    with gzip.open(tmp_path / "sts.tsv.gz", "wt", encoding="utf-8") as f:
+        f.write(text)
+    for name in ("sts.tsv", "sts.tsv.gz"):
+        s1, s2, gold = read_sts(str(tmp_path / name))
+        assert s1 == ["a man runs", "a dog"] and s2 == ["a man is running", "a cat"] and gold.tolist() == [4.5, 1.0]
+    (tmp_path / "bad.tsv").write_bytes(b"1.0\ta\tb\n2.0\t\xff\tc\n")
+    with pytest.raises(InputError, match=r"bad.tsv:2: not UTF-8"):
+        read_sts(str(tmp_path / "bad.tsv"))
+    (tmp_path / "inf.tsv").write_text("inf\ta\tb\n")
+    with pytest.raises(InputError, match=r"inf.tsv:1: gold score 'inf' is not finite"):
+        read_sts(str(tmp_path / "inf.tsv"))

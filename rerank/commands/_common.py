@@ -24,11 +24,13 @@ def add_nbest_input(parser: argparse.ArgumentParser, positional: bool = True) ->
     group.add_argument("--format", dest="in_format", choices=FORMATS, help="input format (default: detected)")
     group.add_argument("--strict", action="store_true", help="a feature missing on some line is an error (default: fill with 0 and report)")
     group.add_argument("--fairseq-field", choices=["auto", "H", "D"], default="auto",
-                       help="fairseq lines to read hypotheses from: H (tokenised), D (detokenised), auto = D if present")
-    group.add_argument("--plain-ids", help="plain format: file with the sentence id of each hypothesis")
-    group.add_argument("--plain-sizes", help="plain format: file with the list size of each sentence")
-    group.add_argument("--plain-features", help="plain format: features as TSV with a header of names, or .npy")
-    group.add_argument("--feature-names", help="plain format with .npy features: comma-separated column names")
+                       help="fairseq lines to read hypotheses from: H (tokenised), D (detokenised), auto = D if present "
+                       "(default: %(default)s)")
+    group.add_argument("--plain-ids", help="plain format: file with the sentence id of each hypothesis (default: NBEST.ids if present)")
+    group.add_argument("--plain-sizes", help="plain format: file with the list size of each sentence (default: none)")
+    group.add_argument("--plain-features", help="plain format: features as TSV with a header of names, or .npy (default: "
+                       "NBEST.features.tsv if present)")
+    group.add_argument("--feature-names", help="plain format with .npy features: comma-separated column names (default: f0, f1, ...)")
 
 
 def load_nbest(args: argparse.Namespace, path: str | None = None, allow_empty: bool = False) -> tuple[NBestList, ReadReport]:

@@ -21,8 +21,8 @@ def add_parser(subparsers):
     add_quiet(parser)
     parser.add_argument("-o", "--output", required=True, help="output file (.gz compresses; - for stdout)")
     add_output_format(parser)
-    parser.add_argument("--save-refs", metavar="FILE", help="fairseq input: write the T- lines (references) here")
-    parser.add_argument("--save-sources", metavar="FILE", help="fairseq input: write the S- lines (sources) here")
+    parser.add_argument("--save-refs", metavar="FILE", help="fairseq input: write the T- lines (references) here (default: not written)")
+    parser.add_argument("--save-sources", metavar="FILE", help="fairseq input: write the S- lines (sources) here (default: not written)")
     parser.set_defaults(func=run)
 
 
