@@ -121,3 +121,16 @@ def test_features_command_adds_mbr(tmp_path, capsys):
     assert main(["features", str(path), "--which", "mbr", "--mbr-score-feature", "lm", "-o", str(tmp_path / "x")]) == 2
     assert "--mbr-score-feature 'lm': no such column (the list has nmt)" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
+
+
+texts = st.lists(st.sampled_from(["a", "1", "2.5", "x.", ",", "&quot;", "&amp;", "<skipped>", "-", "3-4", "Ü", "$",
+                                  "(b)", ".c", "e,f", "'", '"', "--", "..."]), max_size=8).map(" ".join)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(texts, min_size=1, max_size=6))
+def test_joined_13a_tokenisation_equals_one_call_per_text(batch):
+    from sacrebleu.metrics import BLEU
+
+    tok = BLEU(tokenize="13a").tokenizer
+    assert C.tokenize_many(batch, chunk=4) == [tok(t.rstrip()).split() for t in batch]
