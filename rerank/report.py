@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from rerank.metrics import Metric, make_metric
-from rerank.significance import (approximate_randomization, bootstrap_weights, holm_bonferroni,
+from rerank.significance import (Resamples, approximate_randomization, as_runs, holm_bonferroni,
                                  paired_bootstrap, run_statistics)
 
 DISPLAY = {"bleu": "BLEU", "meteor": "METEOR", "ter": "TER", "chrf": "chrF", "chrf++": "chrF++",
@@ -186,7 +186,8 @@ def evaluate_systems(refs: Sequence[Sequence[str]], baseline_runs: Sequence[Sequ
                                                                ter_case_sensitive=ter_case_sensitive,
                                                                meteor_options=meteor_options) for m in metrics]
     stats = _statistics(metric_objs, refs, all_systems, progress)
-    weights = bootstrap_weights(np.random.default_rng(seed), bootstrap if bootstrap >= 2 else 0, n)
+    weights = Resamples(seed, bootstrap if bootstrap >= 2 else 0, n)  # = bootstrap_weights(default_rng(seed), ...)
+    weights.prefetch([run for st in stats.values() for run in as_runs(st)])  # one pass over the resamples
     cells = {(sname, metric.name): _run_cell(metric, stats[(sname, metric.name)], weights, n_runs)
              for sname in all_systems for metric in metric_objs}
     tested = [mo for mo in metric_objs if mo.name != "length"]
@@ -261,7 +262,7 @@ def _statistics(metric_objs: list[Metric], refs, all_systems: dict, progress: bo
             for sname, metric in iterator}
 
 
-def _run_cell(metric: Metric, stats: np.ndarray, weights: np.ndarray, n_runs: int) -> Cell:
+def _run_cell(metric: Metric, stats: np.ndarray, weights, n_runs: int) -> Cell:
     """Mean, s_sel and s_opt of one system and metric.
 
     A deterministic system (one run, e.g. a decoder 1-best) stands for every one of the R runs:
@@ -301,7 +302,7 @@ def _holm_adjust(cells: dict, attr: str, keys: list) -> None:
 
 
 def _bootstrap_deltas(cells: dict, stats: dict, metric_objs: list[Metric], baseline: str, sname: str,
-                      weights: np.ndarray) -> None:
+                      weights) -> None:
     """Improvement over the baseline (sign flipped for lower-is-better) with its bootstrap interval."""
     for metric in metric_objs:
         m = metric.name

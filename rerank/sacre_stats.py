@@ -30,3 +30,13 @@ def bleu_sentence_stats(bleu: BLEU, hyps: Sequence[str], refs: Sequence[str]) ->
 def corpus_segment_stats(metric: SacreMetric, hyps: Sequence[str], refs: Sequence[Sequence[str]]) -> list[list]:
     """Statistics of hyps[i] against refs[k][i] for every segment i (BLEU, chrF or TER objects)."""
     return metric._extract_corpus_statistics(list(hyps), [list(stream) for stream in refs])
+
+
+def clear_tokenizer_cache(metric: SacreMetric) -> None:
+    """Empty the lru_caches of the metric's tokeniser and of the tokenisers it holds (sacrebleu keeps
+    up to 65,536 tokenised lines per tokeniser class for the life of the process)."""
+    tokenizer = getattr(metric, "tokenizer", None)
+    for obj in [tokenizer, *getattr(tokenizer, "__dict__", {}).values()]:
+        call = getattr(type(obj), "__call__", None)
+        if hasattr(call, "cache_clear"):
+            call.cache_clear()

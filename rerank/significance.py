@@ -1,10 +1,10 @@
 """Significance tests and variance estimates over per-sentence sufficient statistics.
 
-All tests take statistics arrays of shape (R, n, k): R optimizer runs (R = 1 for a single
-hypothesis file), n sentences, k statistics of one metric. A deterministic system (one run)
-compared with an R-run system stands for each of the R runs; it is broadcast, never copied. Pseudo-systems are formed with
-matrix products (trials x data points) @ (data points x k) and scored in one vectorised call of
-`metric.score_from_stats`, so 10,000 trials cost a few BLAS calls instead of 10,000 loops.
+All tests take statistics arrays (R, n, k): R optimizer runs, n sentences, k statistics of one
+metric; a one-run (deterministic) system against an R-run one stands for each run (broadcast, not
+copied). Pseudo-systems are matrix products (trials x data points) @ (data points x k), scored in
+one vectorised `metric.score_from_stats` call; random draws are made in blocks of rows
+(BLOCK_ENTRIES), so memory does not grow with trials x sentences.
 
 - `approximate_randomization`: paired AR (Riezler & Maxwell 2005). R = 1: swap each sentence's
   A/B statistics with p = 0.5. R > 1: stratified test (Clark et al. 2011): within each sentence the
@@ -57,10 +57,38 @@ class ARResult:
 
 
 def _batches(total: int, size: int):
+    """(start, size) of consecutive blocks of at most `size` of range(total)."""
     start = 0
     while start < total:
         yield start, min(size, total - start)
         start += size
+
+
+# Random draws (trials or resamples x sentences) are materialised in blocks of about this many
+# entries (at least 16 rows), so memory does not grow with trials x sentences. Results equal one
+# product over all rows: integer statistics sum exactly in any order, and BLAS sums the others in
+# the same order for blocks of over 10^6 multiply-adds (tests compare on multi-reference TER).
+BLOCK_ENTRIES = 1_000_000
+ONE_CALL_COINS = 50_000_000  # R = 1: up to this many coins are those of one (trials, n) call
+
+
+def _block_rows(n: int, limit: int) -> int:
+    """Rows of a block of draws over n sentences (at most `limit`)."""
+    return max(1, min(limit, max(16, BLOCK_ENTRIES // max(n, 1))))
+
+
+def _coin_rows(rng: np.random.Generator, rows: int, n: int, block: int):
+    """(start, bool block) of `rng.integers(2, size=(rows, n), dtype=bool)` drawn as ONE call, in
+    blocks of `block` rows: numpy fills booleans from the bits of 32-bit draws, lowest bit first,
+    which this repeats (tests check it against numpy)."""
+    carry = np.zeros(0, dtype=bool)
+    for start, size in _batches(rows, block):
+        need = size * n - len(carry)
+        words = rng.integers(0, 2**32, size=max(0, -(-need // 32)), dtype=np.uint32)
+        bits = np.unpackbits(words.astype("<u4").view(np.uint8), bitorder="little").view(bool)
+        flat = np.concatenate([carry, bits])
+        carry = flat[size * n:].copy()
+        yield start, flat[:size * n].reshape(size, n)
 
 
 @lru_cache(maxsize=16)
@@ -148,11 +176,8 @@ def approximate_randomization(metrics: Metric | Sequence[Metric], stats_a, stats
 
 
 def _paired_runs(stats_a, stats_b, runs: int | None) -> tuple[list[np.ndarray], list[np.ndarray], int]:
-    """Each metric's statistics of both systems as (R, n, k), and R.
-
-    Both systems need the same sentences; each has R runs or one (a deterministic system), the
-    same number for every metric.
-    """
+    """Each metric's statistics of both systems as (R, n, k), and R. Both need the same sentences and
+    R runs or one (a deterministic system), the same number for every metric."""
     a_list = [as_runs(s) for s in stats_a]
     b_list = [as_runs(s) for s in stats_b]
     ra, rb = len(a_list[0]), len(b_list[0])
@@ -181,34 +206,28 @@ def _slot_map(runs: int, ra: int, rb: int) -> np.ndarray | None:
 
 
 def _swap_trials(pool, trials, batch_size, rng, tally, general: bool) -> None:
-    """R = 1: each trial swaps each sentence's A/B statistics with p = 0.5.
-
-    The coins are drawn in one call when they fit in memory, which makes the swaps identical to
-    sacrebleu's for the same seed. `general` runs the stratified machinery instead (tests check
-    that it gives the same counts).
-    """
+    """R = 1: each trial swaps each sentence's A/B statistics with p = 0.5. The coins are those of
+    one (trials, n) call (sacrebleu's swaps for the same seed) up to ONE_CALL_COINS, else of one call
+    per batch, generated in blocks (`_coin_rows`). `general`: the stratified machinery (same counts)."""
     n = pool.shape[1]
-    all_swaps = rng.integers(2, size=(trials, n), dtype=bool) if trials * n <= 50_000_000 else None
     diff = pool[1] - pool[0]  # (n, K)
     total = pool.sum(axis=(0, 1))
     base = pool[0].sum(axis=0)
     flat = pool.transpose(1, 0, 2).reshape(n * 2, -1)
-    for start, size in _batches(trials, batch_size):
-        swap = (all_swaps[start:start + size] if all_swaps is not None
-                else rng.integers(2, size=(size, n), dtype=bool)).astype(np.float64)
-        if general:
-            sums_x = np.stack([1.0 - swap, swap], axis=-1).reshape(size, -1) @ flat
-        else:
-            sums_x = base + swap @ diff
-        tally(sums_x, total - sums_x)
+    calls = [trials] if trials * n <= ONE_CALL_COINS else [size for _, size in _batches(trials, batch_size)]
+    for call in calls:
+        for _, swap in _coin_rows(rng, call, n, _block_rows(n, batch_size)):
+            swap = swap.astype(np.float64)
+            if general:
+                sums_x = np.stack([1.0 - swap, swap], axis=-1).reshape(len(swap), -1) @ flat
+            else:
+                sums_x = base + swap @ diff
+            tally(sums_x, total - sums_x)
 
 
 def _subset_trials(pool, slots, runs, trials, batch_size, rng, tally) -> None:
-    """R <= 6, complementary splits: each sentence contributes one of its C(2R, R) subset sums.
-
-    The subset sums are precomputed, so every trial is a sparse row with one 1 per sentence (a
-    sparse matrix product, no dense masks).
-    """
+    """R <= 6, complementary splits: each sentence contributes one of its C(2R, R) subset sums,
+    precomputed, so every trial is a sparse row with one 1 per sentence (no dense masks)."""
     from scipy.sparse import csr_matrix
 
     n = pool.shape[1]
@@ -221,7 +240,7 @@ def _subset_trials(pool, slots, runs, trials, batch_size, rng, tally) -> None:
         sub = np.einsum("sj,jnk->nsk", table @ slots, pool).reshape(n * n_sub, -1)
         total = np.einsum("j,jnk->k", slots.sum(axis=0), pool)
     offsets_n = np.arange(n) * n_sub
-    for _, size in _batches(trials, batch_size):
+    for _, size in _batches(trials, _block_rows(n, batch_size)):  # integer draws: blocks keep the stream
         pick = rng.integers(n_sub, size=(size, n))
         rows = csr_matrix((np.ones(size * n), (pick + offsets_n).ravel(), np.arange(0, size * n + 1, n)),
                           shape=(size, n * n_sub))
@@ -252,21 +271,62 @@ def _count(metrics, offsets, sums_x, sums_y, observed, counts, multeval_compat):
             counts[i] += int(np.count_nonzero(d >= obs - _TOL))
 
 
+def _resample_counts(rng: np.random.Generator, rows: int, n: int) -> np.ndarray:
+    """(rows, n) float counts of each sentence in `rows` resamples drawn as sacrebleu --paired-bs does."""
+    idx = rng.choice(n, size=(rows, n), replace=True)
+    idx += (np.arange(rows) * n)[:, None]
+    counts = np.bincount(idx.ravel(), minlength=rows * n)
+    del idx
+    return counts.reshape(rows, n).astype(np.float64)
+
+
 def bootstrap_weights(rng: np.random.Generator, samples: int, n: int) -> np.ndarray:
-    """(samples, n) counts of each sentence in each bootstrap resample (with replacement).
-
-    Indices are drawn as sacrebleu --paired-bs draws them, so the same seed gives the same resamples.
-    """
-    idx = rng.choice(n, size=(samples, n), replace=True)
-    weights = np.zeros((samples, n))
-    np.add.at(weights, (np.arange(samples)[:, None], idx), 1.0)
-    return weights
+    """(samples, n) counts of each sentence in each bootstrap resample (with replacement), drawn as
+    sacrebleu --paired-bs draws them: the same seed gives the same resamples."""
+    return _resample_counts(rng, samples, n)
 
 
-def bootstrap_run_scores(metric: Metric, stats, weights: np.ndarray) -> np.ndarray:
-    """Scores (R, samples) of every run on every resample given by `weights` (samples, n)."""
-    runs = as_runs(stats)
-    return np.stack([np.asarray(metric.score_from_stats(weights @ r)) for r in runs])
+class Resamples:
+    """`bootstrap_weights(np.random.default_rng(seed), samples, n)` without holding it: `self @ stats`
+    (n, k) regenerates the counts from the seed in blocks of resamples (the draws are sequential, so
+    blocks give the same resamples). `prefetch` computes many products in one pass and keeps them;
+    an array must not change after its product is taken."""
+
+    def __init__(self, seed: int | None, samples: int, n: int):
+        self.seed, self.shape = seed, (samples, n)
+        self._products: dict = {}
+
+    def blocks(self):
+        """(start, counts) blocks of rows of the dense (samples, n) counts, in order."""
+        samples, n = self.shape
+        rng = np.random.default_rng(self.seed)
+        for start, size in _batches(samples, _block_rows(n, max(samples, 1))):
+            yield start, _resample_counts(rng, size, n)
+
+    @staticmethod
+    def _key(a: np.ndarray):
+        return a.__array_interface__["data"][0], a.shape, a.strides
+
+    def prefetch(self, arrays) -> None:
+        """Compute `self @ a` for every 2-D float64 array `a` in one pass over the resamples."""
+        todo = {self._key(a): a for a in arrays if self._key(a) not in self._products}
+        if not todo:
+            return
+        out = {key: np.empty((self.shape[0], a.shape[1])) for key, a in todo.items()}
+        for start, counts in self.blocks():
+            for key, a in todo.items():
+                out[key][start:start + len(counts)] = counts @ a
+        self._products.update({key: (todo[key], out[key]) for key in todo})  # (array kept alive, product)
+
+    def __matmul__(self, stats) -> np.ndarray:
+        stats = np.asarray(stats, dtype=np.float64)
+        self.prefetch([stats])
+        return self._products[self._key(stats)][1]
+
+
+def bootstrap_run_scores(metric: Metric, stats, weights) -> np.ndarray:
+    """Scores (R, samples) of every run on every resample of `weights` ((samples, n) or Resamples)."""
+    return np.stack([np.asarray(metric.score_from_stats(weights @ r)) for r in as_runs(stats)])
 
 
 @dataclass
@@ -277,19 +337,17 @@ class RunStats:
     run_scores: list
 
 
-def run_statistics(metric: Metric, stats, weights: np.ndarray | None = None, samples: int = 1000,
-                   seed: int | None = 12345) -> RunStats:
-    """Mean, s_opt and s_sel as MultEval reports them (Clark et al. 2011)."""
+def run_statistics(metric: Metric, stats, weights=None, samples: int = 1000, seed: int | None = 12345) -> RunStats:
+    """Mean, s_opt and s_sel as MultEval reports them (Clark et al. 2011); `weights`: (samples, n)
+    counts or Resamples (default: `samples` resamples from `seed`)."""
     scores = run_scores(metric, stats)
     runs = as_runs(stats)
     if weights is None:
-        weights = bootstrap_weights(np.random.default_rng(seed), samples, runs.shape[1])
-    if weights.shape[0] < 2:  # no resampling requested
-        s_opt = float(scores.std(ddof=1)) if len(scores) > 1 else None
-        return RunStats(mean=float(scores.mean()), s_opt=s_opt, s_sel=None, run_scores=scores.tolist())
-    boot = bootstrap_run_scores(metric, runs, weights)
-    s_sel = float(np.mean(boot.std(axis=1, ddof=1))) if weights.shape[0] > 1 else None
+        weights = Resamples(seed, samples, runs.shape[1])
     s_opt = float(scores.std(ddof=1)) if len(scores) > 1 else None
+    s_sel = None
+    if weights.shape[0] >= 2:  # else no resampling requested
+        s_sel = float(np.mean(bootstrap_run_scores(metric, runs, weights).std(axis=1, ddof=1)))
     return RunStats(mean=float(scores.mean()), s_opt=s_opt, s_sel=s_sel, run_scores=scores.tolist())
 
 
@@ -311,20 +369,18 @@ class BootstrapResult:
     delta_high: float  # 97.5% quantile
 
 
-def paired_bootstrap(metric: Metric, stats_base, stats_sys, weights: np.ndarray) -> BootstrapResult:
+def paired_bootstrap(metric: Metric, stats_base, stats_sys, weights) -> BootstrapResult:
     """Paired bootstrap resampling (Koehn 2004) as sacrebleu --paired-bs, over run-averaged scores.
 
-    Both systems are scored on the same resamples (`weights`, from `bootstrap_weights`). The p-value
+    Both systems are scored on the same resamples (`weights`: `bootstrap_weights` or `Resamples`). The p-value
     follows sacrebleu: centred |differences| compared (strictly) with the observed |difference|.
     """
-    base = as_runs(stats_base)
-    sys_ = as_runs(stats_sys)
+    base, sys_ = as_runs(stats_base), as_runs(stats_sys)
     b = bootstrap_run_scores(metric, base, weights).mean(axis=0)
     s = bootstrap_run_scores(metric, sys_, weights).mean(axis=0)
     observed = abs(run_scores(metric, sys_).mean() - run_scores(metric, base).mean())
     diffs = np.abs(s - b)
-    centred = diffs - diffs.mean()
-    p = (int(np.count_nonzero(centred > observed)) + 1) / (len(diffs) + 1)
+    p = (int(np.count_nonzero(diffs - diffs.mean() > observed)) + 1) / (len(diffs) + 1)
     mean, ci = estimate_ci(s)
     delta = s - b
     lo, hi = np.percentile(delta, [2.5, 97.5])
@@ -335,10 +391,9 @@ def paired_bootstrap(metric: Metric, stats_base, stats_sys, weights: np.ndarray)
 def holm_bonferroni(p_values: Sequence[float]) -> list[float]:
     """Holm's step-down adjusted p-values (monotone, capped at 1), in the input order."""
     p = np.asarray(p_values, dtype=np.float64)
-    m = len(p)
+    m, running = len(p), 0.0
     order = np.argsort(p, kind="stable")
     adjusted = np.empty(m)
-    running = 0.0
     for rank, idx in enumerate(order):
         running = max(running, min(1.0, (m - rank) * p[idx]))
         adjusted[idx] = running

@@ -15,10 +15,25 @@ from sacrebleu.metrics import BLEU, CHRF, TER
 
 from rerank.bleu import corpus_bleu_batch
 from rerank.metrics.base import Metric
-from rerank.sacre_stats import corpus_segment_stats
+from rerank.sacre_stats import clear_tokenizer_cache, corpus_segment_stats
 
 # sacrebleu warns about tokenised periods on every call; the eval command reports tokenisation itself.
 logging.getLogger("sacrebleu").setLevel(logging.ERROR)
+# Sentences per sacrebleu call: it keeps the tokenised references (BLEU: their n-gram Counters) of a
+# whole call alive, so statistics are extracted in chunks into one numpy array.
+CHUNK = 2000
+
+
+def segment_stats(metric, hyps, refs, k: int) -> np.ndarray:
+    """(n, k) float64 statistics of hyps[i] against refs[j][i], extracted CHUNK sentences at a time."""
+    n = len(hyps)
+    out = np.empty((n, k))
+    for start in range(0, n, CHUNK):
+        end = min(n, start + CHUNK)
+        part = corpus_segment_stats(metric, hyps[start:end], [stream[start:end] for stream in refs])
+        out[start:end] = np.asarray(part, dtype=np.float64).reshape(end - start, k)
+    clear_tokenizer_cache(metric)
+    return out
 
 
 class BLEUMetric(Metric):
@@ -34,8 +49,7 @@ class BLEUMetric(Metric):
         self._bleu = BLEU(tokenize=tokenize, lowercase=lowercase, smooth_method="exp", force=True)
 
     def sentence_stats(self, hyps, refs):
-        stats = corpus_segment_stats(self._bleu, hyps, refs)
-        return np.asarray(stats, dtype=np.float64).reshape(len(hyps), 10)
+        return segment_stats(self._bleu, hyps, refs, 10)
 
     def score_from_stats(self, stats):
         score = corpus_bleu_batch(stats)  # the project's vectorised sacrebleu formula (rerank.bleu)
@@ -59,8 +73,7 @@ class CHRFMetric(Metric):
             self.name = "chrf++"
 
     def sentence_stats(self, hyps, refs):
-        stats = corpus_segment_stats(self._chrf, hyps, refs)
-        return np.asarray(stats, dtype=np.float64).reshape(len(hyps), 3 * self.order)
+        return segment_stats(self._chrf, hyps, refs, 3 * self.order)
 
     def score_from_stats(self, stats):
         stats = np.asarray(stats, dtype=np.float64)
@@ -95,8 +108,7 @@ class TERMetric(Metric):
         self._ter = TER(normalized=normalized, no_punct=no_punct, case_sensitive=case_sensitive)
 
     def sentence_stats(self, hyps, refs):
-        stats = corpus_segment_stats(self._ter, hyps, refs)
-        return np.asarray(stats, dtype=np.float64).reshape(len(hyps), 2)
+        return segment_stats(self._ter, hyps, refs, 2)
 
     def score_from_stats(self, stats):
         stats = np.asarray(stats, dtype=np.float64)
