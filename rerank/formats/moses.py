@@ -15,6 +15,7 @@ import numpy as np
 
 from rerank.errors import InputError
 from rerank.formats.common import ReadReport, format_value, parse_number
+from rerank.formats.moses_fast import read_moses_fast
 from rerank.io import atomic_write, iter_lines
 from rerank.nbest import NBestList, StringColumnBuilder, check_feature_name
 
@@ -233,7 +234,20 @@ def _check_next_id(sent_id: int, previous: int, path: str, line: int) -> None:
 
 
 def read_moses(path: str, strict: bool = False, report: ReadReport | None = None) -> NBestList:
-    """Moses or Joshua n-best (`id ||| hyp ||| features [||| total [||| ...]]`)."""
+    """Moses or Joshua n-best: in bulk when the file is well-formed, else line by line."""
+    report = report if report is not None else ReadReport()
+    fast = read_moses_fast(path)
+    if fast is None:
+        return read_moses_lines(path, strict, report)
+    nbest, extra = fast
+    report.extra_fields_lines += extra
+    if report.extra_fields_lines:
+        report.notes.append(f"{report.extra_fields_lines} lines have fields after the total score (ignored)")
+    return nbest
+
+
+def read_moses_lines(path: str, strict: bool = False, report: ReadReport | None = None) -> NBestList:
+    """Moses or Joshua n-best, line by line (the errors name the first bad line and its problem)."""
     report = report if report is not None else ReadReport()
     table = _FeatureTable(path)
     hyps = StringColumnBuilder()
