@@ -21,12 +21,40 @@ from rerank.errors import InputError
 from rerank.nbest import NBestList, segment_argmax
 
 
+def _first_of_equal(key: np.ndarray, equal: Callable[[np.ndarray, np.ndarray], np.ndarray]):
+    """(rows, inverse) of the groups of equal `key` numbered by first appearance, or None when
+    two rows share a key but `equal(rows, firsts)` says they differ (a hash collision)."""
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    firsts = first[inverse]
+    repeated = np.flatnonzero(firsts != np.arange(len(key)))
+    if len(repeated) and not equal(repeated, firsts[repeated]).all():
+        return None
+    order = np.argsort(first, kind="stable")
+    rank = np.empty(len(first), dtype=np.int64)
+    rank[order] = np.arange(len(first))
+    return first[order].astype(np.int64), rank[inverse]
+
+
 def merge_duplicates(nbest: NBestList) -> np.ndarray:
     """Rows to keep: the first of every group of hypotheses of one sentence that share both the
     string and the whole feature vector (such rows are indistinguishable to every tuner).
 
     Hypotheses that share only the string, or only the features, all stay.
     """
+    _, pair = unique_strings(nbest)
+    bits = np.ascontiguousarray(nbest.features).view(np.uint64).reshape(nbest.features.shape)
+    multipliers = np.random.default_rng(0).integers(1, 2 ** 63, size=bits.shape[1], dtype=np.uint64) * np.uint64(2) + np.uint64(1)
+    with np.errstate(over="ignore"):
+        key = (bits * multipliers).sum(axis=1, dtype=np.uint64) ^ (pair.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15))
+    found = _first_of_equal(key, lambda r, f: (pair[r] == pair[f]) & (bits[r] == bits[f]).all(axis=1))
+    if found is not None:
+        return np.sort(found[0])
+    return _merge_duplicates_loop(nbest)
+
+
+def _merge_duplicates_loop(nbest: NBestList) -> np.ndarray:
+    """merge_duplicates one row at a time (after a hash collision)."""
     features = np.ascontiguousarray(nbest.features)
     seen: set = set()
     keep = []
@@ -70,6 +98,18 @@ def unique_strings(nbest: NBestList) -> tuple[np.ndarray, np.ndarray]:
     """(rows, inverse): the first row of every distinct (sentence, string) pair, and for every row
     the index of its pair in `rows`. Decoders often emit one string with several derivations;
     text statistics are computed once per pair."""
+    sentence = nbest.sentence_of_hyp
+    strings = np.empty(nbest.n_hyps, dtype=object)
+    strings[:] = nbest.hyps.byte_strings()
+    hashes = np.fromiter(map(hash, strings), np.int64, nbest.n_hyps).view(np.uint64)
+    with np.errstate(over="ignore"):
+        key = hashes ^ (sentence.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15))
+    found = _first_of_equal(key, lambda r, f: (sentence[r] == sentence[f]) & (strings[r] == strings[f]).astype(bool))
+    return found if found is not None else _unique_strings_loop(nbest)
+
+
+def _unique_strings_loop(nbest: NBestList) -> tuple[np.ndarray, np.ndarray]:
+    """unique_strings one row at a time (after a hash collision)."""
     first: dict = {}
     inverse = np.empty(nbest.n_hyps, dtype=np.int64)
     rows = []
