@@ -69,7 +69,7 @@ def best_of(repeat: int, fn, *args) -> float:
 
 
 def run_info(path: str) -> None:
-    subprocess.run([sys.executable, "-m", "rerank", "info", path, "--quiet"], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run([sys.executable, "-m", "rerank", "info", path, "--quiet"], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def measure(path: str, kind: str, repeat: int) -> dict:

@@ -1,14 +1,15 @@
 """Speed of `rerank tune --tuner mira`: hypotheses/second and linear growth with the list size.
 
 Usage: python benchmarks/bench_tune.py [--data-dir /work/shared/data/nbest/joshua-bn-en]
-           [--sentences 2000] [--size 100] [--features 20] [--epochs 60] [--cli] [--json out.json]
+           [--sentences 2000] [--size 100] [--features 20] [--epochs 60] [--cli | --cli-only] [--json out.json]
 
 A large list is made by tiling the real Joshua bn-en n-best lists: sentence i is Joshua sentence
 i mod 100, its hypotheses are repeated up to --size with Gaussian noise on the features (so no
 two are exact duplicates) and the first --features columns are kept. The MIRA loop is timed at
 1/4, 1/2 and all of the sentences; the per-hypothesis cost is reported as a ratio to the
-smallest run of the same process (1.0 = perfectly linear). With --cli the whole command
-(reading, BLEU statistics, tuning, writing) runs once on the full list in a subprocess.
+smallest run of the same process (1.0 = perfectly linear). With --cli (or --cli-only) the whole
+command (reading, BLEU statistics, tuning, writing) runs on the full list in a subprocess, and is
+reported as a ratio to the bare loop over its file (bench_read.py's), best of --repeat runs each.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import tempfile
 import time
 
 import numpy as np
+from bench_read import bare_loop, best_of
 
 from rerank.tuning import prepare
 from mira.kbmira import kbmira
@@ -75,8 +77,9 @@ def time_kbmira(nbest, refs, full, args) -> list[dict]:
     return rows
 
 
-def time_cli(nbest, refs, epochs: int) -> float:
-    """Seconds of the whole `rerank tune` command (read, statistics, kbmira, write) on the list."""
+def time_cli(nbest, refs, epochs: int, repeat: int = 1) -> dict:
+    """Seconds of the whole `rerank tune` command (read, statistics, kbmira, write) on the list, and
+    their ratio to the bare loop over its file (bench_read.bare_loop), best of `repeat` each."""
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "big.nbest")
         write_nbest(nbest, path, "moses")
@@ -87,12 +90,11 @@ def time_cli(nbest, refs, epochs: int) -> float:
                 out.write("\n".join(stream) + "\n")
         cmd = [sys.executable, "-m", "rerank", "tune", "--nbest", path, *[x for p in ref_paths for x in ("-r", p)],
                "--epochs", str(epochs), "-o", os.path.join(tmp, "w.json"), "--quiet"]
-        t = time.perf_counter()
-        subprocess.run(cmd, check=True)
-        secs = time.perf_counter() - t
+        loop = best_of(repeat, bare_loop, path)
+        secs = best_of(repeat, subprocess.run, cmd, check=True)
     print(f"rerank tune (whole command) on {nbest.n_hyps} hyps: {secs:.1f}s = "
-          f"{nbest.n_hyps * epochs / secs:,.0f} hyp-visits/s")
-    return secs
+          f"{nbest.n_hyps * epochs / secs:,.0f} hyp-visits/s = {secs / loop:.1f}x the bare loop over its file ({loop:.2f}s)")
+    return {"cli_seconds": secs, "loop_seconds": loop, "cli_over_loop": secs / loop}
 
 
 def main() -> None:
@@ -104,6 +106,7 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=60)
     ap.add_argument("--repeat", type=int, default=2, help="timed runs per size; the fastest counts (default 2)")
     ap.add_argument("--cli", action="store_true", help="also time the whole `rerank tune` command on the full list")
+    ap.add_argument("--cli-only", action="store_true", help="time only the whole command (and its bare loop)")
     ap.add_argument("--json", help="write the measurements here")
     args = ap.parse_args()
 
@@ -111,17 +114,16 @@ def main() -> None:
     nbest, refs = tiled(args.data_dir, args.sentences, args.size, args.features)
     print(f"built {nbest.n_sentences} x {args.size} = {nbest.n_hyps} hypotheses, {args.features} features "
           f"in {time.perf_counter() - t:.1f}s", flush=True)
-    t = time.perf_counter()
-    full = prepare(nbest, refs, tokenize="none")
-    prep_time = time.perf_counter() - t
-    print(f"prepare (merge + BLEU statistics): {prep_time:.1f}s = {nbest.n_hyps / prep_time:,.0f} hyps/s", flush=True)
-
-    rows = time_kbmira(nbest, refs, full, args)
     record = {"benchmark": "bench_tune", "machine": platform.platform(), "cpus": os.cpu_count(),
-              "list": {"sentences": args.sentences, "size": args.size, "features": args.features},
-              "prepare_seconds": prep_time, "kbmira": rows}
-    if args.cli:
-        record["cli_seconds"] = time_cli(nbest, refs, args.epochs)
+              "list": {"sentences": args.sentences, "size": args.size, "features": args.features}}
+    if not args.cli_only:
+        t = time.perf_counter()
+        full = prepare(nbest, refs, tokenize="none")
+        record["prepare_seconds"] = prep_time = time.perf_counter() - t
+        print(f"prepare (merge + BLEU statistics): {prep_time:.1f}s = {nbest.n_hyps / prep_time:,.0f} hyps/s", flush=True)
+        record["kbmira"] = time_kbmira(nbest, refs, full, args)
+    if args.cli or args.cli_only:
+        record.update(time_cli(nbest, refs, args.epochs, args.repeat))
     if args.json:
         with atomic_write(args.json) as out:
             json.dump(record, out, indent=2)

@@ -236,14 +236,21 @@ def _check_next_id(sent_id: int, previous: int, path: str, line: int) -> None:
 def read_moses(path: str, strict: bool = False, report: ReadReport | None = None) -> NBestList:
     """Moses or Joshua n-best: in bulk when the file is well-formed, else line by line."""
     report = report if report is not None else ReadReport()
-    fast = read_moses_fast(path)
+    fast = read_moses_fast(path, strict)
     if fast is None:
         return read_moses_lines(path, strict, report)
     nbest, extra = fast
     report.extra_fields_lines += extra
+    _notes(report, nbest.missing, nbest.n_hyps)
+    return nbest
+
+
+def _notes(report: ReadReport, missing: dict[str, int], n_hyps: int) -> None:
+    """The notes of a read: lines with extra fields, features missing on some lines."""
     if report.extra_fields_lines:
         report.notes.append(f"{report.extra_fields_lines} lines have fields after the total score (ignored)")
-    return nbest
+    report.notes.extend(f"feature {name} missing on {count} of {n_hyps} lines, read as 0 (--strict makes this an error)"
+                        for name, count in missing.items())
 
 
 def read_moses_lines(path: str, strict: bool = False, report: ReadReport | None = None) -> NBestList:
@@ -275,10 +282,7 @@ def read_moses_lines(path: str, strict: bool = False, report: ReadReport | None 
         if has_total:
             totals.append(parse_number(fields[3].strip(), "total score", path, number))
     features, names, groups, missing = table.finish(strict)
-    if report.extra_fields_lines:
-        report.notes.append(f"{report.extra_fields_lines} lines have fields after the total score (ignored)")
-    report.notes.extend(f"feature {name} missing on {count} of {len(hyps)} lines, read as 0 (--strict makes this an error)"
-                        for name, count in missing.items())
+    _notes(report, missing, len(hyps))
     offsets = np.concatenate([[0], np.cumsum(sizes)])
     scores = np.array(totals) if first and first[0] else None
     return NBestList(offsets, hyps.build(), features, names, groups, scores, missing)

@@ -2,14 +2,17 @@
 
 Blocks of whole lines are split with a few C-level string operations and numpy: fields on
 `` ||| ``, then every feature field at once, checked to repeat one layout (the same names and
-group widths on every line), its values floated column by column. Anything unusual (other
-separators, `\\r`, a NUL, bytes that are not UTF-8, a layout that changes, a bad id, number or
+group widths on every line; else the lines are grouped by layout, as Joshua leaves features
+out), its values floated column by column. Anything unusual (other
+separators, `\\r`, a NUL, bytes that are not UTF-8, a group whose width changes, a bad id, number or
 name, an unreadable file, standard input) returns None: `read_moses` then reads the file line
 by line, which gives the exact errors and notes. What this path returns is identical to what
 that reader returns.
 """
 
 from __future__ import annotations
+
+import re
 
 import numpy as np
 
@@ -25,23 +28,27 @@ class _Unusual(Exception):
     """The input needs the line-by-line reader."""
 
 
-def _layout(period: list[str], joshua: bool):
-    """(names, widths, value positions) of one line's feature tokens, or _Unusual."""
-    names, widths, values = [], [], []
-    for pos, token in enumerate(period):
+def _name(token: str) -> str:
+    """The name of a `name=` token, or _Unusual."""
+    if not token.endswith("=") or token.count("=") != 1 or len(token) == 1:
+        raise _Unusual
+    return token[:-1]
+
+
+def _layout(period: list[str]):
+    """(names, widths) of one line's Moses feature tokens (`name= v1 v2 ...`), or _Unusual."""
+    names, widths = [], []
+    for token in period:
         if "=" in token:
-            if not token.endswith("=") or token.count("=") != 1 or len(token) == 1:
-                raise _Unusual
-            names.append(token[:-1])
+            names.append(_name(token))
             widths.append(0)
         elif not names:
             raise _Unusual
         else:
             widths[-1] += 1
-            values.append(pos)
-    if not names or 0 in widths or len(set(names)) != len(names) or (joshua and set(widths) != {1}):
+    if not names or 0 in widths or len(set(names)) != len(names):
         raise _Unusual
-    return tuple(names), tuple(widths), values
+    return tuple(names), tuple(widths)
 
 
 def _floats(tokens: list[str]) -> np.ndarray:
@@ -54,28 +61,90 @@ def _floats(tokens: list[str]) -> np.ndarray:
     return values
 
 
-def _features(fields: list[str], layout):
-    """(layout, values (n, n_values)) of the feature fields of a block, all of one layout."""
-    joined = " \x00 ".join(fields)
-    joshua = "= " not in joined and not joined.endswith("=")
-    tokens = (joined.replace("=", "= ") if joshua else joined).split()
+def _moses(fields: list[str], joined: str) -> tuple[tuple, np.ndarray]:
+    """(layout, values (lines, values)) of Moses feature fields (`joined` with ` \\x00 `), all of one layout."""
+    tokens = joined.split()
     n = len(fields)
     width = tokens.index("\x00") if n > 1 else len(tokens)
     period = width + 1
     if len(tokens) != n * period - 1 or tokens[width::period].count("\x00") != n - 1:
         raise _Unusual
-    found = _layout(tokens[:width], joshua)
-    if layout is not None and found != layout:
-        raise _Unusual
-    names, _, positions = found
-    name_positions = [p for p in range(width) if p not in set(positions)]
-    for p in name_positions:
-        if tokens[p::period].count(tokens[p]) != n:
+    layout = _layout(tokens[:width])
+    positions = [p for p in range(width) if "=" not in tokens[p]]
+    for p in range(width):
+        if p not in positions and tokens[p::period].count(tokens[p]) != n:
             raise _Unusual
     values = np.empty((n, len(positions)))
     for j, p in enumerate(positions):
         values[:, j] = _floats(tokens[p::period])
-    return found, values
+    return layout, values
+
+
+_VALUE = re.compile(r"=\S*")  # a Joshua pair's value
+_PAIR_VALUE = re.compile(r"=(\S*)")
+
+
+def _joshua(fields: list[str], joined: str) -> list[tuple[np.ndarray, tuple, np.ndarray]]:
+    """(rows, layout, values) of every layout of Joshua fields (`name=value`; features left out on
+    some lines), in order of first line: lines are grouped by their fields without the values."""
+    keys = _VALUE.sub("=", joined).split("\x00")
+    index: dict[str, int] = {}
+    codes = np.fromiter((index.setdefault(key, len(index)) for key in keys), np.int64, len(keys))
+    if len(keys) != len(fields) or len(index) > 64 + len(keys) // 16:  # layouts as many as lines: read line by line
+        raise _Unusual
+    order = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[order], np.arange(len(index) + 1))
+    groups = []
+    for code, key in enumerate(index):
+        rows = order[bounds[code]:bounds[code + 1]]
+        names = tuple(_name(token) for token in key.split())
+        values = _floats(_PAIR_VALUE.findall(" ".join([fields[r] for r in rows.tolist()])))
+        if not names or len(set(names)) != len(names) or len(values) != len(rows) * len(names):
+            raise _Unusual
+        groups.append((rows, (names, (1,) * len(names)), values.reshape(len(rows), len(names))))
+    return groups
+
+
+def _columns(layout: tuple, state: dict) -> np.ndarray:
+    """The columns of a layout's values; new groups add columns as the line reader does."""
+    names, widths = layout
+    cols = []
+    for group, width in zip(names, widths):
+        columns = [group] if width == 1 else [f"{group}_{k}" for k in range(width)]
+        known = state["widths"].get(group)
+        if known is None:
+            if any(c in state["index"] for c in columns):  # a clash: the line reader names it
+                raise _Unusual
+            state["widths"][group] = width
+            state["groups"].append((group, width))
+            for column in columns:
+                state["index"][column] = len(state["index"])
+        elif known != width:
+            raise _Unusual
+        cols.extend(state["index"][c] for c in columns)
+    return np.array(cols, dtype=np.int64)
+
+
+def _feature_block(fields: list[str], state: dict) -> None:
+    """Append the block's dense features and which are present (None: all of the columns so far)."""
+    n = len(fields)
+    joined = " \x00 ".join(fields)
+    if "= " not in joined and not joined.endswith("="):
+        groups = _joshua(fields, joined)
+    else:
+        groups = [(np.arange(n), *_moses(fields, joined))]
+    placed = [(rows, _columns(layout, state), values) for rows, layout, values in groups]
+    width = len(state["index"])
+    if len(placed) == 1 and np.array_equal(placed[0][1], np.arange(width)):
+        state["values"].append(placed[0][2])
+        state["present"].append(None)
+        return
+    dense, present = np.zeros((n, width)), np.zeros((n, width), dtype=bool)
+    for rows, cols, values in placed:
+        dense[np.ix_(rows, cols)] = values
+        present[np.ix_(rows, cols)] = True
+    state["values"].append(dense)
+    state["present"].append(present)
 
 
 def _separators(codes: np.ndarray, ends: np.ndarray, n_fields: int | None) -> np.ndarray:
@@ -132,8 +201,7 @@ def _block(data: bytes, state: dict) -> None:
     state["ids"].append(_sentence_runs(edges[0::2]))
     state["hyps"].append("".join(parts[1::k - 1]).encode("utf-8"))
     state["lengths"].append(seps[:, 1] - seps[:, 0] - 5)
-    state["layout"], values = _features(parts[2::k - 1] if k > 3 else edges[1::2], state["layout"])
-    state["values"].append(values)
+    _feature_block(parts[2::k - 1] if k > 3 else edges[1::2], state)
     if k >= 4:
         state["totals"].append(_floats(parts[3::k - 1] if k > 4 else edges[1::2]))
 
@@ -167,6 +235,21 @@ def _blocks(path: str):
         raw.close()
 
 
+def _dense(state: dict) -> tuple[np.ndarray, dict[str, int]]:
+    """(features, per column the rows that lacked it) of the blocks, padded to every column."""
+    names = list(state["index"])
+    width, total = len(names), sum(len(v) for v in state["values"])
+    if all(p is None and v.shape[1] == width for v, p in zip(state["values"], state["present"])):
+        return np.concatenate(state["values"]), {}
+    features, present = np.zeros((total, width)), np.zeros(width, dtype=np.int64)
+    row = 0
+    for values, seen in zip(state["values"], state["present"]):
+        features[row:row + len(values), :values.shape[1]] = values
+        present[:values.shape[1]] += len(values) if seen is None else seen.sum(axis=0)
+        row += len(values)
+    return features, {name: int(total - count) for name, count in zip(names, present) if count < total}
+
+
 def _assemble(state: dict) -> NBestList:
     """The NBestList of the parsed blocks, or _Unusual if the sentence ids are not 0, 1, 2, ..."""
     heads = np.concatenate([h for h, _ in state["ids"]])
@@ -176,23 +259,21 @@ def _assemble(state: dict) -> NBestList:
     sizes = np.bincount(heads, weights=np.concatenate([r for _, r in state["ids"]])).astype(np.int64)
     offsets = np.concatenate([[0], np.cumsum(sizes)])
     hyps = StringColumn(b"".join(state["hyps"]), np.concatenate([[0], np.cumsum(np.concatenate(state["lengths"]))]))
-    names, widths, _ = state["layout"]
-    columns = [name if width == 1 else f"{name}_{k}" for name, width in zip(names, widths) for k in range(width)]
-    if len(set(columns)) != len(columns):  # a group's columns clash with another's: the line reader says so
-        raise _Unusual
-    features = np.concatenate(state["values"])
+    features, missing = _dense(state)
     scores = np.concatenate(state["totals"]) if state["fields"] >= 4 else None
     try:
-        return NBestList(offsets, hyps, features, columns, list(zip(names, widths)), scores, {})
+        return NBestList(offsets, hyps, features, list(state["index"]), list(state["groups"]), scores, missing)
     except InputError:
         raise _Unusual from None
 
 
-def read_moses_fast(path: str) -> tuple[NBestList, int] | None:
-    """(n-best, lines with fields after the total) of a well-formed file, or None (read it line by line)."""
+def read_moses_fast(path: str, strict: bool = False) -> tuple[NBestList, int] | None:
+    """(n-best, lines with fields after the total) of a well-formed file, or None (read it line
+    by line: standard input, anything unusual, and a missing feature with `strict`)."""
     if path == "-":
         return None
-    state = {"fields": None, "layout": None, "ids": [], "hyps": [], "lengths": [], "values": [], "totals": []}
+    state = {"fields": None, "index": {}, "widths": {}, "groups": [], "ids": [], "hyps": [], "lengths": [],
+             "values": [], "present": [], "totals": []}
     try:
         for data in _blocks(path):
             _block(data, state)
@@ -200,5 +281,7 @@ def read_moses_fast(path: str) -> tuple[NBestList, int] | None:
             return None
         nbest = _assemble(state)
     except _Unusual:
+        return None
+    if strict and nbest.missing:
         return None
     return nbest, (nbest.n_hyps if state["fields"] > 4 else 0)
