@@ -38,7 +38,9 @@ def slice_jar(tmp_path_factory):
     (folder / "data").mkdir()
     shutil.copy(jar, folder / "meteor-1.5.jar")
     shutil.copy(os.path.join(DATA, "meteor", "paraphrase-en.gz"), folder / "data" / "paraphrase-en.gz")
-    return str(folder / "meteor-1.5.jar")
+    with pytest.MonkeyPatch.context() as env:  # the table's index is cached here, not in ~/.cache
+        env.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("cache")))
+        yield str(folder / "meteor-1.5.jar")
 
 
 @pytest.fixture(scope="module")

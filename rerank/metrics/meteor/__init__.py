@@ -123,6 +123,7 @@ class MeteorMetric(Metric):
         self.synonyms = self.res.synonyms(lang) if "synonym" in modules else None
         self.paraphrase_path = self.res.paraphrase_path(lang) if "paraphrase" in modules else None
         self._paraphrases = None
+        self._sentences: set[tuple[str, ...]] = set()  # the word sequences the paraphrases were selected for
         self._jar = None
         if backend == "jar":
             from rerank.metrics.meteor.jar import MeteorJar
@@ -150,19 +151,17 @@ class MeteorMetric(Metric):
         return tokenize(line)
 
     def prepare(self, texts: Sequence[str]) -> None:
-        """Load the paraphrase entries that can match anything in `texts` (all hypotheses and references)."""
+        """Select the paraphrase entries that can match in `texts` (all hypotheses and references):
+        both phrases must occur in them. The table's index is built once and cached on disk."""
         if self.paraphrase_path is None or self.backend != "native":
             return
-        vocab = set()
-        for t in texts:
-            vocab.update(self.words(t))
-        if self._paraphrases is not None and vocab <= self._paraphrases.vocab:
+        new = {tuple(self.words(t)) for t in texts} - self._sentences
+        if not new and self._paraphrases is not None:
             return
-        from rerank.metrics.meteor.resources import ParaphraseTable
+        from rerank.metrics.meteor.paraphrase import open_index
 
-        if self._paraphrases is not None:
-            vocab |= self._paraphrases.vocab
-        self._paraphrases = ParaphraseTable(self.paraphrase_path, vocab)
+        self._sentences |= new
+        self._paraphrases = open_index(self.paraphrase_path).select(self._sentences)
         self._aligner = None
 
     def aligner(self):

@@ -74,6 +74,15 @@ def _key(p: _Path):
     return (-(p.matches1 + p.matches2), p.chunks, p.distance)
 
 
+def _positions(words: list[str], max_len: int) -> dict[tuple[str, ...], list[int]]:
+    """Start positions (ascending) of every n-gram of `words` up to `max_len` words."""
+    at: dict[tuple[str, ...], list[int]] = {}
+    for start in range(len(words)):
+        for end in range(start + 1, min(len(words), start + max_len) + 1):
+            at.setdefault(tuple(words[start:end]), []).append(start)
+    return at
+
+
 class Aligner:
     """Align hypothesis words (line 1) to reference words (line 2) with the given module list."""
 
@@ -129,18 +138,15 @@ class Aligner:
                             add(Match(j, 1, i, 1, stage))
             elif module == PARAPHRASE:
                 table = self.paraphrases
+                at1, at2 = _positions(w1, table.max_len), _positions(w2, table.max_len)
                 for j in range(n2):  # phrases of line 2 found as paraphrases in line 1
                     for length, par in table.paths(w2, j):
-                        plen = len(par)
-                        for i in range(n1 - plen + 1):
-                            if tuple(w1[i:i + plen]) == par:
-                                add(Match(j, length, i, plen, stage))
+                        for i in at1.get(par, ()):
+                            add(Match(j, length, i, len(par), stage))
                 for i in range(n1):  # phrases of line 1 found as paraphrases in line 2
                     for length, par in table.paths(w1, i):
-                        plen = len(par)
-                        for j in range(n2 - plen + 1):
-                            if tuple(w2[j:j + plen]) == par:
-                                add(Match(j, plen, i, length, stage))
+                        for j in at2.get(par, ()):
+                            add(Match(j, len(par), i, length, stage))
             else:
                 raise ValueError(f"unknown METEOR module {module!r}")
         return matches, cov1, cov2

@@ -7,7 +7,6 @@ in `data/` beside the jar. By default the jar shipped with the PyPI package `pyc
 
 from __future__ import annotations
 
-import gzip
 import os
 import zipfile
 from functools import lru_cache
@@ -142,47 +141,6 @@ class Synonyms:
             result |= self.synsets.get(self._morph(word), frozenset())
         got = self._cache[word] = frozenset(result)
         return got
-
-
-class ParaphraseTable:
-    """Meteor's paraphrase table (gzip'd triples: probability, phrase, paraphrase), as a prefix trie.
-
-    Only entries whose words all occur in `vocab` are kept (others can never match), which keeps
-    the English table (5 million pairs) small. Entry order is kept: the aligner sees paraphrases in
-    file order, as Meteor does.
-    """
-
-    def __init__(self, path: str, vocab: set[str]):
-        self.vocab = frozenset(vocab)
-        self.trie: dict = {}
-        with gzip.open(path, "rb") as raw:
-            lines = raw.read().split(b"\n")  # bytes: much cheaper than 15 million str objects
-        bvocab = {w.encode("utf-8") for w in self.vocab}
-        refs, pars = lines[1::3], lines[2::3]
-        del lines
-        # cheap first-word test, then the full test on the few survivors (file order kept)
-        first = [k for k, (r, q) in enumerate(zip(refs, pars))
-                 if r.partition(b" ")[0] in bvocab and q.partition(b" ")[0] in bvocab]
-        for k in first:
-            ref, par = refs[k].split(), pars[k].split()
-            if not ref or not par or not all(w in bvocab for w in ref) or not all(w in bvocab for w in par):
-                continue
-            node = self.trie
-            for w in ref:
-                node = node.setdefault(w.decode("utf-8"), {})
-            node.setdefault(None, []).append(tuple(w.decode("utf-8") for w in par))
-
-    def paths(self, words: list[str], start: int):
-        """(length, paraphrase words) of every table phrase that starts at words[start], shortest first."""
-        node = self.trie
-        out = []
-        for i in range(start, len(words)):
-            node = node.get(words[i])
-            if node is None:
-                break
-            for par in node.get(None, ()):
-                out.append((i - start + 1, par))
-        return out
 
 
 @lru_cache(maxsize=4)
