@@ -91,7 +91,7 @@ def time_cli(nbest, refs, epochs: int, repeat: int = 1) -> dict:
         cmd = [sys.executable, "-m", "rerank", "tune", "--nbest", path, *[x for p in ref_paths for x in ("-r", p)],
                "--epochs", str(epochs), "-o", os.path.join(tmp, "w.json"), "--quiet"]
         loop = best_of(repeat, bare_loop, path)
-        secs = best_of(repeat, subprocess.run, cmd, check=True)
+        secs = best_of(repeat, lambda: subprocess.run(cmd, check=True))
     print(f"rerank tune (whole command) on {nbest.n_hyps} hyps: {secs:.1f}s = "
           f"{nbest.n_hyps * epochs / secs:,.0f} hyp-visits/s = {secs / loop:.1f}x the bare loop over its file ({loop:.2f}s)")
     return {"cli_seconds": secs, "loop_seconds": loop, "cli_over_loop": secs / loop}

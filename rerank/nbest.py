@@ -59,7 +59,10 @@ class StringColumn(Sequence):
 
     def __getitem__(self, index):
         if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self)))]
+            start, stop, step = index.indices(len(self))
+            if step == 1:
+                return self._strings(start, max(start, stop))
+            return [self[i] for i in range(start, stop, step)]
         if index < 0:
             index += len(self)
         if not 0 <= index < len(self):
@@ -71,6 +74,16 @@ class StringColumn(Sequence):
         buffer, offsets = self._buffer, self._offsets.tolist()
         for start, end in zip(offsets[:-1], offsets[1:]):
             yield buffer[start:end].decode("utf-8")
+
+    def _strings(self, start: int, stop: int) -> list[str]:
+        """Strings start..stop-1, decoded at once (split at inserted line breaks when none is in them)."""
+        offsets = self._offsets[start:stop + 1]
+        chunk = self._buffer[offsets[0]:offsets[-1]] if stop > start else b""
+        if stop - start < 8 or b"\n" in chunk:
+            bounds = offsets.tolist()
+            return [self._buffer[a:b].decode("utf-8") for a, b in zip(bounds[:-1], bounds[1:])]
+        data = np.frombuffer(chunk, dtype=np.uint8)
+        return np.insert(data, offsets[1:-1] - offsets[0], 10).tobytes().decode("utf-8").split("\n")
 
     def first_containing(self, part: str) -> int | None:
         """Index of the first string containing `part` (searched in the buffer at C speed), or None."""

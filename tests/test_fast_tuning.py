@@ -49,3 +49,12 @@ def test_byte_strings():
     assert StringColumn.from_strings(strings).byte_strings() == [t.encode() for t in strings]
     assert StringColumn.from_strings(strings[:3]).byte_strings() == [t.encode() for t in strings[:3]]
     assert StringColumn.from_strings([]).byte_strings() == []
+
+
+@settings(max_examples=200, deadline=None)
+@given(strings=st.lists(st.text(alphabet=st.sampled_from(list("ab\n ä€")), max_size=5), max_size=30),
+       start=st.integers(-35, 35), stop=st.integers(-35, 35), step=st.sampled_from([None, 1, 2, -1]))
+def test_string_column_slices_and_iteration(strings, start, stop, step):
+    column = StringColumn.from_strings(strings)
+    assert list(column) == strings
+    assert column[start:stop:step] == strings[start:stop:step]
