@@ -65,10 +65,11 @@ def eval_command(folder: str, data_dir: str, n: int, extra: list[str]) -> list[s
 
 
 def export(rev: str, folder: str) -> str:
-    """The package as committed at `rev`, unpacked into folder/rev."""
+    """The packages as committed at `rev`, unpacked into folder/rev."""
     target = os.path.join(folder, rev.replace("/", "_"))
     os.makedirs(target)
-    archive = subprocess.run(["git", "-C", ROOT, "archive", rev, "rerank"], check=True, capture_output=True).stdout
+    packages = ["rerank", "mira", "embeddings", "nmt", "recipes"]  # plug-ins load from the other packages
+    archive = subprocess.run(["git", "-C", ROOT, "archive", rev, *packages], check=True, capture_output=True).stdout
     subprocess.run(["tar", "-x", "-C", target], input=archive, check=True)
     return target
 
