@@ -234,11 +234,13 @@ def refused(folder: Path, line: str, capsys, names: str | None = None, at: int |
     return err
 
 
-def succeeds(folder: Path, line: str, capsys, **paths: str) -> None:
-    """The same command line with valid files exits 0 (so that refusals are for the corruption)."""
+def succeeds(folder: Path, line: str, capsys, **paths: str) -> int:
+    """The same command line with valid files exits 0 (so that refusals are for the corruption);
+    returns the exit status."""
     argv = command_line(folder, line, paths)
     code, _, err = run(argv, capsys)
     assert code == 0, f"exit {code} for {argv}\n{err}"
+    return code
 
 
 @pytest.fixture

@@ -111,7 +111,7 @@ def test_a_bad_nbest_is_refused(work, capsys, command, kind, bad):
     name, argument = KINDS[kind]
     corruption, line = BAD[kind][bad]
     path = corrupt_file(work, name, corruption)
-    refused(work, COMMANDS[command].replace("{nbest}", argument), capsys, names=path, at=line, **{key(name): path})
+    assert "error: " in refused(work, COMMANDS[command].replace("{nbest}", argument), capsys, names=path, at=line, **{key(name): path})
 
 
 @pytest.mark.parametrize("command", COMMANDS)
@@ -119,4 +119,4 @@ def test_a_bad_nbest_is_refused(work, capsys, command, kind, bad):
 def test_the_valid_files_are_accepted(work, capsys, command, kind):
     if command == "eval" and kind == "plain-sizes":
         pytest.skip("eval's --nbest takes no plain options")
-    succeeds(work, COMMANDS[command].replace("{nbest}", KINDS[kind][1]), capsys)
+    assert succeeds(work, COMMANDS[command].replace("{nbest}", KINDS[kind][1]), capsys) == 0

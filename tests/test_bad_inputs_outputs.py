@@ -84,19 +84,19 @@ def test_a_bad_output_is_refused(files, capsys, name, bad):
         out = an_input.format(**fields)
     else:
         out = str(files / "no-such-folder" / "out")
-    refused(files, line.replace("{O}", out), capsys, names=out, emb_pt=str(files / "emb.pt"))
+    assert "error: " in refused(files, line.replace("{O}", out), capsys, names=out, emb_pt=str(files / "emb.pt"))
 
 
 @pytest.mark.parametrize("name", BESIDE)
 def test_an_output_written_beside_that_is_a_directory_is_refused(files, capsys, name):
     line, beside = BESIDE[name]
     (files / beside).mkdir()
-    refused(files, line, capsys, names=str(files / beside), emb_pt=str(files / "emb.pt"))
+    assert "error: " in refused(files, line, capsys, names=str(files / beside), emb_pt=str(files / "emb.pt"))
 
 
 @pytest.mark.parametrize("name", TWO_OUTPUTS)
 def test_two_outputs_on_one_file_are_refused(files, capsys, name):
-    refused(files, TWO_OUTPUTS[name], capsys, names=str(files / "same"))
+    assert "error: " in refused(files, TWO_OUTPUTS[name], capsys, names=str(files / "same"))
 
 
 @pytest.mark.parametrize("name", [*OUTPUTS, *BESIDE])
@@ -106,7 +106,7 @@ def test_the_valid_outputs_are_written(files, capsys, name):
         line = line.replace("{O}", valid)
     else:
         line = BESIDE[name][0]
-    succeeds(files, line, capsys, emb_pt=str(files / "emb.pt"))
+    assert succeeds(files, line, capsys, emb_pt=str(files / "emb.pt")) == 0
 
 
 # The model commands' cheap cases: (command line, the file or option the message names)
@@ -177,14 +177,14 @@ def test_a_missing_model_or_input_of_a_model_command_is_refused(files, capsys, n
     (files / "empty.txt").write_bytes(b"")
     (files / "bad.txt").write_bytes(b"ein mann\n\xff\xfe zwei\n")
     line, named = MISSING[name]
-    refused(files, line, capsys, names=named.format(d=files).removesuffix(":2:"),
+    assert "error: " in refused(files, line, capsys, names=named.format(d=files).removesuffix(":2:"),
             at=2 if named.endswith(":2:") else None, emb_pt=str(files / "emb.pt"))
 
 
 @pytest.mark.parametrize("name", NUMBERS)
 def test_a_bad_number_or_name_in_an_option_is_refused(files, capsys, name):
     line, option = NUMBERS[name]
-    refused(files, line, capsys, names=option, error_line_only=True, emb_pt=str(files / "emb.pt"))
+    assert "error: " in refused(files, line, capsys, names=option, error_line_only=True, emb_pt=str(files / "emb.pt"))
 
 
 # A writer that refuses what the first output already held: the outputs written before go too.
@@ -205,4 +205,4 @@ def test_a_refused_second_output_leaves_no_first_output(work, capsys, name):
     (work / "pipes.fairseq").write_text("S-0\tein mann\nT-0\ta man\nH-0\t-1\ta ||| man\nH-0\t-2\tman\n")
     (work / "cr.nbest").write_bytes(b"0 ||| a man\r ||| nmt= -1 ||| -1\n0 ||| man ||| nmt= -2 ||| -2\n")
     line, output = LATE[name]
-    refused(work, line, capsys, names=str(work / output))
+    assert "error: " in refused(work, line, capsys, names=str(work / output))
