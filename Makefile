@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: install demo test bench clean
+.PHONY: install demo test reproduce bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +22,13 @@ demo: $(VENV)/.installed
 
 test: $(VENV)/.installed
 	$(PY) -m pytest -q tests
+
+# Every model, list, table and figure of docs/results from the data (about nine hours on two
+# CPU cores; resumable: run it again after a stop). DATA is the data root (multi30k/, sts/).
+DATA ?= ../shared/data
+REPRODUCE_OUT ?= runs/reproduce
+reproduce: $(VENV)/.installed
+	$(VENV)/bin/rerank recipe reproduce --data-dir $(DATA) --out $(REPRODUCE_OUT) --publish
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -60,6 +60,7 @@ class RecipeConfig:
     device: str = "cpu"
     embedding_config: dict = field(default_factory=dict)   # keys of embeddings.train.DEFAULTS
     nmt_config: dict = field(default_factory=dict)         # fields of nmt.train.TrainConfig
+    embedding_model: str | None = None  # a trained text-only model to use instead of training one
 
 
 class Recipe:
@@ -72,6 +73,8 @@ class Recipe:
             raise InputError(f"unknown NMT flavour {unknown[0]!r} (known: {', '.join(FLAVOURS)})")
         if not os.path.isdir(os.path.join(cfg.data_dir, "task1", "raw")):
             raise InputError("not a Multi30k directory (task1/raw/ is missing)", cfg.data_dir)
+        if cfg.embedding_model and cfg.image_features:
+            raise InputError("--embedding-model is a text-only model; with --image-features the recipe trains its own")
         self.nmt_preset, self.embed_preset = PRESETS[cfg.preset]
         self.start = time.time()
         os.makedirs(cfg.out, exist_ok=True)
@@ -101,6 +104,9 @@ class Recipe:
     # --- 1. embedding models -------------------------------------------------------------
     def embedding_models(self) -> dict[str, dict]:
         """name -> {"path": model.pt, "prefix": column prefix, "images": bool}."""
+        if self.cfg.embedding_model:
+            self.log(f"using the given embedding model {self.cfg.embedding_model} (no embedding training)")
+            return {"MLMME-text": {"path": self.cfg.embedding_model, "prefix": "mlmme_text_", "images": False}}
         if self.images is None:
             self.log("NO IMAGE FEATURES: training one text-only MLMME model (R_ML only, beta = 0); VSE and the "
                      "beta sweep need image features (--image-features DIR) and are skipped")
@@ -160,8 +166,8 @@ class Recipe:
         from nmt.train import make_config, train_files
 
         run = self.path("nmt", flavour)
-        overrides = {"seed": self.cfg.seed, **self.cfg.nmt_config, "max_minutes": self.cfg.nmt_max_minutes,
-                     "max_epochs": self.cfg.nmt_max_epochs}
+        limits = {"max_minutes": self.cfg.nmt_max_minutes, "max_epochs": self.cfg.nmt_max_epochs}
+        overrides = {"seed": self.cfg.seed, **self.cfg.nmt_config, **{k: v for k, v in limits.items() if v is not None}}
         try:
             cfg = make_config(self.nmt_preset, flavour, **overrides)
         except (TypeError, ValueError) as exc:

@@ -55,6 +55,8 @@ def add_parser(subparsers):
                    "(`shipped` = the lists inside the package; default: translate with the NMT models)")
     m.add_argument("--embedding-config", metavar="JSON", help="embedding training settings (keys of "
                    "embeddings/config.py DEFAULTS, e.g. {\"dropout\": 0.0}); recorded with every model (default: none)")
+    m.add_argument("--embedding-model", metavar="MODEL", help="use this trained text-only embedding model for "
+                   "s_s instead of training one (e.g. the shipped rerank/data/models/mlmme-small.pt; default: train)")
     m.add_argument("--nmt-config", metavar="JSON", help="NMT training settings (fields of nmt/train.py TrainConfig, "
                    "e.g. {\"subword\": \"bpe\"}); recorded with every run (default: none)")
     m.add_argument("--nmt-max-minutes", type=positive_float, help="training budget per NMT flavour (default: none)")
@@ -71,7 +73,24 @@ def add_parser(subparsers):
                    help="bootstrap samples for s_sel and CIs; 0: none (default: %(default)s)")
     m.add_argument("--seed", type=nonnegative_int, default=1, help="(default: %(default)s)")
     add_torch_options(m)
+    _add_reproduce(verbs)
     parser.set_defaults(func=run)
+
+
+def _add_reproduce(verbs) -> None:
+    r = verbs.add_parser("reproduce", help="every model, list, table and figure of docs/results, from the data",
+                         description="Train the embedding model, the three NMT flavours, the LM and the channel "
+                         "model with the committed configurations (recipes/configs/), run `recipe multi30k` and "
+                         "the stronger reranker, and score the NMT lists; resumable. About nine hours on two "
+                         "CPU cores. `make reproduce DATA=../shared/data` runs it with --publish.")
+    r.add_argument("--data-dir", required=True, help="data root with multi30k/ (task1/, task2/) and sts/, "
+                   "e.g. ../shared/data")
+    r.add_argument("--out", required=True, help="run directory (everything is written here)")
+    r.add_argument("--configs", metavar="DIR", help="configurations embedding, nmt, recipe, lm, channel, stronger "
+                   ".json (default: the committed recipes/configs)")
+    r.add_argument("--publish", action="store_true", help="when finished, copy the results into docs/results and "
+                   "the lists and the embedding model into rerank/data (default: off)")
+    add_torch_options(r)
 
 
 def _json_object(path: str | None) -> dict:
@@ -96,6 +115,8 @@ def run(args) -> int:
 
     from recipes.multi30k import Recipe, RecipeConfig
 
+    if args.recipe == "reproduce":
+        return run_reproduce(args)
     setup_torch(args)
     if os.path.exists(args.out) and not os.path.isdir(args.out):
         from rerank.errors import InputError
@@ -113,7 +134,28 @@ def run(args) -> int:
         nmt_max_epochs=args.nmt_max_epochs, embed_max_epochs=args.embed_max_epochs, runs=args.runs,
         epochs=args.epochs, ar_trials=args.ar, bootstrap=args.bootstrap, seed=args.seed, device=args.device,
         embedding_config=_json_object(args.embedding_config), nmt_config=_json_object(args.nmt_config),
+        embedding_model=args.embedding_model,
     )
     Recipe(cfg).run()
     print(f"tables: {os.path.join(args.out, 'tables')}")
+    return 0
+
+
+def run_reproduce(args) -> int:
+    import os
+
+    from recipes.reproduce import CONFIGS, Reproduction, publish
+    from rerank.errors import InputError
+
+    device = setup_torch(args)
+    for needed in (os.path.join("multi30k", "task1", "raw"), "sts"):
+        if not os.path.isdir(os.path.join(args.data_dir, needed)):
+            raise InputError(f"not the data root: {needed}/ is missing", args.data_dir)
+    if os.path.exists(args.out) and not os.path.isdir(args.out):
+        raise InputError("--out must be a directory, this is a file", args.out)
+    configs = args.configs or CONFIGS
+    Reproduction(args.data_dir, args.out, device, args.threads, configs).run()
+    if args.publish:
+        for path in publish(args.out, configs=configs):
+            print(f"wrote {path}")
     return 0

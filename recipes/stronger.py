@@ -62,7 +62,7 @@ class Stronger:
         os.makedirs(args.out, exist_ok=True)
         self.steps = Steps(self.log)
         self.models = {"embedding": args.embedding_model, "lm": args.lm_model, "channel": args.channel_model}
-        self.m30k = os.path.join(data_dir(), "multi30k")
+        self.m30k = args.text_dir or os.path.join(data_dir(), "multi30k")
 
     def log(self, msg: str) -> None:
         line = f"[{time.time() - self.start:7.1f}s] {msg}"
@@ -76,7 +76,7 @@ class Stronger:
 
     def featured(self, flavour: str, split: str, n: int) -> str:
         source = os.path.join(self.m30k, f"{SPLIT_FILES[split]}.en.gz")
-        path = shipped_lists()[(flavour, n)][split]
+        path = shipped_lists(self.args.nbest_dir)[(flavour, n)][split]
         out = os.path.join(self.args.out, "features", f"{flavour}.{split}.{n}best.feat.gz")
         inputs, step = [path, source] + self.model_files(), f"features {flavour} {split} {n}"
         config = {"features": ["s_s", "mbr"] + MODEL_FEATURES, "sentences": self.args.sentences}
@@ -144,6 +144,22 @@ def report(results: dict, command: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def model_records(args) -> dict:
+    """What the LM and the channel model are: their training records (for the results page)."""
+    def load(path: str) -> dict:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+
+    channel = load(os.path.join(args.channel_model, "history.json"))
+    lm_done = os.path.join(args.lm_model, "DONE.json")
+    lm = load(lm_done) if os.path.exists(lm_done) else {}
+    return {"channel": {"epochs": channel["epoch"], "best_epoch": channel.get("best_epoch"),
+                        "val_bleu_greedy": round(channel["best_bleu"], 2)},
+            "lm": {"epochs": lm.get("epochs"), "stopped": lm.get("stopped"),
+                   "val_perplexity": round(lm["best_val_perplexity"], 2) if "best_val_perplexity" in lm else None},
+            "embedding": os.path.basename(args.embedding_model)}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m recipes.stronger", description=__doc__.split("\n\n")[0])
     ap.add_argument("--lm-model", required=True, help="`rerank lm train` run directory (German)")
@@ -151,6 +167,9 @@ def main(argv=None) -> int:
     ap.add_argument("--embedding-model", default=os.path.join(data_dir(), "models", "mlmme-small.pt"),
                     help="MLMME model for s_s (default: the shipped one)")
     ap.add_argument("--out", required=True, help="run directory")
+    ap.add_argument("--text-dir", help="sources and references {val,test_2016_flickr}.{en,de}.gz, e.g. "
+                    "DATA/multi30k/task1/raw (default: the shipped copies)")
+    ap.add_argument("--nbest-dir", help="n-best lists DIR/<flavour>.<val|test_2016>.<n>best.gz (default: the shipped ones)")
     ap.add_argument("--flavours", default="weak,regular,optimised", help="(default: %(default)s)")
     ap.add_argument("--nbest", default="20,50", help="list sizes (default: %(default)s)")
     ap.add_argument("--runs", type=int, default=3, help="MIRA runs per system (default: %(default)s)")
@@ -167,10 +186,11 @@ def main(argv=None) -> int:
     torch.set_num_threads(args.threads)
     run = Stronger(args)
     results = {f"{f}.{n}best": run.experiment(f, int(n)) for n in args.nbest.split(",") for f in args.flavours.split(",")}
+    command = "python -m recipes.stronger " + " ".join(argv if argv is not None else sys.argv[1:])
     with atomic_write(os.path.join(args.out, "results.json")) as f:
-        json.dump(results, f, indent=1)
+        json.dump({"command": command, "models": model_records(args), "experiments": results}, f, indent=1)
     with atomic_write(os.path.join(args.out, "stronger.md")) as f:
-        f.write(report(results, "python -m recipes.stronger " + " ".join(argv if argv is not None else sys.argv[1:])))
+        f.write(report(results, command))
     run.log(run.steps.summary())
     return 0
 

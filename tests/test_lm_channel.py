@@ -128,7 +128,10 @@ def test_the_stronger_reranker_experiment_runs_and_resumes(toy, tmp_path):
             "--flavours", "optimised", "--nbest", "20", "--sentences", "12", "--runs", "1", "--epochs", "2",
             "--ar", "20", "--bootstrap", "0"]
     assert stronger.main(args) == 0
-    results = json.loads((tmp_path / "run" / "results.json").read_text())["optimised.20best"]
+    saved = json.loads((tmp_path / "run" / "results.json").read_text())
+    results = saved["experiments"]["optimised.20best"]
+    assert saved["command"].startswith("python -m recipes.stronger --lm-model")
+    assert saved["models"]["channel"]["epochs"] >= 1 and saved["models"]["embedding"] == "mlmme-small.pt"
     assert results["systems"] == ["NMT 1-best", "MIRA: NMT features", "+ s_s", "+ mbr", "+ channel + lm", "all"]
     assert set(results["weights"]["all"][0]) == {"nmt", "nmt_norm", "len", "s_s", "mbr", "channel", "channel_norm",
                                                  "lm", "lm_norm"}

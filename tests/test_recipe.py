@@ -1,44 +1,8 @@
 """The Multi30k recipe end to end on a generated miniature Multi30k (tiny models, seconds)."""
 
-import gzip
 import json
-from pathlib import Path
-
-import pytest
 
 from rerank.cli import main
-from rerank.io import read_lines
-
-PACKAGE_DATA = Path(__file__).parent.parent / "rerank" / "data" / "multi30k"
-
-
-def _write(path: Path, lines):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with gzip.open(path, "wt", encoding="utf-8") as f:
-        f.write("\n".join(lines) + "\n")
-
-
-@pytest.fixture(scope="module")
-def mini_multi30k(tmp_path_factory):
-    """80 train / 20 val / 20 test sentences cut from the shipped val and test_2016 text."""
-    root = tmp_path_factory.mktemp("m30k")
-    val = {lang: read_lines(str(PACKAGE_DATA / f"val.{lang}.gz")) for lang in ("en", "de")}
-    test = {lang: read_lines(str(PACKAGE_DATA / f"test_2016_flickr.{lang}.gz")) for lang in ("en", "de")}
-    splits = {"train": {k: v[:80] for k, v in val.items()}, "val": {k: v[80:100] for k, v in val.items()},
-              "test_2016_flickr": {k: v[:20] for k, v in test.items()}}
-    for split, text in splits.items():
-        n = len(text["en"])
-        task2 = "test_2016" if split == "test_2016_flickr" else split
-        images = [f"{split}-{i}.jpg" for i in range(n)]
-        (root / "task1" / "image_splits").mkdir(parents=True, exist_ok=True)
-        (root / "task2" / "image_splits").mkdir(parents=True, exist_ok=True)
-        (root / "task1" / "image_splits" / f"{split}.txt").write_text("\n".join(images) + "\n")
-        (root / "task2" / "image_splits" / f"{task2}_images.txt").write_text("\n".join(images) + "\n")
-        for lang, lines in text.items():
-            _write(root / "task1" / "raw" / f"{split}.{lang}.gz", lines)
-            for k in range(1, 6):  # comparable captions: the same sentences, rotated
-                _write(root / "task2" / "raw" / f"{task2}.{k}.{lang}.gz", lines[k:] + lines[:k])
-    return root
 
 
 def test_recipe_runs_and_resumes(mini_multi30k, tmp_path, capsys):

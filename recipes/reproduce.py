@@ -1,0 +1,205 @@
+"""`rerank recipe reproduce`: every model, n-best list, table and figure behind docs/results, from
+the data alone, in order, with the committed configurations (recipes/configs/*.json):
+
+1. the text-only embedding model (configs/embedding.json), exported in fp16 with its evaluation
+   (the shipped rerank/data/models/mlmme-small.{pt,json} is this step's output);
+2. `recipe multi30k` with configs/nmt.json: the three NMT flavours, their 20-/50-best lists for
+   val and test_2016, s_s, MIRA runs, significance tables, oracle curve;
+3. the German LM (configs/lm.json) and the reverse de→en channel model (configs/channel.json);
+4. the stronger reranker (recipes.stronger) on the lists of step 2;
+5. the NMT scores of every list (nmt_results.json);
+6. with --publish: the files copied into docs/results/ and the lists and model into the package,
+   and docs/results/README.md and stronger.md rendered from the JSON (recipes.results_docs).
+
+Every step writes a DONE marker and resumes from its checkpoint, so a stopped run goes on where it
+stopped. On two CPU cores the whole run takes about nine hours (docs/recipe.md).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+
+from recipes.steps import Steps
+from rerank.io import atomic_write, read_lines
+
+CONFIGS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "configs")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FLAVOURS = ("weak", "regular", "optimised")
+SPLITS = {"val": "val", "test_2016": "test_2016_flickr"}
+
+
+def load_config(name: str, configs: str = CONFIGS) -> dict:
+    """configs/NAME.json, an InputError naming the file if it is not a JSON object."""
+    from rerank.errors import InputError
+
+    path = os.path.join(configs, f"{name}.json")
+    try:
+        with open(path, encoding="utf-8") as f:
+            value = json.load(f)
+    except OSError as exc:
+        raise InputError(f"cannot read the {name} configuration: {exc.strerror}", path) from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"not JSON: {exc.msg}", path, exc.lineno) from None
+    if not isinstance(value, dict):
+        raise InputError("expected a JSON object of settings", path)
+    return value
+
+
+class Reproduction:
+    def __init__(self, data_dir: str, out: str, device: str = "cpu", threads: int = 1, configs: str = CONFIGS):
+        self.data, self.out, self.device, self.threads = data_dir, out, str(device), threads
+        self.config = {name: load_config(name, configs)
+                       for name in ("embedding", "nmt", "recipe", "lm", "channel", "stronger")}
+        self.m30k = os.path.join(data_dir, "multi30k")
+        self.raw = os.path.join(self.m30k, "task1", "raw")
+        self.start = time.time()
+        os.makedirs(out, exist_ok=True)
+        self.steps = Steps(self.log)
+
+    def log(self, msg: str) -> None:
+        line = f"[{time.time() - self.start:7.1f}s] {msg}"
+        print(line, file=sys.stderr)
+        with open(os.path.join(self.out, "reproduce.log"), "a", encoding="utf-8") as f:
+            f.write(line + "\n")
+
+    def path(self, *parts: str) -> str:
+        return os.path.join(self.out, *parts)
+
+    def embedding(self) -> str:
+        """Train the embedding model, then export it in fp16 with its evaluation; the exported path."""
+        from embeddings.train import resolve_config, train
+
+        config, run = self.config["embedding"], self.path("embedding", "run")
+        resolved = {"data_dir": os.path.abspath(self.m30k), **resolve_config(config)}
+        if not self.steps.is_done("embedding model", run, [], resolved, directory=True):
+            started = self.steps.start("embedding model", run, resolved, directory=True)
+            train(config, self.m30k, run, self.device)
+            self.steps.finish("embedding model", run, [], resolved, started, directory=True)
+        exported = self.path("embedding", "mlmme-small.pt")
+        inputs = [os.path.join(run, "model.pt")]
+        if not self.steps.is_done("embedding export", exported, inputs, {"dtype": "float16"}):
+            started = self.steps.start("embedding export", exported, {"dtype": "float16"})
+            export_embedding(inputs[0], exported, self.m30k, os.path.join(self.data, "sts"), self.device)
+            self.steps.finish("embedding export", exported, inputs, {"dtype": "float16"}, started)
+        return exported
+
+    def recipe(self, embedding_model: str) -> str:
+        from recipes.multi30k import Recipe, RecipeConfig
+
+        cfg = RecipeConfig(data_dir=self.m30k, out=self.path("recipe"), nmt_config=self.config["nmt"],
+                           embedding_model=embedding_model, device=self.device, **self.config["recipe"])
+        Recipe(cfg).run()
+        return cfg.out
+
+    def lm(self) -> str:
+        from nmt.lm import train_lm
+        from nmt.lm_config import LMConfig
+
+        cfg, out = LMConfig(lang="de", **self.config["lm"]), self.path("lm", "de")
+        resolved = {"data_dir": os.path.abspath(self.raw), **vars(cfg)}
+        if not self.steps.is_done("German LM", out, [], resolved):  # marker beside: train_lm writes OUT/DONE.json
+            started = self.steps.start("German LM", out, resolved)
+            state = train_lm(cfg, read_lines(os.path.join(self.raw, "train.de.gz")),
+                             read_lines(os.path.join(self.raw, "val.de.gz")), out, self.device, log=self.log)
+            self.steps.finish("German LM", out, [], resolved, started,
+                              **{k: state.get(k) for k in ("epoch", "best_ppl", "stopped")})
+        return out
+
+    def channel(self) -> str:
+        from dataclasses import asdict
+
+        from nmt.train import make_config, train_files
+
+        settings = dict(self.config["channel"])
+        size, flavour = settings.pop("size", "cpu"), settings.pop("flavour", "optimised")
+        cfg, out = make_config(size, flavour, **settings), self.path("nmt-reverse")
+        resolved = {"data_dir": os.path.abspath(self.raw), **asdict(cfg)}
+        if not self.steps.is_done("channel model", out, [], resolved, directory=True):
+            started = self.steps.start("channel model", out, resolved, directory=True)
+            state = train_files(cfg, self.raw, out, device=self.device)
+            self.steps.finish("channel model", out, [], resolved, started, directory=True,
+                              **{k: state.get(k) for k in ("stopped", "epoch", "best_epoch", "best_bleu")})
+        return out
+
+    def stronger(self, embedding_model: str, lm: str, channel: str) -> str:
+        from recipes import stronger
+
+        out, options = self.path("stronger"), []
+        for key, value in self.config["stronger"].items():
+            options += [f"--{key}", ",".join(map(str, value)) if isinstance(value, list) else str(value)]
+        stronger.main(["--lm-model", lm, "--channel-model", channel, "--embedding-model", embedding_model,
+                       "--nbest-dir", self.path("recipe", "nbest"), "--text-dir", self.raw, "--out", out,
+                       "--threads", str(self.threads), "--device", self.device, *options])
+        return out
+
+    def run(self) -> None:
+        model = self.embedding()
+        self.recipe(model)
+        lm, channel = self.lm(), self.channel()
+        self.stronger(model, lm, channel)
+        from recipes.nmt_scores import list_scores
+
+        scores = list_scores(self.path("recipe"), self.raw, self.config["recipe"].get("flavours", FLAVOURS), log=self.log)
+        with atomic_write(self.path("nmt_results.json")) as f:
+            json.dump(scores, f, indent=1)
+        self.log(self.steps.summary())
+        self.log("reproduction complete")
+
+
+def export_embedding(model_path: str, exported: str, m30k: str, sts_dir: str, device: str = "cpu") -> None:
+    """The trained model in fp16, with its training record and its test_2016/STS evaluation in the JSON."""
+    from embeddings.encoder import Encoder, save_model
+    from embeddings.evaluate import evaluate
+
+    encoder = Encoder.load(model_path)
+    report = evaluate(encoder, m30k, sts_dir, device=device)
+    info = {"training": encoder.meta.get("training", {}), "exported_from": os.path.abspath(model_path),
+            "note": "text-only (R_ML) en+de model; fp16 weights, loaded as float32",
+            "evaluation": {"translation_retrieval_test_2016": report["translation_retrieval"], "sts": report["sts"],
+                           "uses_images": False}}
+    save_model(exported, encoder.model, encoder.vocabs, info, half=True)
+
+
+PUBLISHED = {  # run file -> docs/results file (besides the tables, plots, lists and the model)
+    "recipe/tables/results.json": "results.json", "recipe/tables/oracle_curve.json": "oracle_curve.json",
+    "recipe/tables/oracle_curve.png": "oracle_curve.png", "recipe/recipe.config.json": "recipe.config.json",
+    "stronger/results.json": "stronger/results.json", "nmt_results.json": "nmt_results.json",
+}
+
+
+def publish(out: str, docs: str = os.path.join(ROOT, "docs", "results"),
+            package: str = os.path.join(ROOT, "rerank", "data"), configs: str = CONFIGS) -> list[str]:
+    """Copy a finished reproduction into docs/results and the package; returns the files written."""
+    recipe = load_config("recipe", configs)
+    flavours, sizes = recipe.get("flavours", FLAVOURS), recipe.get("nbest_sizes", [20, 50])
+    pairs = [(os.path.join(out, src), os.path.join(docs, dst)) for src, dst in PUBLISHED.items()]
+    pairs += [(os.path.join(out, "recipe", "tables", f"table.{n}best.{ext}"), os.path.join(docs, f"table.{n}best.{ext}"))
+              for n in sizes for ext in ("md", "tex")]
+    for flavour in flavours:
+        for n in sizes:
+            pairs.append((os.path.join(out, "recipe", "experiments", f"{flavour}.{n}best", "deltas.png"),
+                          os.path.join(docs, f"deltas.{flavour}.{n}best.png")))
+            pairs += [(os.path.join(out, "recipe", "nbest", f"{flavour}.{split}.{n}best.gz"),
+                       os.path.join(package, "multi30k", f"{flavour}.{split}.{n}best.gz")) for split in SPLITS]
+    pairs.append((os.path.join(out, "nmt_results.json"), os.path.join(package, "multi30k", "nmt_results.json")))
+    pairs += [(os.path.join(out, "embedding", "mlmme-small" + ext), os.path.join(package, "models", "mlmme-small" + ext))
+              for ext in (".pt", ".json")]
+    missing = [src for src, _ in pairs if not os.path.exists(src)]
+    if missing:
+        raise FileNotFoundError(f"{missing[0]}: missing; is the reproduction complete?")
+    written = [_copy(src, dst) for src, dst in pairs]
+    from recipes.results_docs import write_docs
+
+    return written + write_docs(docs)
+
+
+def _copy(src: str, dst: str) -> str:
+    os.makedirs(os.path.dirname(dst), exist_ok=True)
+    tmp = dst + ".rerank-tmp"
+    shutil.copyfile(src, tmp)
+    os.replace(tmp, dst)
+    return dst

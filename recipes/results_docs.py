@@ -1,0 +1,120 @@
+"""The numbers of docs/results/*.md, rendered from the JSON beside them, so that every number in
+those pages is the one in results.json, nmt_results.json or stronger/results.json.
+
+A page holds blocks `<!-- BEGIN name -->` … `<!-- END name -->`; `write_docs` re-renders each
+block from the JSON and leaves the prose between blocks alone. The prose carries no measured
+numbers (tests/test_results_docs.py checks both: blocks equal to their rendering, and no decimal
+number outside a block or a code block).
+
+    python -m recipes.results_docs [DOCS_DIR]     # re-render the blocks in place
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+
+from rerank.io import atomic_write
+
+DOCS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "results")
+PAPER = {"weak": (25.7, 33.1), "regular": (32.4, 41.9), "optimised": (35.3, 43.2)}  # 1-best BLEU, oracle 20-best
+BLOCK = re.compile(r"(<!-- BEGIN (\w[\w-]*) -->\n)(.*?)(<!-- END \2 -->)", re.S)
+
+
+def _load(docs: str, name: str):
+    with open(os.path.join(docs, name), encoding="utf-8") as f:
+        return json.load(f)
+
+
+def _score(summary: dict, system: str, metric: str) -> float:
+    return next(r["score"] for r in summary["results"] if r["system"] == system and r["metric"] == metric)
+
+
+def _marks(summary: dict, system: str, metric: str) -> str:
+    return next(r["marks"] for r in summary["results"] if r["system"] == system and r["metric"] == metric)
+
+
+def _fmt(value) -> str:
+    return f"{value:.2f}" if isinstance(value, (int, float)) else "–"
+
+
+def baselines(docs: str) -> str:
+    """The NMT models against the paper: training, 1-best BLEU/TER (of the smallest test list, beam =
+    n) and the oracle of every test list."""
+    nmt = _load(docs, "nmt_results.json")
+    sizes = sorted({int(k.split(".")[1][:-4]) for row in nmt.values() for k in row["lists"] if k.startswith("test_2016.")})
+    head = ["NMT", "epochs (best)", "minutes", "val BLEU (greedy)", "1-best BLEU, paper", f"1-best BLEU (beam {sizes[0]})",
+            "1-best TER", "oracle 20-best, paper"] + [f"oracle {n}-best" for n in sizes]
+    lines = ["| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
+    for flavour, row in nmt.items():
+        first = row["lists"].get(f"test_2016.{sizes[0]}best", {})
+        cells = [flavour, f"{row.get('epochs', '–')} ({row.get('best_epoch', '–')})", str(row.get("train_minutes", "–")),
+                 _fmt(row.get("val_bleu_greedy")), str(PAPER[flavour][0]), _fmt(first.get("bleu")), _fmt(first.get("ter")),
+                 str(PAPER[flavour][1])] + [_fmt(row["lists"].get(f"test_2016.{n}best", {}).get("oracle")) for n in sizes]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def gains(summaries: dict, systems: list[str] | None = None) -> str:
+    """BLEU, METEOR and TER of every system minus the NMT 1-best's, with the significance marks."""
+    lines = ["| NMT | list | system | Δ BLEU | Δ METEOR | Δ TER |", "|---|---|---|---|---|---|"]
+    for key, summary in summaries.items():
+        flavour, n = key.split(".")
+        for system in systems or summary["systems"]:
+            if system == summary["baseline"]:
+                continue
+            cells = []
+            for metric in ("bleu", "meteor", "ter"):
+                delta = _score(summary, system, metric) - _score(summary, summary["baseline"], metric)
+                marks = _marks(summary, system, metric)
+                cells.append(f"{delta:+.2f}" + (f" {marks}" if marks else ""))
+            lines.append(f"| {flavour} | {n} | {system} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def stronger_tables(docs: str) -> str:
+    from recipes.stronger import report
+
+    results = _load(docs, os.path.join("stronger", "results.json"))
+    text = report(results, results.get("command", "python -m recipes.stronger"))
+    return text.split("\n", 2)[2]  # without the page title
+
+
+RENDER = {
+    "README.md": {"baselines": baselines,
+                  "gains": lambda docs: gains(_load(docs, "results.json")["experiments"])},
+    "stronger.md": {"tables": stronger_tables},
+}
+
+
+def render(path: str, renderers: dict, docs: str) -> str:
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+
+    def block(match: re.Match) -> str:
+        name = match.group(2)
+        if name not in renderers:
+            raise ValueError(f"{path}: unknown block {name!r}")
+        return match.group(1) + renderers[name](docs) + match.group(4)
+
+    return BLOCK.sub(block, text)
+
+
+def write_docs(docs: str = DOCS) -> list[str]:
+    written = []
+    for page, renderers in RENDER.items():
+        path = os.path.join(docs, page)
+        if not os.path.exists(path):
+            continue
+        text = render(path, renderers, docs)
+        with atomic_write(path) as f:
+            f.write(text)
+        written.append(path)
+    return written
+
+
+if __name__ == "__main__":
+    for p in write_docs(sys.argv[1] if len(sys.argv) > 1 else DOCS):
+        print(f"wrote {p}")
