@@ -57,6 +57,14 @@ class ResultTable:
     signatures: dict
     higher_is_better: dict
     config: dict = field(default_factory=dict)
+    decimals: dict = field(default_factory=dict)  # metric -> decimals shown (default 2)
+    # not rendered: {(system, metric): statistics (R, n, k)} and {metric: Metric}, for reports
+    stats: dict = field(default_factory=dict, repr=False, compare=False)
+    metric_objects: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def fmt(self, metric: str, value: float | None, none: str = "-") -> str:
+        """A score (or s_sel, s_opt, delta) of `metric` with its number of decimals."""
+        return none if value is None else f"{value:.{self.decimals.get(metric, 2)}f}"
 
     # ---- rendering -------------------------------------------------------------------------
     def _rows(self, marks_unicode=True):
@@ -69,11 +77,11 @@ class ResultTable:
             row = [name]
             for m in self.metrics:
                 c = self.cells[(name, m)]
-                row.append(f"{c.score:.2f}" + (f" {c.marks}" if c.marks else ""))
+                row.append(self.fmt(m, c.score) + (f" {c.marks}" if c.marks else ""))
                 p = "-" if c.p is None else _fmt_p(c.p)
                 if self.second_baseline:
                     p += "/" + ("-" if c.p2 is None else _fmt_p(c.p2))
-                row.append(f"{_fmt_opt(c.s_sel)}/{_fmt_opt(c.s_opt)}/{p}")
+                row.append(f"{self.fmt(m, c.s_sel)}/{self.fmt(m, c.s_opt)}/{p}")
             rows.append(row)
         return header, rows
 
@@ -114,7 +122,7 @@ class ResultTable:
                 p = "--" if c.p is None else _fmt_p(c.p)
                 if self.second_baseline:
                     p += "/" + ("--" if c.p2 is None else _fmt_p(c.p2))
-                parts.append(f"{c.score:.2f}{marks} & {_fmt_opt(c.s_sel, '--')}/{_fmt_opt(c.s_opt, '--')}/{p}")
+                parts.append(f"{self.fmt(m, c.score)}{marks} & {self.fmt(m, c.s_sel, '--')}/{self.fmt(m, c.s_opt, '--')}/{p}")
             out.append(" & ".join(parts) + " \\\\")
         out += ["\\bottomrule", "\\end{tabular}"]
         out += ["% " + line for line in self._legend()]
@@ -151,10 +159,6 @@ class ResultTable:
                 "csv": self.to_csv, "json": self.to_json}[fmt]()
 
 
-def _fmt_opt(value: float | None, none: str = "-") -> str:
-    return none if value is None else f"{value:.2f}"
-
-
 def _fmt_p(p: float) -> str:
     return f"{p:.2f}" if p >= 0.01 else f"{p:.4f}" if p >= 0.0001 else f"{p:.1e}"
 
@@ -185,6 +189,10 @@ def evaluate_systems(refs: Sequence[Sequence[str]], baseline_runs: Sequence[Sequ
     metric_objs = [m if isinstance(m, Metric) else make_metric(m, lang=lang, tokenize=tokenize, lowercase=lowercase,
                                                                ter_case_sensitive=ter_case_sensitive,
                                                                meteor_options=meteor_options) for m in metrics]
+    for metric in metric_objs:  # segment scores read elsewhere: every system's columns, before any work
+        if hasattr(metric, "system_stats"):
+            for sname, runs in all_systems.items():
+                metric.system_stats(sname, len(runs), n)
     stats = _statistics(metric_objs, refs, all_systems, progress)
     weights = Resamples(seed, bootstrap if bootstrap >= 2 else 0, n)  # = bootstrap_weights(default_rng(seed), ...)
     weights.prefetch([run for st in stats.values() for run in as_runs(st)])  # one pass over the resamples
@@ -213,7 +221,9 @@ def evaluate_systems(refs: Sequence[Sequence[str]], baseline_runs: Sequence[Sequ
               "holm": holm, "alpha": alpha, "lang": lang, "runs": n_runs, "sentences": n, "references": len(refs)}
     return ResultTable(systems=list(all_systems), metrics=names, cells=cells, baseline=baseline_name,
                        second_baseline=second_baseline, signatures={m.name: m.signature() for m in metric_objs},
-                       higher_is_better={m.name: m.higher_is_better for m in metric_objs}, config=config)
+                       higher_is_better={m.name: m.higher_is_better for m in metric_objs}, config=config,
+                       decimals={m.name: getattr(m, "decimals", 2) for m in metric_objs}, stats=stats,
+                       metric_objects={m.name: m for m in metric_objs})
 
 
 def _check_references(refs) -> list[list[str]]:
@@ -258,7 +268,9 @@ def _statistics(metric_objs: list[Metric], refs, all_systems: dict, progress: bo
         from tqdm import tqdm
 
         iterator = tqdm(iterator, desc="statistics", unit="system-metric", file=sys.stderr)
-    return {(sname, metric.name): np.stack([metric.sentence_stats(h, refs) for h in all_systems[sname]])
+    n = len(refs[0])
+    return {(sname, metric.name): metric.system_stats(sname, len(all_systems[sname]), n)
+            if hasattr(metric, "system_stats") else np.stack([metric.sentence_stats(h, refs) for h in all_systems[sname]])
             for sname, metric in iterator}
 
 
@@ -335,34 +347,6 @@ def _marks(cell: Cell, pooled_diffs: dict, sname: str, metric: Metric, compariso
 
 def plot_deltas(table: ResultTable, path: str) -> None:
     """PNG: each system's improvement over the baseline with its bootstrap 95% interval, one panel per metric."""
-    import matplotlib
+    from rerank.htmlreport.figures import delta_figure, save_png
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from rerank.io import atomic_write
-
-    metrics = [m for m in table.metrics if m != "length"]
-    systems = [s for s in table.systems if s != table.baseline]
-    fig, axes = plt.subplots(1, len(metrics), figsize=(3.2 * len(metrics) + 1, 0.45 * len(systems) + 1.6),
-                             squeeze=False, sharey=True)
-    for ax, m in zip(axes[0], metrics):
-        ys = np.arange(len(systems))
-        d = [table.cells[(s, m)].delta for s in systems]
-        lo = [table.cells[(s, m)].delta_low for s in systems]
-        hi = [table.cells[(s, m)].delta_high for s in systems]
-        if any(v is None for v in d + lo + hi):
-            continue
-        err = np.array([[max(0.0, a - b) for a, b in zip(d, lo)], [max(0.0, b - a) for a, b in zip(d, hi)]])
-        ax.errorbar(d, ys, xerr=err, fmt="o", capsize=3)
-        ax.axvline(0.0, color="grey", lw=0.8, ls="--")
-        arrow = "" if table.higher_is_better[m] else " (lower is better)"
-        ax.set_title(f"{DISPLAY.get(m, m)}{arrow}", fontsize=10)
-        ax.set_xlabel(f"improvement over {table.baseline}", fontsize=8)
-        ax.set_yticks(ys)
-        ax.set_yticklabels(systems)
-    fig.tight_layout()
-    with atomic_write(path, "wb") as fh:
-        fig.savefig(fh, format="png", dpi=120)
-    plt.close(fig)
-
+    save_png(delta_figure(table), path)

@@ -1,12 +1,18 @@
-"""`rerank apply`: rerank with feature weights and write the best hypotheses."""
+"""`rerank apply`: rerank with feature weights and write the best hypotheses (and, with --ref,
+score them against one or more references)."""
 
 from __future__ import annotations
 
+import sys
+
 from rerank.cliargs import add_quiet, nbest_inputs
 from rerank.commands._common import FORMAT_HELP, add_nbest_input, add_output_format, load_nbest, write_output
+from rerank.errors import InputError
 from rerank.io import atomic_write, output_group
 from rerank.outputs import check_outputs, nbest_outputs
 from rerank.weights import best_rows, read_weights, resorted, weight_vector
+
+SCORED = ("bleu", "chrf", "chrf++", "ter", "meteor")
 
 
 def add_parser(subparsers):
@@ -17,7 +23,8 @@ def add_parser(subparsers):
         "whole n-best re-sorted by the new score (its total column is w·f). Weights: JSON "
         "{\"feature\": weight} (or {\"weights\": {...}}) or Moses `name= v1 v2` lines; a weight for a "
         "feature the n-best lacks is an error, a feature without weight gets 0 with a warning. "
-        + FORMAT_HELP,
+        "With --ref (repeatable: several references), the 1-best and the first hypotheses of the lists "
+        "are scored as `rerank eval` scores them. " + FORMAT_HELP,
     )
     add_nbest_input(parser)
     add_quiet(parser)
@@ -25,12 +32,48 @@ def add_parser(subparsers):
     parser.add_argument("-o", "--output", required=True, help="1-best output, one hypothesis per sentence (- for stdout)")
     parser.add_argument("--nbest-out", help="also write the re-sorted n-best here (default: no n-best output)")
     add_output_format(parser)
+    s = parser.add_argument_group("scoring")
+    s.add_argument("-r", "--ref", action="append", default=[], metavar="REF",
+                   help="score the 1-best against this reference file (repeat for several; default: no scoring)")
+    s.add_argument("--metrics", default="bleu", help=f"with --ref, comma-separated: {', '.join(SCORED)} "
+                   "(default: %(default)s)")
+    s.add_argument("--tokenize", default="13a", help="BLEU tokeniser as sacrebleu -tok (default: %(default)s)")
+    s.add_argument("--lowercase", action="store_true", help="case-insensitive BLEU and chrF (default: case-sensitive)")
+    s.add_argument("--lang", default="en", help="target language for METEOR (default: %(default)s)")
+    s.add_argument("--meteor-modules", help="METEOR modules, e.g. exact,stem (default: the language's modules)")
     parser.set_defaults(func=run)
 
 
+def _metrics(args) -> list:
+    """The metric objects asked for with --ref (checked before any file is read)."""
+    if not args.ref:
+        return []
+    from rerank.bleu import make_bleu
+    from rerank.metrics import make_metric
+
+    names = [m.strip().lower() for m in args.metrics.split(",") if m.strip()]
+    unknown = [m for m in names if m not in SCORED]
+    if unknown or not names:
+        raise InputError(f"--metrics: unknown metric(s) {', '.join(unknown) or '(none)'} (known: {', '.join(SCORED)})")
+    make_bleu(args.tokenize, args.lowercase)  # checks the tokeniser's name
+    options = {"modules": [m.strip() for m in args.meteor_modules.split(",") if m.strip()]} if args.meteor_modules else {}
+    try:
+        return [make_metric(m, lang=args.lang, tokenize=args.tokenize, lowercase=args.lowercase, meteor_options=options)
+                for m in names]
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+
+
 def run(args) -> int:
-    check_outputs([args.output, *nbest_outputs(args.nbest_out, args.out_format)], [*nbest_inputs(args), args.weights])
+    metrics = _metrics(args)
+    check_outputs([args.output, *nbest_outputs(args.nbest_out, args.out_format)],
+                  [*nbest_inputs(args), args.weights, *args.ref])
     nbest, _ = load_nbest(args)
+    refs = None
+    if args.ref:
+        from rerank.formats import read_references
+
+        refs = read_references(args.ref, nbest.n_sentences, args.nbest)
     w = weight_vector(read_weights(args.weights), nbest.feature_names, source=args.weights)
     rows = best_rows(nbest, w)
     with output_group():  # both outputs or none
@@ -39,4 +82,19 @@ def run(args) -> int:
                 out.write(nbest.hyps[int(row)] + "\n")
         if args.nbest_out:
             write_output(resorted(nbest, w), args.nbest_out, args.out_format)
+    if refs is not None:
+        _print_scores(metrics, [nbest.hyps[int(r)] for r in rows], [nbest.hyps[int(i)] for i in nbest.offsets[:-1]],
+                      refs, sys.stderr if args.output == "-" else sys.stdout)
     return 0
+
+
+def _print_scores(metrics, best: list[str], first: list[str], refs, out) -> None:
+    """Each metric's corpus score of the 1-best and of the first hypotheses, with its signature."""
+    from rerank.report import DISPLAY
+
+    for metric in metrics:
+        texts = best + first
+        metric.prepare(texts + [r for stream in refs for r in stream])
+        scores = [metric.corpus_score(h, refs) for h in (best, first)]
+        name = DISPLAY.get(metric.name, metric.name)
+        print(f"{name} = {scores[0]:.2f}  (first hypotheses: {scores[1]:.2f})  {metric.signature()}", file=out)

@@ -1,0 +1,281 @@
+"""What `rerank eval` and `rerank report` share: their input options (references, baseline,
+systems or run prefixes, n-best lists with weights, metrics, segment scores, METEOR,
+significance), reading and checking those inputs, and the scoring (`evaluate`)."""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+import sys
+from dataclasses import dataclass, field
+
+from rerank.cliargs import nonnegative_int, positive_int, probability, show_progress
+from rerank.errors import InputError
+from rerank.io import read_lines
+from rerank.metrics import METRIC_NAMES
+from rerank.outputs import check_outputs
+
+LANGUAGES = ("en", "de", "fr", "es", "cs")
+
+
+def add_evaluation_arguments(p) -> None:
+    """The inputs, metric, METEOR and significance options of `eval` and `report`."""
+    p.add_argument("-r", "--ref", action="append", required=True, metavar="REF", help="reference file (repeat for several)")
+    p.add_argument("-b", "--baseline", required=True, metavar="[NAME=]PATH", help="baseline hypotheses (file, glob or run prefix)")
+    p.add_argument("systems", nargs="*", metavar="SYSTEM", help="[NAME=]PATH of each system to compare")
+    p.add_argument("--nbest", action="append", default=[], metavar="[NAME=]F",
+                   help="a system from an n-best list: 1-best under --weights (repeatable, pairs with --weights; default: none)")
+    p.add_argument("--weights", action="append", default=[], metavar="W", help="weights file for the matching --nbest (default: none)")
+    p.add_argument("--nbest-format", help="format of the --nbest lists (default: detected)")
+    p.add_argument("--metrics", default="bleu,meteor,ter", help=f"comma-separated: {', '.join(METRIC_NAMES)} or a "
+                   "--segment-scores NAME (default: %(default)s)")
+    p.add_argument("--segment-scores", action="append", default=[], metavar="NAME=FILE.tsv",
+                   help="segment-level scores computed elsewhere (COMET, BLEURT, human): a TSV with a header of system "
+                   "names (runs: NAME.run1 ...) and one row per segment; NAME is then a metric, the mean of its "
+                   "scores (repeatable; default: none)")
+    p.add_argument("--lower-better", metavar="NAME[,NAME]", help="segment-score metrics for which lower is better, "
+                   "e.g. error counts (default: none: higher is better)")
+    p.add_argument("--lang", default="en", help="target language (METEOR: en, de, fr, es, cs; default: %(default)s)")
+    p.add_argument("--tokenize", default="13a", help="BLEU tokeniser as sacrebleu -tok, as `rerank tune` and `rerank "
+                   "oracle` (default: %(default)s; 'none' for pre-tokenised text)")
+    p.add_argument("--lowercase", action="store_true", help="case-insensitive BLEU and chrF (as sacrebleu -lc)")
+    p.add_argument("--ter-case-sensitive", action="store_true", help="case-sensitive TER (sacrebleu's default is insensitive)")
+    g = p.add_argument_group("METEOR")
+    g.add_argument("--meteor-backend", choices=["native", "jar"], default="native", help="native scorer or the Meteor 1.5 jar (Java; default: %(default)s)")
+    g.add_argument("--meteor-modules", help="e.g. exact,stem (default: the language's modules)")
+    g.add_argument("--meteor-resources", help="Meteor 1.5 jar or directory with function/, synonym/, paraphrase-XX.gz "
+                   "(default: the jar shipped with pycocoevalcap)")
+    g.add_argument("--meteor-jar", help="meteor-1.5.jar for --meteor-backend jar (default: pycocoevalcap's)")
+    g.add_argument("--meteor-no-norm", action="store_true", help="do not apply Meteor's -norm tokenisation/lowercasing")
+    s = p.add_argument_group("significance")
+    s.add_argument("--ar", type=positive_int, default=10000, metavar="N", help="approximate randomisation trials (default: %(default)s)")
+    s.add_argument("--bootstrap", type=nonnegative_int, default=1000, metavar="N", help="bootstrap resamples for s_sel and CIs; 0: none (default: %(default)s)")
+    s.add_argument("--seed", type=nonnegative_int, default=12345, help="random seed (default: %(default)s)")
+    s.add_argument("--alpha", type=probability, default=0.05, help="significance level for the marks (default: %(default)s)")
+    s.add_argument("--second-baseline", metavar="NAME", help="a system name: also test every other system against it (\u2021; default: none)")
+    s.add_argument("--holm", action="store_true", help="Holm-Bonferroni correction across systems x metrics")
+    s.add_argument("--multeval-compat", action="store_true",
+                   help="MultEval's rules: count only strictly greater differences, MultEval's run shuffle for R > 1")
+
+
+@dataclass
+class Evaluation:
+    """An evaluation and what it was made from: the ResultTable (with its statistics), the
+    references, every system's runs (baseline first), the files read, and the n-best systems as
+    {name: (NBestList, model score of each hypothesis)}."""
+
+    table: object
+    refs: list
+    outputs: dict
+    sources: dict
+    nbests: dict = field(default_factory=dict)
+
+
+def evaluate(args, outputs: list, keep_nbest: bool = False, extra_inputs: tuple = ()) -> Evaluation:
+    """Check the options, refuse outputs that are inputs (also `extra_inputs`), read every input and
+    score the systems; `keep_nbest`: keep the n-best lists of --nbest systems in the result."""
+    names, segment_specs = check_options(args)
+    refs, bname, baseline, systems, sources, nbests = _inputs(args, outputs, [*segment_specs, *extra_inputs], keep_nbest)
+    metrics = _metric_objects(names, segment_specs, args, len(refs[0]))
+
+    from rerank.report import evaluate_systems
+
+    try:
+        table = evaluate_systems(
+            refs, baseline, systems, metrics=metrics, lang=args.lang.lower(),
+            second_baseline=args.second_baseline, ar_trials=args.ar, bootstrap=args.bootstrap, seed=args.seed,
+            multeval_compat=args.multeval_compat, holm=args.holm, alpha=args.alpha, baseline_name=bname,
+            tokenize=args.tokenize, lowercase=args.lowercase, ter_case_sensitive=args.ter_case_sensitive,
+            meteor_options=_meteor_options(args) if "meteor" in names else None, progress=show_progress(args))
+    except (ValueError, OSError) as exc:
+        raise InputError(str(exc)) from None
+    table.config["sources"] = sources
+    table.config["references"] = args.ref
+    if segment_specs:
+        table.config["segment_scores"] = dict(segment_specs)
+    return Evaluation(table, refs, {bname: baseline, **systems}, sources, nbests)
+
+
+def check_options(args) -> tuple[list[str], list[tuple[str, str]]]:
+    """(metric names in table order, [(segment-score NAME, FILE)]), after checking the options
+    that need no file. Segment-score metrics not named in --metrics come after the others."""
+    from rerank.metrics.external import parse_spec
+
+    specs = [parse_spec(spec) for spec in args.segment_scores]
+    external = [name for name, _ in specs]
+    clash = [n for n in external if n.lower() in METRIC_NAMES] or [n for n in external if external.count(n) > 1]
+    if clash:
+        raise InputError(f"--segment-scores {clash[0]}: the name is taken (built-in metrics: {', '.join(METRIC_NAMES)}; "
+                         "each NAME once)")
+    metrics = [m.strip() for m in args.metrics.split(",") if m.strip()]
+    metrics = [m if m in external else m.lower() for m in metrics]
+    unknown = [m for m in metrics if m not in METRIC_NAMES and m not in external]
+    if unknown or not metrics:
+        raise InputError(f"unknown metric(s) {', '.join(unknown) or '(none)'} (known: {', '.join(METRIC_NAMES)}"
+                         + (f"; segment scores: {', '.join(external)}" if external else "") + ")")
+    twice = [m for m in metrics if metrics.count(m) > 1]
+    if twice:
+        raise InputError(f"--metrics names {twice[0]} twice")
+    lower = [n.strip() for n in (args.lower_better or "").split(",") if n.strip()]
+    if [n for n in lower if n not in external]:
+        raise InputError(f"--lower-better {','.join(n for n in lower if n not in external)}: not a --segment-scores NAME")
+    if args.lang.lower() not in LANGUAGES:
+        raise InputError(f"unknown language {args.lang!r} (known: {', '.join(LANGUAGES)})")
+    if getattr(args, "plot", None) and args.bootstrap == 0:
+        raise InputError("--plot shows bootstrap intervals: it needs --bootstrap >= 2")
+    if len(args.nbest) != len(args.weights):
+        raise InputError("give one --weights file per --nbest file")
+    if args.bootstrap == 1:
+        raise InputError("--bootstrap must be 0 (no s_sel or intervals) or at least 2, got 1")
+    return metrics + [n for n in external if n not in metrics], specs
+
+
+def _metric_objects(names: list[str], specs: list[tuple[str, str]], args, n: int) -> list:
+    """The metric names, with every segment-score NAME replaced by its metric read from FILE."""
+    from rerank.metrics.external import read_segment_scores
+
+    lower = {x.strip() for x in (args.lower_better or "").split(",")}
+    files = dict(specs)
+    return [read_segment_scores(m, files[m], n, higher_is_better=m not in lower) if m in files else m for m in names]
+
+
+def _split_name(spec: str) -> tuple[str | None, str]:
+    if "=" in spec and not os.path.exists(spec):
+        name, path = spec.split("=", 1)
+        if name and "/" not in name:
+            return name, path
+    return None, spec
+
+
+def _natural(path: str):
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", path)]
+
+
+def resolve_runs(spec: str) -> tuple[str, list[str]]:
+    """(name, run files) of a [NAME=]PATH system argument."""
+    name, path = _split_name(spec)
+    if os.path.isfile(path) or path == "-":
+        runs = sorted(glob.glob(glob.escape(path) + ".run*"), key=_natural) if path != "-" else []
+        if runs:
+            raise InputError(f"is a file, and {', '.join(runs[:2])}{', ...' if len(runs) > 2 else ''} are runs of it: "
+                             f"give '{path}.run*' for the runs, or rename one of them", path)
+        files = [path]
+    elif any(ch in path for ch in "*?["):
+        files = sorted(glob.glob(path), key=_natural)
+    else:
+        files = sorted(glob.glob(glob.escape(path) + ".run*"), key=_natural)
+    if not files:
+        raise InputError("no such file, glob match or PATH.run* files", path)
+    if name is None:
+        base = os.path.basename(path.replace("*", ""))
+        name = re.sub(r"\.run\d*$", "", base).rstrip(".") or base
+    return name, files
+
+
+def _read_run(path: str, n: int | None, ref_path: str | None = None) -> list[str]:
+    lines = read_lines(path)
+    if not lines:
+        raise InputError("empty file", path)
+    if n is not None and len(lines) != n:
+        raise InputError(f"has {len(lines)} lines but the references have {n}" + (f" ({ref_path})" if ref_path else ""),
+                         path)
+    return lines
+
+
+def _inputs(args, outputs: list, other_inputs: list, keep_nbest: bool) -> tuple:
+    """(references, baseline name, baseline runs, systems, sources, n-best systems), after checking
+    the outputs against every file named on the command line (before reading any); `other_inputs`:
+    (name, file) of the segment scores and more files."""
+    baseline_spec = (args.baseline, *resolve_runs(args.baseline))
+    resolved = [(spec, *resolve_runs(spec)) for spec in args.systems]
+    hypotheses = [f for _, _, files in [baseline_spec, *resolved] for f in files]
+    nbest_files = [_split_name(spec)[1] for spec in args.nbest]
+    check_outputs(outputs, [*args.ref, *hypotheses, *nbest_files, *args.weights, *(f for _, f in other_inputs),
+                            args.meteor_jar, args.meteor_resources])
+    refs = read_references(args.ref)
+    bname, baseline, systems, sources, nbests = _read_systems(args, baseline_spec, resolved, len(refs[0]), keep_nbest)
+    if args.second_baseline and args.second_baseline not in systems:
+        raise InputError(f"--second-baseline {args.second_baseline!r} is not a system name "
+                         f"(systems: {', '.join(systems) or 'none'})")
+    return refs, bname, baseline, systems, sources, nbests
+
+
+def read_references(paths: list[str]) -> list[list[str]]:
+    refs = []
+    for path in paths:
+        lines = read_lines(path)
+        if not lines:
+            raise InputError("empty file", path)
+        if refs and len(lines) != len(refs[0]):
+            raise InputError(f"has {len(lines)} lines but {paths[0]} has {len(refs[0])}", path)
+        refs.append(lines)
+    return refs
+
+
+def _read_systems(args, baseline_spec: tuple, resolved: list, n: int, keep_nbest: bool) -> tuple:
+    """(baseline name, baseline runs, {system: runs}, {system: files read}, {n-best system: (list,
+    model scores)}) of the resolved (spec, name, files) of the baseline and the systems, and the
+    --nbest/--weights pairs.
+
+    Every system has 1 or R runs (R: the most runs of any); a single run stands for every run
+    (evaluate_systems). An --nbest/--weights pair is one deterministic system.
+    """
+    _, bname, bfiles = baseline_spec
+    baseline = [_read_run(f, n, args.ref[0]) for f in bfiles]
+    systems: dict[str, list[list[str]]] = {}
+    sources = {bname: bfiles}
+    n_runs = max([len(bfiles)] + [len(files) for _, _, files in resolved])
+    if len(bfiles) not in (1, n_runs):
+        raise InputError(f"the baseline has {len(bfiles)} run(s) but a system has {n_runs} (a run is missing?)", args.baseline)
+    for spec, name, files in resolved:
+        if name in systems or name == bname:
+            raise InputError(f"two systems are named {name!r}; name them NAME=PATH", spec)
+        if len(files) not in (1, n_runs):
+            raise InputError(f"system {name!r} has {len(files)} run(s) but the baseline has {n_runs} "
+                             f"(a run is missing?)", spec)
+        systems[name] = [_read_run(f, n, args.ref[0]) for f in files]
+        sources[name] = files
+    nbests = {}
+    for spec, wpath in zip(args.nbest, args.weights):
+        name, path = _split_name(spec)
+        name = name or os.path.basename(path)
+        hyps, nbest, scores = _nbest_hypotheses(path, wpath, args.nbest_format)
+        if len(hyps) != n:
+            raise InputError(f"n-best list has {len(hyps)} sentences but the references have {n} ({args.ref[0]})", path)
+        if name in systems or name == bname:
+            raise InputError(f"two systems are named {name!r}; name it NAME=F", path)
+        systems[name] = [hyps]
+        sources[name] = [path, wpath]
+        if keep_nbest:
+            nbests[name] = (nbest, scores)
+    return bname, baseline, systems, sources, nbests
+
+
+def _meteor_options(args) -> dict:
+    opts = {"backend": args.meteor_backend, "normalize": not args.meteor_no_norm}
+    if args.meteor_modules:
+        opts["modules"] = [m.strip() for m in args.meteor_modules.split(",") if m.strip()]
+    if args.meteor_resources:
+        opts["resources"] = args.meteor_resources
+    if args.meteor_jar:
+        opts["jar"] = args.meteor_jar
+    return opts
+
+
+def _nbest_hypotheses(path: str, weights_path: str, fmt: str | None) -> tuple:
+    """(1-best, n-best list, model score of every hypothesis) of an n-best list under weights; the
+    reader's notes (missing features...) on stderr."""
+    from rerank.formats import ReadReport, read_nbest
+    from rerank.weights import best_rows, model_scores, read_weights, weight_vector
+
+    report = ReadReport()
+    try:
+        nbest = read_nbest(path, fmt=fmt, report=report)
+    finally:
+        for note in report.notes:
+            print(f"note: {path}: {note}", file=sys.stderr)
+    if nbest.n_hyps == 0:
+        raise InputError("no hypotheses: the n-best list is empty", path)
+    w = weight_vector(read_weights(weights_path), nbest.feature_names, source=weights_path)
+    return [nbest.hyps[int(r)] for r in best_rows(nbest, w)], nbest, model_scores(nbest, w)

@@ -1,0 +1,121 @@
+"""HTML pieces of the report: the page shell with its inline style sheet, tables, the significance
+table of a `ResultTable`, and word-level differences between two outputs. Everything is escaped;
+nothing refers to another file or to the network."""
+
+from __future__ import annotations
+
+import difflib
+import html
+from collections.abc import Sequence
+
+STYLE = """
+body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 0 auto; max-width: 1200px;
+       padding: 0 1.5em 3em; color: #222; line-height: 1.4; }
+h1 { font-size: 1.6em; margin-top: 1em; } h2 { border-bottom: 2px solid #396ab1; padding-bottom: .2em; margin-top: 2em; }
+nav a { margin-right: 1em; } .muted { color: #666; font-size: .9em; }
+table { border-collapse: collapse; margin: .8em 0; font-size: .92em; }
+th, td { border: 1px solid #bbb; padding: .25em .6em; text-align: right; white-space: nowrap; }
+.wide { overflow-x: auto; } .row { display: flex; flex-wrap: wrap; gap: 0 2em; align-items: flex-start; }
+th { background: #396ab1; color: #fff; } td:first-child, th:first-child { text-align: left; }
+tr:nth-child(even) td { background: #f3f5f9; } .sig { color: #1a7f37; font-weight: bold; }
+.baseline td { font-style: italic; } .pos { color: #1a7f37; } .neg { color: #b3261e; }
+figure { margin: 1em 0; } figure svg { max-width: 100%; height: auto; }
+details { margin: .6em 0; } summary { cursor: pointer; font-weight: bold; }
+.example { border-left: 4px solid #bbb; margin: .7em 0; padding: .3em .8em; background: #fafafa; }
+.example.better { border-color: #3e9651; } .example.worse { border-color: #cc2529; }
+.example .line { font-family: ui-monospace, Menlo, Consolas, monospace; font-size: .88em; margin: .15em 0; }
+.example .label { display: inline-block; min-width: 7em; color: #555; }
+del { background: #fbd3d0; text-decoration: line-through; } ins { background: #c8f0cf; text-decoration: none; }
+pre { background: #f3f3f3; padding: .6em; overflow-x: auto; white-space: pre-wrap; word-break: break-all; }
+"""
+
+
+def esc(text) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def page(title: str, sections: Sequence[tuple[str, str, str]], intro: str = "") -> str:
+    """A whole page: `sections` are (id, heading, inner HTML), listed in a navigation bar."""
+    nav = " ".join(f'<a href="#{esc(sid)}">{esc(head)}</a>' for sid, head, _ in sections)
+    body = "\n".join(f'<section id="{esc(sid)}">\n<h2>{esc(head)}</h2>\n{inner}\n</section>'
+                     for sid, head, inner in sections)
+    return (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+            f'<meta name="viewport" content="width=device-width, initial-scale=1">\n<title>{esc(title)}</title>\n'
+            f'<style>{STYLE}</style>\n</head>\n<body>\n<h1>{esc(title)}</h1>\n{intro}\n<nav>{nav}</nav>\n{body}\n'
+            '</body>\n</html>\n')
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[str]], row_classes: Sequence[str] | None = None,
+          caption: str | None = None, table_id: str | None = None) -> str:
+    """An HTML table; cells are HTML already (escape text with `esc`)."""
+    head = "".join(f"<th>{h}</th>" for h in header)
+    body = []
+    for i, row in enumerate(rows):
+        cls = f' class="{row_classes[i]}"' if row_classes and row_classes[i] else ""
+        body.append(f"<tr{cls}>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>")
+    attrs = f' id="{esc(table_id)}"' if table_id else ""
+    cap = f"<caption>{esc(caption)}</caption>" if caption else ""
+    return f"<table{attrs}>{cap}<thead><tr>{head}</tr></thead><tbody>\n" + "\n".join(body) + "\n</tbody></table>"
+
+
+def figure(svg: str, caption: str) -> str:
+    return f'<figure>{svg}<figcaption class="muted">{esc(caption)}</figcaption></figure>'
+
+
+def signed(value: float | None, decimals: int = 2) -> str:
+    """+1.23 in green, -0.50 in red, '-' for None."""
+    if value is None:
+        return "-"
+    cls = "pos" if value > 0 else "neg" if value < 0 else ""
+    return f'<span class="{cls}">{value:+.{decimals}f}</span>'
+
+
+def _p(p: float | None) -> str:
+    from rerank.report import _fmt_p
+
+    return "-" if p is None else _fmt_p(p)
+
+
+def significance_table(result) -> str:
+    """The ResultTable with marks, the bootstrap 95% interval of each improvement and p-values."""
+    from rerank.report import DISPLAY
+
+    header = ["System"]
+    for m in result.metrics:
+        arrow = "" if m == "length" else " \u2191" if result.higher_is_better[m] else " \u2193"
+        header += [esc(f"{DISPLAY.get(m, m)}{arrow}"), "improvement [95% CI]",
+                   "s<sub>sel</sub>/s<sub>opt</sub>/p" + ("/p\u2021" if result.second_baseline else "")]
+    rows, classes = [], []
+    for name in result.systems:
+        row = [esc(name)]
+        for m in result.metrics:
+            c, d = result.cells[(name, m)], result.decimals.get(m, 2)
+            marks = f' <span class="sig">{esc(c.marks)}</span>' if c.marks else ""
+            row.append(esc(result.fmt(m, c.score)) + marks)
+            if c.delta is None:
+                row.append("-")
+            else:
+                ci = "" if c.delta_low is None else f" [{c.delta_low:+.{d}f}, {c.delta_high:+.{d}f}]"
+                row.append(signed(c.delta, d) + esc(ci))
+            p = _p(c.p) + (f"/{_p(c.p2)}" if result.second_baseline else "")
+            row.append(esc(f"{result.fmt(m, c.s_sel)}/{result.fmt(m, c.s_opt)}/{p}"))
+        rows.append(row)
+        classes.append("baseline" if name == result.baseline else "")
+    return '<div class="wide">' + table(header, rows, classes, table_id="significance") + "</div>"
+
+
+def word_diff(base: str, system: str) -> tuple[str, str]:
+    """(baseline, system) as HTML with the differing words marked: <del> in the baseline, <ins> in the system."""
+    a, b = base.split(), system.split()
+    left, right = [], []
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        old, new = esc(" ".join(a[i1:i2])), esc(" ".join(b[j1:j2]))
+        if op == "equal":
+            left.append(old)
+            right.append(new)
+            continue
+        if i2 > i1:
+            left.append(f"<del>{old}</del>")
+        if j2 > j1:
+            right.append(f"<ins>{new}</ins>")
+    return " ".join(left), " ".join(right)
