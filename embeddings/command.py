@@ -8,7 +8,8 @@ import json
 import os
 import sys
 
-from rerank.cliargs import nonnegative_int, positive_float, positive_int
+from embeddings.commands_extra import add_backretrieval, add_pseudopairs
+from rerank.cliargs import nonnegative_float, nonnegative_int, positive_float, positive_int
 from rerank.device import add_torch_options, check_run_dir, setup_torch
 from rerank.errors import InputError
 from rerank.io import atomic_write, read_lines
@@ -31,6 +32,8 @@ def add_parser(subparsers) -> None:
     _add_eval(verbs)
     _add_encode(verbs)
     _add_extract(verbs)
+    add_pseudopairs(verbs)
+    add_backretrieval(verbs)
 
 
 def _add_train(verbs) -> None:
@@ -61,8 +64,30 @@ def _add_train(verbs) -> None:
     t.add_argument("--max-epochs", type=positive_int, help="(default: the config's, else 30)")
     t.add_argument("--seed", type=nonnegative_int, help="(default: the config's, else 1234)")
     t.add_argument("--no-resume", action="store_true", help="ignore an existing checkpoint")
+    _add_train_extras(t)
     add_torch_options(t)
     t.set_defaults(func=run_train)
+
+
+def _add_train_extras(t) -> None:
+    """Options of issue 14: c2c pairs, AME alignment, pseudo-pairs, fine-tuning."""
+    t.add_argument("--comparable-pairs", choices=["index", "all"],
+                   help="task2 tuples per image: caption j with caption j (index, 5) or every cross-language caption "
+                   "pair (all, 25 for en-de: the c2c data of Kadar et al.) (default: the config's, else index)")
+    t.add_argument("--align-loss", choices=["rcsls"], help="keep the word embeddings of two languages aligned with a "
+                   "bilingual dictionary (RCSLS, summed with the ranking loss as AME) (default: the config's, else none)")
+    t.add_argument("--dictionary", help="bilingual dictionary for --align-loss, `src<TAB>tgt` per line, e.g. MUSE en-de "
+                   "(default: the config's, else none)")
+    t.add_argument("--align-weight", type=nonnegative_float, help="weight of the alignment loss (default: the config's, "
+                   "else 1.0, the paper's equal sum)")
+    t.add_argument("--pseudo-pairs", action="append", metavar="TSV", help="pseudo-pair file of `rerank embed "
+                   "pseudopairs` as extra caption-caption data (repeatable; default: the config's, else none)")
+    t.add_argument("--pseudo-src-lang", help="language of the source captions (2nd column) of --pseudo-pairs "
+                   "(default: the run's first language)")
+    t.add_argument("--pseudo-tgt-lang", help="language of the target captions (1st column) of --pseudo-pairs "
+                   "(default: the run's second language)")
+    t.add_argument("--init", metavar="MODEL", help="fine-tune this model (its vocabularies, sizes and weights) "
+                   "(default: the config's, else train from scratch)")
 
 
 def _add_eval(verbs) -> None:
@@ -75,6 +100,8 @@ def _add_eval(verbs) -> None:
     e.add_argument("--sts-dir", help="directory with sts2014-images.test.tsv and sts2015-images.test.tsv "
                    "(default: none)")
     e.add_argument("--val-features", help="image features for the val split (default: none)")
+    e.add_argument("--dictionary", help="bilingual dictionary (`src<TAB>tgt` per line): report the alignment ratio of "
+                   "the word embeddings (AME) (default: none)")
     e.add_argument("--out", help="report path stem (default: MODEL without .pt + .eval)")
     add_torch_options(e)
     e.set_defaults(func=run_eval)
@@ -132,6 +159,14 @@ def _config(args: argparse.Namespace) -> dict:
         cfg["sources"] = args.sources.split(",")
     if args.train_features or args.val_features:
         cfg["image_features"] = {**cfg.get("image_features", {}), "train": args.train_features, "val": args.val_features}
+    for key in ("comparable_pairs", "align_loss", "dictionary", "align_weight", "init"):
+        if getattr(args, key) is not None:
+            cfg[key] = getattr(args, key)
+    if args.pseudo_pairs:
+        langs = cfg.get("languages") or ["en", "de"]
+        src, tgt = args.pseudo_src_lang or langs[0], args.pseudo_tgt_lang or langs[-1]
+        cfg["pseudo_pairs"] = [*cfg.get("pseudo_pairs", []),
+                               *({"file": f, "src_lang": src, "tgt_lang": tgt} for f in args.pseudo_pairs)]
     return cfg
 
 
@@ -151,9 +186,9 @@ def run_eval(args: argparse.Namespace) -> int:
 
     device = setup_torch(args)
     stem = args.out or model_paths(args.model)[0][:-3] + ".eval"
-    check_outputs([stem + ".json", stem + ".md"], [*model_paths(args.model), args.val_features])
+    check_outputs([stem + ".json", stem + ".md"], [*model_paths(args.model), args.val_features, args.dictionary])
     enc = Encoder.load(args.model)
-    report = evaluate(enc, args.data_dir, args.sts_dir, {"val": args.val_features}, device)
+    report = evaluate(enc, args.data_dir, args.sts_dir, {"val": args.val_features}, device, dictionary=args.dictionary)
     report["model"] = model_paths(args.model)[0]
     js, md = write_report(report, stem)
     print(to_markdown(report))

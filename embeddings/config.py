@@ -5,6 +5,12 @@ hidden_dim, joint_dim): languages, sources (task1 translated / task2 comparable 
 image_features {train, val}, beta, margin, contrastive (random|sum|max), negatives (for random),
 lr, batch_size, grad_clip, max_epochs, patience, min_freq, seed, max_minutes (wall-clock budget
 of one invocation, spent in whole epochs: see rerank.budget), checkpoint_minutes, ...
+Issue 14 keys: comparable_pairs (index: caption j with caption j of an image, 5 tuples; all: every
+cross-language caption pair, 25 for en-de, the c2c data of Kadar et al. 2019), align_loss (None or
+rcsls: AME word alignment, embeddings.align), dictionary, align_weight, align_knn, align_batch,
+align_neighbours, align_languages, align_map (linear: a learned map W initialised to the
+identity; identity: W = I), pseudo_pairs (a list of {file, src_lang, tgt_lang}: TSV files of
+`rerank embed pseudopairs`, caption-caption training tuples), init (a model to fine-tune).
 Unknown keys, and numbers out of their range, are errors naming the key.
 """
 
@@ -14,7 +20,10 @@ import math
 
 from rerank.errors import InputError
 
-MODES = ("random", "sum", "max")          # contrastive sampling of the hinge losses (embeddings.losses)
+MODES = ("random", "sum", "max")
+COMPARABLE_PAIRS = ("index", "all")       # task2 caption pairs per image: j-j (5) or every pair (25)
+ALIGN_LOSSES = ("rcsls",)                 # word-embedding alignment objectives (embeddings.align)
+ALIGN_MAPS = ("linear", "identity")          # contrastive sampling of the hinge losses (embeddings.losses)
 LANGUAGES = ("en", "de", "fr", "cs")      # Moses tokeniser languages (embeddings.tokenize)
 
 # Network sizes (the same words as `rerank nmt train --preset`); no torch here, so the command
@@ -32,6 +41,9 @@ DEFAULTS = {
     "dropout": 0.5, "init_std": 0.01, "beta": 0.5, "margin": 0.2, "contrastive": "random", "negatives": 5,
     "lr": 2e-4, "batch_size": 128, "grad_clip": 2.0, "max_epochs": 30, "patience": 5, "seed": 1234,
     "max_minutes": None, "max_steps": None, "checkpoint_minutes": 10.0, "train_limit": None, "validate": True, "select_images": 500,
+    "comparable_pairs": "index", "align_loss": None, "dictionary": None, "align_weight": 1.0, "align_knn": 10,
+    "align_batch": 1024, "align_neighbours": None, "align_languages": None, "align_map": "linear",
+    "pseudo_pairs": [], "init": None,
 }
 
 
@@ -45,7 +57,7 @@ def resolve_config(user: dict) -> dict:
     bad = sorted(set(user) - known)
     if bad:
         raise InputError(f"unknown config keys: {', '.join(bad)}")
-    for key, kind in (("languages", list), ("sources", list), ("image_features", dict)):
+    for key, kind in (("languages", list), ("sources", list), ("image_features", dict), ("pseudo_pairs", list)):
         if user.get(key) is not None and not isinstance(user[key], kind):
             raise InputError(f"config key {key} must be a JSON {'list' if kind is list else 'object'}, got {user[key]!r}")
     cfg = {**DEFAULTS, **PRESETS[preset], **user}
@@ -58,7 +70,39 @@ def resolve_config(user: dict) -> dict:
     _check_numbers(cfg)
     if not cfg["sources"] or not all(x in ("task1", "task2") for x in cfg["sources"]):
         raise InputError(f"config key sources: a list of task1 and/or task2, got {cfg['sources']!r}")
+    _check_extras(cfg)
     return cfg
+
+
+def _choice(cfg: dict, key: str, choices: tuple, optional: bool = False) -> None:
+    if not (optional and cfg[key] is None) and cfg[key] not in choices:
+        raise InputError(f"config key {key} must be one of {', '.join(map(str, choices))}"
+                         f"{' or null' if optional else ''}, got {cfg[key]!r}")
+
+
+def _check_extras(cfg: dict) -> None:
+    """The keys of word alignment, pseudo-pairs, fine-tuning and c2c pairs (issue 14)."""
+    _choice(cfg, "comparable_pairs", COMPARABLE_PAIRS)
+    _choice(cfg, "align_loss", ALIGN_LOSSES, optional=True)
+    _choice(cfg, "align_map", ALIGN_MAPS)
+    for key in ("dictionary", "init"):
+        if cfg[key] is not None and not (isinstance(cfg[key], str) and cfg[key]):
+            raise InputError(f"config key {key} must be a file name or null, got {cfg[key]!r}")
+    if cfg["align_loss"] and not cfg["dictionary"]:
+        raise InputError(f"align_loss {cfg['align_loss']} needs a bilingual dictionary (config key dictionary, "
+                         "--dictionary FILE)")
+    pair = cfg["align_languages"]
+    if pair is not None and (not isinstance(pair, list) or len(pair) != 2 or pair[0] == pair[1]
+                             or any(x not in cfg["languages"] for x in pair)):
+        raise InputError(f"config key align_languages must be two different languages of {cfg['languages']} "
+                         f"(source, target), got {pair!r}")
+    if cfg["align_loss"] and pair is None and len(cfg["languages"]) < 2:
+        raise InputError("align_loss needs two languages")
+    for i, spec in enumerate(cfg["pseudo_pairs"]):
+        if not isinstance(spec, dict) or set(spec) != {"file", "src_lang", "tgt_lang"} \
+                or sorted([spec["src_lang"], spec["tgt_lang"]]) != sorted(cfg["languages"]):
+            raise InputError(f"config key pseudo_pairs[{i}] must be {{\"file\": TSV, \"src_lang\": L1, \"tgt_lang\": L2}} "
+                             f"with the run's two languages {cfg['languages']}, got {spec!r}")
 
 
 def _int(v) -> bool:
@@ -73,14 +117,15 @@ def _number(v) -> bool:
 _NUMBERS = (
     ("an integer >= 1", lambda v: _int(v) and v >= 1,
      ("batch_size", "max_epochs", "patience", "negatives", "max_len", "min_freq", "word_dim", "hidden_dim",
-      "joint_dim", "comparable_per_image", "select_images", "max_vocab", "max_steps", "train_limit")),
+      "joint_dim", "comparable_per_image", "select_images", "max_vocab", "max_steps", "train_limit", "align_knn",
+      "align_batch", "align_neighbours")),
     ("an integer >= 0", lambda v: _int(v) and v >= 0, ("seed",)),
     ("a number > 0", lambda v: _number(v) and v > 0, ("lr", "checkpoint_minutes", "max_minutes")),
-    ("a number >= 0", lambda v: _number(v) and v >= 0, ("margin", "grad_clip", "init_std")),
+    ("a number >= 0", lambda v: _number(v) and v >= 0, ("margin", "grad_clip", "init_std", "align_weight")),
     ("a number in [0, 1)", lambda v: _number(v) and 0 <= v < 1, ("dropout",)),
     ("a number in [0, 1]", lambda v: _number(v) and 0 <= v <= 1, ("beta",)),
 )
-OPTIONAL = ("max_vocab", "max_steps", "train_limit", "max_minutes")
+OPTIONAL = ("max_vocab", "max_steps", "train_limit", "max_minutes", "align_batch", "align_neighbours")
 
 
 def _check_numbers(cfg: dict) -> None:

@@ -8,6 +8,7 @@ Layout of --data-dir (as ../shared/data/multi30k):
 
 from __future__ import annotations
 
+import itertools
 import os
 import zipfile
 from dataclasses import dataclass, field
@@ -136,14 +137,24 @@ class Pools:
     unit_cands: list[dict[str, list[int]]] = field(default_factory=list)    # lang -> sentence indices
     unit_sample: list[bool] = field(default_factory=list)                   # pick one candidate per epoch
 
+    def add(self, image: int, cands: dict[str, list[int]], sample: bool) -> None:
+        self.unit_image.append(image)
+        self.unit_cands.append(cands)
+        self.unit_sample.append(sample)
+
 
 def build_pools(data_dir: str, split: str, languages: list[str], sources: list[str], vocabs: dict | None = None,
                 comparable_per_image: int = 5, max_len: int = 50, min_freq: int = 1,
-                max_vocab: int | None = None, limit: int | None = None) -> tuple[Pools, dict]:
+                max_vocab: int | None = None, limit: int | None = None, comparable_pairs: str = "index",
+                extra_pairs: list | None = None) -> tuple[Pools, dict]:
     """Training units and vocabularies (built here from the tokenised split unless `vocabs` given).
 
-    task1 gives one tuple per image; task2 gives five fixed j-j tuples per image
-    (comparable_per_image=5) or n tuples per image whose captions are resampled every epoch.
+    task1 gives one tuple per image; task2 gives fixed tuples per image (comparable_per_image >= 5:
+    caption j with caption j, or with comparable_pairs "all" every cross-language pair, 25 for
+    en-de) or n tuples per image whose captions are resampled every epoch (each language's caption
+    drawn independently, so from all pairs). `extra_pairs`: caption-caption tuples without an
+    image, (lang a, lang b, [(sentence a, sentence b), ...]) per pseudo-pair file; each gets an
+    image number of its own past the split's images (never a negative of itself, no features).
     `limit` keeps only the first `limit` images (small experiments and tests)."""
     from embeddings.vocab import Vocab
 
@@ -152,35 +163,30 @@ def build_pools(data_dir: str, split: str, languages: list[str], sources: list[s
     pools = Pools(languages=list(languages))
     tokens: dict[str, list[list[str]]] = {lang: [] for lang in languages}
 
-    def add(lang, sents):
+    def add(lang, sents, cut=limit):
         start = len(tokens[lang])
-        tokens[lang].extend(tokenize(s, lang)[:max_len] for s in sents[:limit])
+        tokens[lang].extend(tokenize(s, lang)[:max_len] for s in sents[:cut])
         return list(range(start, len(tokens[lang])))
 
     if "task1" in sources:
         cap = load_translated(data_dir, split, languages)
         idx = {lang: add(lang, cap[lang]) for lang in languages}
         for i in range(len(idx[languages[0]])):
-            pools.unit_image.append(i)
-            pools.unit_cands.append({lang: [idx[lang][i]] for lang in languages})
-            pools.unit_sample.append(False)
+            pools.add(i, {lang: [idx[lang][i]] for lang in languages}, False)
     if "task2" in sources:
         missing = [lang for lang in languages if lang not in TASK2_LANGS]
         if missing:
             raise InputError(f"comparable Multi30k (task2) has only en and de captions, not {missing}; drop task2 or the language")
         cap = load_comparable(data_dir, split, languages)
-        idx = {lang: [add(lang, col) for col in cap[lang]] for lang in languages}
-        for i in range(len(idx[languages[0]][0])):
-            if comparable_per_image >= 5:
-                for j in range(5):
-                    pools.unit_image.append(i)
-                    pools.unit_cands.append({lang: [idx[lang][j][i]] for lang in languages})
-                    pools.unit_sample.append(False)
-            else:
-                for _ in range(comparable_per_image):
-                    pools.unit_image.append(i)
-                    pools.unit_cands.append({lang: [idx[lang][j][i] for j in range(5)] for lang in languages})
-                    pools.unit_sample.append(True)
+        _add_comparable(pools, {lang: [add(lang, col) for col in cap[lang]] for lang in languages},
+                        comparable_per_image, comparable_pairs)
+    if extra_pairs:
+        first = len(image_list(data_dir, split))
+        for a, b, rows in extra_pairs:
+            ia, ib = add(a, [r[0] for r in rows], None), add(b, [r[1] for r in rows], None)
+            for j, k in zip(ia, ib):
+                pools.add(first, {a: [j], b: [k]}, False)
+                first += 1
     if not pools.unit_image:
         raise InputError(f"no training data: sources {sources} gave no tuples")
     if vocabs is None:
@@ -189,6 +195,20 @@ def build_pools(data_dir: str, split: str, languages: list[str], sources: list[s
         v = vocabs[lang]
         pools.sentences[lang] = [np.asarray(v.ids(t) or [1], dtype=np.int64) for t in tokens[lang]]
     return pools, vocabs
+
+
+def _add_comparable(pools: Pools, idx: dict, per_image: int, pairs: str) -> None:
+    """task2 units: idx[lang][j][i] = sentence index of caption j of image i."""
+    languages = pools.languages
+    for i in range(len(idx[languages[0]][0])):
+        if per_image >= 5:
+            combos = (itertools.product(range(5), repeat=len(languages)) if pairs == "all"
+                      else ((j,) * len(languages) for j in range(5)))
+            for js in combos:
+                pools.add(i, {lang: [idx[lang][j][i]] for lang, j in zip(languages, js)}, False)
+        else:
+            for _ in range(per_image):
+                pools.add(i, {lang: [idx[lang][j][i] for j in range(5)] for lang in languages}, True)
 
 
 def epoch_tuples(pools: Pools, seed: int, epoch: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:

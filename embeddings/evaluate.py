@@ -122,10 +122,25 @@ def selection_score(encoder, data_dir: str, languages: list[str], val_features: 
     return score, parts
 
 
+def alignment(encoder, dictionary: str, languages: list[str] | None = None) -> dict:
+    """004's alignment ratio of the model's word embeddings over a bilingual dictionary
+    (embeddings.align.alignment_ratio), for the model's aligned pair, else `languages` or its
+    first two languages, with its learned map W if it has one."""
+    from embeddings.align import Aligner
+
+    pairs = encoder.model.cfg.align_pairs
+    src, tgt = languages or (pairs[0] if pairs else encoder.languages[:2])
+    if len(encoder.languages) < 2 or src not in encoder.languages or tgt not in encoder.languages:
+        raise InputError(f"alignment ratio {src}-{tgt}: the model has languages {', '.join(encoder.languages)}")
+    result = Aligner.build(dictionary, src, tgt, encoder.vocabs).ratio(encoder.model)
+    result["learned_map"] = encoder.model.align_map(src, tgt) is not None
+    return result
+
+
 def evaluate(encoder, data_dir: str | None, sts_dir: str | None = None, image_features: dict | None = None,
-             device: str = "cpu", select_images: int = SELECT_IMAGES) -> dict:
+             device: str = "cpu", select_images: int = SELECT_IMAGES, dictionary: str | None = None) -> dict:
     """Full report: image<->sentence (val images 500-1013), translation retrieval on test_2016,
-    STS Pearson on SemEval 2014/2015 images (English)."""
+    STS Pearson on SemEval 2014/2015 images (English), the alignment ratio over `dictionary`."""
     image_features = image_features or {}
     langs = encoder.languages
     uses_images = bool(encoder.has_images and image_features.get("val"))
@@ -148,6 +163,8 @@ def evaluate(encoder, data_dir: str | None, sts_dir: str | None = None, image_fe
             path = os.path.join(sts_dir, fname)
             if os.path.exists(path):
                 report["sts"][name] = sts_pearson(encoder, path, "en", device)
+    if dictionary:
+        report["alignment"] = alignment(encoder, dictionary)
     return report
 
 
@@ -177,6 +194,12 @@ def to_markdown(report: dict) -> str:
         for d, x in report["translation_retrieval"].items():
             lines.append(f"| {d} | {x['r1']:.1f} | {x['r5']:.1f} | {x['r10']:.1f} | {x['medr']:.0f} |")
         lines.append("")
+    if report.get("alignment"):
+        a = report["alignment"]
+        lines += ["## Word alignment ratio (AME, P@1 of dictionary translations, %)", "",
+                  "| pair | map | pairs | src->tgt | tgt->src | mean |", "|---|---|---|---|---|---|",
+                  f"| {a['languages']} | {'learned W' if a['learned_map'] else 'identity'} | {a['pairs']} | "
+                  f"{a['src->tgt']:.2f} | {a['tgt->src']:.2f} | {a['mean']:.2f} |", ""]
     if report["sts"]:
         lines += ["## STS (Pearson r of 5 cos with gold)", "", "| set | pairs | Pearson r |", "|---|---|---|"]
         for name, x in report["sts"].items():

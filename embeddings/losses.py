@@ -51,12 +51,15 @@ def pair_loss(a: torch.Tensor, b: torch.Tensor, margin: float, mode: str,
 
 
 def mlmme_loss(vectors: dict, languages: list[str], beta: float, margin: float, mode: str,
-               negatives: dict | None = None, groups: torch.Tensor | None = None) -> tuple[torch.Tensor, dict]:
+               negatives: dict | None = None, groups: torch.Tensor | None = None,
+               with_image: torch.Tensor | None = None) -> tuple[torch.Tensor, dict]:
     """beta * R_MM + (1 - beta) * R_ML.
 
     R_MM sums pair_loss(image, sentence_k) over languages; R_ML sums pair_loss(v_k, v_l) over
     language pairs k < l. `vectors` maps "image" and each language to (B, d) tensors; for mode
-    "random", `negatives` maps the same keys to (B, m, d). Returns (loss, {"mm":..., "ml":...}).
+    "random", `negatives` maps the same keys to (B, m, d). `with_image` (B,) bool: the rows that
+    have an image (caption-caption rows such as pseudo-pairs have none): R_MM uses only them
+    (in-batch modes). Returns (loss, {"mm":..., "ml":...}).
     """
     zero = next(iter(vectors.values())).new_zeros(())
     neg = negatives or {}
@@ -64,9 +67,15 @@ def mlmme_loss(vectors: dict, languages: list[str], beta: float, margin: float, 
     if beta > 0:
         if "image" not in vectors:
             raise ValueError("beta > 0 needs image vectors")
-        for lang in languages:
-            r_mm = r_mm + pair_loss(vectors["image"], vectors[lang], margin, mode,
-                                    neg.get("image"), neg.get(lang), groups)
+        mm_vec, mm_groups = vectors, groups
+        if with_image is not None and not bool(with_image.all()):
+            if mode == "random":
+                raise ValueError("rows without an image need an in-batch contrastive mode (sum or max)")
+            mm_vec = {k: v[with_image] for k, v in vectors.items()}
+            mm_groups = None if groups is None else groups[with_image]
+        for lang in languages if len(mm_vec["image"]) else ():
+            r_mm = r_mm + pair_loss(mm_vec["image"], mm_vec[lang], margin, mode,
+                                    neg.get("image"), neg.get(lang), mm_groups)
     r_ml = zero
     if beta < 1:
         for k, l in itertools.combinations(languages, 2):

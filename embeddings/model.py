@@ -30,6 +30,7 @@ class ModelConfig:
     image_dim: int = 0
     dropout: float = 0.5
     init_std: float = 0.01
+    align_pairs: list = field(default_factory=list)   # [[src, tgt]]: a learned word map W per pair (AME)
     extra: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
@@ -55,6 +56,8 @@ class MLMME(nn.Module):
                 self.text_proj[lang] = nn.Linear(cfg.hidden_dim, cfg.joint_dim, bias=False)
         self.image_proj = nn.Linear(cfg.image_dim, cfg.joint_dim) if cfg.image_dim > 0 else None
         self.drop = nn.Dropout(cfg.dropout)
+        # W of the RCSLS alignment loss (embeddings.align), mapping src word vectors towards tgt ones
+        self.align = nn.ParameterDict({f"{s}_{t}": nn.Parameter(torch.eye(cfg.word_dim)) for s, t in cfg.align_pairs})
         self.reset_parameters()
 
     @property
@@ -65,7 +68,9 @@ class MLMME(nn.Module):
         """Paper initialisation: non-recurrent N(0, std), recurrent orthogonal, biases 0."""
         H = self.cfg.hidden_dim
         for name, p in self.named_parameters():
-            if "bias" in name:
+            if name.startswith("align."):
+                nn.init.eye_(p)
+            elif "bias" in name:
                 nn.init.zeros_(p)
             elif "weight_hh" in name:
                 with torch.no_grad():
@@ -76,6 +81,12 @@ class MLMME(nn.Module):
         for emb in self.embed.values():
             with torch.no_grad():
                 emb.weight[0].zero_()
+
+    def align_map(self, src: str, tgt: str) -> torch.Tensor | None:
+        """The learned word map W (word_dim x word_dim) of the pair src -> tgt, None if there is none
+        (the identity)."""
+        key = f"{src}_{tgt}"
+        return self.align[key] if key in self.align else None
 
     def encode_text(self, lang: str, ids: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         """(B, L) padded ids and (B,) lengths >= 1 -> (B, joint_dim) unit vectors."""

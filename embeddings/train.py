@@ -17,12 +17,15 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
 from embeddings import distributed as D
+from embeddings.align import Aligner
 from embeddings.config import DEFAULTS, resolve_config
 from embeddings.data import build_pools, epoch_tuples, image_list, load_features, pad_batch, sample_negatives
 from embeddings.encoder import Encoder, save_model
 from embeddings.evaluate import selection_score
 from embeddings.losses import mlmme_loss
+from embeddings.finetune import check_image_dim, init_settings, load_init_weights
 from embeddings.model import MLMME, ModelConfig
+from embeddings.pseudopairs import load_pseudo_sources
 from embeddings.vocab import Vocab
 from rerank.budget import EpochBudget
 from rerank.device import load_tensors, load_weights, resolve_device
@@ -79,13 +82,15 @@ class Trainer:
     def _setup_data(self) -> None:
         c = self.cfg
         vocab_path = os.path.join(self.out_dir, "vocab.json")
-        vocabs = None
+        vocabs, self.init_state, self.init_image_dim = None, None, None
+        if c["init"]:
+            vocabs, self.init_state, self.init_image_dim = init_settings(c["init"], c)
         if os.path.exists(vocab_path) and os.path.exists(self.ckpt_path):
             vocabs = _read_vocabs(vocab_path, c["languages"])
         self.pools, self.vocabs = build_pools(self.data_dir, "train", c["languages"], c["sources"], vocabs,
                                               c["comparable_per_image"], c["max_len"], c["min_freq"], c["max_vocab"],
-                                              c["train_limit"])
-        if self.main and vocabs is None:
+                                              c["train_limit"], c["comparable_pairs"], load_pseudo_sources(c["pseudo_pairs"]))
+        if self.main and not os.path.exists(self.ckpt_path):
             with atomic_write(vocab_path) as f:
                 json.dump({k: v.to_list() for k, v in self.vocabs.items()}, f, ensure_ascii=False)
         feats = c["image_features"]
@@ -100,6 +105,8 @@ class Trainer:
             c["beta"] = 0.0
             if len(c["languages"]) < 2:
                 raise InputError("text-only training needs at least two languages (R_ML); give image features for K = 1")
+        elif c["pseudo_pairs"] and c["contrastive"] == "random":
+            raise InputError("pseudo-pairs have no image: with image features train them with contrastive sum or max")
         c["text_only"] = self.text_only
         c["images_note"] = TEXT_ONLY_NOTE if self.text_only else f"image features: {feats}"
 
@@ -109,8 +116,18 @@ class Trainer:
         mcfg = ModelConfig(languages=list(c["languages"]), vocab_sizes={k: len(v) for k, v in self.vocabs.items()},
                            word_dim=c["word_dim"], hidden_dim=c["hidden_dim"], joint_dim=c["joint_dim"],
                            image_dim=0 if self.features is None else int(self.features.shape[1]),
-                           dropout=c["dropout"], init_std=c["init_std"])
+                           dropout=c["dropout"], init_std=c["init_std"], align_pairs=self._align_pairs())
+        if c["init"]:
+            mcfg.image_dim = check_image_dim(c["init"], self.init_image_dim, mcfg.image_dim or None)
         self.model = MLMME(mcfg).to(self.device)
+        if c["init"]:
+            load_init_weights(self.model, self.init_state, c["init"])
+            self.init_state = None
+        self.aligner = None
+        if c["align_loss"]:
+            src, tgt = self._align_languages()
+            self.aligner = Aligner.build(c["dictionary"], src, tgt, self.vocabs, self.device, knn=c["align_knn"],
+                                         batch=c["align_batch"], neighbours=c["align_neighbours"])
         self.ddp = DistributedDataParallel(self.model) if D.active() else None
         self.opt = torch.optim.Adam(self.model.parameters(), lr=c["lr"])
         torch.manual_seed(c["seed"] + 7919 * (self.rank + 1))   # dropout stream, per rank
@@ -119,6 +136,13 @@ class Trainer:
         if resume and os.path.exists(self.ckpt_path):
             self._restore()
             self.log(f"resumed from {self.ckpt_path}: epoch {self.state['epoch']}, batch {self.state['batch']}, step {self.state['step']}")
+
+    def _align_languages(self) -> tuple[str, str]:
+        return tuple(self.cfg["align_languages"] or self.cfg["languages"][:2])
+
+    def _align_pairs(self) -> list:
+        """The pair with a learned W (model.align): the aligned pair, unless the map is the identity."""
+        return [list(self._align_languages())] if self.cfg["align_loss"] and self.cfg["align_map"] == "linear" else []
 
     def _restore(self) -> None:
         """Model, optimiser, state and this rank's RNG from the checkpoint (InputError if broken)."""
@@ -161,8 +185,9 @@ class Trainer:
             ids, lengths = pad_batch([self.pools.sentences[lang][j] for j in sents[lang][mine]])
             text[lang] = (ids.to(self.device), lengths)
         images = None
-        if not self.text_only and self.cfg["beta"] > 0:
-            images = torch.from_numpy(self.features[imgs[mine]]).to(self.device)
+        if not self.text_only and self.cfg["beta"] > 0:  # pseudo-pair units (no image) get row 0, masked in the loss
+            rows = imgs[mine]
+            images = torch.from_numpy(self.features[np.where(rows < len(self.features), rows, 0)]).to(self.device)
         out = (self.ddp or self.model)(text, images)
         return {k: D.gather_rows(v)[:n] for k, v in out.items()}
 
@@ -176,12 +201,17 @@ class Trainer:
         k = len(pos)
         pos_vec = {key: v[:k] for key, v in vec.items()}
         neg_vec = {key: v[k:].reshape(k, m, -1) for key, v in vec.items()} if m else None
-        loss, _ = mlmme_loss(pos_vec, c["languages"], c["beta"], c["margin"], c["contrastive"], neg_vec, groups)
+        with_image = None if self.features is None else groups < len(self.features)
+        loss, _ = mlmme_loss(pos_vec, c["languages"], c["beta"], c["margin"], c["contrastive"], neg_vec, groups, with_image)
+        if self.aligner is not None:
+            loss = loss + c["align_weight"] * self.aligner.loss(self.model, c["seed"], self.state["step"])
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
         if c["grad_clip"]:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), c["grad_clip"])
         self.opt.step()
+        if self.aligner is not None:
+            self.aligner.project(self.model)
         return loss.detach()
 
     def validate(self) -> tuple[float, dict]:
@@ -211,6 +241,11 @@ class Trainer:
         score, parts = self.validate()
         summary = {k: round(v["r1"], 2) for k, v in parts.items() if "r1" in v}
         self.state["history"].append({"where": where, "step": self.state["step"], "score": round(score, 3), "r1": summary})
+        if self.aligner is not None:
+            ratio = self.aligner.ratio(self.model)
+            self.state["history"][-1]["alignment_ratio"] = {k: round(ratio[k], 2) for k in ("src->tgt", "tgt->src", "mean")}
+            self.log(f"alignment ratio {ratio['languages']} (004, P@1 over {ratio['src_words']} dictionary words): "
+                     f"{ratio['src->tgt']:.2f} / {ratio['tgt->src']:.2f} %, mean {ratio['mean']:.2f}")
         if score > self.state["best"]:
             self.state["best"] = score
             if epoch_end:
@@ -249,6 +284,15 @@ class Trainer:
                  f"{ {k: len(v) for k, v in self.vocabs.items()} }, contrastive {c['contrastive']}, beta {c['beta']}")
         if self.text_only:
             self.log(TEXT_ONLY_NOTE)
+        if self.aligner is not None:
+            ratio = self.aligner.ratio(self.model)
+            self.log(self.aligner.describe() + f", RCSLS k={c['align_knn']}, weight {c['align_weight']}, map "
+                     f"{c['align_map']}; alignment ratio at step {self.state['step']}: {ratio['src->tgt']:.2f} / "
+                     f"{ratio['tgt->src']:.2f} %, mean {ratio['mean']:.2f}")
+        for spec in c["pseudo_pairs"]:
+            self.log(f"pseudo-pairs {spec['tgt_lang']}-{spec['src_lang']}: {spec['file']}")
+        if c["init"]:
+            self.log(f"fine-tuning {c['init']}")
         if self.main:
             with atomic_write(os.path.join(self.out_dir, "config.json")) as f:
                 json.dump(c, f, indent=1)
