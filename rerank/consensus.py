@@ -24,7 +24,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from scipy import sparse
 
 from rerank.bleu import sentence_bleu_plus1
 from rerank.cliargs import positive_float
@@ -71,6 +70,8 @@ def ngram_ids(ids: np.ndarray, bounds: np.ndarray, group: np.ndarray, n: int) ->
 
 def pair_matches(ids, bounds, group, n, I, pair_offsets, offsets) -> tuple[np.ndarray, np.ndarray]:
     """(clipped n-gram matches of every pair (P,), n-gram count of every text (T,))."""
+    from scipy import sparse  # here, not at the top: every command's start-up loads this plug-in
+
     text, ngram = ngram_ids(ids, bounds, group, n)
     n_texts = len(bounds) - 1
     totals = np.bincount(text, minlength=n_texts).astype(np.float64)

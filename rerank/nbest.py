@@ -57,6 +57,10 @@ class StringColumn(Sequence):
     def __len__(self) -> int:
         return len(self._offsets) - 1
 
+    def raw(self) -> tuple[bytes, np.ndarray]:
+        """The UTF-8 buffer and the int64 offsets (len + 1) of the strings in it (not to be modified)."""
+        return self._buffer, self._offsets
+
     def __getitem__(self, index):
         if isinstance(index, slice):
             start, stop, step = index.indices(len(self))
