@@ -139,5 +139,29 @@ def run_demo(out_dir: str | None = None, flavour: str | None = None, n: int = 20
     if out_dir:
         with atomic_write(os.path.join(out_dir, "report.md")) as out:
             out.write(report)
+        html = write_html_report(result, test, test_refs, out_dir, f"mlmme-rerank demo: Multi30k En→De test_2016, "
+                                 f"{flavour} NMT {n}-best, {runs} MIRA runs per system")
+        report += f"HTML report: {html}\n"
     log("done")
     return report
+
+
+def write_html_report(result, test, test_refs, out_dir: str, title: str) -> str:
+    """out_dir/report.html (rerank.htmlreport): the table, buckets, changed sentences of each system's
+    first run against the NMT 1-best, and the oracle curves of the test lists ranked by the decoder
+    and by each system's first-run weights. Returns its path."""
+    from recipes.experiment import first_best
+    from rerank.cliargs import command_line
+    from rerank.htmlreport import build_report, write_report
+    from rerank.weights import model_scores, weight_vector
+
+    table = result.table
+    outputs = {table.baseline: [first_best(test)], **result.outputs}
+    nbests = {table.baseline: (test, None)}
+    for name, weights in result.weights.items():
+        w = weight_vector(weights[0], test.feature_names, warn=lambda _: None)
+        nbests[name] = (test, model_scores(test, w))
+    path = os.path.join(out_dir, "report.html")
+    write_report(path, build_report(table, test_refs, outputs, nbests=nbests, tokenize="13a", examples=20,
+                                    command=command_line(), title=title))
+    return path

@@ -12,6 +12,7 @@ import argparse
 import sys
 
 from rerank import __version__, plugins
+from rerank.cliargs import reset_command_line, set_command_line
 from rerank.errors import InputError
 
 
@@ -35,6 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     command) exits 130 with one line and no traceback; bad input exits 2 (argparse's own
     errors raise SystemExit(2) as argparse does)."""
     name = "rerank"
+    token = set_command_line(argv)
     try:
         parser = _parser()
         args = parser.parse_args(argv)
@@ -48,6 +50,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"{name}: interrupted", file=sys.stderr)
         return 130
+    finally:
+        reset_command_line(token)
 
 
 def _parser() -> argparse.ArgumentParser:

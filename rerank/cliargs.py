@@ -4,7 +4,9 @@ when to show progress bars), argparse types for checked numbers, and the files c
 from __future__ import annotations
 
 import argparse
+import contextvars
 import os
+import shlex
 import sys
 
 from rerank.errors import InputError
@@ -34,6 +36,24 @@ def resolve_nbest(args: argparse.Namespace) -> str:
     if not args.nbest:
         raise InputError("give the input n-best file (positional or --nbest)")
     return args.nbest
+
+
+_ARGV: contextvars.ContextVar[list | None] = contextvars.ContextVar("rerank_argv", default=None)
+
+
+def set_command_line(argv: list[str] | None):
+    """Remember the arguments of the command being run (rerank.cli.main); returns a reset token."""
+    return _ARGV.set(list(sys.argv[1:] if argv is None else argv))
+
+
+def reset_command_line(token) -> None:
+    _ARGV.reset(token)
+
+
+def command_line() -> str:
+    """The running command as a shell line, `rerank ARGS` (for reports that record how they were made)."""
+    argv = _ARGV.get()
+    return shlex.join(["rerank", *(sys.argv[1:] if argv is None else argv)])
 
 
 def add_quiet(parser) -> None:

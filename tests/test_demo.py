@@ -39,8 +39,12 @@ def test_demo_quick_run(tmp_path, capsys):
     refs = read_lines(os.path.join(data_dir(), "multi30k", "test_2016_flickr.de.gz"))[:40]
     first = [test.hyps[int(i)] for i in test.offsets[:-1]]
     assert abs(cells[("NMT 1-best", "bleu")]["score"] - sacrebleu.corpus_bleu(first, [refs]).score) < 1e-9
-    for name in ("report.md", "deltas.png", "results.md", "MIRA_s_s.weights.run2.json"):
+    for name in ("report.md", "deltas.png", "results.md", "MIRA_s_s.weights.run2.json", "report.html"):
         assert (out / name).exists(), name
+    assert f"HTML report: {out / 'report.html'}" in report
+    page = (out / "report.html").read_text(encoding="utf-8")
+    assert '<table id="significance-table">' in page and page.count('class="example better"') > 0
+    assert "<td>MIRA: + s_s + mbr</td>" in page and '<section id="oracle">' in page
     weights = json.loads((out / "MIRA_s_s.weights.run1.json").read_text())["weights"]
     assert set(weights) == {"nmt", "nmt_norm", "len", "s_s"}
     assert "| MIRA: + mbr |" in report and "| MIRA: + s_s + mbr |" in report

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import shlex
 import sys
 
-from rerank.cliargs import add_quiet, positive_int
+from rerank.cliargs import add_quiet, command_line, positive_int
 from rerank.commands._evaluation import add_evaluation_arguments, check_options, evaluate
 from rerank.errors import InputError
 from rerank.htmlreport.analysis import FREQ_EDGES, LENGTH_EDGES
@@ -65,14 +64,6 @@ def edges(text: str, option: str) -> list[int]:
     if not values or values[0] < 1 or any(b <= a for a, b in zip(values, values[1:])):
         raise InputError(f"{option} {text!r}: expected increasing integers >= 1, e.g. 10,20,30")
     return values
-
-
-def command_line() -> str:
-    """The command as typed: `rerank ...` when run through the console script."""
-    argv = sys.argv
-    if os.path.basename(argv[0]) == "rerank":
-        argv = ["rerank", *argv[1:]]
-    return shlex.join(argv)
 
 
 def run(args) -> int:

@@ -101,7 +101,7 @@ def significance_table(result) -> str:
             row.append(esc(f"{result.fmt(m, c.s_sel)}/{result.fmt(m, c.s_opt)}/{p}"))
         rows.append(row)
         classes.append("baseline" if name == result.baseline else "")
-    return '<div class="wide">' + table(header, rows, classes, table_id="significance") + "</div>"
+    return '<div class="wide">' + table(header, rows, classes, table_id="significance-table") + "</div>"
 
 
 def word_diff(base: str, system: str) -> tuple[str, str]:
