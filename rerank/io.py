@@ -275,9 +275,10 @@ def _temp_beside(path: str) -> tuple[int, str]:
 
 
 @contextlib.contextmanager
-def atomic_write(path: str, mode: str = "w", encoding: str | None = "utf-8"):
+def atomic_write(path: str, mode: str = "w", encoding: str | None = "utf-8", grouped: bool = True):
     """Write to a temporary file beside `path` and rename it into place only on success (at the
-    end of the `output_group` when in one); on any exception, Ctrl-C included, it is removed.
+    end of the `output_group` when in one and `grouped`: a cache entry is not an output and is
+    renamed at once); on any exception, Ctrl-C included, it is removed.
 
     `path` of "-" writes to standard output. A path ending in .gz is gzip-compressed. An error
     creating or renaming the file (a directory in the way, no permission) is an InputError.
@@ -300,7 +301,7 @@ def atomic_write(path: str, mode: str = "w", encoding: str | None = "utf-8"):
                 text.detach()
             if target is not raw:
                 target.close()
-        group = _GROUP.get()
+        group = _GROUP.get() if grouped else None
         if group is None:
             _replace(tmp, path)
         else:

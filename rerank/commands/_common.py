@@ -31,6 +31,10 @@ def add_nbest_input(parser: argparse.ArgumentParser, positional: bool = True) ->
     group.add_argument("--plain-features", help="plain format: features as TSV with a header of names, or .npy (default: "
                        "NBEST.features.tsv if present)")
     group.add_argument("--feature-names", help="plain format with .npy features: comma-separated column names (default: f0, f1, ...)")
+    group.add_argument("--cache", action=argparse.BooleanOptionalAction, default=None,
+                       help="keep the parsed list in a binary cache keyed by the file's SHA-256 and reuse it (Moses, "
+                       "Joshua, fairseq; folder: $RERANK_CACHE_DIR, else ~/.cache/mlmme-rerank/nbest) (default: on "
+                       "when RERANK_CACHE_DIR is set, else off)")
 
 
 def load_nbest(args: argparse.Namespace, path: str | None = None, allow_empty: bool = False) -> tuple[NBestList, ReadReport]:
@@ -45,7 +49,7 @@ def load_nbest(args: argparse.Namespace, path: str | None = None, allow_empty: b
     try:
         with reading_progress(progress):
             nbest = read_nbest(
-                path, fmt=args.in_format, strict=args.strict, report=report,
+                path, fmt=args.in_format, strict=args.strict, report=report, cache=getattr(args, "cache", None),
                 fairseq_field=args.fairseq_field, ids=args.plain_ids, sizes=args.plain_sizes,
                 features=args.plain_features, feature_names=args.feature_names.split(",") if args.feature_names else None,
             )

@@ -21,6 +21,7 @@ from functools import partial
 import numpy as np
 
 from rerank.errors import InputError
+from rerank.formats.cache import cache_dir, read_cached
 from rerank.formats.common import ReadReport
 from rerank.formats.fairseq import FAIRSEQ_LINE, read_fairseq, write_fairseq
 from rerank.formats.moses import iter_moses_lines, parse_feature_field, parse_features_fast, read_moses, write_moses
@@ -39,6 +40,7 @@ _WRITERS = {
     "plain": write_plain,
 }
 FORMATS = tuple(_WRITERS)
+CACHED_FORMATS = ("moses", "joshua", "fairseq")  # one file each (plain lists have side files)
 
 
 DETECT_LINES = 1000  # how far detection looks for the first fairseq line, past log lines
@@ -77,14 +79,24 @@ def _unknown_format(fmt: str, path: str) -> InputError:
 
 
 def read_nbest(path: str, fmt: str | None = None, strict: bool = False, report: ReadReport | None = None,
-               **plain_options) -> NBestList:
+               cache: bool | str | None = None, **plain_options) -> NBestList:
     """Read any supported n-best format (gzip'd or not); `fmt=None` detects it.
 
     Plain lists take their side files `PATH.ids` and `PATH.features.tsv` (as `write_nbest`
-    writes them) when none are given and they exist (said in `report`).
+    writes them) when none are given and they exist (said in `report`). `cache`: the binary
+    cache of parsed lists (rerank.formats.cache): None = on when RERANK_CACHE_DIR is set,
+    True = on, False = off, or its folder.
     """
     report = report if report is not None else ReadReport()
     fmt = fmt or detect_format(path, report)
+    directory = cache_dir(cache) if fmt in CACHED_FORMATS and path != "-" else None
+    if directory is None:
+        return _read(path, fmt, strict, report, plain_options)
+    options = {"format": fmt, "strict": bool(strict), "fairseq_field": plain_options.get("fairseq_field", "auto")}
+    return read_cached(path, directory, options, lambda part: _read(path, fmt, strict, part, plain_options), report)
+
+
+def _read(path: str, fmt: str, strict: bool, report: ReadReport, plain_options: dict) -> NBestList:
     if fmt in ("moses", "joshua"):
         return read_moses(path, strict=strict, report=report)
     if fmt == "fairseq":
