@@ -138,7 +138,7 @@ class Aligner:
     path: str
     entries: int
     knn: int = 10
-    batch: int | None = 256
+    batch: int | None = 1024
     neighbours: int | None = None
 
     @classmethod

@@ -42,7 +42,7 @@ DEFAULTS = {
     "lr": 2e-4, "batch_size": 128, "grad_clip": 2.0, "max_epochs": 30, "patience": 5, "seed": 1234,
     "max_minutes": None, "max_steps": None, "checkpoint_minutes": 10.0, "train_limit": None, "validate": True, "select_images": 500,
     "comparable_pairs": "index", "align_loss": None, "dictionary": None, "align_weight": 1.0, "align_knn": 10,
-    "align_batch": 256, "align_neighbours": None, "align_languages": None, "align_map": "linear",
+    "align_batch": 1024, "align_neighbours": None, "align_languages": None, "align_map": "linear",
     "pseudo_pairs": [], "init": None,
 }
 
