@@ -53,6 +53,18 @@ class Buckets:
     deltas: dict = field(default_factory=dict)
 
 
+def drop_empty(buckets: Buckets) -> Buckets:
+    """The buckets without those that hold nothing (no count and no score of any system)."""
+    keep = [b for b in range(len(buckets.labels)) if buckets.counts[b] or any(
+        v[b] is not None for scores in buckets.scores.values() for v in scores.values())]
+
+    def pick(table: dict) -> dict:
+        return {m: {s: [v[b] for b in keep] for s, v in per.items()} for m, per in table.items()}
+
+    return Buckets(buckets.title, [buckets.labels[b] for b in keep], [buckets.counts[b] for b in keep],
+                   buckets.count_name, pick(buckets.scores), pick(buckets.deltas))
+
+
 def _deltas(scores: dict, baseline: str, higher_is_better: bool) -> dict:
     sign = 1.0 if higher_is_better else -1.0
     base = scores[baseline]

@@ -31,11 +31,11 @@ def build_report(result, refs: Sequence[Sequence[str]], outputs: dict, *, nbests
         frequencies = analysis.word_counts([r for stream in refs for r in stream], tokenizer, lowercase)
     metric = sentence_metric or next((m for m in result.metrics if m != "length"), result.metrics[0])
     sections = [("significance", "Significance", _significance(result))]
-    lengths = analysis.length_buckets(result, refs, tokenizer, length_edges)
+    lengths = analysis.drop_empty(analysis.length_buckets(result, refs, tokenizer, length_edges))
     if lengths.scores:
         sections.append(("length", "By sentence length", _buckets(lengths, result, "length")))
-    words = analysis.word_buckets({s: outputs[s] for s in result.systems}, result.baseline, refs, tokenizer,
-                                  frequencies, lowercase, freq_edges, freq_source)
+    words = analysis.drop_empty(analysis.word_buckets({s: outputs[s] for s in result.systems}, result.baseline, refs,
+                                                      tokenizer, frequencies, lowercase, freq_edges, freq_source))
     sections.append(("words", "By word frequency", _buckets(words, result, "words")))
     for k, name in enumerate(s for s in result.systems if s != result.baseline):
         sections.append((f"changes-{k + 1}", f"{name}: changed sentences",
@@ -61,8 +61,9 @@ def write_report(path: str, text: str) -> None:
 def _significance(result) -> str:
     legend = result._legend()[: -len(result.metrics) or None]
     parts = [significance_table(result), "<ul class=\"muted\">" + "".join(f"<li>{esc(x)}</li>" for x in legend)
-             + "<li>improvement: system minus baseline (TER and other lower-is-better metrics: baseline minus "
-             "system), with the 2.5\u201397.5% interval of the paired bootstrap</li></ul>"]
+             + "<li>\u0394: the improvement over the baseline, system minus baseline (TER and other "
+             "lower-is-better metrics: baseline minus system), with the 2.5\u201397.5% interval of the paired "
+             "bootstrap</li></ul>"]
     systems = [s for s in result.systems if s != result.baseline]
     if systems and any(result.cells[(s, m)].delta_low is not None for s in systems for m in result.metrics):
         parts.append(figure(figures.to_svg(figures.delta_figure(result), "deltas"),
@@ -87,7 +88,8 @@ def _buckets(buckets, result, salt: str) -> str:
                 row.append("-" if v is None else f"{v:.{d}f} ({signed(buckets.deltas[m][s][b], d)})")
             rows.append(row)
         parts.append(table(header, rows, caption=DISPLAY.get(m, m)))
-    parts = [f'<p class="muted">Buckets by {esc(buckets.title)}.</p>', '<div class="row">' + "\n".join(parts) + "</div>"]
+    parts = [f'<p class="muted">Buckets by {esc(buckets.title)} (empty buckets left out).</p>',
+             '<div class="row">' + "\n".join(parts) + "</div>"]
     if others:
         fig = figures.bucket_figure(buckets, result.baseline, DISPLAY)
         parts.append(figure(figures.to_svg(fig, f"buckets-{salt}"), "Improvement over the baseline per bucket "

@@ -12,7 +12,7 @@ STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 0 auto; max-width: 1200px;
        padding: 0 1.5em 3em; color: #222; line-height: 1.4; }
 h1 { font-size: 1.6em; margin-top: 1em; } h2 { border-bottom: 2px solid #396ab1; padding-bottom: .2em; margin-top: 2em; }
-nav a { margin-right: 1em; } .muted { color: #666; font-size: .9em; }
+nav a { margin-right: 1em; } .muted { color: #666; font-size: .9em; } .small { font-size: .82em; color: #444; }
 table { border-collapse: collapse; margin: .8em 0; font-size: .92em; }
 th, td { border: 1px solid #bbb; padding: .25em .6em; text-align: right; white-space: nowrap; }
 .wide { overflow-x: auto; } .row { display: flex; flex-wrap: wrap; gap: 0 2em; align-items: flex-start; }
@@ -83,8 +83,8 @@ def significance_table(result) -> str:
     header = ["System"]
     for m in result.metrics:
         arrow = "" if m == "length" else " \u2191" if result.higher_is_better[m] else " \u2193"
-        header += [esc(f"{DISPLAY.get(m, m)}{arrow}"), "improvement [95% CI]",
-                   "s<sub>sel</sub>/s<sub>opt</sub>/p" + ("/p\u2021" if result.second_baseline else "")]
+        header += [esc(f"{DISPLAY.get(m, m)}{arrow}"), "\u0394 [95% CI]",
+                   "s<sub>sel</sub>/s<sub>opt</sub><br>p" + ("/p\u2021" if result.second_baseline else "")]
     rows, classes = [], []
     for name in result.systems:
         row = [esc(name)]
@@ -95,10 +95,10 @@ def significance_table(result) -> str:
             if c.delta is None:
                 row.append("-")
             else:
-                ci = "" if c.delta_low is None else f" [{c.delta_low:+.{d}f}, {c.delta_high:+.{d}f}]"
-                row.append(signed(c.delta, d) + esc(ci))
+                ci = "" if c.delta_low is None else f"[{c.delta_low:+.{d}f}, {c.delta_high:+.{d}f}]"
+                row.append(signed(c.delta, d) + f'<br><span class="small">{esc(ci)}</span>')
             p = _p(c.p) + (f"/{_p(c.p2)}" if result.second_baseline else "")
-            row.append(esc(f"{result.fmt(m, c.s_sel)}/{result.fmt(m, c.s_opt)}/{p}"))
+            row.append(f'<span class="small">{esc(result.fmt(m, c.s_sel))}/{esc(result.fmt(m, c.s_opt))}<br>{esc(p)}</span>')
         rows.append(row)
         classes.append("baseline" if name == result.baseline else "")
     return '<div class="wide">' + table(header, rows, classes, table_id="significance-table") + "</div>"
