@@ -13,6 +13,8 @@ from tests.test_bad_inputs_common import (ANY_LINE, PATH_CORRUPTIONS, binary, co
 EVAL = "eval -r {ref_txt} -b {base_txt} {sys_txt} --metrics bleu,ter --ar 20 --bootstrap 0 -o {d}/res.md --quiet"
 ORACLE = "oracle {in_nbest} -r {ref_txt} -o {d}/out.txt --quiet"
 TUNE = "tune {in_nbest} -r {ref_txt} -o {d}/w.json --epochs 2 --quiet"
+REPORT = "report -r {ref_txt} -b {base_txt} {sys_txt} --metrics bleu --ar 20 --bootstrap 0 -o {d}/r.html --quiet"
+APPLY_REF = "apply {in_nbest} -w {w_nmt_json} -o {d}/out.txt -r {ref_txt} --quiet"
 LINES = {"ref": 3, "src": 3, "scores": 6, "hyps": 3}
 
 
@@ -60,9 +62,11 @@ WEIGHTS_COMMANDS = {
 }
 # (test name, command line, file corrupted, corruptions)
 GROUPS = [
-    *[(f"{c}-ref", line, "ref.txt", TEXT_BAD) for c, line in (("oracle", ORACLE), ("tune", TUNE), ("eval", EVAL))],
+    *[(f"{c}-ref", line, "ref.txt", TEXT_BAD) for c, line in (("oracle", ORACLE), ("tune", TUNE), ("eval", EVAL),
+                                                             ("report", REPORT), ("apply", APPLY_REF))],
     *[(f"{c}-second-ref", line.replace("{ref_txt}", "{ref_txt} -r {ref2_txt}"), "ref2.txt", TEXT_BAD)
-      for c, line in (("oracle", ORACLE), ("tune", TUNE), ("eval", EVAL))],
+      for c, line in (("oracle", ORACLE), ("tune", TUNE), ("eval", EVAL), ("report", REPORT), ("apply", APPLY_REF))],
+    ("report-baseline", REPORT, "base.txt", TEXT_BAD),
     ("oracle-ref.gz", ORACLE.replace("{ref_txt}", "{ref_txt_gz}"), "ref.txt.gz", {**text_corruptions(3), **LINE_COUNT}),
     ("features-src", "features {in_nbest} --which mbr --src {src_txt} -o {d}/out.nbest --quiet", "src.txt", TEXT_BAD),
     ("add-feature-scores", "add-feature {in_nbest} --name s --scores {scores_txt} -o {d}/out.nbest", "scores.txt",
