@@ -19,7 +19,9 @@ def init_settings(path: str, cfg: dict) -> tuple[dict, dict, int]:
     if list(cfg["languages"]) != list(mc.languages):
         raise InputError(f"the model to fine-tune has languages {mc.languages}, the run {cfg['languages']}: "
                          "give the same (in the same order)", model_paths(path)[0])
-    cfg.update(word_dim=mc.word_dim, hidden_dim=mc.hidden_dim, joint_dim=mc.joint_dim)
+    recorded = (enc.meta.get("training") or {}).get("config") or {}
+    cfg.update(word_dim=mc.word_dim, hidden_dim=mc.hidden_dim, joint_dim=mc.joint_dim,
+               preset=recorded.get("preset", "of the init model"))
     return enc.vocabs, enc.model.state_dict(), mc.image_dim
 
 
