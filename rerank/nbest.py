@@ -75,9 +75,9 @@ class StringColumn(Sequence):
         return self._buffer[start:end].decode("utf-8")
 
     def __iter__(self) -> Iterator[str]:
-        buffer, offsets = self._buffer, self._offsets.tolist()
-        for start, end in zip(offsets[:-1], offsets[1:]):
-            yield buffer[start:end].decode("utf-8")
+        n = len(self)
+        for start in range(0, n, 4096):  # a block at a time: memory does not grow with the list
+            yield from self._strings(start, min(start + 4096, n))
 
     def _strings(self, start: int, stop: int) -> list[str]:
         """Strings start..stop-1, decoded at once (split at inserted line breaks when none is in them)."""

@@ -114,3 +114,9 @@ def test_cli_output_unchanged_on_edge_cases(tmp_path, capsys):
     from rerank.formats import read_nbest
     code, out, _ = run(["info", path, "--json"], capsys)
     assert code == 0 and out == json.dumps(reference_summary(read_nbest(path)), indent=2) + "\n"
+
+
+def test_string_column_iterates_in_blocks_as_strings():
+    strings = [f"s{k} ä\u2028" if k % 7 else "" for k in range(9000)] + ["a\nb", "\r", "x"]
+    assert list(StringColumn.from_strings(strings)) == strings
+    assert list(StringColumn.from_strings([])) == []
