@@ -12,6 +12,7 @@ that reader returns.
 
 from __future__ import annotations
 
+import io
 import re
 
 import numpy as np
@@ -199,7 +200,7 @@ def _block(data: bytes, state: dict) -> None:
     if len(parts) != n * (k - 1) + 1 or len(edges) != 2 * n:
         raise _Unusual
     state["ids"].append(_sentence_runs(edges[0::2]))
-    state["hyps"].append("".join(parts[1::k - 1]).encode("utf-8"))
+    state["hyps"].write("".join(parts[1::k - 1]).encode("utf-8"))
     state["lengths"].append(seps[:, 1] - seps[:, 0] - 5)
     _feature_block(parts[2::k - 1] if k > 3 else edges[1::2], state)
     if k >= 4:
@@ -258,9 +259,10 @@ def _assemble(state: dict) -> NBestList:
         raise _Unusual
     sizes = np.bincount(heads, weights=np.concatenate([r for _, r in state["ids"]])).astype(np.int64)
     offsets = np.concatenate([[0], np.cumsum(sizes)])
-    hyps = StringColumn(b"".join(state["hyps"]), np.concatenate([[0], np.cumsum(np.concatenate(state["lengths"]))]))
+    hyps = StringColumn(state.pop("hyps").getvalue(), np.concatenate([[0], np.cumsum(np.concatenate(state.pop("lengths")))]))
     features, missing = _dense(state)
-    scores = np.concatenate(state["totals"]) if state["fields"] >= 4 else None
+    del state["values"], state["present"]  # each block's arrays go once joined: the peak holds one copy more, not two
+    scores = np.concatenate(state.pop("totals")) if state["fields"] >= 4 else None
     try:
         return NBestList(offsets, hyps, features, list(state["index"]), list(state["groups"]), scores, missing)
     except InputError:
@@ -272,7 +274,7 @@ def read_moses_fast(path: str, strict: bool = False) -> tuple[NBestList, int] | 
     by line: standard input, anything unusual, and a missing feature with `strict`)."""
     if path == "-":
         return None
-    state = {"fields": None, "index": {}, "widths": {}, "groups": [], "ids": [], "hyps": [], "lengths": [],
+    state = {"fields": None, "index": {}, "widths": {}, "groups": [], "ids": [], "hyps": io.BytesIO(), "lengths": [],
              "values": [], "present": [], "totals": []}
     try:
         for data in _blocks(path):
