@@ -10,7 +10,10 @@ cross-language caption pair, 25 for en-de, the c2c data of Kadar et al. 2019), a
 rcsls: AME word alignment, embeddings.align), dictionary, align_weight, align_knn, align_batch,
 align_neighbours, align_languages, align_map (linear: a learned map W initialised to the
 identity; identity: W = I), pseudo_pairs (a list of {file, src_lang, tgt_lang}: TSV files of
-`rerank embed pseudopairs`, caption-caption training tuples), init (a model to fine-tune).
+`rerank embed pseudopairs`, caption-caption training tuples), init (a model to fine-tune),
+disjoint_halves (the disjoint setting of Kadar et al. 2019 simulated on Multi30k: the first
+language's captions of the first half of the training images, the second language's of the other
+half; embeddings.data.languages_kept) and aligned_images (K: the first K images keep both).
 Unknown keys, and numbers out of their range, are errors naming the key.
 """
 
@@ -43,7 +46,7 @@ DEFAULTS = {
     "max_minutes": None, "max_steps": None, "checkpoint_minutes": 10.0, "train_limit": None, "validate": True, "select_images": 500,
     "comparable_pairs": "index", "align_loss": None, "dictionary": None, "align_weight": 1.0, "align_knn": 10,
     "align_batch": 1024, "align_neighbours": None, "align_languages": None, "align_map": "linear",
-    "pseudo_pairs": [], "init": None,
+    "pseudo_pairs": [], "init": None, "disjoint_halves": False, "aligned_images": 0,
 }
 
 
@@ -91,6 +94,12 @@ def _check_extras(cfg: dict) -> None:
     if cfg["align_loss"] and not cfg["dictionary"]:
         raise InputError(f"align_loss {cfg['align_loss']} needs a bilingual dictionary (config key dictionary, "
                          "--dictionary FILE)")
+    if not isinstance(cfg["disjoint_halves"], bool):
+        raise InputError(f"config key disjoint_halves must be true or false, got {cfg['disjoint_halves']!r}")
+    if cfg["disjoint_halves"] and len(cfg["languages"]) != 2:
+        raise InputError(f"config key disjoint_halves needs exactly two languages, got {cfg['languages']}")
+    if cfg["aligned_images"] and not cfg["disjoint_halves"]:
+        raise InputError("config key aligned_images needs disjoint_halves: true (without it every image is aligned)")
     pair = cfg["align_languages"]
     if pair is not None and (not isinstance(pair, list) or len(pair) != 2 or pair[0] == pair[1]
                              or any(x not in cfg["languages"] for x in pair)):
@@ -119,7 +128,7 @@ _NUMBERS = (
      ("batch_size", "max_epochs", "patience", "negatives", "max_len", "min_freq", "word_dim", "hidden_dim",
       "joint_dim", "comparable_per_image", "select_images", "max_vocab", "max_steps", "train_limit", "align_knn",
       "align_batch", "align_neighbours")),
-    ("an integer >= 0", lambda v: _int(v) and v >= 0, ("seed",)),
+    ("an integer >= 0", lambda v: _int(v) and v >= 0, ("seed", "aligned_images")),
     ("a number > 0", lambda v: _number(v) and v > 0, ("lr", "checkpoint_minutes", "max_minutes")),
     ("a number >= 0", lambda v: _number(v) and v >= 0, ("margin", "grad_clip", "init_std", "align_weight")),
     ("a number in [0, 1)", lambda v: _number(v) and 0 <= v < 1, ("dropout",)),

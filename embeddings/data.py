@@ -142,11 +142,58 @@ class Pools:
         self.unit_cands.append(cands)
         self.unit_sample.append(sample)
 
+    def only_complete(self) -> int:
+        """Keep only the units with a caption in every language; returns how many were dropped."""
+        full = [u for u, c in enumerate(self.unit_cands) if len(c) == len(self.languages)]
+        dropped = len(self.unit_cands) - len(full)
+        self.unit_image = [self.unit_image[u] for u in full]
+        self.unit_cands = [self.unit_cands[u] for u in full]
+        self.unit_sample = [self.unit_sample[u] for u in full]
+        return dropped
+
+
+def languages_kept(n_images: int, languages: list[str], disjoint_halves: bool = False,
+                   aligned_images: int = 0) -> list[tuple[str, ...]]:
+    """The languages whose captions each of the first `n_images` images keeps. All of them, but with
+    `disjoint_halves` (the disjoint setting of Kadar et al. 2019, simulated on Multi30k; two
+    languages): the first language on the first half of the images, the second language on the
+    second half, and both on the first `aligned_images` images (a small aligned slice, taken from
+    the first half)."""
+    if not disjoint_halves:
+        return [tuple(languages)] * n_images
+    if len(languages) != 2:
+        raise InputError(f"config key disjoint_halves needs exactly two languages, got {languages}")
+    half = n_images // 2
+    if aligned_images > half:
+        raise InputError(f"config key aligned_images: {aligned_images} aligned images, but the first half has "
+                         f"only {half} of the {n_images} training images")
+    return [tuple(languages) if i < aligned_images else (languages[0],) if i < half else (languages[1],)
+            for i in range(n_images)]
+
+
+def disjoint_captions(data_dir: str, split: str, languages: list[str], sources: list[str], limit: int | None = None,
+                      aligned_images: int = 0) -> dict[str, list[str]]:
+    """Per language, the raw captions of the images that keep only that language in the disjoint
+    setting (`languages_kept`): the two disjoint corpora that pseudo-pairs connect (seed 003,
+    section 2.2). task1 caption first, then the task2 captions, image by image."""
+    n = len(image_list(data_dir, split))
+    n = n if limit is None else min(n, limit)
+    keep = languages_kept(n, languages, True, aligned_images)
+    t1 = load_translated(data_dir, split, languages) if "task1" in sources else {}
+    t2 = load_comparable(data_dir, split, languages) if "task2" in sources else {}
+    out = {lang: [] for lang in languages}
+    for i, kept in enumerate(keep):
+        if len(kept) == 1:
+            lang = kept[0]
+            out[lang] += ([t1[lang][i]] if t1 else []) + ([col[i] for col in t2[lang]] if t2 else [])
+    return out
+
 
 def build_pools(data_dir: str, split: str, languages: list[str], sources: list[str], vocabs: dict | None = None,
                 comparable_per_image: int = 5, max_len: int = 50, min_freq: int = 1,
                 max_vocab: int | None = None, limit: int | None = None, comparable_pairs: str = "index",
-                extra_pairs: list | None = None) -> tuple[Pools, dict]:
+                extra_pairs: list | None = None, disjoint_halves: bool = False,
+                aligned_images: int = 0) -> tuple[Pools, dict]:
     """Training units and vocabularies (built here from the tokenised split unless `vocabs` given).
 
     task1 gives one tuple per image; task2 gives fixed tuples per image (comparable_per_image >= 5:
@@ -155,36 +202,42 @@ def build_pools(data_dir: str, split: str, languages: list[str], sources: list[s
     drawn independently, so from all pairs). `extra_pairs`: caption-caption tuples without an
     image, (lang a, lang b, [(sentence a, sentence b), ...]) per pseudo-pair file; each gets an
     image number of its own past the split's images (never a negative of itself, no features).
-    `limit` keeps only the first `limit` images (small experiments and tests)."""
+    `limit` keeps only the first `limit` images (small experiments and tests). With
+    `disjoint_halves` an image keeps only the captions of the languages `languages_kept` gives it
+    (its tuples lack the others; the vocabularies see only the kept captions)."""
     from embeddings.vocab import Vocab
 
     for lang in languages:
         check_language(lang)
     pools = Pools(languages=list(languages))
     tokens: dict[str, list[list[str]]] = {lang: [] for lang in languages}
+    n = len(image_list(data_dir, split))
+    keep = languages_kept(n if limit is None else min(n, limit), languages, disjoint_halves, aligned_images)
 
-    def add(lang, sents, cut=limit):
+    def add(lang, sents, every=False):
+        """Tokenise the kept sentences (line i = image i; every line if `every`): {line: sentence index}."""
+        lines = range(len(sents)) if every else [i for i, kept in enumerate(keep) if lang in kept]
         start = len(tokens[lang])
-        tokens[lang].extend(tokenize(s, lang)[:max_len] for s in sents[:cut])
-        return list(range(start, len(tokens[lang])))
+        tokens[lang].extend(tokenize(sents[i], lang)[:max_len] for i in lines)
+        return dict(zip(lines, range(start, len(tokens[lang]))))
 
     if "task1" in sources:
         cap = load_translated(data_dir, split, languages)
         idx = {lang: add(lang, cap[lang]) for lang in languages}
-        for i in range(len(idx[languages[0]])):
-            pools.add(i, {lang: [idx[lang][i]] for lang in languages}, False)
+        for i, kept in enumerate(keep):
+            pools.add(i, {lang: [idx[lang][i]] for lang in kept}, False)
     if "task2" in sources:
         missing = [lang for lang in languages if lang not in TASK2_LANGS]
         if missing:
             raise InputError(f"comparable Multi30k (task2) has only en and de captions, not {missing}; drop task2 or the language")
         cap = load_comparable(data_dir, split, languages)
-        _add_comparable(pools, {lang: [add(lang, col) for col in cap[lang]] for lang in languages},
+        _add_comparable(pools, {lang: [add(lang, col) for col in cap[lang]] for lang in languages}, keep,
                         comparable_per_image, comparable_pairs)
     if extra_pairs:
-        first = len(image_list(data_dir, split))
+        first = n
         for a, b, rows in extra_pairs:
-            ia, ib = add(a, [r[0] for r in rows], None), add(b, [r[1] for r in rows], None)
-            for j, k in zip(ia, ib):
+            ia, ib = add(a, [r[0] for r in rows], True), add(b, [r[1] for r in rows], True)
+            for j, k in zip(ia.values(), ib.values()):
                 pools.add(first, {a: [j], b: [k]}, False)
                 first += 1
     if not pools.unit_image:
@@ -197,32 +250,33 @@ def build_pools(data_dir: str, split: str, languages: list[str], sources: list[s
     return pools, vocabs
 
 
-def _add_comparable(pools: Pools, idx: dict, per_image: int, pairs: str) -> None:
-    """task2 units: idx[lang][j][i] = sentence index of caption j of image i."""
-    languages = pools.languages
-    for i in range(len(idx[languages[0]][0])):
+def _add_comparable(pools: Pools, idx: dict, keep: list, per_image: int, pairs: str) -> None:
+    """task2 units: idx[lang][j][i] = sentence index of caption j of image i (for the kept languages)."""
+    for i, kept in enumerate(keep):
         if per_image >= 5:
-            combos = (itertools.product(range(5), repeat=len(languages)) if pairs == "all"
-                      else ((j,) * len(languages) for j in range(5)))
+            combos = (itertools.product(range(5), repeat=len(kept)) if pairs == "all"
+                      else ((j,) * len(kept) for j in range(5)))
             for js in combos:
-                pools.add(i, {lang: [idx[lang][j][i]] for lang, j in zip(languages, js)}, False)
+                pools.add(i, {lang: [idx[lang][j][i]] for lang, j in zip(kept, js)}, False)
         else:
             for _ in range(per_image):
-                pools.add(i, {lang: [idx[lang][j][i] for j in range(5)] for lang in languages}, True)
+                pools.add(i, {lang: [idx[lang][j][i] for j in range(5)] for lang in kept}, True)
 
 
 def epoch_tuples(pools: Pools, seed: int, epoch: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-    """This epoch's tuples in training order: (image index, {lang: sentence index}).
+    """This epoch's tuples in training order: (image index, {lang: sentence index, -1 where the
+    tuple has no caption in that language (disjoint halves)}).
 
     Deterministic in (seed, epoch) so every DDP rank and every resumed run sees the same order."""
     rng = np.random.default_rng([seed, epoch, 1])
     n = len(pools.unit_image)
-    sent = {lang: np.empty(n, dtype=np.int64) for lang in pools.languages}
+    sent = {lang: np.full(n, -1, dtype=np.int64) for lang in pools.languages}
     for u in range(n):
         cands = pools.unit_cands[u]
         for lang in pools.languages:
-            c = cands[lang]
-            sent[lang][u] = c[rng.integers(len(c))] if pools.unit_sample[u] else c[0]
+            c = cands.get(lang)
+            if c:
+                sent[lang][u] = c[rng.integers(len(c))] if pools.unit_sample[u] else c[0]
     order = rng.permutation(n)
     return np.asarray(pools.unit_image, dtype=np.int64)[order], {lang: s[order] for lang, s in sent.items()}
 

@@ -50,35 +50,48 @@ def pair_loss(a: torch.Tensor, b: torch.Tensor, margin: float, mode: str,
     return total / a.shape[0]
 
 
+def _rows(a: str, b: str, vectors: dict, groups, mode: str, masks: list) -> tuple:
+    """The vectors of keys a and b and the groups of the rows where every mask holds (all rows
+    when every mask is None or all true); rows left out need an in-batch contrastive mode."""
+    masks = [m for m in masks if m is not None and not bool(m.all())]
+    if not masks:
+        return vectors[a], vectors[b], groups
+    if mode == "random":
+        raise ValueError("rows without an image or a language need an in-batch contrastive mode (sum or max)")
+    keep = masks[0]
+    for m in masks[1:]:
+        keep = keep & m
+    return vectors[a][keep], vectors[b][keep], None if groups is None else groups[keep]
+
+
 def mlmme_loss(vectors: dict, languages: list[str], beta: float, margin: float, mode: str,
                negatives: dict | None = None, groups: torch.Tensor | None = None,
-               with_image: torch.Tensor | None = None) -> tuple[torch.Tensor, dict]:
+               with_image: torch.Tensor | None = None, present: dict | None = None) -> tuple[torch.Tensor, dict]:
     """beta * R_MM + (1 - beta) * R_ML.
 
     R_MM sums pair_loss(image, sentence_k) over languages; R_ML sums pair_loss(v_k, v_l) over
     language pairs k < l. `vectors` maps "image" and each language to (B, d) tensors; for mode
     "random", `negatives` maps the same keys to (B, m, d). `with_image` (B,) bool: the rows that
     have an image (caption-caption rows such as pseudo-pairs have none): R_MM uses only them
-    (in-batch modes). Returns (loss, {"mm":..., "ml":...}).
+    (in-batch modes). `present` maps a language to the (B,) bool rows that have a caption in it
+    (disjoint halves): each term uses only the rows that have both of its sides; a term without
+    rows is 0. Returns (loss, {"mm":..., "ml":...}).
     """
     zero = next(iter(vectors.values())).new_zeros(())
-    neg = negatives or {}
+    neg, present = negatives or {}, present or {}
     r_mm = zero
     if beta > 0:
         if "image" not in vectors:
             raise ValueError("beta > 0 needs image vectors")
-        mm_vec, mm_groups = vectors, groups
-        if with_image is not None and not bool(with_image.all()):
-            if mode == "random":
-                raise ValueError("rows without an image need an in-batch contrastive mode (sum or max)")
-            mm_vec = {k: v[with_image] for k, v in vectors.items()}
-            mm_groups = None if groups is None else groups[with_image]
-        for lang in languages if len(mm_vec["image"]) else ():
-            r_mm = r_mm + pair_loss(mm_vec["image"], mm_vec[lang], margin, mode,
-                                    neg.get("image"), neg.get(lang), mm_groups)
+        for lang in languages:
+            img, sent, g = _rows("image", lang, vectors, groups, mode, [with_image, present.get(lang)])
+            if len(img):
+                r_mm = r_mm + pair_loss(img, sent, margin, mode, neg.get("image"), neg.get(lang), g)
     r_ml = zero
     if beta < 1:
         for k, l in itertools.combinations(languages, 2):
-            r_ml = r_ml + pair_loss(vectors[k], vectors[l], margin, mode, neg.get(k), neg.get(l), groups)
+            a, b, g = _rows(k, l, vectors, groups, mode, [present.get(k), present.get(l)])
+            if len(a):
+                r_ml = r_ml + pair_loss(a, b, margin, mode, neg.get(k), neg.get(l), g)
     loss = beta * r_mm + (1 - beta) * r_ml
     return loss, {"mm": float(r_mm.detach()), "ml": float(r_ml.detach())}

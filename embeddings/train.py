@@ -34,6 +34,7 @@ from rerank.io import atomic_write
 
 __all__ = ["DEFAULTS", "TEXT_ONLY_NOTE", "Trainer", "resolve_config", "train"]
 TEXT_ONLY_NOTE = "no image features: text-only model (beta = 0, R_ML only)"
+_NO_CAPTION = np.ones(1, dtype=np.int64)   # stands in for a tuple's missing language (masked in the loss)
 
 
 def _read_vocabs(path: str, languages: list[str]) -> dict[str, Vocab]:
@@ -89,7 +90,8 @@ class Trainer:
             vocabs = _read_vocabs(vocab_path, c["languages"])
         self.pools, self.vocabs = build_pools(self.data_dir, "train", c["languages"], c["sources"], vocabs,
                                               c["comparable_per_image"], c["max_len"], c["min_freq"], c["max_vocab"],
-                                              c["train_limit"], c["comparable_pairs"], load_pseudo_sources(c["pseudo_pairs"]))
+                                              c["train_limit"], c["comparable_pairs"], load_pseudo_sources(c["pseudo_pairs"]),
+                                              c["disjoint_halves"], c["aligned_images"])
         if self.main and not os.path.exists(self.ckpt_path):
             with atomic_write(vocab_path) as f:
                 json.dump({k: v.to_list() for k, v in self.vocabs.items()}, f, ensure_ascii=False)
@@ -105,8 +107,11 @@ class Trainer:
             c["beta"] = 0.0
             if len(c["languages"]) < 2:
                 raise InputError("text-only training needs at least two languages (R_ML); give image features for K = 1")
+            self.one_language_units = self.pools.only_complete()  # no R_ML signal (disjoint halves)
         elif c["pseudo_pairs"] and c["contrastive"] == "random":
             raise InputError("pseudo-pairs have no image: with image features train them with contrastive sum or max")
+        elif c["disjoint_halves"] and c["contrastive"] == "random":
+            raise InputError("disjoint halves leave tuples without a language: train them with contrastive sum or max")
         c["text_only"] = self.text_only
         c["images_note"] = TEXT_ONLY_NOTE if self.text_only else f"image features: {feats}"
 
@@ -182,7 +187,7 @@ class Trainer:
             mine = np.concatenate([mine, np.repeat(items[-1:], per - len(mine))])
         text = {}
         for lang in self.cfg["languages"]:
-            ids, lengths = pad_batch([self.pools.sentences[lang][j] for j in sents[lang][mine]])
+            ids, lengths = pad_batch([self.pools.sentences[lang][j] if j >= 0 else _NO_CAPTION for j in sents[lang][mine]])
             text[lang] = (ids.to(self.device), lengths)
         images = None
         if not self.text_only and self.cfg["beta"] > 0:  # pseudo-pair units (no image) get row 0, masked in the loss
@@ -202,7 +207,9 @@ class Trainer:
         pos_vec = {key: v[:k] for key, v in vec.items()}
         neg_vec = {key: v[k:].reshape(k, m, -1) for key, v in vec.items()} if m else None
         with_image = None if self.features is None else groups < len(self.features)
-        loss, _ = mlmme_loss(pos_vec, c["languages"], c["beta"], c["margin"], c["contrastive"], neg_vec, groups, with_image)
+        present = {lang: torch.from_numpy(sents[lang][pos] >= 0).to(self.device) for lang in c["languages"]}
+        loss, _ = mlmme_loss(pos_vec, c["languages"], c["beta"], c["margin"], c["contrastive"], neg_vec, groups, with_image,
+                             present)
         if self.aligner is not None:
             loss = loss + c["align_weight"] * self.aligner.loss(self.model, c["seed"], self.state["step"])
         self.opt.zero_grad(set_to_none=True)
@@ -284,6 +291,10 @@ class Trainer:
                  f"{ {k: len(v) for k, v in self.vocabs.items()} }, contrastive {c['contrastive']}, beta {c['beta']}")
         if self.text_only:
             self.log(TEXT_ONLY_NOTE)
+            if self.one_language_units:
+                self.log(f"{self.one_language_units} tuples with one language (disjoint halves) are left out: no R_ML "
+                         "signal without images" + ("; no tuple pairs two languages, so the model keeps its "
+                                                    "initialisation" if not self.pools.unit_image else ""))
         if self.aligner is not None:
             ratio = self.aligner.ratio(self.model)
             self.log(self.aligner.describe() + f", RCSLS k={c['align_knn']}, weight {c['align_weight']}, map "
