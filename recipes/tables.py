@@ -32,39 +32,50 @@ def table_rows(summary: dict) -> list[tuple[str, dict[str, str]]]:
     return rows
 
 
+def table_markdown(summaries: dict, n: int, text_only: bool) -> str:
+    """The paper-style Markdown table of every flavour's n-best experiment ({"<flavour>.<n>best": summary})."""
+    md = [f"## Multi30k En→De test_2016, reranking {n}-best lists", "",
+          "| NMT | System | BLEU ↑ | METEOR ↑ | TER ↓ |", "|---|---|---|---|---|"]
+    chosen = {k: v for k, v in summaries.items() if k.endswith(f".{n}best")}
+    for key, summary in chosen.items():
+        for system, cells in table_rows(summary):
+            md.append(f"| {key.split('.')[0]} | {system} | " + " | ".join(cells.get(m, "–") for m in ("bleu", "meteor", "ter")) + " |")
+    first = next(iter(chosen.values()), None)
+    if first:
+        md += ["", f"Scores are means over {first['config'].get('runs')} MIRA runs; † p < 0.05 against the NMT 1-best, "
+               f"‡ against {first['second_baseline']} (stratified approximate randomisation, "
+               f"{first['config'].get('ar_trials')} trials).",
+               "Signatures: " + "; ".join(f"{DISPLAY.get(m, m)}: {s}" for m, s in first["signatures"].items())]
+    if text_only:
+        md += ["", NO_IMAGES]
+    return "\n".join(md) + "\n"
+
+
+def table_latex(summaries: dict, n: int) -> str:
+    tex = ["\\begin{tabular}{llrrr}", "\\toprule",
+           "NMT & System & BLEU$\\uparrow$ & METEOR$\\uparrow$ & TER$\\downarrow$ \\\\", "\\midrule"]
+    for key, summary in summaries.items():
+        if not key.endswith(f".{n}best"):
+            continue
+        for system, cells in table_rows(summary):
+            values = [cells.get(m, "–") for m in ("bleu", "meteor", "ter")]
+            tex_vals = [v.replace("†", "$^\\dagger$").replace("‡", "$^\\ddagger$").replace("–", "--") for v in values]
+            tex.append(f"{key.split('.')[0]} & {system.replace('_', ' ')} & " + " & ".join(tex_vals) + " \\\\")
+        tex.append("\\midrule")
+    tex[-1] = "\\bottomrule"
+    return "\n".join(tex + ["\\end{tabular}"]) + "\n"
+
+
 def write_recipe_tables(out: str, flavours, sizes, text_only: bool, nbest_path=None, refs_path: str | None = None) -> None:
     tables_dir = os.path.join(out, "tables")
     os.makedirs(tables_dir, exist_ok=True)
-    combined = {}
+    combined = {f"{flavour}.{n}best": summary for n in sizes for flavour in flavours
+                if (summary := _load(out, flavour, n)) is not None}
     for n in sizes:
-        md = [f"## Multi30k En→De test_2016, reranking {n}-best lists", ""]
-        tex = ["\\begin{tabular}{llrrr}", "\\toprule", "NMT & System & BLEU$\\uparrow$ & METEOR$\\uparrow$ & TER$\\downarrow$ \\\\", "\\midrule"]
-        md += ["| NMT | System | BLEU ↑ | METEOR ↑ | TER ↓ |", "|---|---|---|---|---|"]
-        for flavour in flavours:
-            summary = _load(out, flavour, n)
-            if summary is None:
-                continue
-            combined[f"{flavour}.{n}best"] = summary
-            for system, cells in table_rows(summary):
-                values = [cells.get(m, "–") for m in ("bleu", "meteor", "ter")]
-                md.append(f"| {flavour} | {system} | " + " | ".join(values) + " |")
-                tex_vals = [v.replace("†", "$^\\dagger$").replace("‡", "$^\\ddagger$").replace("–", "--") for v in values]
-                tex.append(f"{flavour} & {system.replace('_', ' ')} & " + " & ".join(tex_vals) + " \\\\")
-            tex.append("\\midrule")
-        first = next(iter(combined.values()), None)
-        if first:
-            runs = first["config"].get("runs")
-            md += ["", f"Scores are means over {runs} MIRA runs; † p < 0.05 against the NMT 1-best, ‡ against "
-                   f"{first['second_baseline']} (stratified approximate randomisation, {first['config'].get('ar_trials')} trials).",
-                   "Signatures: " + "; ".join(f"{DISPLAY.get(m, m)}: {s}" for m, s in first["signatures"].items())]
-        if text_only:
-            md += ["", NO_IMAGES]
-        tex[-1] = "\\bottomrule"
-        tex.append("\\end{tabular}")
         with atomic_write(os.path.join(tables_dir, f"table.{n}best.md")) as f:
-            f.write("\n".join(md) + "\n")
+            f.write(table_markdown(combined, n, text_only))
         with atomic_write(os.path.join(tables_dir, f"table.{n}best.tex")) as f:
-            f.write("\n".join(tex) + "\n")
+            f.write(table_latex(combined, n))
     with atomic_write(os.path.join(tables_dir, "results.json")) as f:
         json.dump({"text_only": text_only, "experiments": combined}, f, indent=1, ensure_ascii=False)
     if nbest_path and refs_path:
