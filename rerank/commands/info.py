@@ -61,7 +61,7 @@ def column_stats(features: np.ndarray) -> list[dict]:
     n, width = features.shape
     if not n:
         return [{"min": None, "mean": None, "max": None} for _ in range(width)]
-    step, rows, stats = max(1, (1 << 25) // n), 1 << 12, []  # at most 256 MB of copies
+    step, rows, stats = max(1, (1 << 23) // n), 1 << 12, []  # 64 MB of copies (one column if longer)
     for first in range(0, width, step):
         block = np.empty((min(step, width - first), n))
         for row in range(0, n, rows):
@@ -101,7 +101,10 @@ def count_repeats(hyps: StringColumn, offsets: np.ndarray) -> int:
         return 0
     buffer, string_offsets = hyps.raw()
     segment = np.repeat(np.arange(len(offsets) - 1, dtype=np.uint64), np.diff(offsets))
-    keys = _mix(_fingerprints(buffer, string_offsets) ^ (segment * _ODD))
+    keys = np.empty(len(hyps), dtype=np.uint64)
+    for start in range(0, len(hyps), 1 << 20):  # a million strings at a time: the temporaries stay small
+        stop = min(start + (1 << 20), len(hyps))
+        keys[start:stop] = _mix(_fingerprints(buffer, string_offsets[start:stop + 1]) ^ (segment[start:stop] * _ODD))
     ordered = np.sort(keys)
     shared = ordered[1:][ordered[1:] == ordered[:-1]]
     if not len(shared):
