@@ -82,10 +82,22 @@ def stronger_tables(docs: str) -> str:
     return text.split("\n", 2)[2]  # without the page title
 
 
+def embedding_study(docs: str) -> str:
+    """The table of the embedding study (recipes.embedding_study) from embeddings.json; a line
+    saying the runs are pending while there is none."""
+    if not os.path.exists(os.path.join(docs, "embeddings.json")):
+        return ("Pending: the runs have not been made yet. "
+                "`python -m recipes.embedding_study ... --publish` renders this block.\n")
+    from recipes.embedding_study import table
+
+    return table(_load(docs, "embeddings.json"))
+
+
 RENDER = {
     "README.md": {"baselines": baselines,
                   "gains": lambda docs: gains(_load(docs, "results.json")["experiments"])},
     "stronger.md": {"tables": stronger_tables},
+    "embeddings.md": {"embeddings": embedding_study},
 }
 
 
