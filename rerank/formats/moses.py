@@ -289,20 +289,24 @@ def read_moses_lines(path: str, strict: bool = False, report: ReadReport | None 
 
 
 def iter_moses_lines(nbest: NBestList, style: str = "moses", scores: np.ndarray | None = None, first_id: int = 0):
-    """Text lines of the n-best in Moses (`name= v`) or Joshua (`name=v`) style."""
+    """Text lines of the n-best in Moses (`name= v`) or Joshua (`name=v`) style.
+
+    A block of rows at a time: every value's text is made column by column (`repr` of the
+    float, as `format_value`) and the lines by one format template."""
     scores = nbest.scores if scores is None else scores
-    sent = nbest.sentence_of_hyp + first_id
-    bounds = np.cumsum([0] + [w for _, w in nbest.groups])
-    for row, hyp in enumerate(nbest.hyps):
-        values = nbest.features[row]
-        parts = []
-        for (name, width), start in zip(nbest.groups, bounds[:-1]):
-            group_values = " ".join(format_value(v) for v in values[start:start + width])
-            parts.append(f"{name}={group_values}" if style == "joshua" and width == 1 else f"{name}= {group_values}")
-        line = f"{sent[row]} ||| {hyp} ||| {' '.join(parts)}"
+    parts = []
+    for name, width in nbest.groups:
+        name = name.replace("{", "{{").replace("}", "}}")
+        parts.append(f"{name}={{}}" if style == "joshua" and width == 1 else f"{name}= " + " ".join(["{}"] * width))
+    template = "{} ||| {} ||| " + " ".join(parts) + (" ||| {}" if scores is not None else "")
+    sentence = nbest.sentence_of_hyp + first_id
+    for start in range(0, nbest.n_hyps, 4096):
+        stop = min(start + 4096, nbest.n_hyps)
+        columns = [map(str, sentence[start:stop].tolist()), nbest.hyps[start:stop]]
+        columns += [map(repr, nbest.features[start:stop, k].tolist()) for k in range(nbest.features.shape[1])]
         if scores is not None:
-            line += f" ||| {format_value(scores[row])}"
-        yield line
+            columns.append(map(repr, np.asarray(scores[start:stop], dtype=np.float64).tolist()))
+        yield from map(template.format, *columns)
 
 
 def write_moses(nbest: NBestList, path: str, style: str = "moses", first_id: int = 0) -> list[str]:
