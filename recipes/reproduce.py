@@ -192,6 +192,11 @@ def publish(out: str, docs: str = os.path.join(ROOT, "docs", "results"),
     if missing:
         raise FileNotFoundError(f"{missing[0]}: missing; is the reproduction complete?")
     written = [_copy(src, dst) for src, dst in pairs]
+    with open(os.path.join(out, "embedding", "mlmme-small.json"), encoding="utf-8") as f:
+        model = {k: v for k, v in json.load(f).items() if k != "vocab"}
+    with atomic_write(os.path.join(docs, "embedding-model.json")) as f:
+        json.dump(model, f, indent=1)
+    written.append(os.path.join(docs, "embedding-model.json"))
     from recipes.results_docs import write_docs
 
     return written + write_docs(docs)

@@ -70,7 +70,7 @@ def gains(summaries: dict, systems: list[str] | None = None) -> str:
                 delta = _score(summary, system, metric) - _score(summary, summary["baseline"], metric)
                 marks = _marks(summary, system, metric)
                 cells.append(f"{delta:+.2f}" + (f" {marks}" if marks else ""))
-            lines.append(f"| {flavour} | {n} | {system} | " + " | ".join(cells) + " |")
+            lines.append(f"| {flavour} | {n[:-4]}-best | {system} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -78,7 +78,7 @@ def stronger_tables(docs: str) -> str:
     from recipes.stronger import report
 
     results = _load(docs, os.path.join("stronger", "results.json"))
-    text = report(results, results.get("command", "python -m recipes.stronger"))
+    text = report(results["experiments"], results["command"])
     return text.split("\n", 2)[2]  # without the page title
 
 
@@ -93,10 +93,57 @@ def embedding_study(docs: str) -> str:
     return table(_load(docs, "embeddings.json"))
 
 
+def embedding_model(docs: str) -> str:
+    """The embedding model behind s_s: translation retrieval on test_2016 and STS."""
+    model = _load(docs, "embedding-model.json")
+    ev = model["evaluation"]
+    lines = ["| test_2016 translation retrieval | R@1 | R@5 | R@10 |", "|---|---|---|---|"]
+    for direction, r in ev["translation_retrieval_test_2016"].items():
+        lines.append(f"| {direction} | {r['r1']:.1f} | {r['r5']:.1f} | {r['r10']:.1f} |")
+    lines += ["", "| STS (Pearson r of 5·cos) | pairs | r |", "|---|---|---|"]
+    lines += [f"| {name} | {r['n']} | {r['pearson']:.3f} |" for name, r in ev["sts"].items()]
+    cfg = model["training"].get("config", {})
+    lines += ["", f"Training: preset {cfg.get('preset')}, contrastive {cfg.get('contrastive')}, dropout "
+              f"{cfg.get('dropout')}, sources {', '.join(cfg.get('sources', []))}; stopped after epoch "
+              f"{model['training'].get('epoch')} ({model['training'].get('stopped') or model['training'].get('status')})."]
+    return "\n".join(lines) + "\n"
+
+
+def stronger_models(docs: str) -> str:
+    """The LM and the channel model behind the stronger reranker, from its results.json."""
+    models = _load(docs, os.path.join("stronger", "results.json"))["models"]
+    lm, channel = models["lm"], models["channel"]
+    return (f"- LM: {lm['epochs']} epochs (stopped: {lm.get('stopped')}), validation perplexity "
+            f"{lm['val_perplexity']:.2f}.\n- Channel model (de→en): {channel['epochs']} epochs (best: "
+            f"{channel['best_epoch']}), greedy validation BLEU {channel['val_bleu_greedy']:.2f}.\n"
+            f"- s_s: the embedding model `{models['embedding']}`.\n")
+
+
+def _delta_range(experiments: dict, system: str, against: str) -> str:
+    deltas = [_score(e, system, "bleu") - _score(e, against, "bleu") for e in experiments.values()]
+    return f"{min(deltas):+.2f} to {max(deltas):+.2f}"
+
+
+def stronger_summary(docs: str) -> str:
+    """The BLEU gains the prose of stronger.md talks about, as ranges over flavours and list sizes."""
+    exps = _load(docs, os.path.join("stronger", "results.json"))["experiments"]
+    mira = "MIRA: NMT features"
+    lines = [f"- channel + lm over the NMT 1-best: {_delta_range(exps, '+ channel + lm', 'NMT 1-best')} BLEU; over "
+             f"{mira}: {_delta_range(exps, '+ channel + lm', mira)};",
+             f"- all over the NMT 1-best: {_delta_range(exps, 'all', 'NMT 1-best')}; all minus channel + lm: "
+             f"{_delta_range(exps, 'all', '+ channel + lm')};",
+             f"- mbr alone over {mira}, per list:"]
+    for key, e in exps.items():
+        delta = _score(e, "+ mbr", "bleu") - _score(e, mira, "bleu")
+        significant = " ‡" if "‡" in _marks(e, "+ mbr", "bleu") else ""
+        lines.append(f"  - {key.replace('best', '-best').replace('.', ' ')}: {delta:+.2f}{significant}")
+    return "\n".join(lines) + "\n"
+
+
 RENDER = {
-    "README.md": {"baselines": baselines,
+    "README.md": {"baselines": baselines, "embedding": embedding_model,
                   "gains": lambda docs: gains(_load(docs, "results.json")["experiments"])},
-    "stronger.md": {"tables": stronger_tables},
+    "stronger.md": {"tables": stronger_tables, "models": stronger_models, "summary": stronger_summary},
     "embeddings.md": {"embeddings": embedding_study},
 }
 

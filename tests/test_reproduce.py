@@ -87,7 +87,9 @@ def test_publish_copies_and_renders_the_pages(reproduced, tmp_path):
     nmt = json.loads((docs / "nmt_results.json").read_text())
     bleu = nmt["optimised"]["lists"]["test_2016.3best"]["bleu"]
     assert "stale" not in page and f"| {bleu:.2f} |" in page and "Prose without numbers." in page
-    assert "| weak | 3best | MIRA: NMT features |" in page
+    assert "| weak | 3-best | MIRA: NMT features |" in page
+    model = json.loads((docs / "embedding-model.json").read_text())
+    assert "vocab" not in model and model["dtype"] == "float16" and "translation_retrieval_test_2016" in model["evaluation"]
     assert str(docs / "README.md") in written
 
 
