@@ -14,7 +14,7 @@ import re
 import numpy as np
 
 from rerank.errors import InputError
-from rerank.formats.common import ReadReport, format_value, parse_number
+from rerank.formats.common import ReadReport, parse_number
 from rerank.formats.moses_fast import read_moses_fast
 from rerank.io import atomic_write, iter_lines
 from rerank.nbest import NBestList, StringColumnBuilder, check_feature_name
