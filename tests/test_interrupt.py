@@ -2,6 +2,7 @@
 temporary file; a SIGKILLed writer leaves only a recognisable temporary file, which the next
 write in that folder removes (never a live process's file, nor another host's)."""
 
+import importlib
 import os
 import re
 import signal
@@ -103,15 +104,29 @@ def ctrl_c_after(calls: int):
     return hit
 
 
-# (command line, where Ctrl-C comes, after how many calls); {d} is the work folder
+def ctrl_c_after_lines(target: str, lines: int):
+    """A generator standing for `target` that yields its first `lines` lines, then raises KeyboardInterrupt
+    (the n-best writers write a block of lines at a time: Ctrl-C comes in the middle of the output)."""
+    module, name = target.rsplit(".", 1)
+    original = getattr(importlib.import_module(module), name)
+
+    def lines_then_ctrl_c(*args, **kwargs):
+        for i, line in enumerate(original(*args, **kwargs)):
+            if i >= lines:
+                raise KeyboardInterrupt
+            yield line
+    return lines_then_ctrl_c
+
+
+# (command line, where Ctrl-C comes, after how many calls or written lines); {d} is the work folder
 CASES = [
     ("info {d}/in.nbest", "rerank.commands.info.summarize", 1),
     ("convert {d}/in.nbest -o {d}/out", "rerank.commands._common.read_nbest", 1),
-    ("convert {d}/in.nbest -o {d}/out", "rerank.formats.moses.format_value", 4),
+    ("convert {d}/in.nbest -o {d}/out", "rerank.formats.moses.iter_moses_lines", 2),
     ("convert {d}/in.nbest -o {d}/out --to plain", "rerank.formats.plain.format_value", 3),
-    ("convert {d}/in.fairseq -o {d}/out --save-refs {d}/out.ref", "rerank.formats.moses.format_value", 2),
-    ("apply {d}/in.nbest -w {d}/w.json -o {d}/out --nbest-out {d}/out.nbest", "rerank.formats.moses.format_value", 3),
-    ("add-feature {d}/in.nbest --name s --scores {d}/scores -o {d}/out", "rerank.formats.moses.format_value", 5),
+    ("convert {d}/in.fairseq -o {d}/out --save-refs {d}/out.ref", "rerank.formats.moses.iter_moses_lines", 1),
+    ("apply {d}/in.nbest -w {d}/w.json -o {d}/out --nbest-out {d}/out.nbest", "rerank.formats.moses.iter_moses_lines", 2),
+    ("add-feature {d}/in.nbest --name s --scores {d}/scores -o {d}/out", "rerank.formats.moses.iter_moses_lines", 2),
     ("oracle {d}/in.nbest -r {d}/ref -o {d}/out", "rerank.commands.oracle.oracle_rows", 1),
     ("features {d}/in.nbest --which mbr -o {d}/out", "rerank.consensus.MBRFeature.compute", 1),
     ("tune {d}/in.nbest -r {d}/ref -o {d}/out --epochs 2", "rerank.commands.tune.prepare", 1),
@@ -127,7 +142,8 @@ CASES = [
 def test_ctrl_c_in_a_command_exits_130_with_one_line_and_no_output(work, capsys, monkeypatch, line, target, calls):
     (work / "in.nbest.1best").write_text("a b c\nd e\n")
     before = {p.name: p.read_bytes() for p in work.iterdir()}
-    monkeypatch.setattr(target, ctrl_c_after(calls))
+    replacement = ctrl_c_after_lines(target, calls) if target.endswith("iter_moses_lines") else ctrl_c_after(calls)
+    monkeypatch.setattr(target, replacement)
     argv = line.format(d=work).split()
     assert main(argv) == 130
     err = capsys.readouterr().err.splitlines()  # what the command said before, then one line
