@@ -160,8 +160,21 @@ def weight_vector(weights: dict[str, float], feature_names: list[str], source: s
     return np.array([weights.get(name, 0.0) for name in feature_names], dtype=np.float64)
 
 
+SCORE_ROWS = 4096  # w·f is computed this many rows at a time from the first (streamed lists compute the same products)
+
+
+def window_scores(features: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """features @ w, SCORE_ROWS rows at a time: BLAS rounds a row's product by where it falls in
+    the matrix (the last few rows are summed apart), so fixed windows give the same value to a
+    row whether the list is read whole or a block at a time."""
+    out = np.empty(len(features))
+    for start in range(0, len(features), SCORE_ROWS):
+        out[start:start + SCORE_ROWS] = features[start:start + SCORE_ROWS] @ w
+    return out
+
+
 def model_scores(nbest: NBestList, w: np.ndarray) -> np.ndarray:
-    return nbest.features @ w
+    return window_scores(nbest.features, w)
 
 
 def best_rows(nbest: NBestList, w: np.ndarray) -> np.ndarray:
@@ -175,9 +188,9 @@ def best_hypotheses(nbest: NBestList, weights: dict[str, float], source: str = "
     return [nbest.hyps[int(r)] for r in best_rows(nbest, w)]
 
 
-def resorted(nbest: NBestList, w: np.ndarray) -> NBestList:
-    """Each list sorted by model score, best first (stable: ties keep the original order)."""
-    scores = model_scores(nbest, w)
+def resorted(nbest: NBestList, w: np.ndarray, scores: np.ndarray | None = None) -> NBestList:
+    """Each list sorted by model score (`scores`, else computed), best first (stable: ties keep the original order)."""
+    scores = model_scores(nbest, w) if scores is None else scores
     order = np.lexsort((nbest.rank_of_hyp, -scores, nbest.sentence_of_hyp))
     out = nbest.reorder(order)
     return NBestList(out.offsets, out.hyps, out.features, out.feature_names, out.groups, scores[order], dict(nbest.missing))

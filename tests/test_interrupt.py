@@ -121,11 +121,13 @@ def ctrl_c_after_lines(target: str, lines: int):
 # (command line, where Ctrl-C comes, after how many calls or written lines); {d} is the work folder
 CASES = [
     ("info {d}/in.nbest", "rerank.commands.info.summarize", 1),
-    ("convert {d}/in.nbest -o {d}/out", "rerank.commands._common.read_nbest", 1),
-    ("convert {d}/in.nbest -o {d}/out", "rerank.formats.moses.iter_moses_lines", 2),
+    ("convert {d}/in.nbest -o {d}/out --to fairseq", "rerank.commands._common.read_nbest", 1),
+    ("convert {d}/in.nbest -o {d}/out", "rerank.formats.moses_stream._block", 1),  # streamed: the first pass
+    ("apply {d}/in.nbest -w {d}/w.json -o {d}/out", "rerank.formats.moses_stream._chunk", 1),  # the second pass
+    ("convert {d}/in.nbest -o {d}/out", "rerank.formats.moses.iter_moses_lines", 1),  # streamed: chunks of 2 and 1 lines
     ("convert {d}/in.nbest -o {d}/out --to plain", "rerank.formats.plain.format_value", 3),
     ("convert {d}/in.fairseq -o {d}/out --save-refs {d}/out.ref", "rerank.formats.moses.iter_moses_lines", 1),
-    ("apply {d}/in.nbest -w {d}/w.json -o {d}/out --nbest-out {d}/out.nbest", "rerank.formats.moses.iter_moses_lines", 2),
+    ("apply {d}/in.nbest -w {d}/w.json -o {d}/out --nbest-out {d}/out.nbest", "rerank.formats.moses.iter_moses_lines", 1),
     ("add-feature {d}/in.nbest --name s --scores {d}/scores -o {d}/out", "rerank.formats.moses.iter_moses_lines", 2),
     ("oracle {d}/in.nbest -r {d}/ref -o {d}/out", "rerank.commands.oracle.oracle_rows", 1),
     ("features {d}/in.nbest --which mbr -o {d}/out", "rerank.consensus.MBRFeature.compute", 1),

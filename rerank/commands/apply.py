@@ -3,12 +3,15 @@ score them against one or more references)."""
 
 from __future__ import annotations
 
+import contextlib
 import sys
 
 from rerank.cliargs import add_quiet, nbest_inputs
 from rerank.commands._common import FORMAT_HELP, add_nbest_input, add_output_format, load_nbest, write_output
+from rerank.commands._stream import scan, scored_chunks, write_chunks
 from rerank.errors import InputError
 from rerank.io import atomic_write, output_group
+from rerank.nbest import segment_argmax
 from rerank.outputs import check_outputs, nbest_outputs
 from rerank.weights import best_rows, read_weights, resorted, weight_vector
 
@@ -68,6 +71,10 @@ def run(args) -> int:
     metrics = _metrics(args)
     check_outputs([args.output, *nbest_outputs(args.nbest_out, args.out_format)],
                   [*nbest_inputs(args), args.weights, *args.ref])
+    both_stdout = args.output == "-" and args.nbest_out == "-"  # the whole-list path writes all the 1-best first
+    layout = None if both_stdout else scan(args, [args.out_format] if args.nbest_out else [])
+    if layout is not None:  # a regular Moses/Joshua file: two passes, a block at a time
+        return _run_streamed(args, layout, metrics)
     nbest, _ = load_nbest(args)
     refs = None
     if args.ref:
@@ -85,6 +92,30 @@ def run(args) -> int:
     if refs is not None:
         _print_scores(metrics, [nbest.hyps[int(r)] for r in rows], [nbest.hyps[int(i)] for i in nbest.offsets[:-1]],
                       refs, sys.stderr if args.output == "-" else sys.stdout)
+    return 0
+
+
+def _run_streamed(args, layout: dict, metrics: list) -> int:
+    """`run` over the sentences of a regular Moses/Joshua file a block at a time (the same outputs)."""
+    refs = None
+    if args.ref:
+        from rerank.formats import read_references
+
+        refs = read_references(args.ref, layout["n_sentences"], args.nbest)
+    w = weight_vector(read_weights(args.weights), layout["feature_names"], source=args.weights)
+    best, first = [], []
+    with output_group(), atomic_write(args.output) as out, \
+            (atomic_write(args.nbest_out) if args.nbest_out else contextlib.nullcontext()) as nbest_out:
+        for first_id, nbest, scores in scored_chunks(args.nbest, layout, w):
+            rows = segment_argmax(scores, nbest.offsets)
+            out.writelines(nbest.hyps[int(row)] + "\n" for row in rows)
+            if refs is not None:
+                best += [nbest.hyps[int(row)] for row in rows]
+                first += [nbest.hyps[int(i)] for i in nbest.offsets[:-1]]
+            if nbest_out is not None:
+                write_chunks(nbest_out, [(first_id, resorted(nbest, w, scores))], args.out_format)
+    if refs is not None:
+        _print_scores(metrics, best, first, refs, sys.stderr if args.output == "-" else sys.stdout)
     return 0
 
 

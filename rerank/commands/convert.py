@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from rerank.commands._common import FORMAT_HELP, add_nbest_input, add_output_format, load_nbest, write_output
+from rerank.commands._stream import scan, write_chunks
 from rerank.cliargs import add_quiet, nbest_inputs
 from rerank.errors import InputError
+from rerank.formats import moses_stream
 from rerank.io import atomic_write, output_group
 from rerank.outputs import check_outputs, nbest_outputs
 
@@ -38,6 +40,11 @@ def _write_side(lines, kind: str, path: str, source: str) -> None:
 
 def run(args) -> int:
     check_outputs([*nbest_outputs(args.output, args.out_format), args.save_refs, args.save_sources], nbest_inputs(args))
+    layout = None if args.save_refs or args.save_sources else scan(args, [args.out_format])
+    if layout is not None:  # a regular Moses/Joshua file to Moses/Joshua: two passes, a block at a time
+        with output_group(), atomic_write(args.output) as out:
+            write_chunks(out, moses_stream.iter_moses_chunks(args.nbest, layout), args.out_format)
+        return 0
     nbest, report = load_nbest(args)
     with output_group():  # every output or none
         if args.save_refs:
