@@ -31,6 +31,7 @@ import os
 import re
 
 from rerank.errors import InputError
+from rerank.io import read_json_object
 
 CONFIGS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "configs", "embeddings")
 ORDER = ("aligned-sum", "aligned-max", "c2c-all", "ame", "disjoint", "disjoint-aligned-slice",
@@ -67,15 +68,7 @@ def select(spec: str | None, configs: str = CONFIGS) -> list[str]:
 def load_variant(name: str, configs: str = CONFIGS) -> dict:
     """configs/NAME.json, checked (check_variant); adds its path as `file` and the stage keys."""
     path = os.path.join(configs, f"{name}.json")
-    try:
-        with open(path, encoding="utf-8") as f:
-            value = json.load(f)
-    except OSError as exc:
-        raise InputError(f"cannot read the variant configuration: {exc.strerror}", path) from None
-    except json.JSONDecodeError as exc:
-        raise InputError(f"not JSON: {exc.msg}", path, exc.lineno) from None
-    except UnicodeDecodeError:
-        raise InputError("not UTF-8 text", path) from None
+    value = read_json_object(path, "variant settings")
     try:
         check_variant(value)
     except InputError as exc:

@@ -94,20 +94,9 @@ def _add_reproduce(verbs) -> None:
 
 
 def _json_object(path: str | None) -> dict:
-    import json
+    from rerank.io import read_json_object
 
-    from rerank.errors import InputError
-    from rerank.io import read_lines
-
-    if not path:
-        return {}
-    try:
-        value = json.loads("\n".join(read_lines(path)))
-    except json.JSONDecodeError as exc:
-        raise InputError(f"not JSON: {exc.msg}", path, exc.lineno) from None
-    if not isinstance(value, dict):
-        raise InputError("expected a JSON object of settings", path)
-    return value
+    return read_json_object(path) if path else {}
 
 
 def run(args) -> int:

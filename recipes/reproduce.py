@@ -24,7 +24,7 @@ import sys
 import time
 
 from recipes.steps import Steps
-from rerank.io import atomic_write, read_lines
+from rerank.io import atomic_write, read_json_object, read_lines
 
 CONFIGS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "configs")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -34,19 +34,7 @@ SPLITS = {"val": "val", "test_2016": "test_2016_flickr"}
 
 def load_config(name: str, configs: str = CONFIGS) -> dict:
     """configs/NAME.json, an InputError naming the file if it is not a JSON object."""
-    from rerank.errors import InputError
-
-    path = os.path.join(configs, f"{name}.json")
-    try:
-        with open(path, encoding="utf-8") as f:
-            value = json.load(f)
-    except OSError as exc:
-        raise InputError(f"cannot read the {name} configuration: {exc.strerror}", path) from None
-    except json.JSONDecodeError as exc:
-        raise InputError(f"not JSON: {exc.msg}", path, exc.lineno) from None
-    if not isinstance(value, dict):
-        raise InputError("expected a JSON object of settings", path)
-    return value
+    return read_json_object(os.path.join(configs, f"{name}.json"))
 
 
 class Reproduction:

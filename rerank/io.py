@@ -182,6 +182,20 @@ def read_lines(path: str) -> list[str]:
     return [line for _, line in iter_lines(path)]
 
 
+def read_json_object(path: str, what: str = "settings") -> dict:
+    """The JSON object in a (possibly gzip'd) UTF-8 file; InputError naming the file (and the line)
+    when it cannot be read, is not JSON or is not an object."""
+    import json
+
+    try:
+        value = json.loads("\n".join(read_lines(path)))
+    except json.JSONDecodeError as exc:
+        raise InputError(f"not JSON: {exc.msg}", path, exc.lineno) from None
+    if not isinstance(value, dict):
+        raise InputError(f"expected a JSON object of {what}", path)
+    return value
+
+
 def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
