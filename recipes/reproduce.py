@@ -192,7 +192,6 @@ def publish(out: str, docs: str = os.path.join(ROOT, "docs", "results"),
 
 def _copy(src: str, dst: str) -> str:
     os.makedirs(os.path.dirname(dst), exist_ok=True)
-    tmp = dst + ".rerank-tmp"
-    shutil.copyfile(src, tmp)
-    os.replace(tmp, dst)
+    with open(src, "rb") as f, atomic_write(dst, "wb") as out:
+        shutil.copyfileobj(f, out)
     return dst
