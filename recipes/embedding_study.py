@@ -166,6 +166,13 @@ class Study:
         with open(stem + ".json", encoding="utf-8") as f:
             return json.load(f)
 
+    def stale(self, name: str, result: dict) -> bool:
+        """True when NAME's committed configuration no longer leads to the stages its result was made by."""
+        if name not in available(self.configs):
+            return False
+        wanted = [os.path.relpath(self.stage_path(s), self.out) for s in load_variant(name, self.configs)["stages"]]
+        return wanted != [s["dir"] for s in result["stages"]]
+
     def gather(self) -> dict:
         """OUT/results.json and results.md from every variant with a result.json (any invocation's)."""
         variants = {}
@@ -173,7 +180,11 @@ class Study:
             path = os.path.join(self.out, name, "result.json")
             if name not in variants and os.path.isfile(path):
                 with open(path, encoding="utf-8") as f:
-                    variants[name] = json.load(f)
+                    result = json.load(f)
+                if self.stale(name, result):
+                    self.log(f"{name}: result.json left out, its configuration has changed since (rerun it)")
+                    continue
+                variants[name] = result
         results = {"command": "python -m recipes.embedding_study --data-dir DATA --out OUT --variants "
                    + ",".join(variants), "variants": variants}
         with atomic_write(os.path.join(self.out, "results.json")) as f:

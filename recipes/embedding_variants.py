@@ -34,7 +34,7 @@ from rerank.errors import InputError
 from rerank.io import read_json_object
 
 CONFIGS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "configs", "embeddings")
-ORDER = ("aligned-sum", "aligned-max", "c2c-all", "ame", "disjoint", "disjoint-aligned-slice",
+ORDER = ("aligned-sum", "aligned-max", "aligned-sum-max", "c2c-all", "ame", "disjoint", "disjoint-aligned-slice",
          "disjoint-pseudo-scratch", "disjoint-pseudo-finetune", "default")
 GROUPS = {"all": "every variant", "study": "every variant but default"}
 STAGE_KEYS = {"train": {"name", "kind", "config", "init", "pseudo_pairs"},

@@ -150,3 +150,28 @@ def test_the_committed_variants():
     scratch, tuned = load_variant("disjoint-pseudo-scratch"), load_variant("disjoint-pseudo-finetune")
     assert scratch["stages"][0] == tuned["stages"][0] == load_variant("disjoint-aligned-slice")["stages"][0]
     assert CONFIGS.endswith("embeddings")
+
+
+def test_a_result_whose_configuration_changed_is_left_out(study, tmp_path):
+    import shutil
+
+    from recipes.embedding_study import Study
+
+    root, _ = study
+    run, configs = tmp_path / "run", tmp_path / "configs"
+    shutil.copytree(root / "run", run)
+    shutil.copytree(root / "configs", configs)
+    changed = json.loads((configs / "aligned.json").read_text())
+    changed["stages"][0]["config"]["max_epochs"] = 2
+    (configs / "aligned.json").write_text(json.dumps(changed))
+    results = Study(str(root / "data"), str(run), str(configs), quiet=True).gather()
+    assert "aligned" not in results["variants"] and "ame" in results["variants"]
+    assert "aligned: result.json left out, its configuration has changed since" in (run / "study.log").read_text()
+
+
+def test_the_default_variant_is_the_reproduction_s_embedding_config():
+    from embeddings.config import resolve_config
+    from recipes.reproduce import load_config
+
+    stage = load_variant("default")["stages"][-1]
+    assert resolve_config(stage["config"]) == resolve_config(load_config("embedding"))
