@@ -1,6 +1,8 @@
 """The embedded demo: rerank the shipped Multi30k En→De n-best lists with the shipped
 embedding model's s_s and the consensus feature mbr, tuned by k-best MIRA on val, scored on
-test_2016 with significance.
+test_2016 with significance. When the lists carry the channel and LM columns (precomputed by
+the stronger reranker's models, recipes.stronger, and published with the lists by
+`rerank recipe reproduce --publish`), two more systems use them.
 
 Text only: no image features exist for the shipped lists, so only s_s(source, hyp) is added
 (the image term s_i needs CNN features of the Multi30k images). Every report says so.
@@ -25,6 +27,9 @@ from rerank.io import atomic_write, read_lines
 NO_IMAGES = ("text-only: no image features are available, so the image-sentence feature s_i "
              "is not used; s_s comes from a text-only (R_ML) embedding model")
 BASE_FEATURES = ["nmt", "nmt_norm", "len"]
+MODEL_FEATURES = ["channel", "channel_norm", "lm", "lm_norm"]
+MODEL_SOURCE = ("channel/lm: precomputed in the shipped lists by the stronger reranker's models "
+                "(docs/results/stronger.md)")
 
 
 def data_dir() -> str:
@@ -55,11 +60,13 @@ def add_embedding_feature(nbest, sources, model_path: str, name: str = "s_s", de
     return nbest.with_feature(name, values), encoder
 
 
-def choose_lists(flavour: str | None, n: int) -> tuple[str, int, dict[str, str]]:
-    """(flavour, n, {split: path}) of the shipped lists asked for (optimised when not given)."""
-    lists = shipped_lists()
+def choose_lists(flavour: str | None, n: int, root: str | None = None) -> tuple[str, int, dict[str, str]]:
+    """(flavour, n, {split: path}) of the shipped lists asked for (optimised when not given);
+    `root`: another folder of lists named like the shipped ones."""
+    lists = shipped_lists(root)
     if not lists:
-        raise InputError("no shipped n-best lists found in the package data (rerank/data/multi30k)")
+        raise InputError("no shipped n-best lists found in the package data (rerank/data/multi30k)"
+                         if root is None else "no <flavour>.<val|test_2016>.<n>best.gz lists", root)
     choices = sorted(k for k in lists if k[1] == n and (flavour is None or k[0] == flavour))
     if not choices:
         raise InputError(f"no shipped {n}-best lists" + (f" for flavour {flavour!r}" if flavour else "")
@@ -84,6 +91,21 @@ def load_sets(paths: dict[str, str], sentences: int | None = None):
     return sets
 
 
+def demo_systems(dev, test, log) -> list[SystemSpec]:
+    """The four systems of the NMT features, s_s and mbr; and, when both lists carry every
+    MODEL_FEATURES column, "+ channel + lm" and "all" (else the log says why they are not run)."""
+    systems = [SystemSpec("MIRA: NMT features", BASE_FEATURES), SystemSpec("MIRA: + s_s", BASE_FEATURES + ["s_s"]),
+               SystemSpec("MIRA: + mbr", BASE_FEATURES + ["mbr"]),
+               SystemSpec("MIRA: + s_s + mbr", BASE_FEATURES + ["s_s", "mbr"])]
+    missing = [name for name in MODEL_FEATURES if name not in dev.feature_names or name not in test.feature_names]
+    if missing:
+        log(f"'MIRA: + channel + lm' and 'MIRA: all' are not run: the lists have no channel/lm columns "
+            f"(missing: {', '.join(missing)})")
+        return systems
+    return systems + [SystemSpec("MIRA: + channel + lm", BASE_FEATURES + MODEL_FEATURES),
+                      SystemSpec("MIRA: all", BASE_FEATURES + ["s_s", "mbr"] + MODEL_FEATURES)]
+
+
 def report_text(result, test, flavour: str, n: int, runs: int, model: str, encoder) -> str:
     lines = [
         f"# mlmme-rerank demo: Multi30k En→De test_2016 ({test.n_sentences} sentences), {flavour} NMT {n}-best, "
@@ -97,6 +119,8 @@ def report_text(result, test, flavour: str, n: int, runs: int, model: str, encod
         f"Note: {NO_IMAGES}.",
         f"Embedding model: {os.path.basename(model)} ({', '.join(encoder.languages)}, {encoder.dim}-d).",
     ]
+    if any(set(MODEL_FEATURES) <= set(weights[0]) for weights in result.weights.values()):  # a system tuned them
+        lines.append(f"{MODEL_SOURCE}.")
     return "\n".join(lines) + "\n"
 
 
@@ -108,11 +132,13 @@ def add_mbr_feature(nbest):
 
 def run_demo(out_dir: str | None = None, flavour: str | None = None, n: int = 20, runs: int = 3, epochs: int = 60,
              ar_trials: int = 10000, bootstrap: int = 1000, model: str | None = None, seed: int = 1,
-             metrics=("bleu", "meteor", "ter"), device: str = "cpu", sentences: int | None = None) -> str:
-    """Run the demo; returns the report text (also written to out_dir/report.md if given)."""
+             metrics=("bleu", "meteor", "ter"), device: str = "cpu", sentences: int | None = None,
+             lists_dir: str | None = None) -> str:
+    """Run the demo; returns the report text (also written to out_dir/report.md if given).
+    `lists_dir`: lists named like the shipped ones to use instead of them (same sentences)."""
     start = time.time()
     log = lambda msg: print(f"[{time.time() - start:6.1f}s] {msg}", file=sys.stderr)  # noqa: E731
-    flavour, n, paths = choose_lists(flavour, n)
+    flavour, n, paths = choose_lists(flavour, n, lists_dir)
     model = model or default_model()
     log(f"NMT flavour {flavour!r}, {n}-best lists: {paths['val']}, {paths['test_2016']}")
     log(f"embedding model: {model}")
@@ -127,12 +153,9 @@ def run_demo(out_dir: str | None = None, flavour: str | None = None, n: int = 20
         write_nbest(dev, os.path.join(out_dir, f"{flavour}.val.{n}best.feat.gz"))
         write_nbest(test, os.path.join(out_dir, f"{flavour}.test_2016.{n}best.feat.gz"))
 
-    systems = [SystemSpec("MIRA: NMT features", BASE_FEATURES), SystemSpec("MIRA: + s_s", BASE_FEATURES + ["s_s"]),
-               SystemSpec("MIRA: + mbr", BASE_FEATURES + ["mbr"]),
-               SystemSpec("MIRA: + s_s + mbr", BASE_FEATURES + ["s_s", "mbr"])]
     result = run_experiment(
-        dev, dev_refs, test, test_refs, systems, runs=runs, seed=seed, epochs=epochs, tokenize="13a",
-        metrics=metrics, lang="de", second_baseline="MIRA: NMT features", ar_trials=ar_trials, bootstrap=bootstrap,
+        dev, dev_refs, test, test_refs, demo_systems(dev, test, log), runs=runs, seed=seed, epochs=epochs,
+        tokenize="13a", metrics=metrics, lang="de", second_baseline="MIRA: NMT features", ar_trials=ar_trials, bootstrap=bootstrap,
         meteor_options={"modules": ["exact", "stem"]}, out_dir=out_dir, log=log,
     )
     report = report_text(result, test, flavour, n, runs, model, encoder)

@@ -24,7 +24,9 @@ def add_parser(subparsers):
         description="Reads the Multi30k En→De val and test_2016 n-best lists shipped in the package, "
         "adds the sentence-sentence embedding feature s_s(source, hyp) with the shipped small "
         "MLMME model (text only: no image features exist for the shipped data, so s_i is not "
-        "used), tunes feature weights on val with k-best MIRA (R runs per system), reranks "
+        "used) and the consensus feature mbr, tunes feature weights on val with k-best MIRA (R runs "
+        "per system; when the lists carry the precomputed channel and LM columns channel, channel_norm, "
+        "lm, lm_norm, two more systems: + channel + lm, and all features), reranks "
         "test_2016 and prints BLEU, METEOR and TER with stratified approximate-randomisation "
         "significance: † against the NMT 1-best, ‡ against MIRA on the NMT features alone.",
     )

@@ -8,8 +8,10 @@ the data alone, in order, with the committed configurations (recipes/configs/*.j
 3. the German LM (configs/lm.json) and the reverse de→en channel model (configs/channel.json);
 4. the stronger reranker (recipes.stronger) on the lists of step 2;
 5. the NMT scores of every list (nmt_results.json);
-6. with --publish: the files copied into docs/results/ and the lists and model into the package,
-   and docs/results/README.md and stronger.md rendered from the JSON (recipes.results_docs).
+6. with --publish: the files copied into docs/results/ and the model into the package, the
+   package's n-best lists written from step 4's feature lists (the NMT columns and the
+   precomputed channel and LM scores; `rerank demo` computes s_s and mbr itself), and
+   docs/results/README.md and stronger.md rendered from the JSON (recipes.results_docs).
 
 Every step writes a DONE marker and resumes from its checkpoint, so a stopped run goes on where it
 stopped. On two CPU cores the whole run takes about nine hours (docs/recipe.md).
@@ -23,7 +25,11 @@ import shutil
 import sys
 import time
 
+import numpy as np
+
 from recipes.steps import Steps
+from rerank.errors import InputError
+from rerank.formats import read_nbest, write_nbest
 from rerank.io import atomic_write, read_json_object, read_lines
 
 CONFIGS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "configs")
@@ -152,6 +158,8 @@ def export_embedding(model_path: str, exported: str, m30k: str, sts_dir: str, de
     save_model(exported, encoder.model, encoder.vocabs, info, half=True)
 
 
+NMT_COLUMNS = ["nmt", "nmt_norm", "len"]
+PUBLISHED_COLUMNS = NMT_COLUMNS + ["channel", "channel_norm", "lm", "lm_norm"]  # of the shipped lists
 PUBLISHED = {  # run file -> docs/results file (besides the tables, plots, lists and the model)
     "recipe/tables/results.json": "results.json", "recipe/tables/oracle_curve.json": "oracle_curve.json",
     "recipe/tables/oracle_curve.png": "oracle_curve.png", "recipe/recipe.config.json": "recipe.config.json",
@@ -161,25 +169,33 @@ PUBLISHED = {  # run file -> docs/results file (besides the tables, plots, lists
 
 def publish(out: str, docs: str = os.path.join(ROOT, "docs", "results"),
             package: str = os.path.join(ROOT, "rerank", "data"), configs: str = CONFIGS) -> list[str]:
-    """Copy a finished reproduction into docs/results and the package; returns the files written."""
+    """Copy a finished reproduction into docs/results and the package; returns the files written.
+    The shipped n-best lists are the stronger reranker's feature lists cut to PUBLISHED_COLUMNS
+    (checked against the recipe's lists first); nothing is written unless every input is there
+    and every list checks."""
     recipe = load_config("recipe", configs)
     flavours, sizes = recipe.get("flavours", FLAVOURS), recipe.get("nbest_sizes", [20, 50])
     pairs = [(os.path.join(out, src), os.path.join(docs, dst)) for src, dst in PUBLISHED.items()]
     pairs += [(os.path.join(out, "recipe", "tables", f"table.{n}best.{ext}"), os.path.join(docs, f"table.{n}best.{ext}"))
               for n in sizes for ext in ("md", "tex")]
-    for flavour in flavours:
-        for n in sizes:
-            pairs.append((os.path.join(out, "recipe", "experiments", f"{flavour}.{n}best", "deltas.png"),
-                          os.path.join(docs, f"deltas.{flavour}.{n}best.png")))
-            pairs += [(os.path.join(out, "recipe", "nbest", f"{flavour}.{split}.{n}best.gz"),
-                       os.path.join(package, "multi30k", f"{flavour}.{split}.{n}best.gz")) for split in SPLITS]
+    pairs += [(os.path.join(out, "recipe", "experiments", f"{flavour}.{n}best", "deltas.png"),
+               os.path.join(docs, f"deltas.{flavour}.{n}best.png")) for flavour in flavours for n in sizes]
     pairs.append((os.path.join(out, "nmt_results.json"), os.path.join(package, "multi30k", "nmt_results.json")))
     pairs += [(os.path.join(out, "embedding", "mlmme-small" + ext), os.path.join(package, "models", "mlmme-small" + ext))
               for ext in (".pt", ".json")]
+    lists = [(os.path.join(out, "stronger", "features", f"{flavour}.{split}.{n}best.feat.gz"),
+              os.path.join(out, "recipe", "nbest", f"{flavour}.{split}.{n}best.gz"),
+              os.path.join(package, "multi30k", f"{flavour}.{split}.{n}best.gz"))
+             for flavour in flavours for n in sizes for split in SPLITS]
     missing = [src for src, _ in pairs if not os.path.exists(src)]
+    missing += [src for featured, listed, _ in lists for src in (featured, listed) if not os.path.exists(src)]
     if missing:
         raise FileNotFoundError(f"{missing[0]}: missing; is the reproduction complete?")
+    checked = [(published_list(featured, listed), dst) for featured, listed, dst in lists]
     written = [_copy(src, dst) for src, dst in pairs]
+    for nbest, dst in checked:
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        written += write_nbest(nbest, dst)
     with open(os.path.join(out, "embedding", "mlmme-small.json"), encoding="utf-8") as f:
         model = {k: v for k, v in json.load(f).items() if k != "vocab"}
     with atomic_write(os.path.join(docs, "embedding-model.json")) as f:
@@ -188,6 +204,41 @@ def publish(out: str, docs: str = os.path.join(ROOT, "docs", "results"),
     from recipes.results_docs import write_docs
 
     return written + write_docs(docs)
+
+
+def published_list(featured: str, listed: str):
+    """The stronger reranker's feature list `featured` cut to PUBLISHED_COLUMNS, after checking that
+    it holds the hypotheses and NMT values of the recipe's list `listed` (InputError naming both)."""
+    features, nbest = read_nbest(featured), read_nbest(listed)
+    problem = list_difference(features, nbest)
+    if problem:
+        raise InputError(f"not the n-best list of {listed}: {problem}", featured)
+    try:
+        return features.select_features(PUBLISHED_COLUMNS)
+    except InputError as e:
+        raise InputError(e.problem, featured) from None
+
+
+def list_difference(features, nbest) -> str | None:
+    """The first difference between two lists' sentences, hypotheses and NMT_COLUMNS, or None."""
+    if features.n_sentences != nbest.n_sentences:
+        return f"{features.n_sentences} sentences here, {nbest.n_sentences} there"
+    if not np.array_equal(features.sizes, nbest.sizes):
+        i = int(np.flatnonzero(features.sizes != nbest.sizes)[0])
+        return f"sentence {i}: {features.sizes[i]} hypotheses here, {nbest.sizes[i]} there"
+    if features.hyps != nbest.hyps:
+        row = next(i for i, (a, b) in enumerate(zip(features.hyps, nbest.hyps)) if a != b)
+        return (f"hypothesis {row} (sentence {int(features.sentence_of_hyp[row])}): {features.hyps[row]!r} here, "
+                f"{nbest.hyps[row]!r} there")
+    for name in NMT_COLUMNS:
+        if name not in features.feature_names or name not in nbest.feature_names:
+            return f"column {name!r} is not in both lists"
+        differ = np.flatnonzero(features.column(name) != nbest.column(name))
+        if len(differ):
+            row = int(differ[0])
+            return (f"{name} of hypothesis {row} (sentence {int(features.sentence_of_hyp[row])}): "
+                    f"{float(features.column(name)[row])!r} here, {float(nbest.column(name)[row])!r} there")
+    return None
 
 
 def _copy(src: str, dst: str) -> str:

@@ -18,14 +18,13 @@ import os
 import sys
 import time
 
-from recipes.demo import BASE_FEATURES, data_dir, shipped_lists
+from recipes.demo import BASE_FEATURES, MODEL_FEATURES, data_dir, shipped_lists
 from recipes.experiment import SystemSpec, run_experiment
 from recipes.steps import Steps
 from rerank.formats import read_nbest, read_references, write_nbest
 from rerank.io import atomic_write, read_lines
 
 SPLIT_FILES = {"val": "val", "test_2016": "test_2016_flickr"}
-MODEL_FEATURES = ["channel", "channel_norm", "lm", "lm_norm"]
 SYSTEMS = [
     SystemSpec("MIRA: NMT features", BASE_FEATURES),
     SystemSpec("+ s_s", BASE_FEATURES + ["s_s"]),

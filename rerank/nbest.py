@@ -282,6 +282,17 @@ class NBestList:
             self.groups + [(name, 1)], self.scores, dict(self.missing),
         )
 
+    def select_features(self, names: Sequence[str]) -> NBestList:
+        """A copy with only the columns `names`, in that order, each its own group (a Moses group
+        ``tm= a b`` is no longer one); InputError for a name that is not a column."""
+        unknown = [name for name in names if name not in self.feature_names]
+        if unknown:
+            raise InputError(f"no feature column {', '.join(map(repr, unknown))}; the columns are "
+                             f"{', '.join(self.feature_names) or '(none)'}")
+        columns = [self.feature_names.index(name) for name in names]
+        missing = {name: self.missing[name] for name in names if name in self.missing}
+        return NBestList(self.offsets, self.hyps, self.features[:, columns], list(names), [], self.scores, missing)
+
     def select_sentences(self, indices: Sequence[int]) -> NBestList:
         """The sub-list of the given sentences, in the given order, renumbered from 0."""
         indices = np.asarray(indices, dtype=np.int64)

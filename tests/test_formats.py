@@ -143,3 +143,19 @@ def test_data_model_rejects_inconsistent_arrays():
         NBestList(np.array([0, 3]), ["a", "b"], np.zeros((2, 1)), ["f"])
     with pytest.raises(ValueError, match="duplicate feature names"):
         NBestList(np.array([0, 1]), ["a"], np.zeros((1, 2)), ["f", "f"])
+
+
+def test_select_features_keeps_the_named_columns_in_that_order(tmp_path):
+    text = ("0 ||| a b ||| tm= 0.1 -2.5 lm= -3 len= 2 ||| 1.5\n0 ||| a c ||| tm= 0.2 -2 lm= -4 len= 2 ||| 1.25\n"
+            "1 ||| d ||| tm= 1 2 lm= 0 len= 1 ||| 0\n")
+    (tmp_path / "in.nbest").write_text(text)
+    nbest = read_nbest(str(tmp_path / "in.nbest"))
+    kept = nbest.select_features(["len", "tm_1", "lm"])
+    assert kept.feature_names == ["len", "tm_1", "lm"] and kept.groups == [("len", 1), ("tm_1", 1), ("lm", 1)]
+    assert kept.features.tolist() == [[2, -2.5, -3], [2, -2, -4], [1, 2, 0]]
+    assert kept.hyps == nbest.hyps and kept.scores.tolist() == [1.5, 1.25, 0]
+    assert nbest.feature_names == ["tm_0", "tm_1", "lm", "len"]  # the original is untouched
+    write_nbest(kept, str(tmp_path / "out.nbest"))
+    assert (tmp_path / "out.nbest").read_text().splitlines()[0] == "0 ||| a b ||| len= 2.0 tm_1= -2.5 lm= -3.0 ||| 1.5"
+    with pytest.raises(InputError, match=r"no feature column 'channel', 'nmt'; the columns are tm_0, tm_1, lm, len"):
+        nbest.select_features(["lm", "channel", "nmt"])

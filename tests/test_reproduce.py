@@ -5,10 +5,16 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from recipes.reproduce import CONFIGS, load_config
 from rerank.cli import main
+from rerank.errors import InputError
+from rerank.formats import read_nbest, write_nbest
+from rerank.nbest import NBestList
+
+SHIPPED_COLUMNS = ["nmt", "nmt_norm", "len", "channel", "channel_norm", "lm", "lm_norm"]
 
 TINY = {
     "embedding": {"preset": "tiny", "languages": ["en", "de"], "sources": ["task1"], "max_epochs": 1, "seed": 3},
@@ -17,7 +23,7 @@ TINY = {
                "ar_trials": 50, "bootstrap": 10, "seed": 1},
     "lm": {"emb_dim": 16, "hidden": 16, "max_epochs": 1},
     "channel": {"size": "tiny", "flavour": "optimised", "src_lang": "de", "tgt_lang": "en", "max_epochs": 1},
-    "stronger": {"flavours": ["optimised"], "nbest": [3], "runs": 1, "epochs": 2, "ar": 20, "bootstrap": 0},
+    "stronger": {"flavours": ["weak", "optimised"], "nbest": [3], "runs": 1, "epochs": 2, "ar": 20, "bootstrap": 0},
 }
 PAGE = """# Results
 
@@ -59,7 +65,7 @@ def test_every_step_writes_its_output(reproduced):
     assert nmt["weak"]["epochs"] == 1 and nmt["weak"]["config"]["flavour"] == "weak"
     assert 0 <= nmt["weak"]["lists"]["test_2016.3best"]["bleu"] <= nmt["weak"]["lists"]["test_2016.3best"]["oracle"]
     stronger = json.loads((run / "stronger" / "results.json").read_text())
-    assert list(stronger["experiments"]) == ["optimised.3best"]
+    assert list(stronger["experiments"]) == ["weak.3best", "optimised.3best"]
     assert "--text-dir" in stronger["command"] and stronger["models"]["channel"]["epochs"] == 1
     assert (run / "recipe" / "tables" / "table.3best.md").exists()
     lm_marker = json.loads((run / "lm" / "de.DONE.json").read_text())
@@ -91,6 +97,67 @@ def test_publish_copies_and_renders_the_pages(reproduced, tmp_path):
     model = json.loads((docs / "embedding-model.json").read_text())
     assert "vocab" not in model and model["dtype"] == "float16" and "translation_retrieval_test_2016" in model["evaluation"]
     assert str(docs / "README.md") in written
+    for flavour in ("weak", "optimised"):
+        for split in ("val", "test_2016"):
+            shipped = package / "multi30k" / f"{flavour}.{split}.3best.gz"
+            featured = read_nbest(str(root / "run" / "stronger" / "features" / f"{flavour}.{split}.3best.feat.gz"))
+            nbest, listed = read_nbest(str(shipped)), read_nbest(str(root / "run" / "recipe" / "nbest" / shipped.name))
+            assert str(shipped) in written and nbest.feature_names == SHIPPED_COLUMNS
+            assert "s_s" in featured.feature_names and nbest.hyps == listed.hyps
+            for name in SHIPPED_COLUMNS:
+                assert np.array_equal(nbest.column(name), featured.column(name)), (shipped, name)
+            assert np.abs(nbest.column("channel")).max() > 0 and np.abs(nbest.column("lm")).max() > 0
+
+
+def test_publish_refuses_a_feature_list_of_other_hypotheses(reproduced, tmp_path):
+    from recipes.reproduce import publish
+
+    root, _ = reproduced
+    run = tmp_path / "run"
+    shutil.copytree(root / "run", run, symlinks=True)
+    bad = run / "stronger" / "features" / "optimised.test_2016.3best.feat.gz"  # the last list checked
+    nbest = read_nbest(str(bad))
+    hyps = list(nbest.hyps)
+    hyps[4] += " extra"
+    write_nbest(NBestList(nbest.offsets, hyps, nbest.features, nbest.feature_names, scores=nbest.scores), str(bad))
+    docs, package = tmp_path / "docs", tmp_path / "package"
+    docs.mkdir()
+    (docs / "README.md").write_text(PAGE)
+    with pytest.raises(InputError) as error:
+        publish(str(run), str(docs), str(package), str(root / "configs"))
+    listed = run / "recipe" / "nbest" / "optimised.test_2016.3best.gz"
+    assert str(error.value).startswith(f"{bad}: not the n-best list of {listed}: hypothesis 4 (sentence ")
+    assert f"{hyps[4]!r} here, {hyps[4][:-6]!r} there" in str(error.value)
+    assert not package.exists() and [p.name for p in docs.iterdir()] == ["README.md"]
+    assert (docs / "README.md").read_text() == PAGE
+
+
+def _moses(path, lines):
+    path.write_text("".join(f"{i} ||| {hyp} ||| {features} ||| 0\n" for i, hyp, features in lines))
+    return str(path)
+
+
+def test_a_published_list_must_carry_the_nmt_values_and_the_model_columns(tmp_path):
+    from recipes.reproduce import published_list
+
+    listed = _moses(tmp_path / "list", [(0, "a b", "nmt= -1 nmt_norm= -0.5 len= 2"),
+                                        (1, "c", "nmt= -2 nmt_norm= -2 len= 1")])
+    model = "channel= -3 channel_norm= -1.5 lm= -4 lm_norm= -2 s_s= 0.5"
+    good = _moses(tmp_path / "good", [(0, "a b", f"nmt= -1 nmt_norm= -0.5 len= 2 {model}"),
+                                      (1, "c", f"nmt= -2 nmt_norm= -2 len= 1 {model}")])
+    nbest = published_list(good, listed)
+    assert nbest.feature_names == SHIPPED_COLUMNS and nbest.features[1].tolist() == [-2, -2, 1, -3, -1.5, -4, -2]
+    other = _moses(tmp_path / "other", [(0, "a b", f"nmt= -1 nmt_norm= -0.5 len= 2 {model}"),
+                                        (1, "c", f"nmt= -2.5 nmt_norm= -2 len= 1 {model}")])
+    with pytest.raises(InputError) as error:
+        published_list(other, listed)
+    assert str(error.value) == (f"{other}: not the n-best list of {listed}: "
+                                "nmt of hypothesis 1 (sentence 1): -2.5 here, -2.0 there")
+    short = _moses(tmp_path / "short", [(0, "a b", "nmt= -1 nmt_norm= -0.5 len= 2 channel= 1 lm= 2"),
+                                        (1, "c", "nmt= -2 nmt_norm= -2 len= 1 channel= 1 lm= 2")])
+    with pytest.raises(InputError) as error:
+        published_list(short, listed)
+    assert str(error.value).startswith(f"{short}: no feature column 'channel_norm', 'lm_norm'; the columns are nmt,")
 
 
 def test_the_committed_configurations_are_complete():
