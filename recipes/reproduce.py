@@ -160,6 +160,7 @@ def export_embedding(model_path: str, exported: str, m30k: str, sts_dir: str, de
 
 NMT_COLUMNS = ["nmt", "nmt_norm", "len"]
 PUBLISHED_COLUMNS = NMT_COLUMNS + ["channel", "channel_norm", "lm", "lm_norm"]  # of the shipped lists
+PUBLISHED_DECIMALS = 4  # channel and lm values in the shipped lists, as the NMT decoder writes its scores
 PUBLISHED = {  # run file -> docs/results file (besides the tables, plots, lists and the model)
     "recipe/tables/results.json": "results.json", "recipe/tables/oracle_curve.json": "oracle_curve.json",
     "recipe/tables/oracle_curve.png": "oracle_curve.png", "recipe/recipe.config.json": "recipe.config.json",
@@ -214,9 +215,12 @@ def published_list(featured: str, listed: str):
     if problem:
         raise InputError(f"not the n-best list of {listed}: {problem}", featured)
     try:
-        return features.select_features(PUBLISHED_COLUMNS)
+        published = features.select_features(PUBLISHED_COLUMNS)
     except InputError as e:
         raise InputError(e.problem, featured) from None
+    for name in PUBLISHED_COLUMNS[len(NMT_COLUMNS):]:  # the decoder's precision: half the package size of full floats
+        published = published.with_feature(name, np.round(published.column(name), PUBLISHED_DECIMALS))
+    return published
 
 
 def list_difference(features, nbest) -> str | None:
