@@ -173,5 +173,9 @@ def test_the_default_variant_is_the_reproduction_s_embedding_config():
     from embeddings.config import resolve_config
     from recipes.reproduce import load_config
 
-    stage = load_variant("default")["stages"][-1]
-    assert resolve_config(stage["config"]) == resolve_config(load_config("embedding"))
+    base, tuned = load_variant("default")["stages"]
+    config = load_config("embedding")
+    finetune = config.pop("finetune")
+    assert resolve_config(base["config"]) == resolve_config(config)
+    assert resolve_config(tuned["config"]) == resolve_config({**config, **finetune}) and tuned["init"] == base["name"]
+    assert base == load_variant("aligned-sum-max")["stages"][0]   # one run serves both variants

@@ -17,7 +17,8 @@ from rerank.nbest import NBestList
 SHIPPED_COLUMNS = ["nmt", "nmt_norm", "len", "channel", "channel_norm", "lm", "lm_norm"]
 
 TINY = {
-    "embedding": {"preset": "tiny", "languages": ["en", "de"], "sources": ["task1"], "max_epochs": 1, "seed": 3},
+    "embedding": {"preset": "tiny", "languages": ["en", "de"], "sources": ["task1"], "max_epochs": 1, "seed": 3,
+                  "finetune": {"contrastive": "max", "max_epochs": 1}},
     "nmt": {"max_epochs": 1},
     "recipe": {"preset": "tiny", "nbest_sizes": [3], "flavours": ["weak", "optimised"], "runs": 1, "epochs": 2,
                "ar_trials": 50, "bootstrap": 10, "seed": 1},
@@ -58,6 +59,9 @@ def test_every_step_writes_its_output(reproduced):
     run = root / "run"
     exported = json.loads((run / "embedding" / "mlmme-small.json").read_text())
     assert exported["dtype"] == "float16" and exported["training"]["config"]["seed"] == 3
+    # the exported model is the fine-tuned one: max-violation, started from the first run's model
+    assert exported["training"]["config"]["contrastive"] == "max"
+    assert exported["training"]["config"]["init"] == str(run / "embedding" / "run" / "model.pt")
     assert set(exported["evaluation"]["translation_retrieval_test_2016"]) == {"en->de", "de->en"}
     nmt = json.loads((run / "nmt_results.json").read_text())
     assert list(nmt) == ["weak", "optimised"]
@@ -76,7 +80,7 @@ def test_a_second_run_reuses_every_step(reproduced, capsys):
     root, args = reproduced
     assert main(args) == 0
     summaries = [line for line in (root / "run" / "reproduce.log").read_text().splitlines() if "steps run:" in line]
-    assert "steps run: 4" in summaries[0] and "steps run: 0 (none); steps reused: 4" in summaries[1]
+    assert "steps run: 5" in summaries[0] and "steps run: 0 (none); steps reused: 5" in summaries[1]
 
 
 def test_publish_copies_and_renders_the_pages(reproduced, tmp_path):
