@@ -176,9 +176,9 @@ class Study:
     def gather(self) -> dict:
         """OUT/results.json and results.md from every variant with a result.json (any invocation's)."""
         variants = {}
-        for name in available(self.configs) + sorted(os.listdir(self.out)):
+        for name in dict.fromkeys(available(self.configs) + sorted(os.listdir(self.out))):
             path = os.path.join(self.out, name, "result.json")
-            if name not in variants and os.path.isfile(path):
+            if os.path.isfile(path):
                 with open(path, encoding="utf-8") as f:
                     result = json.load(f)
                 if self.stale(name, result):
