@@ -102,10 +102,13 @@ def embedding_model(docs: str) -> str:
         lines.append(f"| {direction} | {r['r1']:.1f} | {r['r5']:.1f} | {r['r10']:.1f} |")
     lines += ["", "| STS (Pearson r of 5·cos) | pairs | r |", "|---|---|---|"]
     lines += [f"| {name} | {r['n']} | {r['pearson']:.3f} |" for name, r in ev["sts"].items()]
-    cfg = model["training"].get("config", {})
-    lines += ["", f"Training: preset {cfg.get('preset')}, contrastive {cfg.get('contrastive')}, dropout "
-              f"{cfg.get('dropout')}, sources {', '.join(cfg.get('sources', []))}; stopped after epoch "
-              f"{model['training'].get('epoch')} ({model['training'].get('stopped') or model['training'].get('status')})."]
+    training = model["training"]
+    cfg = training.get("config", {})
+    start = (f", fine-tuned from `{os.path.join(*cfg['init'].split(os.sep)[-2:])}`" if cfg.get("init") else "")
+    status = training.get("stopped") or training.get("final_status") or training.get("status")
+    lines += ["", f"Training: preset {cfg.get('preset')}, contrastive {cfg.get('contrastive')}{start}, dropout "
+              f"{cfg.get('dropout')}, sources {', '.join(cfg.get('sources', []))}; best epoch "
+              f"{training.get('epoch')} ({status})."]
     return "\n".join(lines) + "\n"
 
 
