@@ -15,7 +15,8 @@ the data alone, in order, with the committed configurations (recipes/configs/*.j
    docs/results/README.md and stronger.md rendered from the JSON (recipes.results_docs).
 
 Every step writes a DONE marker and resumes from its checkpoint, so a stopped run goes on where it
-stopped. On two CPU cores the whole run takes about nine hours (docs/recipe.md).
+stopped. On two CPU cores the whole run takes about seven hours (docs/recipe.md has the
+measured time of every step).
 """
 
 from __future__ import annotations
