@@ -179,3 +179,18 @@ def test_the_default_variant_is_the_reproduction_s_embedding_config():
     assert resolve_config(base["config"]) == resolve_config(config)
     assert resolve_config(tuned["config"]) == resolve_config({**config, **finetune}) and tuned["init"] == base["name"]
     assert base == load_variant("aligned-sum-max")["stages"][0]   # one run serves both variants
+
+
+def test_a_tab_in_a_caption_becomes_a_space_in_the_pairs(study, tmp_path):
+    from embeddings.tokenize import tokenize
+    from recipes.embedding_study import Study
+
+    root, _ = study
+    (tmp_path / "run").mkdir()
+    runner = Study(str(root / "data"), str(tmp_path / "run"), quiet=True)
+    captions = ["Ein Mann\tgeht.", "Eine Frau."]
+    written = runner.untabbed(captions, "de")
+    assert written == ["Ein Mann geht.", "Eine Frau."] and captions[0] == "Ein Mann\tgeht."
+    assert tokenize(written[0], "de") == tokenize(captions[0], "de")   # training sees the same tokens
+    assert "pseudo-pairs: 1 de caption(s) hold a tab" in (tmp_path / "run" / "study.log").read_text()
+    assert runner.untabbed(["a b"], "en") == ["a b"]
