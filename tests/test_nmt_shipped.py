@@ -29,7 +29,9 @@ def test_list_is_complete_sorted_and_consistent(path):
     for name in lst.feature_names[3:]:   # log-probabilities of the channel model and the LM, totals and per token
         assert np.all(lst.column(name) <= 0), name
     assert lst.sizes.min() >= 1 and lst.sizes.max() <= n
-    assert (lst.sizes == n).mean() > 0.99  # fewer only where detokenised duplicates were removed
+    # fewer only where duplicates were removed: BPE segmentations of the same words detokenise alike
+    # (up to 3% of the 50-best lists of the shipped BPE models)
+    assert (lst.sizes == n).mean() > 0.95 and np.median(lst.sizes) == n
     nmt, norm, length = (lst.column(c) for c in ("nmt", "nmt_norm", "len"))
     assert np.all(nmt <= 0) and np.allclose(lst.scores, norm)
     assert np.allclose(norm, nmt / (length + 1), atol=1e-3)  # alpha 1: log-prob / (words + </s>)
