@@ -106,7 +106,7 @@ def demo_systems(dev, test, log) -> list[SystemSpec]:
                       SystemSpec("MIRA: all", BASE_FEATURES + ["s_s", "mbr"] + MODEL_FEATURES)]
 
 
-def report_text(result, test, flavour: str, n: int, runs: int, model: str, encoder) -> str:
+def report_text(result, test, flavour: str, n: int, runs: int, model: str, encoder, lists_dir: str | None = None) -> str:
     lines = [
         f"# mlmme-rerank demo: Multi30k En→De test_2016 ({test.n_sentences} sentences), {flavour} NMT {n}-best, "
         f"{runs} MIRA runs per system",
@@ -120,7 +120,7 @@ def report_text(result, test, flavour: str, n: int, runs: int, model: str, encod
         f"Embedding model: {os.path.basename(model)} ({', '.join(encoder.languages)}, {encoder.dim}-d).",
     ]
     if any(set(MODEL_FEATURES) <= set(weights[0]) for weights in result.weights.values()):  # a system tuned them
-        lines.append(f"{MODEL_SOURCE}.")
+        lines.append(f"{MODEL_SOURCE}." if lists_dir is None else f"channel/lm: the columns of the lists in {lists_dir}.")
     return "\n".join(lines) + "\n"
 
 
@@ -158,7 +158,7 @@ def run_demo(out_dir: str | None = None, flavour: str | None = None, n: int = 20
         tokenize="13a", metrics=metrics, lang="de", second_baseline="MIRA: NMT features", ar_trials=ar_trials, bootstrap=bootstrap,
         meteor_options={"modules": ["exact", "stem"]}, out_dir=out_dir, log=log,
     )
-    report = report_text(result, test, flavour, n, runs, model, encoder)
+    report = report_text(result, test, flavour, n, runs, model, encoder, lists_dir)
     if out_dir:
         with atomic_write(os.path.join(out_dir, "report.md")) as out:
             out.write(report)

@@ -141,9 +141,10 @@ class Recipe:
         step = f"embedding {name}"
         if self.steps.is_done(step, out, [], resolved, directory=True):
             return
+        resume = self.steps.resumable(step, out, [], resolved, directory=True)
         started = self.steps.start(step, out, resolved, directory=True)
         self.log(f"training embedding model {name}: {json.dumps(config)}")
-        model = train(config, self.cfg.data_dir, out, self.cfg.device)
+        model = train(config, self.cfg.data_dir, out, self.cfg.device, resume=resume)
         self.steps.finish(step, out, [], resolved, started, directory=True, model=os.path.basename(model))
 
     # --- 2./3. NMT and n-best lists --------------------------------------------------------
@@ -176,9 +177,10 @@ class Recipe:
         step = f"NMT {flavour}"
         if self.steps.is_done(step, run, [], resolved, directory=True):
             return run
+        resume = self.steps.resumable(step, run, [], resolved, directory=True)
         started = self.steps.start(step, run, resolved, directory=True)
         self.log(f"training NMT {flavour}: {json.dumps(asdict(cfg))}")
-        state = train_files(cfg, os.path.join(self.cfg.data_dir, "task1", "raw"), run, device=self.cfg.device)
+        state = train_files(cfg, os.path.join(self.cfg.data_dir, "task1", "raw"), run, device=self.cfg.device, resume=resume)
         if state.get("stopped") == "time budget":
             self.log(f"NMT {flavour} was stopped by its time budget ({cfg.max_minutes} min) after epoch {state['epoch']}")
         self.steps.finish(step, run, [], resolved, started, directory=True,

@@ -30,6 +30,10 @@ def _sha256(path: str, size: int, mtime_ns: int) -> str:
     return h.hexdigest()
 
 
+def _start_record(out: str, directory: bool) -> str:
+    return os.path.join(out, "step.config.json") if directory else out + ".config.json"
+
+
 def file_digests(paths: list[str]) -> list[list[str]]:
     """[file name, SHA-256] of each input, to tell a reusable output from a stale one."""
     out = []
@@ -77,14 +81,31 @@ class Steps:
         self.reused.append(name)
         return True
 
-    def start(self, name: str, out: str, config: dict | None = None, directory: bool = False) -> float:
-        """Write the resolved config beside (or into) the output before the step runs; returns the start time."""
+    def start(self, name: str, out: str, config: dict | None = None, directory: bool = False,
+              inputs: list[str] = ()) -> float:
+        """Write the resolved config and the inputs' digests beside (or into) the output before the
+        step runs; returns the start time."""
         if config is not None:
-            target = os.path.join(out, "step.config.json") if directory else out + ".config.json"
+            target = _start_record(out, directory)
             os.makedirs(os.path.dirname(os.path.abspath(target)), exist_ok=True)
             with atomic_write(target) as f:
-                json.dump({"step": name, "config": _plain(config)}, f, indent=1)
+                json.dump({"step": name, "config": _plain(config), "inputs": file_digests(list(inputs))}, f, indent=1)
         return time.time()
+
+    def resumable(self, name: str, out: str, inputs: list[str], config: dict, directory: bool = False) -> bool:
+        """Whether a checkpoint left in `out` may be resumed: only when the last start of the step
+        recorded this config and these inputs (a run stopped midway). What a run with other
+        settings or inputs left, finished or not, is trained afresh instead (and the log says so)."""
+        try:
+            with open(_start_record(out, directory), encoding="utf-8") as f:
+                record = json.load(f)
+        except (OSError, ValueError):
+            record = None
+        same = (isinstance(record, dict) and record.get("config") == _plain(config)
+                and record.get("inputs", []) == file_digests(inputs))   # records without inputs: steps without any
+        if not same and os.path.exists(out):
+            self.log(f"{name}: {out} was left by other settings or inputs: training afresh, not resuming")
+        return same
 
     def finish(self, name: str, out: str, inputs: list[str], config: dict | None = None, started: float | None = None,
                directory: bool = False, **extra) -> None:

@@ -58,6 +58,8 @@ def test_demo_quick_run(tmp_path, capsys):
     featured = read_nbest(str(out / "optimised.test_2016.20best.feat.gz"))
     expected = mbr_scores(test, test.column("nmt"))
     assert abs(featured.column("mbr") - expected).max() < 1e-9
+    if set(MODEL_FEATURES) <= set(test.feature_names):   # published lists: the six systems, and where channel/lm came from
+        assert "| MIRA: + channel + lm |" in report and "| MIRA: all |" in report and f"{MODEL_SOURCE}." in report
 
 
 def _lists_with(tmp_path, columns):
@@ -87,7 +89,8 @@ def test_demo_adds_the_channel_and_lm_systems_when_the_lists_carry_them(tmp_path
     systems = list(dict.fromkeys(r["system"] for r in json.loads((out / "results.json").read_text())["results"]))
     assert systems == ["NMT 1-best", "MIRA: NMT features", "MIRA: + s_s", "MIRA: + mbr", "MIRA: + s_s + mbr",
                        "MIRA: + channel + lm", "MIRA: all"]
-    assert "| MIRA: + channel + lm |" in report and "| MIRA: all |" in report and f"{MODEL_SOURCE}." in report
+    assert "| MIRA: + channel + lm |" in report and "| MIRA: all |" in report and MODEL_SOURCE not in report
+    assert f"channel/lm: the columns of the lists in {lists}." in report   # not the shipped lists: named
     assert set(json.loads((out / "MIRA_channel_lm.weights.run1.json").read_text())["weights"]) == {
         "nmt", "nmt_norm", "len", "channel", "channel_norm", "lm", "lm_norm"}
     assert set(json.loads((out / "MIRA_all.weights.run1.json").read_text())["weights"]) == {

@@ -195,3 +195,26 @@ def test_a_broken_configuration_is_named(tmp_path, capsys, mini_multi30k):
     assert main(args) == 2
     assert f"{configs / 'lm.json'}:2: not JSON" in capsys.readouterr().err
     assert not (tmp_path / "run").exists()
+
+
+def test_a_retrained_base_model_is_fine_tuned_afresh(reproduced, tmp_path):
+    """Changed settings of the first embedding step retrain it, and the fine-tuning step then starts
+    again from the new model instead of resuming the finished checkpoint of the old one."""
+    root, args = reproduced
+    shutil.copytree(root / "run", tmp_path / "run")
+    shutil.copytree(root / "configs", tmp_path / "configs")
+    config = json.loads((tmp_path / "configs" / "embedding.json").read_text())
+    config["max_epochs"] = 2
+    (tmp_path / "configs" / "embedding.json").write_text(json.dumps(config))
+    tuned = tmp_path / "run" / "embedding" / "finetune" / "model.pt"
+    before = tuned.read_bytes()
+    new_args = list(args)
+    new_args[new_args.index("--out") + 1] = str(tmp_path / "run")
+    new_args[new_args.index("--configs") + 1] = str(tmp_path / "configs")
+    assert main(new_args) == 0
+    log = (tmp_path / "run" / "reproduce.log").read_text()
+    assert "embedding model: " in log and "embedding fine-tuning: " in log
+    assert log.count("was left by other settings or inputs: training afresh, not resuming") >= 2
+    assert tuned.read_bytes() != before
+    base = json.loads((tmp_path / "run" / "embedding" / "run" / "model.json").read_text())["training"]
+    assert base["config"]["max_epochs"] == 2 and base["final_status"] == "completed max_epochs"
