@@ -3,7 +3,8 @@ the data alone, in order, with the committed configurations (recipes/configs/*.j
 
 1. the text-only embedding model (configs/embedding.json: trained with the sum loss, then
    fine-tuned with max-violation as its "finetune" key says), exported in fp16 with its
-   evaluation (the shipped rerank/data/models/mlmme-small.{pt,json} is this step's output);
+   evaluation (the shipped rerank/data/models/mlmme-small.{pt,json} is this step's model: it was
+   made by the embedding study's `default` variant, whose stages a test keeps equal to this config);
 2. `recipe multi30k` with configs/nmt.json: the three NMT flavours, their 20-/50-best lists for
    val and test_2016, s_s, MIRA runs, significance tables, oracle curve;
 3. the German LM (configs/lm.json) and the reverse de→en channel model (configs/channel.json);
