@@ -141,8 +141,7 @@ class Recipe:
         step = f"embedding {name}"
         if self.steps.is_done(step, out, [], resolved, directory=True):
             return
-        resume = self.steps.resumable(step, out, [], resolved, directory=True)
-        started = self.steps.start(step, out, resolved, directory=True)
+        started, resume = self.steps.begin(step, out, resolved, directory=True)
         self.log(f"training embedding model {name}: {json.dumps(config)}")
         model = train(config, self.cfg.data_dir, out, self.cfg.device, resume=resume)
         self.steps.finish(step, out, [], resolved, started, directory=True, model=os.path.basename(model))
@@ -177,8 +176,7 @@ class Recipe:
         step = f"NMT {flavour}"
         if self.steps.is_done(step, run, [], resolved, directory=True):
             return run
-        resume = self.steps.resumable(step, run, [], resolved, directory=True)
-        started = self.steps.start(step, run, resolved, directory=True)
+        started, resume = self.steps.begin(step, run, resolved, directory=True)
         self.log(f"training NMT {flavour}: {json.dumps(asdict(cfg))}")
         state = train_files(cfg, os.path.join(self.cfg.data_dir, "task1", "raw"), run, device=self.cfg.device, resume=resume)
         if state.get("stopped") == "time budget":

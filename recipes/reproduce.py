@@ -89,8 +89,7 @@ class Reproduction:
 
         resolved = {"data_dir": os.path.abspath(self.m30k), **resolve_config(config)}
         if not self.steps.is_done(label, run, list(inputs), resolved, directory=True):
-            resume = self.steps.resumable(label, run, list(inputs), resolved, directory=True)
-            started = self.steps.start(label, run, resolved, directory=True, inputs=list(inputs))
+            started, resume = self.steps.begin(label, run, resolved, directory=True, inputs=list(inputs))
             train(config, self.m30k, run, self.device, resume=resume)
             self.steps.finish(label, run, list(inputs), resolved, started, directory=True)
         return os.path.join(run, "model.pt")
@@ -110,8 +109,7 @@ class Reproduction:
         cfg, out = LMConfig(lang="de", **self.config["lm"]), self.path("lm", "de")
         resolved = {"data_dir": os.path.abspath(self.raw), **vars(cfg)}
         if not self.steps.is_done("German LM", out, [], resolved):  # marker beside: train_lm writes OUT/DONE.json
-            resume = self.steps.resumable("German LM", out, [], resolved)
-            started = self.steps.start("German LM", out, resolved)
+            started, resume = self.steps.begin("German LM", out, resolved)
             state = train_lm(cfg, read_lines(os.path.join(self.raw, "train.de.gz")),
                              read_lines(os.path.join(self.raw, "val.de.gz")), out, self.device, resume=resume, log=self.log)
             self.steps.finish("German LM", out, [], resolved, started,
@@ -128,8 +126,7 @@ class Reproduction:
         cfg, out = make_config(size, flavour, **settings), self.path("nmt-reverse")
         resolved = {"data_dir": os.path.abspath(self.raw), **asdict(cfg)}
         if not self.steps.is_done("channel model", out, [], resolved, directory=True):
-            resume = self.steps.resumable("channel model", out, [], resolved, directory=True)
-            started = self.steps.start("channel model", out, resolved, directory=True)
+            started, resume = self.steps.begin("channel model", out, resolved, directory=True)
             state = train_files(cfg, self.raw, out, device=self.device, resume=resume)
             self.steps.finish("channel model", out, [], resolved, started, directory=True,
                               **{k: state.get(k) for k in ("stopped", "epoch", "best_epoch", "best_bleu")})

@@ -5,7 +5,8 @@ A step's output is a file or a directory; its marker is `OUT.DONE.json` beside a
 `OUT/DONE.json` inside a directory. The marker holds the step's name, its resolved config, the
 digests of its input files, when it finished, how long it took, and what the step adds (e.g.
 an NMT run stopped by its time budget says so). A step without a marker is redone; one that
-keeps a checkpoint (embedding and NMT training) resumes from it.
+keeps a checkpoint (embedding and NMT training) resumes from it when it was last started with the
+same config and inputs (`Steps.begin`), and trains afresh otherwise.
 """
 
 from __future__ import annotations
@@ -91,6 +92,13 @@ class Steps:
             with atomic_write(target) as f:
                 json.dump({"step": name, "config": _plain(config), "inputs": file_digests(list(inputs))}, f, indent=1)
         return time.time()
+
+    def begin(self, name: str, out: str, config: dict, directory: bool = False,
+              inputs: list[str] = ()) -> tuple[float, bool]:
+        """`start` for a training step: (start time, whether its checkpoint may be resumed), the
+        latter judged against the previous start's record before `start` replaces it."""
+        resume = self.resumable(name, out, list(inputs), config, directory)
+        return self.start(name, out, config, directory, inputs), resume
 
     def resumable(self, name: str, out: str, inputs: list[str], config: dict, directory: bool = False) -> bool:
         """Whether a checkpoint left in `out` may be resumed: only when the last start of the step
