@@ -19,14 +19,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import sys
 import time
 
 from recipes.embedding_variants import CONFIGS, GROUPS, available, load_variant, select
 from recipes.steps import Steps, marker_path, read_marker
 from rerank.errors import InputError
-from rerank.io import atomic_write
+from rerank.io import atomic_copy, atomic_write
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOCS = os.path.join(ROOT, "docs", "results")
@@ -239,8 +238,7 @@ def publish(out: str, docs: str = DOCS) -> list[str]:
     if not os.path.isfile(src):
         raise InputError("no results.json: run the study first", out)
     dst, page = os.path.join(docs, "embeddings.json"), os.path.join(docs, "embeddings.md")
-    shutil.copyfile(src, dst + ".rerank-tmp")
-    os.replace(dst + ".rerank-tmp", dst)
+    atomic_copy(src, dst)
     if not os.path.isfile(page):
         return [dst]
     text = render(page, RENDER["embeddings.md"], docs)

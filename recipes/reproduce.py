@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
 import time
 
@@ -33,7 +32,7 @@ import numpy as np
 from recipes.steps import Steps
 from rerank.errors import InputError
 from rerank.formats import read_nbest, write_nbest
-from rerank.io import atomic_write, read_json_object, read_lines
+from rerank.io import atomic_copy, atomic_write, read_json_object, read_lines
 
 CONFIGS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "configs")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -206,7 +205,7 @@ def publish(out: str, docs: str = os.path.join(ROOT, "docs", "results"),
     if missing:
         raise FileNotFoundError(f"{missing[0]}: missing; is the reproduction complete?")
     checked = [(published_list(featured, listed), dst) for featured, listed, dst in lists]
-    written = [_copy(src, dst) for src, dst in pairs]
+    written = [atomic_copy(src, dst) for src, dst in pairs]
     for nbest, dst in checked:
         os.makedirs(os.path.dirname(dst), exist_ok=True)
         written += write_nbest(nbest, dst)
@@ -256,10 +255,3 @@ def list_difference(features, nbest) -> str | None:
             return (f"{name} of hypothesis {row} (sentence {int(features.sentence_of_hyp[row])}): "
                     f"{float(features.column(name)[row])!r} here, {float(nbest.column(name)[row])!r} there")
     return None
-
-
-def _copy(src: str, dst: str) -> str:
-    os.makedirs(os.path.dirname(dst), exist_ok=True)
-    with open(src, "rb") as f, atomic_write(dst, "wb") as out:
-        shutil.copyfileobj(f, out)
-    return dst

@@ -325,3 +325,13 @@ def atomic_write(path: str, mode: str = "w", encoding: str | None = "utf-8", gro
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
         raise
+
+
+def atomic_copy(src: str, dst: str) -> str:
+    """Copy the file `src` to `dst` through `atomic_write` (its folder made if missing); returns dst."""
+    import shutil
+
+    os.makedirs(os.path.dirname(os.path.abspath(dst)), exist_ok=True)
+    with open(src, "rb") as f, atomic_write(dst, "wb") as out:
+        shutil.copyfileobj(f, out)
+    return dst
