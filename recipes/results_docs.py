@@ -143,10 +143,19 @@ def stronger_summary(docs: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def mbr_study(docs: str) -> str:
+    """The mbr sweep (recipes.mbr_study) from stronger/mbr_study.json."""
+    from recipes.mbr_study import report
+
+    study = _load(docs, os.path.join("stronger", "mbr_study.json"))
+    return f"Made by `{study['command']}` (mbr_study.json beside results.json).\n\n{report(study)}\n"
+
+
 RENDER = {
     "README.md": {"baselines": baselines, "embedding": embedding_model,
                   "gains": lambda docs: gains(_load(docs, "results.json")["experiments"])},
-    "stronger.md": {"tables": stronger_tables, "models": stronger_models, "summary": stronger_summary},
+    "stronger.md": {"tables": stronger_tables, "models": stronger_models, "summary": stronger_summary,
+                    "mbr-study": mbr_study},
     "embeddings.md": {"embeddings": embedding_study},
 }
 
