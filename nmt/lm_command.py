@@ -50,7 +50,8 @@ def add_parser(subparsers) -> None:
 
 def _add_train(verbs) -> None:
     t = verbs.add_parser("train", help="train (or resume) a language model")
-    t.add_argument("--train", required=True, help="training text, one sentence per line (.gz ok)")
+    t.add_argument("--train", required=True, nargs="+", metavar="FILE",
+                   help="training text, one sentence per line (.gz ok); several files are read in the order given")
     t.add_argument("--val", required=True, help="validation text (early stopping on its perplexity)")
     t.add_argument("--lang", default="de", help="language, for Moses tokenisation (default: %(default)s)")
     t.add_argument("--out", required=True, help="run directory (checkpoints, config, vocabulary, log)")
@@ -81,9 +82,13 @@ def run_train(args) -> int:
     check_run_dir(args.out)
     fields = {f.name for f in dataclasses.fields(LMConfig)}
     cfg = LMConfig(**{k: v for k, v in vars(args).items() if k in fields and k != "lang"}, lang=args.lang)
-    train, val = read_lines(args.train), read_lines(args.val)
-    if not any(line.strip() for line in train):
-        raise InputError("no training sentences", args.train)
+    train = []
+    for path in args.train:
+        lines = read_lines(path)
+        if not any(line.strip() for line in lines):
+            raise InputError("no training sentences", path)
+        train += lines
+    val = read_lines(args.val)
     if not val:
         raise InputError("no validation sentences", args.val)
     state = train_lm(cfg, train, val, args.out, device, resume=not args.no_resume, progress=sys.stderr.isatty(),

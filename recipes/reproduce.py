@@ -7,7 +7,8 @@ the data alone, in order, with the committed configurations (recipes/configs/*.j
    made by the embedding study's `default` variant, whose stages a test keeps equal to this config);
 2. `recipe multi30k` with configs/nmt.json: the three NMT flavours, their 20-/50-best lists for
    val and test_2016, s_s, MIRA runs, significance tables, oracle curve;
-3. the German LM (configs/lm.json) and the reverse de→en channel model (configs/channel.json);
+3. the German LM (configs/lm.json: on task1's training German and the task2 training captions its
+   "extra_train" names) and the reverse de→en channel model (configs/channel.json);
 4. the stronger reranker (recipes.stronger) on the lists of step 2;
 5. the NMT scores of every list (nmt_results.json);
 6. with --publish: the files copied into docs/results/ and the model into the package, the
@@ -105,12 +106,16 @@ class Reproduction:
         from nmt.lm import train_lm
         from nmt.lm_config import LMConfig
 
-        cfg, out = LMConfig(lang="de", **self.config["lm"]), self.path("lm", "de")
-        resolved = {"data_dir": os.path.abspath(self.raw), **vars(cfg)}
+        settings = dict(self.config["lm"])
+        extra = settings.pop("extra_train", [])  # more German text, relative to the Multi30k folder
+        cfg, out = LMConfig(lang="de", **settings), self.path("lm", "de")
+        files = [os.path.join(self.raw, "train.de.gz")] + [os.path.join(self.m30k, name) for name in extra]
+        resolved = {"data_dir": os.path.abspath(self.raw), "train_files": [os.path.abspath(f) for f in files], **vars(cfg)}
         if not self.steps.is_done("German LM", out, [], resolved):  # marker beside: train_lm writes OUT/DONE.json
             started, resume = self.steps.begin("German LM", out, resolved)
-            state = train_lm(cfg, read_lines(os.path.join(self.raw, "train.de.gz")),
-                             read_lines(os.path.join(self.raw, "val.de.gz")), out, self.device, resume=resume, log=self.log)
+            train = [line for path in files for line in read_lines(path)]
+            state = train_lm(cfg, train, read_lines(os.path.join(self.raw, "val.de.gz")), out, self.device,
+                             resume=resume, log=self.log)
             self.steps.finish("German LM", out, [], resolved, started,
                               **{k: state.get(k) for k in ("epoch", "best_ppl", "stopped")})
         return out

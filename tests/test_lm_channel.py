@@ -145,3 +145,27 @@ def test_the_stronger_reranker_experiment_runs_and_resumes(toy, tmp_path):
     assert "python -m recipes.stronger --lm-model" in table
     assert stronger.main(args) == 0
     assert "steps run: 0 (none); steps reused: 3" in (tmp_path / "run" / "stronger.log").read_text()
+
+
+def test_lm_trains_on_several_files_in_order_and_names_an_empty_one(toy, tmp_path, capsys):
+    """Two halves of the training text give the model the whole text gives (same vocabulary and
+    weights); an empty file among them is refused by name."""
+    lines = gzip.open(toy / "train.de.gz", "rt", encoding="utf-8").read().splitlines()
+    (tmp_path / "a.de").write_text("\n".join(lines[:120]) + "\n", encoding="utf-8")
+    (tmp_path / "b.de").write_text("\n".join(lines[120:]) + "\n", encoding="utf-8")
+    (tmp_path / "empty.de").write_text("\n", encoding="utf-8")
+    common = ["--val", str(toy / "val.de.gz"), "--emb-dim", "8", "--hidden", "8", "--min-freq", "1", "--max-epochs", "1",
+              "--threads", "1"]
+    assert main(["lm", "train", "--train", str(tmp_path / "a.de"), str(tmp_path / "b.de"), "--out", str(tmp_path / "two")]
+                + common) == 0
+    assert main(["lm", "train", "--train", str(toy / "train.de.gz"), "--out", str(tmp_path / "one")] + common) == 0
+    assert (tmp_path / "two" / "vocab.json").read_text() == (tmp_path / "one" / "vocab.json").read_text()
+    two = torch.load(tmp_path / "two" / "best.pt", weights_only=True)
+    one = torch.load(tmp_path / "one" / "best.pt", weights_only=True)
+    two, one = two.get("model", two), one.get("model", one)
+    assert all(torch.equal(two[k], one[k]) for k in one)
+    capsys.readouterr()
+    assert main(["lm", "train", "--train", str(tmp_path / "a.de"), str(tmp_path / "empty.de"), "--out",
+                 str(tmp_path / "bad")] + common) == 2
+    assert f"{tmp_path / 'empty.de'}: no training sentences" in capsys.readouterr().err
+    assert not (tmp_path / "bad").exists()

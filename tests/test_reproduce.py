@@ -2,6 +2,7 @@
 model, list, table and page it promises, the resume, and --publish into given folders."""
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -22,7 +23,7 @@ TINY = {
     "nmt": {"max_epochs": 1},
     "recipe": {"preset": "tiny", "nbest_sizes": [3], "flavours": ["weak", "optimised"], "runs": 1, "epochs": 2,
                "ar_trials": 50, "bootstrap": 10, "seed": 1},
-    "lm": {"emb_dim": 16, "hidden": 16, "max_epochs": 1},
+    "lm": {"emb_dim": 16, "hidden": 16, "max_epochs": 1, "extra_train": ["task2/raw/train.1.de.gz"]},
     "channel": {"size": "tiny", "flavour": "optimised", "src_lang": "de", "tgt_lang": "en", "max_epochs": 1},
     "stronger": {"flavours": ["weak", "optimised"], "nbest": [3], "runs": 1, "epochs": 2, "ar": 20, "bootstrap": 0},
 }
@@ -74,6 +75,7 @@ def test_every_step_writes_its_output(reproduced):
     assert (run / "recipe" / "tables" / "table.3best.md").exists()
     lm_marker = json.loads((run / "lm" / "de.DONE.json").read_text())
     assert lm_marker["config"]["hidden"] == 16
+    assert [os.path.basename(f) for f in lm_marker["config"]["train_files"]] == ["train.de.gz", "train.1.de.gz"]
 
 
 def test_a_second_run_reuses_every_step(reproduced, capsys):
@@ -175,7 +177,10 @@ def test_the_committed_configurations_are_complete():
     from recipes.multi30k import RecipeConfig
 
     assert set(load_config("nmt")) <= {f.name for f in fields(TrainConfig)}
-    assert set(load_config("lm")) <= {f.name for f in fields(LMConfig)}
+    lm = load_config("lm")
+    assert set(lm) - {"extra_train"} <= {f.name for f in fields(LMConfig)}
+    # more German for the LM: training captions only, never a val or test file
+    assert all(name.startswith("task2/raw/train.") for name in lm.get("extra_train", []))
     assert set(load_config("recipe")) <= {f.name for f in fields(RecipeConfig)}
     channel = load_config("channel")
     assert (channel["src_lang"], channel["tgt_lang"]) == ("de", "en")
