@@ -23,7 +23,7 @@ demo: $(VENV)/.installed
 test: $(VENV)/.installed
 	$(PY) -m pytest -q tests
 
-# Every model, list, table and figure of docs/results from the data (about seven hours on two
+# Every model, list, table and figure of docs/results from the data (about seven and a half hours on two
 # CPU cores; resumable: run it again after a stop). DATA is the data root (multi30k/, sts/).
 DATA ?= ../shared/data
 REPRODUCE_OUT ?= runs/reproduce

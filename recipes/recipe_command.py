@@ -81,8 +81,8 @@ def _add_reproduce(verbs) -> None:
     r = verbs.add_parser("reproduce", help="every model, list, table and figure of docs/results, from the data",
                          description="Train the embedding model, the three NMT flavours, the LM and the channel "
                          "model with the committed configurations (recipes/configs/), run `recipe multi30k` and "
-                         "the stronger reranker, and score the NMT lists; resumable. About seven hours on two "
-                         "CPU cores. `make reproduce DATA=../shared/data` runs it with --publish.")
+                         "the stronger reranker, and score the NMT lists; resumable. About seven and a half hours "
+                         "on two CPU cores. `make reproduce DATA=../shared/data` runs it with --publish.")
     r.add_argument("--data-dir", required=True, help="data root with multi30k/ (task1/, task2/) and sts/, "
                    "e.g. ../shared/data")
     r.add_argument("--out", required=True, help="run directory (everything is written here)")

@@ -17,7 +17,7 @@ the data alone, in order, with the committed configurations (recipes/configs/*.j
    docs/results/README.md and stronger.md rendered from the JSON (recipes.results_docs).
 
 Every step writes a DONE marker and resumes from its checkpoint, so a stopped run goes on where it
-stopped. On two CPU cores the whole run takes about seven hours (docs/recipe.md has the
+stopped. On two CPU cores the whole run takes about seven and a half hours (docs/recipe.md has the
 measured time of every step).
 """
 
@@ -110,7 +110,8 @@ class Reproduction:
         extra = settings.pop("extra_train", [])  # more German text, relative to the Multi30k folder
         cfg, out = LMConfig(lang="de", **settings), self.path("lm", "de")
         files = [os.path.join(self.raw, "train.de.gz")] + [os.path.join(self.m30k, name) for name in extra]
-        resolved = {"data_dir": os.path.abspath(self.raw), "train_files": [os.path.abspath(f) for f in files], **vars(cfg)}
+        resolved = {"data_dir": os.path.abspath(self.raw), "train_files": [os.path.abspath(f) for f in files],
+                    **vars(cfg)}
         if not self.steps.is_done("German LM", out, [], resolved):  # marker beside: train_lm writes OUT/DONE.json
             started, resume = self.steps.begin("German LM", out, resolved)
             train = [line for path in files for line in read_lines(path)]
