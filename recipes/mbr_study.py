@@ -93,32 +93,45 @@ def report(study: dict) -> str:
     return "\n".join(lines)
 
 
-def main(argv=None) -> int:
+def run(args, command: str) -> dict:
+    """The sweep over every list the arguments name; the study dict (see the module doc)."""
     from rerank.formats import read_nbest
 
-    ap = argparse.ArgumentParser(prog="python -m recipes.mbr_study", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--stronger-dir", required=True, help="a finished `recipes.stronger` run (its features/ lists)")
-    ap.add_argument("--text-dir", required=True, help="Multi30k task1/raw (val.de.gz, test_2016_flickr.de.gz)")
-    ap.add_argument("--out", required=True, help="output directory (mbr_study.json, mbr_study.md)")
-    ap.add_argument("--flavours", default="optimised,regular,weak")
-    ap.add_argument("--nbest", default="20,50")
-    ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--epochs", type=int, default=60)
-    ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--publish", action="store_true", help="copy the JSON into docs/results/stronger and re-render")
-    args = ap.parse_args(argv)
-    study = {"command": "python -m recipes.mbr_study " + " ".join(sys.argv[1:] if argv is None else argv),
-             "runs": args.runs, "epochs": args.epochs, "seed": args.seed, "lists": {}}
+    study = {"command": command, "runs": args.runs, "epochs": args.epochs, "seed": args.seed, "lists": {}}
     for flavour in args.flavours.split(","):
         for n in args.nbest.split(","):
-            lists = {split: read_nbest(os.path.join(args.stronger_dir, "features", f"{flavour}.{split}.{n}best.feat.gz"))
-                     for split in SPLIT_FILES}
+            features = os.path.join(args.stronger_dir, "features")
+            lists = {split: read_nbest(os.path.join(features, f"{flavour}.{split}.{n}best.feat.gz")) for split in SPLIT_FILES}
             refs = {split: leading_references(os.path.join(args.text_dir, f"{stem}.de.gz"), lists[split].n_sentences)
                     for split, stem in SPLIT_FILES.items()}
             key = f"{flavour} {n}-best"
             study["lists"][key] = study_list(lists["val"], refs["val"], lists["test_2016"], refs["test_2016"],
                                              VARIANTS, args.runs, args.seed, args.epochs)
             print(f"{key}: done", file=sys.stderr, flush=True)
+    return study
+
+
+def main(argv=None) -> int:
+    from rerank.cliargs import positive_int
+    from rerank.errors import InputError
+
+    ap = argparse.ArgumentParser(prog="python -m recipes.mbr_study", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--stronger-dir", required=True, help="a finished `recipes.stronger` run (its features/ lists)")
+    ap.add_argument("--text-dir", required=True, help="Multi30k task1/raw (val.de.gz, test_2016_flickr.de.gz)")
+    ap.add_argument("--out", required=True, help="output directory (mbr_study.json, mbr_study.md)")
+    ap.add_argument("--flavours", default="optimised,regular,weak", help="default: %(default)s")
+    ap.add_argument("--nbest", default="20,50", help="list sizes (default: %(default)s)")
+    ap.add_argument("--runs", type=positive_int, default=3, help="MIRA runs per system (default: %(default)s)")
+    ap.add_argument("--epochs", type=positive_int, default=60, help="MIRA epochs (default: %(default)s)")
+    ap.add_argument("--seed", type=int, default=1, help="seed of the first run (default: %(default)s)")
+    ap.add_argument("--publish", action="store_true", help="copy the JSON into docs/results/stronger and re-render")
+    args = ap.parse_args(argv)
+    command = "python -m recipes.mbr_study " + " ".join(sys.argv[1:] if argv is None else argv)
+    try:
+        study = run(args, command)
+    except InputError as exc:
+        print(f"{ap.prog}: error: {exc}", file=sys.stderr)
+        return 2
     os.makedirs(args.out, exist_ok=True)
     with atomic_write(os.path.join(args.out, "mbr_study.json")) as f:
         json.dump(study, f, indent=1)

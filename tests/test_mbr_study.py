@@ -67,3 +67,13 @@ def test_too_few_references_name_the_file(tmp_path):
     with pytest.raises(InputError, match="2 reference lines for 3 n-best sentences") as e:
         mbr_study.leading_references(str(path), 3)
     assert str(path) in str(e.value)
+
+
+def test_a_missing_list_is_named_and_nothing_is_written(tmp_path, capsys):
+    out = tmp_path / "out"
+    args = ["--stronger-dir", str(tmp_path), "--text-dir", os.path.join(data_dir(), "multi30k"), "--out", str(out),
+            "--flavours", "regular", "--nbest", "20"]
+    assert mbr_study.main(args) == 2
+    err = capsys.readouterr().err
+    assert "regular.val.20best.feat.gz" in err and err.count("\n") == 1
+    assert not out.exists()
