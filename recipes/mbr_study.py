@@ -101,7 +101,8 @@ def run(args, command: str) -> dict:
     for flavour in args.flavours.split(","):
         for n in args.nbest.split(","):
             features = os.path.join(args.stronger_dir, "features")
-            lists = {split: read_nbest(os.path.join(features, f"{flavour}.{split}.{n}best.feat.gz")) for split in SPLIT_FILES}
+            lists = {split: read_nbest(os.path.join(features, f"{flavour}.{split}.{n}best.feat.gz"))
+                     for split in SPLIT_FILES}
             refs = {split: leading_references(os.path.join(args.text_dir, f"{stem}.de.gz"), lists[split].n_sentences)
                     for split, stem in SPLIT_FILES.items()}
             key = f"{flavour} {n}-best"
