@@ -6,7 +6,8 @@ writes a DONE marker (recipes.steps).
 
     python -m recipes.stronger --lm-model DIR --channel-model DIR --out runs/stronger
 
-The LM is `rerank lm train` on the target side of the training data, the channel model
+The LM is `rerank lm train` on the target side of the training data (plus the task2 training
+captions in the published run: `extra_train` in recipes/configs/lm.json), the channel model
 `rerank nmt train` in the target-to-source direction (docs/results/stronger.md says how).
 """
 
