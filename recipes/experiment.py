@@ -49,6 +49,18 @@ def tune_system(dev: NBestList, dev_refs, features: list[str], runs: int, seed: 
     return weights, scores
 
 
+def leading_references(path: str, n: int) -> list[list[str]]:
+    """The first n lines of a reference file (a run on the first n lists of a split, e.g. with
+    --sentences), an InputError naming the file when it has fewer."""
+    from rerank.errors import InputError
+    from rerank.formats import read_references
+
+    refs = read_references([path])
+    if len(refs[0]) < n:
+        raise InputError(f"{len(refs[0])} reference lines for {n} n-best sentences", path)
+    return [stream[:n] for stream in refs]
+
+
 def first_best(nbest: NBestList) -> list[str]:
     return [nbest.hyps[int(i)] for i in nbest.offsets[:-1]]
 

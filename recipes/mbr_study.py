@@ -24,10 +24,10 @@ import numpy as np
 import sacrebleu
 
 from recipes.demo import BASE_FEATURES
-from recipes.experiment import rerank, tune_system
+from recipes.experiment import leading_references, rerank, tune_system
+from recipes.stronger import SPLIT_FILES
 from rerank.io import atomic_copy, atomic_write
 
-SPLIT_FILES = {"val": "val", "test_2016": "test_2016_flickr"}
 VARIANTS = {  # name -> mbr_scores options; "T=1" is the stronger reranker's own mbr column
     "T=1": {}, "T=0.25": {"temperature": 0.25}, "T=0.5": {"temperature": 0.5}, "T=2": {"temperature": 2.0},
     "chrF": {"utility": "chrf"},
@@ -41,17 +41,6 @@ def variant_columns(nbest, variants: dict) -> dict[str, np.ndarray]:
     from rerank.consensus import mbr_scores
 
     return {name: mbr_scores(nbest, nbest.column("nmt"), **options) for name, options in variants.items()}
-
-
-def leading_references(path: str, n: int) -> list[list[str]]:
-    """The first n lines of a reference file: a stronger run with --sentences has the first n lists."""
-    from rerank.errors import InputError
-    from rerank.formats import read_references
-
-    refs = read_references([path])
-    if len(refs[0]) < n:
-        raise InputError(f"{len(refs[0])} reference lines for {n} n-best sentences", path)
-    return [stream[:n] for stream in refs]
 
 
 def bleu_and_ratio(hyps: list[str], refs) -> tuple[float, float]:

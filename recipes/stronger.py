@@ -20,9 +20,9 @@ import sys
 import time
 
 from recipes.demo import BASE_FEATURES, MODEL_FEATURES, data_dir, shipped_lists
-from recipes.experiment import SystemSpec, run_experiment
+from recipes.experiment import SystemSpec, leading_references, run_experiment
 from recipes.steps import Steps
-from rerank.formats import read_nbest, read_references, write_nbest
+from rerank.formats import read_nbest, write_nbest
 from rerank.io import atomic_write, read_lines
 
 SPLIT_FILES = {"val": "val", "test_2016": "test_2016_flickr"}
@@ -102,7 +102,7 @@ class Stronger:
         if not self.steps.is_done(step, out, featured, config, directory=True):
             started = self.steps.start(step, out, config, directory=True)
             dev, test = read_nbest(featured[0]), read_nbest(featured[1])
-            refs = [[r[:nb.n_sentences] for r in read_references([os.path.join(self.m30k, f"{SPLIT_FILES[s]}.de.gz")])]
+            refs = [leading_references(os.path.join(self.m30k, f"{SPLIT_FILES[s]}.de.gz"), nb.n_sentences)
                     for s, nb in (("val", dev), ("test_2016", test))]
             result = run_experiment(dev, refs[0], test, refs[1], SYSTEMS, runs=args.runs, seed=args.seed,
                                     epochs=args.epochs, tokenize="13a", lang="de", second_baseline="MIRA: NMT features",

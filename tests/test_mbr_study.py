@@ -8,7 +8,7 @@ import sacrebleu
 
 from recipes import mbr_study
 from recipes.demo import data_dir, shipped_lists
-from recipes.experiment import rerank
+from recipes.experiment import leading_references, rerank
 from rerank.consensus import mbr_scores
 from rerank.formats import read_nbest, write_nbest
 
@@ -37,7 +37,7 @@ def test_the_study_tunes_every_variant_and_reports_the_untuned_decision(stronger
     assert all(0 < row["test_ratio"] < 2 and 0 <= row["val_bleu"] <= 100 for row in res["variants"].values())
     # the untuned decision of T=0.5 is the argmax of the mbr column at that temperature
     test = read_nbest(str(stronger_dir / "features" / "optimised.test_2016.20best.feat.gz"))
-    refs = mbr_study.leading_references(os.path.join(data_dir(), "multi30k", "test_2016_flickr.de.gz"), N)
+    refs = leading_references(os.path.join(data_dir(), "multi30k", "test_2016_flickr.de.gz"), N)
     column = mbr_scores(test, test.column("nmt"), temperature=0.5)
     picked = rerank(test.with_feature("m", column), {"m": 1.0})
     expected = sacrebleu.corpus_bleu(picked, refs)
@@ -62,9 +62,9 @@ def test_too_few_references_name_the_file(tmp_path):
 
     path = tmp_path / "refs.de"
     path.write_text("a\nb\n", encoding="utf-8")
-    assert mbr_study.leading_references(str(path), 1) == [["a"]]
+    assert leading_references(str(path), 1) == [["a"]]
     with pytest.raises(InputError, match="2 reference lines for 3 n-best sentences") as e:
-        mbr_study.leading_references(str(path), 3)
+        leading_references(str(path), 3)
     assert str(path) in str(e.value)
 
 
