@@ -50,6 +50,20 @@ class GRULM(nn.Module):
         return logp.gather(-1, ids_out.unsqueeze(-1)).squeeze(-1) * (ids_out != PAD_ID)
 
 
+def read_training_text(paths: list[str]) -> list[str]:
+    """The lines of every training file, in the order given; InputError naming a file that has no
+    sentences (an empty corpus among several is a mistake, not a no-op)."""
+    from rerank.io import read_lines
+
+    lines = []
+    for path in paths:
+        text = read_lines(path)
+        if not any(line.strip() for line in text):
+            raise InputError("no training sentences", path)
+        lines += text
+    return lines
+
+
 def encode_lines(lines: list[str], tok: Tokenizer, vocab, max_len: int | None = None) -> list[list[int]]:
     """Token ids + </s> per line (cut to max_len tokens when given)."""
     out = []

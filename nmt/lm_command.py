@@ -75,20 +75,14 @@ def lm_defaults() -> dict:
 
 
 def run_train(args) -> int:
-    from nmt.lm import LMConfig, train_lm
+    from nmt.lm import LMConfig, read_training_text, train_lm
     from rerank.io import read_lines
 
     device = setup_torch(args)
     check_run_dir(args.out)
     fields = {f.name for f in dataclasses.fields(LMConfig)}
     cfg = LMConfig(**{k: v for k, v in vars(args).items() if k in fields and k != "lang"}, lang=args.lang)
-    train = []
-    for path in args.train:
-        lines = read_lines(path)
-        if not any(line.strip() for line in lines):
-            raise InputError("no training sentences", path)
-        train += lines
-    val = read_lines(args.val)
+    train, val = read_training_text(args.train), read_lines(args.val)
     if not val:
         raise InputError("no validation sentences", args.val)
     state = train_lm(cfg, train, val, args.out, device, resume=not args.no_resume, progress=sys.stderr.isatty(),

@@ -103,7 +103,7 @@ class Reproduction:
         return cfg.out
 
     def lm(self) -> str:
-        from nmt.lm import train_lm
+        from nmt.lm import read_training_text, train_lm
         from nmt.lm_config import LMConfig
 
         settings = dict(self.config["lm"])
@@ -114,9 +114,8 @@ class Reproduction:
                     **vars(cfg)}
         if not self.steps.is_done("German LM", out, [], resolved):  # marker beside: train_lm writes OUT/DONE.json
             started, resume = self.steps.begin("German LM", out, resolved)
-            train = [line for path in files for line in read_lines(path)]
-            state = train_lm(cfg, train, read_lines(os.path.join(self.raw, "val.de.gz")), out, self.device,
-                             resume=resume, log=self.log)
+            val = read_lines(os.path.join(self.raw, "val.de.gz"))
+            state = train_lm(cfg, read_training_text(files), val, out, self.device, resume=resume, log=self.log)
             self.steps.finish("German LM", out, [], resolved, started,
                               **{k: state.get(k) for k in ("epoch", "best_ppl", "stopped")})
         return out
