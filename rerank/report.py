@@ -41,7 +41,7 @@ class Cell:
     delta: float | None = None  # improvement over the baseline (sign flipped for lower-is-better)
     delta_low: float | None = None  # bootstrap 95% interval of the improvement
     delta_high: float | None = None
-    bs_p: float | None = None  # paired bootstrap p-value (sacrebleu --paired-bs rule)
+    bs_p: float | None = None  # paired bootstrap p-value (percentile rule; sacrebleu's with sacrebleu_compat)
     bs_mean: float | None = None
     bs_ci: float | None = None
     marks: str = ""
@@ -86,12 +86,26 @@ class ResultTable:
         return header, rows
 
     def _legend(self):
-        lines = [f"{MARK_BASE}: significantly better than {self.baseline} (p < {self.config.get('alpha', 0.05)})"]
+        """What each mark and number means, and which test made it (the marks come from the
+        randomisation test, the intervals from the bootstrap: two tests that can disagree near alpha)."""
+        cfg = self.config
+        alpha = cfg.get("alpha", 0.05)
+        lines = [f"{MARK_BASE}: better than {self.baseline}, approximate randomisation p < {alpha}"]
         if self.second_baseline:
-            lines.append(f"{MARK_SECOND}: significantly better than {self.second_baseline} (p\u2021: test against it)")
-        lines.append(f"p: approximate randomisation against {self.baseline}, {self.config.get('ar_trials')} trials"
-                     + (", Holm-Bonferroni adjusted" if self.config.get("holm") else "")
-                     + (", MultEval-compatible counting" if self.config.get("multeval_compat") else ""))
+            lines.append(f"{MARK_SECOND}: better than {self.second_baseline}, approximate randomisation p‡ < {alpha}")
+        if cfg.get("multeval_compat"):
+            how = "MultEval's rules (strictly greater differences, MultEval's run shuffle, a one-run system as R copies)"
+        else:
+            how = "paired for two one-run systems, else stratified over each system's own runs"
+        lines.append(f"p: approximate randomisation against {self.baseline}, {cfg.get('ar_trials')} trials, {how}"
+                     + (", Holm-Bonferroni adjusted" if cfg.get("holm") else ""))
+        if cfg.get("bootstrap", 0) >= 2:
+            lines.append(f"\u0394 intervals (CSV, JSON, plot, HTML report): paired bootstrap, {cfg.get('bootstrap')} "
+                         "resamples, 2.5-97.5% percentile interval of the improvement; bs_p inverts it"
+                         + (" (bs_p: sacrebleu's rule)" if cfg.get("sacrebleu_compat") else ""))
+        runs = cfg.get("runs")
+        if isinstance(runs, dict):
+            lines.append("runs: " + ", ".join(f"{name} {r}" for name, r in runs.items()))
         for m in self.metrics:
             lines.append(f"{DISPLAY.get(m, m)}: {self.signatures[m]}")
         return lines
@@ -171,19 +185,22 @@ def evaluate_systems(refs: Sequence[Sequence[str]], baseline_runs: Sequence[Sequ
                      systems: dict, metrics: Sequence[str | Metric] = ("bleu", "meteor", "ter"),
                      lang: str = "en", second_baseline: str | None = None, ar_trials: int = 10000,
                      bootstrap: int = 1000, seed: int = 12345, multeval_compat: bool = False,
-                     holm: bool = False, alpha: float = 0.05, baseline_name: str = "baseline",
+                     sacrebleu_compat: bool = False, holm: bool = False, alpha: float = 0.05, baseline_name: str = "baseline",
                      tokenize: str | None = None, lowercase: bool = False, ter_case_sensitive: bool = False,
                      meteor_options: dict | None = None, progress: bool = False) -> ResultTable:
     """Score `systems` ({name: [run hypotheses, ...]}) and the baseline against `refs`.
 
-    `refs` is a list of reference streams (refs[j][i]: reference j of sentence i). Every system
-    has R runs (the most of any system) or one: a deterministic system, which stands for every
-    run. `second_baseline` names one of `systems`; it is tested against every other system for
-    the double-dagger mark.
+    `refs` is a list of reference streams (refs[j][i]: reference j of sentence i). Each system
+    has its own number of runs (one: a deterministic system such as a decoder 1-best), and every
+    comparison is tested on the two systems' own runs (`rerank.significance`), so a pair's
+    p-value, interval and marks do not depend on the other systems of the table. Only `holm`
+    adjusts over a family: every tested (system, metric) cell of one comparison.
+    `second_baseline` names one of `systems`; it is tested against every other system for the
+    double-dagger mark.
     """
     refs = _check_references(refs)
     n = len(refs[0])
-    all_systems, n_runs = _collect_systems(baseline_name, baseline_runs, systems, n)
+    all_systems = _collect_systems(baseline_name, baseline_runs, systems, n)
     if second_baseline is not None and second_baseline not in systems:
         raise ValueError(f"second baseline {second_baseline!r} is not one of the systems")
     metric_objs = [m if isinstance(m, Metric) else make_metric(m, lang=lang, tokenize=tokenize, lowercase=lowercase,
@@ -196,10 +213,10 @@ def evaluate_systems(refs: Sequence[Sequence[str]], baseline_runs: Sequence[Sequ
     stats = _statistics(metric_objs, refs, all_systems, progress)
     weights = Resamples(seed, bootstrap if bootstrap >= 2 else 0, n)  # = bootstrap_weights(default_rng(seed), ...)
     weights.prefetch([run for st in stats.values() for run in as_runs(st)])  # one pass over the resamples
-    cells = {(sname, metric.name): _run_cell(metric, stats[(sname, metric.name)], weights, n_runs)
+    cells = {(sname, metric.name): _run_cell(metric, stats[(sname, metric.name)], weights)
              for sname in all_systems for metric in metric_objs}
     tested = [mo for mo in metric_objs if mo.name != "length"]
-    ar_options = {"trials": ar_trials, "seed": seed, "multeval_compat": multeval_compat, "runs": n_runs}
+    ar_options = {"trials": ar_trials, "seed": seed, "multeval_compat": multeval_compat}
     pooled_diffs = {}
     for comp, attr in ((baseline_name, "p"), (second_baseline, "p2")):
         if comp is not None:
@@ -210,7 +227,7 @@ def evaluate_systems(refs: Sequence[Sequence[str]], baseline_runs: Sequence[Sequ
     if bootstrap >= 2:
         for sname in all_systems:
             if sname != baseline_name:
-                _bootstrap_deltas(cells, stats, metric_objs, baseline_name, sname, weights)
+                _bootstrap_deltas(cells, stats, metric_objs, baseline_name, sname, weights, sacrebleu_compat)
     for sname in all_systems:
         for metric in tested:
             comparisons = ((baseline_name, MARK_BASE, "p"), (second_baseline, MARK_SECOND, "p2"))
@@ -218,7 +235,9 @@ def evaluate_systems(refs: Sequence[Sequence[str]], baseline_runs: Sequence[Sequ
             cell.marks = _marks(cell, pooled_diffs, sname, metric, comparisons, alpha)
     names = [m.name for m in metric_objs]
     config = {"ar_trials": ar_trials, "bootstrap": bootstrap, "seed": seed, "multeval_compat": multeval_compat,
-              "holm": holm, "alpha": alpha, "lang": lang, "runs": n_runs, "sentences": n, "references": len(refs)}
+              "sacrebleu_compat": sacrebleu_compat, "holm": holm, "alpha": alpha, "lang": lang,
+              "runs": {name: len(runs) for name, runs in all_systems.items()}, "sentences": n,
+              "references": len(refs)}
     return ResultTable(systems=list(all_systems), metrics=names, cells=cells, baseline=baseline_name,
                        second_baseline=second_baseline, signatures={m.name: m.signature() for m in metric_objs},
                        higher_is_better={m.name: m.higher_is_better for m in metric_objs}, config=config,
@@ -238,23 +257,20 @@ def _check_references(refs) -> list[list[str]]:
     return refs
 
 
-def _collect_systems(baseline_name: str, baseline_runs, systems: dict, n: int) -> tuple[dict, int]:
-    """({name: runs}, R) with the baseline first; every system has R runs or one (deterministic)."""
+def _collect_systems(baseline_name: str, baseline_runs, systems: dict, n: int) -> dict:
+    """{name: runs} with the baseline first; each run has one line per reference line."""
     all_systems = {baseline_name: [list(h) for h in baseline_runs]}
     for name, runs in systems.items():
         if name in all_systems:
             raise ValueError(f"duplicate system name {name!r}")
         all_systems[name] = [list(h) for h in runs]
-    n_runs = max(len(runs) for runs in all_systems.values())
     for name, runs in all_systems.items():
         if not runs:
             raise ValueError(f"system {name!r} has no runs")
         for i, hyps in enumerate(runs):
             if len(hyps) != n:
                 raise ValueError(f"system {name!r} run {i + 1} has {len(hyps)} lines, the references have {n}")
-        if len(runs) not in (1, n_runs):
-            raise ValueError(f"system {name!r} has {len(runs)} runs, another has {n_runs}")
-    return all_systems, n_runs
+    return all_systems
 
 
 def _statistics(metric_objs: list[Metric], refs, all_systems: dict, progress: bool) -> dict:
@@ -274,16 +290,9 @@ def _statistics(metric_objs: list[Metric], refs, all_systems: dict, progress: bo
             for sname, metric in iterator}
 
 
-def _run_cell(metric: Metric, stats: np.ndarray, weights, n_runs: int) -> Cell:
-    """Mean, s_sel and s_opt of one system and metric.
-
-    A deterministic system (one run, e.g. a decoder 1-best) stands for every one of the R runs:
-    its score repeats R times and s_opt is 0. Its statistics are not copied: the significance
-    tests broadcast the single run.
-    """
+def _run_cell(metric: Metric, stats: np.ndarray, weights) -> Cell:
+    """Mean, s_sel and s_opt of one system and metric, from its own runs (s_opt: None for one run)."""
     rs = run_statistics(metric, stats, weights)
-    if len(rs.run_scores) < n_runs:
-        return Cell(score=rs.mean, s_sel=rs.s_sel, s_opt=0.0, runs=rs.run_scores * n_runs)
     return Cell(score=rs.mean, s_sel=rs.s_sel, s_opt=rs.s_opt, runs=rs.run_scores)
 
 
@@ -314,12 +323,12 @@ def _holm_adjust(cells: dict, attr: str, keys: list) -> None:
 
 
 def _bootstrap_deltas(cells: dict, stats: dict, metric_objs: list[Metric], baseline: str, sname: str,
-                      weights) -> None:
+                      weights, sacrebleu_compat: bool = False) -> None:
     """Improvement over the baseline (sign flipped for lower-is-better) with its bootstrap interval."""
     for metric in metric_objs:
         m = metric.name
         c = cells[(sname, m)]
-        bs = paired_bootstrap(metric, stats[(baseline, m)], stats[(sname, m)], weights)
+        bs = paired_bootstrap(metric, stats[(baseline, m)], stats[(sname, m)], weights, sacrebleu_compat)
         sign = 1.0 if metric.higher_is_better else -1.0
         lo, hi = sorted((sign * bs.delta_low, sign * bs.delta_high))
         c.delta = sign * (c.score - cells[(baseline, m)].score)

@@ -12,6 +12,7 @@ an upgrade that changes the private methods fails loudly there instead of changi
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
 from sacrebleu.metrics.base import Metric as SacreMetric
@@ -27,9 +28,25 @@ def bleu_sentence_stats(bleu: BLEU, hyps: Sequence[str], refs: Sequence[str]) ->
     return [segment(preprocess(h), ref_info) for h in hyps]
 
 
+class _DropTokenizedPeriodWarning(logging.Filter):
+    """sacrebleu warns about "lines that end in a tokenized period" on every statistics call; the
+    commands report tokenisation themselves. Installed only for the duration of our own calls, so
+    sacrebleu's other messages, and its warnings to other code in the process, stay as they are."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        return not ("tokenized period" in text or "forgot to detokenize" in text
+                    or "suppress this message with the `force` parameter" in text)
+
+
 def corpus_segment_stats(metric: SacreMetric, hyps: Sequence[str], refs: Sequence[Sequence[str]]) -> list[list]:
     """Statistics of hyps[i] against refs[k][i] for every segment i (BLEU, chrF or TER objects)."""
-    return metric._extract_corpus_statistics(list(hyps), [list(stream) for stream in refs])
+    logger, quiet = logging.getLogger("sacrebleu"), _DropTokenizedPeriodWarning()
+    logger.addFilter(quiet)
+    try:
+        return metric._extract_corpus_statistics(list(hyps), [list(stream) for stream in refs])
+    finally:
+        logger.removeFilter(quiet)
 
 
 def clear_tokenizer_cache(metric: SacreMetric) -> None:

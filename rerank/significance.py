@@ -1,27 +1,29 @@
 """Significance tests and variance estimates over per-sentence sufficient statistics.
 
 All tests take statistics arrays (R, n, k): R optimizer runs, n sentences, k statistics of one
-metric; a one-run (deterministic) system against an R-run one stands for each run (broadcast, not
-copied). Pseudo-systems are matrix products (trials x data points) @ (data points x k), scored in
-one vectorised `metric.score_from_stats` call; random draws are made in blocks of rows
+metric. Every test of a pair depends on that pair's own statistics (and the seed) only: each
+system keeps its own run count, so a comparison does not change when other systems are scored
+next to it. Pseudo-systems are matrix products (trials x data points) @ (data points x k),
+scored in one vectorised `metric.score_from_stats` call; random draws are made in blocks of rows
 (BLOCK_ENTRIES), so memory does not grow with trials x sentences.
 
-- `approximate_randomization`: paired AR (Riezler & Maxwell 2005). R = 1: swap each sentence's
-  A/B statistics with p = 0.5. R > 1: stratified test (Clark et al. 2011): within each sentence the
-  2R outputs are split at random into two complementary pseudo-systems of R. p = (c + 1)/(N + 1)
-  with c the trials whose |diff| >= observed |diff| (a system against itself gets p = 1).
-  `multeval_compat=True` counts only strictly greater differences and, for R > 1, draws MultEval's
-  non-complementary pseudo-systems (see docs/evaluation.md).
-- `paired_bootstrap`: Koehn (2004) as sacrebleu --paired-bs (mean, 95% CI, p-value).
+- `approximate_randomization`: paired AR (Riezler & Maxwell 2005) for one run each, else the
+  stratified permutation test (Clark et al. 2011) generalised to R_A and R_B runs; exact under
+  per-sentence exchangeable outputs. `multeval_compat=True` keeps MultEval's rules.
+- `paired_bootstrap`: Koehn (2004), with a p-value that inverts its percentile interval
+  (`sacrebleu_compat=True`: sacrebleu --paired-bs's rule).
 - `run_statistics`: mean over runs, s_opt (std dev over runs) and s_sel (bootstrap std dev of the
   test-set score, mean over runs), as MultEval reports them.
 - `holm_bonferroni`: step-down adjustment of a family of p-values.
+
+docs/evaluation.md has the calibration of each test (`benchmarks/bench_calibration.py`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 import itertools
+import math
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -91,10 +93,11 @@ def _coin_rows(rng: np.random.Generator, rows: int, n: int, block: int):
         yield start, flat[:size * n].reshape(size, n)
 
 
-@lru_cache(maxsize=16)
-def _subset_table(runs: int) -> np.ndarray:
-    """All ways to pick R of the 2R pooled outputs, as 0/1 rows (C(2R, R) x 2R)."""
-    rows = [np.isin(np.arange(2 * runs), c) for c in itertools.combinations(range(2 * runs), runs)]
+@lru_cache(maxsize=32)
+def _subset_table(size_a: int, size_b: int) -> np.ndarray:
+    """All ways to pick `size_a` of the size_a + size_b pooled outputs, as 0/1 rows (C x (a + b))."""
+    k = size_a + size_b
+    rows = [np.isin(np.arange(k), c) for c in itertools.combinations(range(k), size_a)]
     return np.array(rows, dtype=np.float64)
 
 
@@ -104,22 +107,18 @@ def _perm_tables(runs: int) -> tuple[np.ndarray, np.ndarray]:
     return perms, perms.argsort(axis=1)
 
 
-def _split_masks(rng: np.random.Generator, batch: int, n: int, runs: int, multeval_compat: bool):
-    """Selection weights of the 2R pooled outputs per sentence for pseudo-systems X and Y.
+# Up to this many subsets (C(12, 6) = 924: six runs each) a split is one table lookup per sentence.
+MAX_SUBSETS = 924
 
-    Returns (wx, wy), each (batch, n, 2R); outputs 0..R-1 are A's runs, R..2R-1 B's.
+
+def _multeval_masks(rng: np.random.Generator, batch: int, n: int, runs: int):
+    """MultEval's Shuffling: selection weights (wx, wy), each (batch, n, 2R), of the 2R pooled
+    outputs per sentence (0..R-1 are A's runs, R..2R-1 B's).
+
+    Per (sentence, run slot k) a coin c, and per sentence a random permutation pi of the runs.
+    X takes (B if c else A)[pi(k)], Y takes the other system's run pi^-1(k). For R <= 2,
+    pi = pi^-1 and X, Y are complementary; for R >= 3 they need not be.
     """
-    if not multeval_compat:
-        if runs <= 6:  # uniform over the C(2R, R) subsets by table lookup (argsort is much slower)
-            table = _subset_table(runs)
-            wx = table[rng.integers(len(table), size=(batch, n))]
-        else:
-            ranks = rng.random((batch, n, 2 * runs)).argsort(axis=-1).argsort(axis=-1)
-            wx = (ranks < runs).astype(np.float64)
-        return wx, 1.0 - wx
-    # MultEval-compatible (its Shuffling class): per (sentence, run slot k) a coin c, and per sentence
-    # a random permutation pi of the runs. X takes (B if c else A)[pi(k)], Y takes the other system's
-    # run pi^-1(k). For R <= 2, pi = pi^-1 and X, Y are complementary; for R >= 3 they need not be.
     coin = rng.integers(2, size=(batch, n, runs)).astype(bool)
     if runs <= 6:
         perms, invs = _perm_tables(runs)
@@ -137,138 +136,144 @@ def _split_masks(rng: np.random.Generator, batch: int, n: int, runs: int, multev
 
 
 def approximate_randomization(metrics: Metric | Sequence[Metric], stats_a, stats_b, trials: int = 10000,
-                              seed: int | None = 12345, multeval_compat: bool = False, batch_size: int = 2000,
-                              runs: int | None = None, _general: bool = False) -> ARResult | list[ARResult]:
-    """Two-sided paired (R = 1) or stratified (R > 1) approximate randomisation test.
+                              seed: int | None = 12345, multeval_compat: bool = False,
+                              batch_size: int = 2000) -> ARResult | list[ARResult]:
+    """Two-sided approximate randomisation test of system B against system A.
 
-    `metrics` may be one metric (stats_a/stats_b arrays) or a list of metrics (lists of arrays); in
-    the second case all metrics share the same random splits, as MultEval and sacrebleu do.
-    A system given with one run while R = `runs` (default: the larger run count) is deterministic:
-    it stands for every run, with the results of R copies but without materialising them.
+    `stats_a` (R_A, n, k) and `stats_b` (R_B, n, k): each system's own runs (a 2-D array is one
+    run). The result depends on these two systems and the seed only.
+
+    - R_A = R_B = 1: paired test (Riezler & Maxwell 2005): each trial swaps each sentence's A/B
+      statistics with probability 1/2 (the coins sacrebleu --paired-ar draws for the same seed).
+    - otherwise: stratified permutation test (Clark et al. 2011, generalised to unequal run
+      counts): per sentence the R_A + R_B outputs are pooled and split uniformly at random into
+      pseudo-systems of R_A and R_B outputs. Each side is scored on its statistics summed over
+      sentences and divided by its run count (its average run). Under the null hypothesis that a
+      sentence's outputs are exchangeable this is exact, whatever R_A and R_B are; a one-run
+      (deterministic) baseline against R-run systems is the case R_A = 1.
+
+    p = (c + 1)/(N + 1), c = trials whose |difference| >= the observed one (a system against
+    itself gets p = 1). `multeval_compat=True`: MultEval's rules, c counts strictly greater
+    differences, runs are shuffled with MultEval's non-complementary pseudo-systems, and a one-run
+    system stands for R identical runs (MultEval given the same file R times). That treatment of a
+    one-run system is not calibrated (docs/evaluation.md); different run counts above one are refused.
+
+    `metrics` may be one metric (stats_a/stats_b arrays) or a list of metrics (lists of arrays);
+    all metrics share the same random splits, as MultEval and sacrebleu do.
     """
     single = isinstance(metrics, Metric)
     if single:
         metrics, stats_a, stats_b = [metrics], [stats_a], [stats_b]
-    a_list, b_list, runs = _paired_runs(stats_a, stats_b, runs)
+    a_list, b_list = _paired_runs(stats_a, stats_b)
+    ra, rb = len(a_list[0]), len(b_list[0])
+    if multeval_compat and ra != rb and min(ra, rb) > 1:
+        raise ValueError(f"MultEval's test needs both systems with the same number of runs (or one with one "
+                         f"run), got {ra} and {rb}")
     offsets = np.cumsum([0] + [a.shape[2] for a in a_list])
-    # Each sentence's outputs (A's runs, then B's) x all metrics' statistics side by side; `slots`
-    # maps the 2R outputs of the stratified test to these (None: they are the 2R outputs).
+    # Each sentence's outputs (A's runs, then B's) x all metrics' statistics side by side.
     pool = np.concatenate([np.concatenate([a, b], axis=0) for a, b in zip(a_list, b_list)], axis=2)
-    slots = _slot_map(runs, len(a_list[0]), len(b_list[0]))
-    observed = [float(m.score_from_stats(b.sum(axis=(0, 1)) * (runs // len(b)))
-                      - m.score_from_stats(a.sum(axis=(0, 1)) * (runs // len(a))))
-                for m, a, b in zip(metrics, a_list, b_list)]
-    counts = np.zeros(len(metrics), dtype=np.int64)
-
-    def tally(sums_x, sums_y):
-        _count(metrics, offsets, sums_x, sums_y, observed, counts, multeval_compat)
-
-    rng = np.random.default_rng(seed)
-    if runs == 1:
-        _swap_trials(pool, trials, batch_size, rng, tally, _general)
-    elif not multeval_compat and runs <= 6:
-        _subset_trials(pool, slots, runs, trials, batch_size, rng, tally)
+    if multeval_compat:  # both sides stand for max(R_A, R_B) runs: no scaling
+        copies_a, copies_b = max(ra, rb) // ra, max(ra, rb) // rb
+        scale_x = scale_y = 1.0
     else:
-        _split_trials(pool, slots, runs, trials, batch_size, rng, tally, multeval_compat)
+        copies_a = copies_b = 1
+        scale_x, scale_y = (1.0, 1.0) if ra == rb else (1.0 / ra, 1.0 / rb)
+    observed = [float(m.score_from_stats(b.sum(axis=(0, 1)) * copies_b * scale_y)
+                      - m.score_from_stats(a.sum(axis=(0, 1)) * copies_a * scale_x))
+                for m, a, b in zip(metrics, a_list, b_list)]
+    rng = np.random.default_rng(seed)
+    if ra == rb == 1:
+        blocks = _swap_blocks(pool, trials, batch_size, rng)
+    elif multeval_compat:
+        blocks = _multeval_blocks(pool, ra, rb, trials, batch_size, rng)
+    else:
+        blocks = _stratified_blocks(pool, ra, rb, trials, batch_size, rng)
+    counts = np.zeros(len(metrics), dtype=np.int64)
+    for sums_x, sums_y in blocks:
+        for i, metric in enumerate(metrics):
+            lo, hi = offsets[i], offsets[i + 1]
+            d = np.abs(np.asarray(metric.score_from_stats(sums_y[:, lo:hi] * scale_y)) -
+                       np.asarray(metric.score_from_stats(sums_x[:, lo:hi] * scale_x)))
+            obs = abs(observed[i])
+            counts[i] += int(np.count_nonzero(d > obs + _TOL if multeval_compat else d >= obs - _TOL))
     results = [ARResult(p_value=(int(c) + 1) / (trials + 1), observed_diff=o, count=int(c), trials=trials)
                for c, o in zip(counts, observed)]
     return results[0] if single else results
 
 
-def _paired_runs(stats_a, stats_b, runs: int | None) -> tuple[list[np.ndarray], list[np.ndarray], int]:
-    """Each metric's statistics of both systems as (R, n, k), and R. Both need the same sentences and
-    R runs or one (a deterministic system), the same number for every metric."""
+def _paired_runs(stats_a, stats_b) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Each metric's statistics of both systems as (R, n, k): the same sentences, and each system
+    with the same run count for every metric."""
     a_list = [as_runs(s) for s in stats_a]
     b_list = [as_runs(s) for s in stats_b]
     ra, rb = len(a_list[0]), len(b_list[0])
-    runs = max(ra, rb) if runs is None else runs
     n = a_list[0].shape[1]
     for a, b in zip(a_list, b_list):
-        if a.shape[1:] != b.shape[1:] or a.shape[1] != n or (len(a), len(b)) != (ra, rb) or \
-                ra not in (1, runs) or rb not in (1, runs):
-            raise ValueError(f"systems need the same sentences and {runs} runs (or one): {a.shape} vs {b.shape}")
-    return a_list, b_list, runs
+        if a.shape[1:] != b.shape[1:] or a.shape[1] != n or (len(a), len(b)) != (ra, rb):
+            raise ValueError(f"systems need the same sentences and statistics: {a.shape} vs {b.shape}")
+    return a_list, b_list
 
 
-def _slot_map(runs: int, ra: int, rb: int) -> np.ndarray | None:
-    """(2R, ra + rb) 0/1 matrix: which stored output fills each of the 2R outputs of the test.
-
-    Slots 0..R-1 are A's runs and R..2R-1 B's; a system stored with one run fills all R of its
-    slots. None when both systems have R runs (the slots are the stored outputs).
-    """
-    if ra == rb == runs:
-        return None
-    slots = np.zeros((2 * runs, ra + rb))
-    k = np.arange(runs)
-    slots[k, k if ra == runs else 0] = 1.0
-    slots[runs + k, ra + (k if rb == runs else 0)] = 1.0
-    return slots
-
-
-def _swap_trials(pool, trials, batch_size, rng, tally, general: bool) -> None:
-    """R = 1: each trial swaps each sentence's A/B statistics with p = 0.5. The coins are those of
-    one (trials, n) call (sacrebleu's swaps for the same seed) up to ONE_CALL_COINS, else of one call
-    per batch, generated in blocks (`_coin_rows`). `general`: the stratified machinery (same counts)."""
+def _swap_blocks(pool, trials, batch_size, rng):
+    """R_A = R_B = 1: (sums_x, sums_y) blocks of trials that swap each sentence's A/B statistics
+    with p = 0.5. The coins are those of one (trials, n) call (sacrebleu's swaps for the same seed)
+    up to ONE_CALL_COINS, else of one call per batch, generated in blocks (`_coin_rows`)."""
     n = pool.shape[1]
     diff = pool[1] - pool[0]  # (n, K)
     total = pool.sum(axis=(0, 1))
     base = pool[0].sum(axis=0)
-    flat = pool.transpose(1, 0, 2).reshape(n * 2, -1)
     calls = [trials] if trials * n <= ONE_CALL_COINS else [size for _, size in _batches(trials, batch_size)]
     for call in calls:
         for _, swap in _coin_rows(rng, call, n, _block_rows(n, batch_size)):
-            swap = swap.astype(np.float64)
-            if general:
-                sums_x = np.stack([1.0 - swap, swap], axis=-1).reshape(len(swap), -1) @ flat
-            else:
-                sums_x = base + swap @ diff
-            tally(sums_x, total - sums_x)
+            sums_x = base + swap.astype(np.float64) @ diff
+            yield sums_x, total - sums_x
 
 
-def _subset_trials(pool, slots, runs, trials, batch_size, rng, tally) -> None:
-    """R <= 6, complementary splits: each sentence contributes one of its C(2R, R) subset sums,
-    precomputed, so every trial is a sparse row with one 1 per sentence (no dense masks)."""
+def _stratified_blocks(pool, size_a, size_b, trials, batch_size, rng):
+    """(sums_x, sums_y) blocks of trials that split each sentence's size_a + size_b outputs
+    uniformly into size_a for X and the rest for Y. Up to MAX_SUBSETS possible splits, each
+    sentence contributes one of its precomputed subset sums (a sparse row per trial); beyond,
+    random ranks pick the split (dense masks)."""
     from scipy.sparse import csr_matrix
 
-    n = pool.shape[1]
-    table = _subset_table(runs)
-    n_sub = len(table)
-    if slots is None:
+    k, n = pool.shape[0], pool.shape[1]
+    total = pool.sum(axis=(0, 1))
+    if math.comb(k, size_a) <= MAX_SUBSETS:
+        table = _subset_table(size_a, size_b)
+        n_sub = len(table)
         sub = np.einsum("sj,jnk->nsk", table, pool).reshape(n * n_sub, -1)
-        total = pool.sum(axis=(0, 1))
-    else:
-        sub = np.einsum("sj,jnk->nsk", table @ slots, pool).reshape(n * n_sub, -1)
-        total = np.einsum("j,jnk->k", slots.sum(axis=0), pool)
-    offsets_n = np.arange(n) * n_sub
-    for _, size in _batches(trials, _block_rows(n, batch_size)):  # integer draws: blocks keep the stream
-        pick = rng.integers(n_sub, size=(size, n))
-        rows = csr_matrix((np.ones(size * n), (pick + offsets_n).ravel(), np.arange(0, size * n + 1, n)),
-                          shape=(size, n * n_sub))
-        sums_x = np.asarray(rows @ sub)
-        tally(sums_x, total - sums_x)
+        offsets_n = np.arange(n) * n_sub
+        for _, size in _batches(trials, _block_rows(n, batch_size)):  # integer draws: blocks keep the stream
+            pick = rng.integers(n_sub, size=(size, n))
+            rows = csr_matrix((np.ones(size * n), (pick + offsets_n).ravel(), np.arange(0, size * n + 1, n)),
+                              shape=(size, n * n_sub))
+            sums_x = np.asarray(rows @ sub)
+            yield sums_x, total - sums_x
+        return
+    flat = pool.transpose(1, 0, 2).reshape(n * k, -1)  # (n * outputs, K), sentence-major
+    for _, size in _batches(trials, max(1, batch_size // k)):
+        ranks = rng.random((size, n, k)).argsort(axis=-1).argsort(axis=-1)
+        sums_x = (ranks < size_a).astype(np.float64).reshape(size, -1) @ flat
+        yield sums_x, total - sums_x
 
 
-def _split_trials(pool, slots, runs, trials, batch_size, rng, tally, multeval_compat: bool) -> None:
-    """Any R: dense selection weights of the 2R outputs per sentence (`_split_masks`) times the pool."""
+def _multeval_blocks(pool, ra, rb, trials, batch_size, rng):
+    """MultEval's shuffle (`_multeval_masks`) over R = max(R_A, R_B) runs; a one-run system fills
+    all R of its run slots."""
+    runs = max(ra, rb)
     n = pool.shape[1]
+    slots = None
+    if ra != rb:  # (2R, ra + rb): which stored output fills each of the 2R run slots
+        slots = np.zeros((2 * runs, ra + rb))
+        k = np.arange(runs)
+        slots[k, k if ra == runs else 0] = 1.0
+        slots[runs + k, ra + (k if rb == runs else 0)] = 1.0
     flat = pool.transpose(1, 0, 2).reshape(n * len(pool), -1)  # (n * outputs, K), sentence-major
     for _, size in _batches(trials, max(1, batch_size // (2 * runs))):
-        wx, wy = _split_masks(rng, size, n, runs, multeval_compat)
-        if slots is not None:  # a one-run system: add up the weights of its R slots
+        wx, wy = _multeval_masks(rng, size, n, runs)
+        if slots is not None:
             wx, wy = wx @ slots, wy @ slots
-        tally(wx.reshape(size, -1) @ flat, wy.reshape(size, -1) @ flat)
-
-
-def _count(metrics, offsets, sums_x, sums_y, observed, counts, multeval_compat):
-    for i, metric in enumerate(metrics):
-        lo, hi = offsets[i], offsets[i + 1]
-        d = np.abs(np.asarray(metric.score_from_stats(sums_x[:, lo:hi])) -
-                   np.asarray(metric.score_from_stats(sums_y[:, lo:hi])))
-        obs = abs(observed[i])
-        if multeval_compat:
-            counts[i] += int(np.count_nonzero(d > obs + _TOL))
-        else:
-            counts[i] += int(np.count_nonzero(d >= obs - _TOL))
+        yield wx.reshape(size, -1) @ flat, wy.reshape(size, -1) @ flat
 
 
 def _resample_counts(rng: np.random.Generator, rows: int, n: int) -> np.ndarray:
@@ -369,20 +374,29 @@ class BootstrapResult:
     delta_high: float  # 97.5% quantile
 
 
-def paired_bootstrap(metric: Metric, stats_base, stats_sys, weights) -> BootstrapResult:
-    """Paired bootstrap resampling (Koehn 2004) as sacrebleu --paired-bs, over run-averaged scores.
+def paired_bootstrap(metric: Metric, stats_base, stats_sys, weights, sacrebleu_compat: bool = False) -> BootstrapResult:
+    """Paired bootstrap resampling (Koehn 2004) over run-averaged scores.
 
-    Both systems are scored on the same resamples (`weights`: `bootstrap_weights` or `Resamples`). The p-value
-    follows sacrebleu: centred |differences| compared (strictly) with the observed |difference|.
+    Both systems are scored on the same resamples (`weights`: `bootstrap_weights` or `Resamples`),
+    each as the mean over its own runs. The p-value is two-sided and inverts the percentile
+    interval of the difference: p = 2 min(#(delta* <= 0) + 1, #(delta* >= 0) + 1)/(B + 1), capped
+    at 1, so p < alpha exactly when 0 lies outside the (1 - alpha) interval of the difference.
+    `sacrebleu_compat=True`: sacrebleu --paired-bs's rule instead (the count of centred absolute
+    differences |delta*| - mean|delta*| strictly above the observed |difference|), which rejects
+    far more than alpha of equal systems (docs/evaluation.md).
     """
     base, sys_ = as_runs(stats_base), as_runs(stats_sys)
     b = bootstrap_run_scores(metric, base, weights).mean(axis=0)
     s = bootstrap_run_scores(metric, sys_, weights).mean(axis=0)
-    observed = abs(run_scores(metric, sys_).mean() - run_scores(metric, base).mean())
-    diffs = np.abs(s - b)
-    p = (int(np.count_nonzero(diffs - diffs.mean() > observed)) + 1) / (len(diffs) + 1)
-    mean, ci = estimate_ci(s)
     delta = s - b
+    if sacrebleu_compat:
+        observed = abs(run_scores(metric, sys_).mean() - run_scores(metric, base).mean())
+        diffs = np.abs(delta)
+        p = (int(np.count_nonzero(diffs - diffs.mean() > observed)) + 1) / (len(diffs) + 1)
+    else:
+        tail = min(int(np.count_nonzero(delta <= 0)), int(np.count_nonzero(delta >= 0)))
+        p = min(1.0, 2 * (tail + 1) / (len(delta) + 1))
+    mean, ci = estimate_ci(s)
     lo, hi = np.percentile(delta, [2.5, 97.5])
     return BootstrapResult(p_value=p, mean=mean, ci=ci, delta_mean=float(delta.mean()),
                            delta_low=float(lo), delta_high=float(hi))

@@ -108,3 +108,25 @@ def test_private_statistics_equal_the_public_api(tokenize):
         for i in (0, 5):
             expect = chrf.sentence_score(hyps[i], [r[i] for r in refs]).score
             assert metric.score_from_stats(stats[i]) == pytest.approx(expect, abs=1e-9)
+
+
+def test_sacrebleu_logger_is_left_to_the_process():
+    """The library drops sacrebleu's tokenised-period warning only during its own statistics calls:
+    the logger's level and filters are untouched afterwards, and sacrebleu's warnings to other code
+    (here one logged by the script itself) still reach the handlers."""
+    import subprocess
+    import sys
+
+    script = (
+        "import logging\n"
+        "from rerank.metrics import make_metric\n"
+        "import rerank.report, rerank.significance\n"
+        "m = make_metric('bleu')\n"
+        "m.sentence_stats(['ein Hund .'] * 150, [['ein Hund .'] * 150])\n"
+        "lg = logging.getLogger('sacrebleu')\n"
+        "assert lg.level == logging.NOTSET and not lg.filters, (lg.level, lg.filters)\n"
+        "lg.warning('a warning of the script')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "a warning of the script" in done.stderr and "tokenized period" not in done.stderr

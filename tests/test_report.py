@@ -161,7 +161,7 @@ def test_runs_and_segment_scores(tmp_path):
                  "good=" + os.path.join(EVAL, "good.en"), "--segment-scores", f"comet={tsv}", "--metrics", "comet,bleu",
                  "--ar", "100", "--bootstrap", "20", "-o", str(out), "--quiet"]) == 0
     text = out.read_text(encoding="utf-8")
-    assert "3 run(s) per system" in text and "(first run of each)" in text
+    assert "runs: base 1, good 3" in text and "(first run of each)" in text
     gains = cols["good.run1"] - cols["base"]
     top = int(np.argmax(np.where(np.array(read(os.path.join(EVAL, "cap1.en"))) != np.array(read(os.path.join(EVAL, "good.en.run1"))), gains, -9)))
     assert re.search(r"sentence (\d+): gain", text).group(1) == str(top + 1)

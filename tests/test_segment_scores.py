@@ -85,7 +85,7 @@ def test_runs_are_stratified_like_any_metric(tmp_path, capsys):
     code, res, _ = eval_json(capsys, "-b", "base=" + os.path.join(DATA, "cap1.en"), "sys=" + str(tmp_path / "sys"),
                              "--segment-scores", f"human={tsv}", "--metrics", "human", "--ar", "2000",
                              "--bootstrap", "100")
-    assert code == 0 and res["config"]["runs"] == 3
+    assert code == 0 and res["config"]["runs"] == {"base": 1, "sys": 3}
     cell = {(r["system"], r["metric"]): r for r in res["results"]}
     run_means = [runs[f"sys.run{r}"].mean() for r in (1, 2, 3)]
     assert cell[("sys", "human")]["runs"] == pytest.approx(run_means)

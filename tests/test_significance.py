@@ -95,8 +95,7 @@ def test_one_run_exact_on_tiny_example():
     so |observed| = 2 edits, and a swap pattern s (a sign per sentence) gives |s . d|. With s_1 = +1
     that is |3 + t|, t a sum of three signs: 0 once, 2 three times, 4 three times, 6 once; s_1 = -1
     mirrors it. So 14 of the 16 patterns reach 2 (exact p = 14/16) and 8 exceed it (MultEval's
-    strict rule: 8/16). The Monte-Carlo count must equal the same coins counted plainly, both for
-    the vectorised paired path and for the stratified machinery run with R = 1."""
+    strict rule: 8/16). The Monte-Carlo count must equal the same coins counted plainly."""
     ter = make_metric("ter")
     a = np.array([[0, 10], [2, 10], [2, 10], [1, 10]], dtype=float)
     b = np.array([[3, 10], [1, 10], [1, 10], [2, 10]], dtype=float)
@@ -106,10 +105,41 @@ def test_one_run_exact_on_tiny_example():
     score = ter.score_from_stats
     for compat, exact in ((False, 14 / 16), (True, 8 / 16)):
         count = swap_test_count(score, a, b, trials=20000, seed=0, strict=compat)
-        for general in (False, True):
-            res = approximate_randomization(ter, a, b, trials=20000, seed=0, multeval_compat=compat, _general=general)
-            assert res.count == count and res.observed_diff == pytest.approx(5.0)  # TER: 2 more edits in 40 words
-            assert res.p_value == pytest.approx(exact, abs=0.01)
+        res = approximate_randomization(ter, a, b, trials=20000, seed=0, multeval_compat=compat)
+        assert res.count == count and res.observed_diff == pytest.approx(5.0)  # TER: 2 more edits in 40 words
+        assert res.p_value == pytest.approx(exact, abs=0.01)
+
+
+def exact_split_p(metric, a, b):
+    """The exact p of the stratified test by enumeration: every way to give each sentence's
+    R_A + R_B pooled outputs R_A to X (the rest to Y), each side scored on its average run."""
+    ra, rb, n = len(a), len(b), a.shape[1]
+    pools = [np.concatenate([a[:, i], b[:, i]]) for i in range(n)]
+    avg = lambda s, r: metric.score_from_stats(s / r)  # noqa: E731
+    obs = abs(avg(b.sum((0, 1)), rb) - avg(a.sum((0, 1)), ra))
+    hits = total = 0
+    splits = list(itertools.combinations(range(ra + rb), ra))
+    for choice in itertools.product(splits, repeat=n):
+        x = sum(pools[i][list(c)].sum(0) for i, c in enumerate(choice))
+        y = sum(p.sum(0) for p in pools) - x
+        total += 1
+        hits += abs(avg(y, rb) - avg(x, ra)) >= obs - 1e-9
+    return hits / total
+
+
+@pytest.mark.parametrize("ra,rb", [(1, 2), (1, 3), (2, 3), (3, 1)])
+def test_unequal_runs_exact_on_tiny_example(ra, rb):
+    """A one-run (or R_A-run) system against R_B runs: the Monte-Carlo p equals the enumerated
+    split test in which each pseudo-system keeps its own run count."""
+    ter = make_metric("ter")
+    rng = np.random.default_rng(ra * 10 + rb)
+    a = rng.integers(0, 6, size=(ra, 3, 2)).astype(float)
+    b = rng.integers(2, 8, size=(rb, 3, 2)).astype(float)
+    a[..., 1] = b[..., 1] = 10
+    res = approximate_randomization(ter, a, b, trials=20000, seed=0)
+    exact = exact_split_p(ter, a, b)
+    assert 0.02 < exact < 0.98  # not at a boundary
+    assert res.p_value == pytest.approx(exact, abs=0.015)
 
 
 def test_stratified_exact_on_tiny_example():
@@ -154,8 +184,11 @@ def test_run_statistics_and_bootstrap(data):
     deltas = np.array([sacre(w @ b) - sacre(w @ a) for w in weights])
     observed = abs(sacre(b.sum(0)) - sacre(a.sum(0)))
     centred = np.abs(deltas) - np.abs(deltas).mean()
-    bs = paired_bootstrap(bleu, a, b, weights)
-    assert bs.p_value == (np.count_nonzero(centred > observed) + 1) / 501
+    assert paired_bootstrap(bleu, a, b, weights, sacrebleu_compat=True).p_value == \
+        (np.count_nonzero(centred > observed) + 1) / 501
+    bs = paired_bootstrap(bleu, a, b, weights)  # the p-value that inverts the percentile interval
+    tail = min(np.count_nonzero(deltas <= 0), np.count_nonzero(deltas >= 0))
+    assert bs.p_value == min(1.0, 2 * (tail + 1) / 501)
     assert (bs.delta_low, bs.delta_high) == pytest.approx(tuple(np.percentile(deltas, [2.5, 97.5])), rel=1e-9)
     assert bs.delta_mean == pytest.approx(deltas.mean(), rel=1e-9)
     mean, ci = estimate_ci(np.arange(1000.0))
@@ -167,14 +200,12 @@ def test_holm_bonferroni():
     assert holm_bonferroni([0.6, 0.6]) == [1.0, 1.0]
 
 
-def test_split_masks_complementary_and_multeval_shuffle():
-    from rerank.significance import _split_masks
+def test_multeval_masks_shuffle():
+    from rerank.significance import _multeval_masks
 
     rng = np.random.default_rng(0)
     for runs in (2, 3):
-        wx, wy = _split_masks(rng, 200, 30, runs, multeval_compat=False)
-        assert np.all(wx.sum(-1) == runs) and np.all(wx + wy == 1)  # complementary halves of the pool
-        cx, cy = _split_masks(rng, 200, 30, runs, multeval_compat=True)
+        cx, cy = _multeval_masks(rng, 200, 30, runs)
         assert np.all(cx.sum(-1) == runs) and np.all(cy.sum(-1) == runs)
         # every data point is one coin between A's run pi(k) and B's run: as many A as B outputs overall
         complementary = np.all(cx + cy == 1, axis=-1)
@@ -182,6 +213,21 @@ def test_split_masks_complementary_and_multeval_shuffle():
             assert complementary.all()  # pi = pi^-1 for two runs
         else:  # X and Y overlap only under a 3-cycle (P = 2/6) whose 3 coins are not all equal (P = 6/8)
             assert 1 - complementary.mean() == pytest.approx(2 / 6 * 6 / 8, abs=0.02)
+
+
+def test_dense_splits_agree_with_subset_table(data, monkeypatch):
+    """Beyond MAX_SUBSETS splits the test draws random ranks instead of table rows: the same test,
+    so the p-values agree within Monte-Carlo noise."""
+    import rerank.significance as sig
+
+    _, _, bleu, _, stats = data
+    a = np.stack([stats[("bleu", k)] for k in ("cap1.de", "cap2.de")])
+    b = np.stack([stats[("bleu", k)] for k in ("cap2.de", "cap3.de", "cap3.de")])
+    table = approximate_randomization(bleu, a, b, trials=4000, seed=1).p_value
+    monkeypatch.setattr(sig, "MAX_SUBSETS", 1)
+    dense = approximate_randomization(bleu, a, b, trials=4000, seed=1).p_value
+    assert 0.02 < table < 0.98
+    assert abs(table - dense) < 5 * np.sqrt(2 * table * (1 - table) / 4000)
 
 
 def test_multeval_compat_with_runs_gives_smaller_p_under_run_variance():
@@ -204,7 +250,7 @@ def test_multeval_compat_with_runs_gives_smaller_p_under_run_variance():
 
 
 def test_paired_bootstrap_equals_sacrebleu_paired_bs(data):
-    """Same seed, same resamples: mean, 95% CI and p-value equal sacrebleu's --paired-bs."""
+    """Same seed, same resamples: mean, 95% CI and (with sacrebleu_compat) p-value equal sacrebleu's --paired-bs."""
     ref, hyps, bleu, ter, stats = data
     test = PairedTest([("a", hyps["cap1.de"]), ("b", hyps["cap2.de"])], {"BLEU": BLEU(), "TER": TER()}, [ref],
                       test_type="bs", n_samples=500)
@@ -212,33 +258,41 @@ def test_paired_bootstrap_equals_sacrebleu_paired_bs(data):
     weights = bootstrap_weights(np.random.default_rng(12345), 500, len(ref))
     for name, metric in (("BLEU", bleu), ("TER", ter)):
         key = metric.name
-        ours = paired_bootstrap(metric, stats[(key, "cap1.de")], stats[(key, "cap2.de")], weights)
+        ours = paired_bootstrap(metric, stats[(key, "cap1.de")], stats[(key, "cap2.de")], weights,
+                                sacrebleu_compat=True)
         theirs = res[name][1]
         assert ours.p_value == pytest.approx(theirs.p_value)
         assert ours.mean == pytest.approx(theirs.mean, abs=1e-6)  # sacrebleu sums float32 statistics
         assert ours.ci == pytest.approx(theirs.ci, abs=1e-6)
 
 
-@pytest.mark.parametrize("runs,compat", [(3, False), (3, True), (7, False)])
-def test_single_run_system_is_broadcast_like_r_copies(data, runs, compat):
-    """A deterministic system (one run) against R runs: the same counts, p-values and observed
-    differences as its statistics copied R times (subset tables for R <= 6, dense masks otherwise)."""
+@pytest.mark.parametrize("runs", [3, 7])
+def test_multeval_compat_single_run_system_is_broadcast_like_r_copies(data, runs):
+    """--multeval-compat: a one-run system against R runs is tested as its statistics copied R
+    times, as MultEval given the same file R times (subset tables for R <= 6, dense masks otherwise).
+    The default test does not do this (test_unequal_runs_exact_on_tiny_example; the copies make
+    the test anti-conservative, tests/test_calibration.py)."""
     _, _, bleu, ter, stats = data
     names = ["cap2.de", "cap3.de", "cap2.de", "cap2.de", "cap3.de", "cap3.de", "cap2.de"][:runs]
     multi = [np.stack([stats[(m, k)] for k in names]) for m in ("bleu", "ter")]
     one = [stats[(m, "cap1.de")] for m in ("bleu", "ter")]
     copies = [np.repeat(s[None], runs, axis=0) for s in one]
-    options = dict(trials=600, seed=4, multeval_compat=compat)
+    options = dict(trials=600, seed=4, multeval_compat=True)
     for a, b, a_copied, b_copied in ((one, multi, copies, multi), (multi, one, multi, copies)):
         got = approximate_randomization([bleu, ter], a, b, **options)
         want = approximate_randomization([bleu, ter], a_copied, b_copied, **options)
         assert [(r.count, r.p_value, r.observed_diff) for r in got] == \
             [(r.count, r.p_value, r.observed_diff) for r in want]
         assert 0 < got[0].count < 600, got  # a close comparison: the counts say something
-    # two deterministic systems in an R-run table: stratified over R runs, as R copies of each
-    got = approximate_randomization(bleu, one[0], multi[0][0], runs=runs, **options)
-    want = approximate_randomization(bleu, copies[0], np.repeat(multi[0][:1], runs, axis=0), **options)
-    assert (got.count, got.p_value) == (want.count, want.p_value)
+
+
+def test_multeval_compat_refuses_different_run_counts(data):
+    _, _, bleu, _, stats = data
+    two = np.stack([stats[("bleu", k)] for k in ("cap1.de", "cap2.de")])
+    three = np.stack([stats[("bleu", k)] for k in ("cap1.de", "cap2.de", "cap3.de")])
+    with pytest.raises(ValueError, match="same number of runs"):
+        approximate_randomization(bleu, two, three, trials=10, multeval_compat=True)
+    assert 0 < approximate_randomization(bleu, two, three, trials=200).p_value <= 1  # the default test takes it
 
 
 def test_single_run_paired_bootstrap_equals_r_copies(data):

@@ -56,7 +56,11 @@ def add_evaluation_arguments(p) -> None:
     s.add_argument("--second-baseline", metavar="NAME", help="a system name: also test every other system against it (\u2021; default: none)")
     s.add_argument("--holm", action="store_true", help="Holm-Bonferroni correction across systems x metrics")
     s.add_argument("--multeval-compat", action="store_true",
-                   help="MultEval's rules: count only strictly greater differences, MultEval's run shuffle for R > 1")
+                   help="MultEval's randomisation rules: count only strictly greater differences, MultEval's run "
+                   "shuffle for R > 1, a one-run system as R copies (not calibrated: docs/evaluation.md)")
+    s.add_argument("--sacrebleu-compat", action="store_true",
+                   help="the bootstrap p-value by sacrebleu --paired-bs's rule (not calibrated: docs/evaluation.md; "
+                   "default: the p-value that inverts the bootstrap interval)")
 
 
 @dataclass
@@ -85,7 +89,7 @@ def evaluate(args, outputs: list, keep_nbest: bool = False, extra_inputs: tuple 
         table = evaluate_systems(
             refs, baseline, systems, metrics=metrics, lang=args.lang.lower(),
             second_baseline=args.second_baseline, ar_trials=args.ar, bootstrap=args.bootstrap, seed=args.seed,
-            multeval_compat=args.multeval_compat, holm=args.holm, alpha=args.alpha, baseline_name=bname,
+            multeval_compat=args.multeval_compat, sacrebleu_compat=args.sacrebleu_compat, holm=args.holm, alpha=args.alpha, baseline_name=bname,
             tokenize=args.tokenize, lowercase=args.lowercase, ter_case_sensitive=args.ter_case_sensitive,
             meteor_options=_meteor_options(args) if "meteor" in names else None, progress=show_progress(args))
     except (ValueError, OSError) as exc:
@@ -218,24 +222,22 @@ def _read_systems(args, baseline_spec: tuple, resolved: list, n: int, keep_nbest
     model scores)}) of the resolved (spec, name, files) of the baseline and the systems, and the
     --nbest/--weights pairs.
 
-    Every system has 1 or R runs (R: the most runs of any); a single run stands for every run
+    Each system has its own number of runs; every pair is tested on its own runs
     (evaluate_systems). An --nbest/--weights pair is one deterministic system.
     """
     _, bname, bfiles = baseline_spec
     baseline = [_read_run(f, n, args.ref[0]) for f in bfiles]
     systems: dict[str, list[list[str]]] = {}
     sources = {bname: bfiles}
-    n_runs = max([len(bfiles)] + [len(files) for _, _, files in resolved])
-    if len(bfiles) not in (1, n_runs):
-        raise InputError(f"the baseline has {len(bfiles)} run(s) but a system has {n_runs} (a run is missing?)", args.baseline)
     for spec, name, files in resolved:
         if name in systems or name == bname:
             raise InputError(f"two systems are named {name!r}; name them NAME=PATH", spec)
-        if len(files) not in (1, n_runs):
-            raise InputError(f"system {name!r} has {len(files)} run(s) but the baseline has {n_runs} "
-                             f"(a run is missing?)", spec)
         systems[name] = [_read_run(f, n, args.ref[0]) for f in files]
         sources[name] = files
+    counts = {name: len(files) for name, files in sources.items()}
+    if len(set(counts.values()) - {1}) > 1:  # a run file missing? say so; each pair is tested on its own runs
+        print("note: the systems have different run counts (" + ", ".join(f"{k} {v}" for k, v in counts.items())
+              + "); each comparison uses its two systems' own runs", file=sys.stderr)
     nbests = {}
     for spec, wpath in zip(args.nbest, args.weights):
         name, path = _split_name(spec)

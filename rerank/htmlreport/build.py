@@ -45,10 +45,20 @@ def build_report(result, refs: Sequence[Sequence[str]], outputs: dict, *, nbests
     sections.append(("signatures", "Signatures and command", _signatures(result, command, __version__)))
     cfg = result.config
     intro = (f'<p class="muted">{cfg.get("sentences")} sentences, {len(refs)} reference(s), '
-             f'{cfg.get("runs")} run(s) per system; baseline (\u2020) {esc(result.baseline)}'
+             f'{_runs_text(cfg.get("runs"))}; baseline (\u2020) {esc(result.baseline)}'
              + (f", second baseline (\u2021) {esc(result.second_baseline)}" if result.second_baseline else "")
              + f"; mlmme-rerank {esc(__version__)}.</p>")
     return page(title or "rerank report", sections, intro)
+
+
+def _runs_text(runs) -> str:
+    """Each system's run count ("3 runs per system", or "runs: baseline 1, mira 3")."""
+    if not isinstance(runs, dict):
+        return f"{runs} run(s) per system"
+    counts = set(runs.values())
+    if len(counts) == 1:
+        return f"{counts.pop()} run(s) per system"
+    return "runs: " + ", ".join(f"{esc(name)} {r}" for name, r in runs.items())
 
 
 def write_report(path: str, text: str) -> None:
@@ -159,7 +169,8 @@ def _signatures(result, command: str | None, version: str) -> str:
     cfg = result.config
     settings = (f"{cfg.get('ar_trials')} randomisation trials, {cfg.get('bootstrap')} bootstrap resamples, "
                 f"seed {cfg.get('seed')}, alpha {cfg.get('alpha')}" + (", Holm-Bonferroni" if cfg.get("holm") else "")
-                + (", MultEval-compatible" if cfg.get("multeval_compat") else ""))
+                + (", MultEval-compatible" if cfg.get("multeval_compat") else "")
+                + (", sacrebleu's bootstrap p-value" if cfg.get("sacrebleu_compat") else ""))
     parts = [table(["metric", "signature"], rows), f'<p class="muted">{esc(settings)}; mlmme-rerank {esc(version)}.</p>']
     if command:
         parts.append(f'<p>Made with:</p><pre id="command">{esc(command)}</pre>')

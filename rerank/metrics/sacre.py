@@ -8,8 +8,6 @@ CLI; only the final formula is re-written in numpy so that it runs over a batch 
 
 from __future__ import annotations
 
-import logging
-
 import numpy as np
 from sacrebleu.metrics import BLEU, CHRF, TER
 
@@ -17,8 +15,6 @@ from rerank.bleu import corpus_bleu_batch
 from rerank.metrics.base import Metric
 from rerank.sacre_stats import clear_tokenizer_cache, corpus_segment_stats
 
-# sacrebleu warns about tokenised periods on every call; the eval command reports tokenisation itself.
-logging.getLogger("sacrebleu").setLevel(logging.ERROR)
 # Sentences per sacrebleu call: it keeps the tokenised references (BLEU: their n-gram Counters) of a
 # whole call alive, so statistics are extracted in chunks into one numpy array.
 CHUNK = 2000
