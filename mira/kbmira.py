@@ -11,8 +11,9 @@ If hope != fear and bleu_hope > bleu_fear: loss = (bleu_hope - bleu_fear) - w.(f
 if loss > 0, w += min(C, loss / |d|^2) d with d = f_hope - f_fear on the tuned columns, and the
 step counts for the average; in either case bg <- 0.999 bg + stats(hope) (model 1-best with
 model_bg). The averaged weights (mean of w after each update) are scored on the whole tuning
-set after every epoch with the corpus metric; the best epoch's averaged weights are returned
-(as in kbmira, an epoch is returned even if the initial weights scored higher).
+set after every epoch with the corpus metric; the best epoch's averaged weights are returned,
+best in the metric's direction (the lowest TER; rerank.metrics.registry), and as in kbmira an
+epoch is returned even if the initial weights scored better.
 
 Other metrics (chrF, TER, METEOR) have no BLEU background: the gain of hypothesis j is its
 sentence-level score as a fraction (oriented: -TER) times the mean hypothesis length of its list,
@@ -47,8 +48,8 @@ def kbmira_stats(stats10: np.ndarray) -> np.ndarray:
 class MiraResult:
     weights: np.ndarray            # best epoch's averaged weights
     best_epoch: int                # 1-based (0 only when epochs = 0)
-    initial_score: float
-    best_score: float
+    initial_score: float           # the metric's own value (TER, not -TER)
+    best_score: float              # the best epoch's value, best in the metric's direction
     history: list[dict] = field(default_factory=list)   # per epoch: score, updates, loss
 
 
@@ -71,7 +72,7 @@ def _bleu_bg_t(Kt: np.ndarray, bg: np.ndarray) -> np.ndarray:
 def fixed_gains(data: TuningData) -> list[np.ndarray]:
     """Per sentence: the sentence-level score (fraction, higher is better) of each hypothesis
     times the mean hypothesis length in words of its list (see the module doc)."""
-    scores = data.sentence_scores()
+    scores = data.sentence_objectives()
     lengths = np.array([len(h.split()) for h in data.nbest.hyps], dtype=np.float64)
     bounds = data.offsets.tolist()
     return [scores[a:b] * max(lengths[a:b].mean(), 1.0) for a, b in zip(bounds[:-1], bounds[1:])]
@@ -141,7 +142,7 @@ def kbmira(data: TuningData, w0: np.ndarray | None = None, *, C: float = 0.01, e
     n_sent = len(state.F)
     rng = np.random.default_rng(seed)
     initial = data.evaluate(state.w)
-    best_score, best_w, best_epoch = -np.inf, state.w.copy(), 0
+    best_score, best_w, best_epoch = None, state.w.copy(), 0
     history = []
     for epoch in tqdm(range(1, epochs + 1), desc="kbmira", unit="epoch", disable=not progress, leave=False):
         order = rng.permutation(n_sent).tolist() if shuffle else range(n_sent)
@@ -156,7 +157,7 @@ def kbmira(data: TuningData, w0: np.ndarray | None = None, *, C: float = 0.01, e
         history.append(record)
         if on_epoch is not None:
             on_epoch(record)
-        if score > best_score:
+        if best_score is None or data.metric.better(score, best_score):
             best_score, best_w, best_epoch = score, avg, epoch
     if best_epoch == 0:
         best_score = initial

@@ -28,9 +28,9 @@ from rerank.nbest import segment_argmax
 @dataclass
 class LineSearch:
     gamma: float          # step to take (0 = stay)
-    score: float          # oriented score at w + gamma d
-    breakpoints: np.ndarray   # sorted distinct breakpoints of the corpus score
-    interval_scores: np.ndarray   # score of each of the len(breakpoints) + 1 intervals
+    objective: float      # objective (higher is better: -TER) at w + gamma d
+    breakpoints: np.ndarray   # sorted distinct breakpoints of the corpus objective
+    interval_objectives: np.ndarray   # objective of each of the len(breakpoints) + 1 intervals
 
 
 def envelope_breakpoints(a: np.ndarray, b: np.ndarray, offsets: np.ndarray):
@@ -85,7 +85,8 @@ def envelope_breakpoints(a: np.ndarray, b: np.ndarray, offsets: np.ndarray):
 
 def line_search(X: np.ndarray, stats: np.ndarray, offsets: np.ndarray, score: Callable, w: np.ndarray,
                 d: np.ndarray, current: float | None = None) -> LineSearch:
-    """Exact best step along d from w; moves only if the best interval beats `current` (score at w)."""
+    """Exact best step along d from w by the objective `score` (higher is better: a TuningMetric's
+    `objective`); moves only if the best interval beats `current` (the objective at w)."""
     return line_search_ab(X @ w, X @ d, stats, offsets, score, current)
 
 
@@ -120,8 +121,8 @@ def line_search_ab(a: np.ndarray, b: np.ndarray, stats: np.ndarray, offsets: np.
 @dataclass
 class MertResult:
     weights: np.ndarray
-    initial_score: float    # metric's own value
-    best_score: float
+    initial_score: float    # the metric's own value (TER, not -TER)
+    best_score: float       # ... at the returned weights
     history: list[dict] = field(default_factory=list)  # per iteration: restart, iteration, score
 
 
@@ -133,8 +134,8 @@ def mert(data: TuningData, w0: np.ndarray | None = None, *, seed: int = 1, resta
     w_init = np.zeros(n_feats) if w0 is None else np.array(w0, dtype=np.float64)
     tuned = np.flatnonzero(data.tuned)
     rng = np.random.default_rng(seed)
-    X, S, offsets, score = data.features, data.stats, data.offsets, data.metric.score
-    evaluate = lambda w: float(score(S[segment_argmax(X @ w, offsets)].sum(axis=0)))  # noqa: E731
+    X, S, offsets, objective = data.features, data.stats, data.offsets, data.metric.objective  # higher is better
+    evaluate = lambda w: float(objective(S[segment_argmax(X @ w, offsets)].sum(axis=0)))  # noqa: E731
     initial = evaluate(w_init)
     best_w, best = w_init.copy(), initial
     history = []
@@ -154,17 +155,17 @@ def mert(data: TuningData, w0: np.ndarray | None = None, *, seed: int = 1, resta
             step = None
             a, B = X @ w, X @ directions.T
             for k, d in enumerate(directions):
-                ls = line_search_ab(a, np.ascontiguousarray(B[:, k]), S, offsets, score, current)
-                if ls.gamma != 0.0 and (step is None or ls.score > step[0]):
-                    step = (ls.score, ls.gamma, d)
+                ls = line_search_ab(a, np.ascontiguousarray(B[:, k]), S, offsets, objective, current)
+                if ls.gamma != 0.0 and (step is None or ls.objective > step[0]):
+                    step = (ls.objective, ls.gamma, d)
             if step is None:
                 break
             w = w + step[1] * step[2]
             current = evaluate(w)
-            record = {"restart": restart + 1, "iteration": iteration, "score": data.metric.display(current)}
+            record = {"restart": restart + 1, "iteration": iteration, "score": data.metric.value_of(current)}
             history.append(record)
             if on_iteration is not None:
                 on_iteration(record)
-        if current > best:
+        if current > best:  # objectives: higher is better whatever the metric's direction
             best, best_w = current, w.copy()
     return MertResult(best_w, data.evaluate(w_init), data.evaluate(best_w), history)

@@ -76,7 +76,7 @@ def pro(data: TuningData, w0: np.ndarray | None = None, *, seed: int = 1, sample
     n_feats = len(data.feature_names)
     w_init = np.zeros(n_feats) if w0 is None else np.array(w0, dtype=np.float64)
     rng = np.random.default_rng(seed)
-    sbleu = data.sentence_scores()
+    sbleu = data.sentence_objectives()  # higher is better (-TER for TER): j beats j' when sbleu[j] > sbleu[j']
     j1, j2 = sample_pairs(sbleu, data.offsets, rng, samples, keep, threshold)
     if len(j1) == 0:
         raise InputError(f"PRO found no hypothesis pair whose sentence-level {data.metric.name} differs by more "

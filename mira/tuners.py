@@ -8,15 +8,17 @@ listing the plug-ins (every `rerank` command does) does not load scikit-learn.
 from __future__ import annotations
 
 from rerank.cliargs import nonnegative_float, nonnegative_int, positive_float, positive_int, unit_interval
+from rerank.metrics.registry import QUALITY_METRICS
 from rerank.tuning import TuneResult, Tuner
 
 
-ALL_METRICS = ("bleu", "ter", "chrf", "chrf++", "meteor")
+ALL_METRICS = QUALITY_METRICS  # every quality metric of the registry (TER minimised)
 
 
 class KBMiraTuner(Tuner):
     description = ("k-best batch MIRA as Moses kbmira runs it (C=0.01, 60 epochs, averaged weights, background "
-                   "BLEU with decay 0.999, best epoch by the corpus metric; other metrics: sentence-level gains)")
+                   "BLEU with decay 0.999, best epoch by the corpus metric in its direction; other metrics: sentence-level "
+                   "gains)")
     metrics = ALL_METRICS
     step_name = "epoch"
 
@@ -36,7 +38,7 @@ class KBMiraTuner(Tuner):
 
         def show(rec):
             if log is not None:
-                log(f"epoch {rec['epoch']}: {data.metric.name.upper()} {rec['score']:.2f}, {rec['updates']} updates, "
+                log(f"epoch {rec['epoch']}: {data.metric.info.display} {rec['score']:.2f}, {rec['updates']} updates, "
                     f"avg loss {rec['avg_loss']:.4f}")
 
         res = kbmira(data, w0, seed=seed, progress=progress, on_epoch=show, **options)
@@ -64,7 +66,7 @@ class MertTuner(Tuner):
 
         def show(rec):
             if log is not None:
-                log(f"start {rec['restart']} iteration {rec['iteration']}: {data.metric.name.upper()} {rec['score']:.2f}")
+                log(f"start {rec['restart']} iteration {rec['iteration']}: {data.metric.info.display} {rec['score']:.2f}")
 
         res = mert(data, w0, seed=seed, progress=progress, on_iteration=show, **options)
         curve = [[k + 1, h["score"]] for k, h in enumerate(res.history)]

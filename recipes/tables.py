@@ -7,8 +7,9 @@ import json
 import os
 
 from rerank.io import atomic_write
+from rerank.metrics.registry import QUALITY_METRICS, display_name, metric_info
 
-DISPLAY = {"bleu": "BLEU", "meteor": "METEOR", "ter": "TER", "chrf": "chrF"}
+COLUMNS = ("bleu", "meteor", "ter")  # the paper's columns
 NO_IMAGES = ("**Text only**: no image features were available, so no model uses images: VSE and the β sweep "
              "are absent, s_i is not a feature, and ‡ marks significance against MIRA on the NMT features alone.")
 
@@ -25,7 +26,7 @@ def table_rows(summary: dict) -> list[tuple[str, dict[str, str]]]:
     """[(system, {metric: "score marks"})] with the oracle BLEU as the last row."""
     by_system: dict[str, dict[str, str]] = {s: {} for s in summary["systems"]}
     for rec in summary["results"]:
-        if rec["metric"] in DISPLAY:
+        if rec["metric"] in QUALITY_METRICS:
             by_system[rec["system"]][rec["metric"]] = f"{rec['score']:.2f}" + (f" {rec['marks']}" if rec["marks"] else "")
     rows = list(by_system.items())
     rows.append(("Oracle (sentence BLEU+1)", {"bleu": f"{summary['oracle_bleu']:.2f}"}))
@@ -35,17 +36,18 @@ def table_rows(summary: dict) -> list[tuple[str, dict[str, str]]]:
 def table_markdown(summaries: dict, n: int, text_only: bool) -> str:
     """The paper-style Markdown table of every flavour's n-best experiment ({"<flavour>.<n>best": summary})."""
     md = [f"## Multi30k En→De test_2016, reranking {n}-best lists", "",
-          "| NMT | System | BLEU ↑ | METEOR ↑ | TER ↓ |", "|---|---|---|---|---|"]
+          "| NMT | System | " + " | ".join(f"{display_name(m)} {metric_info(m).arrow}" for m in COLUMNS) + " |",
+          "|---|---|---|---|---|"]
     chosen = {k: v for k, v in summaries.items() if k.endswith(f".{n}best")}
     for key, summary in chosen.items():
         for system, cells in table_rows(summary):
-            md.append(f"| {key.split('.')[0]} | {system} | " + " | ".join(cells.get(m, "–") for m in ("bleu", "meteor", "ter")) + " |")
+            md.append(f"| {key.split('.')[0]} | {system} | " + " | ".join(cells.get(m, "–") for m in COLUMNS) + " |")
     first = next(iter(chosen.values()), None)
     if first:
         md += ["", f"Scores are means over {first['config'].get('runs')} MIRA runs; † p < 0.05 against the NMT 1-best, "
                f"‡ against {first['second_baseline']} (stratified approximate randomisation, "
                f"{first['config'].get('ar_trials')} trials).",
-               "Signatures: " + "; ".join(f"{DISPLAY.get(m, m)}: {s}" for m, s in first["signatures"].items())]
+               "Signatures: " + "; ".join(f"{display_name(m)}: {s}" for m, s in first["signatures"].items())]
     if text_only:
         md += ["", NO_IMAGES]
     return "\n".join(md) + "\n"
@@ -53,12 +55,13 @@ def table_markdown(summaries: dict, n: int, text_only: bool) -> str:
 
 def table_latex(summaries: dict, n: int) -> str:
     tex = ["\\begin{tabular}{llrrr}", "\\toprule",
-           "NMT & System & BLEU$\\uparrow$ & METEOR$\\uparrow$ & TER$\\downarrow$ \\\\", "\\midrule"]
+           "NMT & System & " + " & ".join(f"{display_name(m)}$\\{'up' if metric_info(m).higher_is_better else 'down'}arrow$"
+                                            for m in COLUMNS) + " \\\\", "\\midrule"]
     for key, summary in summaries.items():
         if not key.endswith(f".{n}best"):
             continue
         for system, cells in table_rows(summary):
-            values = [cells.get(m, "–") for m in ("bleu", "meteor", "ter")]
+            values = [cells.get(m, "–") for m in COLUMNS]
             tex_vals = [v.replace("†", "$^\\dagger$").replace("‡", "$^\\ddagger$").replace("–", "--") for v in values]
             tex.append(f"{key.split('.')[0]} & {system.replace('_', ' ')} & " + " & ".join(tex_vals) + " \\\\")
         tex.append("\\midrule")

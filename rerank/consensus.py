@@ -11,7 +11,9 @@ The sum includes j = i, as standard MBR decoding does (mbrs, Kumar & Byrne 2004)
 the feature ranks the model's 1-best first (MAP), as T grows it becomes pure consensus.
 
 U is sentence BLEU+1 (Lin & Och 2004; the toolkit's sentence-level BLEU, rerank.bleu),
-sentence chrF (sacrebleu's formula, rerank.metrics), or minus sentence TER (sacrebleu). For
+sentence chrF (sacrebleu's formula, rerank.metrics), or minus sentence TER (sacrebleu): each
+pair's metric value oriented by the metric registry (rerank.metrics.registry.objective), so a
+lower-is-better metric counts as a loss and the feature is always higher-is-better. For
 BLEU and chrF every pair of a list is scored at once: n-grams get integer ids per sentence,
 clipped matches min(c_i, c_j) = sum_t [c_i >= t][c_j >= t] come from sparse products of the
 count-threshold indicator matrices (block-diagonal by sentence), and the formulas run over all
@@ -29,6 +31,7 @@ from rerank.bleu import sentence_bleu_plus1
 from rerank.cliargs import positive_float
 from rerank.errors import InputError
 from rerank.features import Feature
+from rerank.metrics.registry import objective
 from rerank.nbest import NBestList
 
 UTILITIES = ("bleu", "chrf", "ter")
@@ -121,17 +124,23 @@ def chrf_utility(texts: Sequence[str], nbest: NBestList, I, J, pair_offsets, wor
     return np.asarray(metric.score_from_stats(np.stack(columns, axis=1))) / 100.0
 
 
-def ter_utility(texts: Sequence[str], I, J) -> np.ndarray:
-    """Minus sentence TER (sacrebleu, with shifts) of every pair, cached on distinct string pairs."""
+def ter_values(texts: Sequence[str], I, J) -> np.ndarray:
+    """Sentence TER (sacrebleu, with shifts) of every pair as a fraction, the metric's own value
+    (lower is better), cached on distinct string pairs."""
     from sacrebleu.metrics import TER
 
     ter, cache, out = TER(), {}, np.zeros(len(I))
     for p, (i, j) in enumerate(zip(I.tolist(), J.tolist())):
         key = (texts[i], texts[j])
         if key not in cache:
-            cache[key] = -ter.sentence_score(texts[i], [texts[j]]).score / 100.0
+            cache[key] = ter.sentence_score(texts[i], [texts[j]]).score / 100.0
         out[p] = cache[key]
     return out
+
+
+def ter_utility(texts: Sequence[str], I, J) -> np.ndarray:
+    """Minus sentence TER of every pair: `ter_values` oriented by the registry (higher is better)."""
+    return objective(ter_values(texts, I, J), "ter")
 
 
 def posterior(scores: np.ndarray, offsets: np.ndarray, temperature: float = 1.0) -> np.ndarray:

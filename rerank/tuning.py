@@ -18,6 +18,7 @@ import numpy as np
 
 from rerank.bleu import corpus_bleu, corpus_bleu_batch, hypothesis_stats, oracle_rows, sentence_bleu_plus1
 from rerank.errors import InputError
+from rerank.metrics.registry import MetricInfo, best_index, better, metric_info, objective
 from rerank.nbest import NBestList, segment_argmax
 
 
@@ -75,23 +76,44 @@ def expand_refs(refs: Sequence[Sequence[str]], sentence_of_row: np.ndarray) -> l
 
 @dataclass
 class TuningMetric:
-    """What a tuner optimises: per-hypothesis statistics and a vectorised corpus score.
+    """What a tuner optimises: per-hypothesis statistics and two corpus numbers, named apart.
 
-    `score(stats (..., k)) -> (...)` is oriented so that higher is better (TER is negated);
-    `display` turns that back into the metric's own value for printing.
+    - `objective(stats (..., k)) -> (...)`: vectorised, oriented so that higher is better (-TER for
+      TER): what tuners maximise and compare inside;
+    - `value(summed) -> float`: the metric's own value (TER, not -TER): what is printed, recorded in
+      weights.json and equal to `rerank eval`'s number.
+
+    `info` is the metric's registry entry (direction, display name; rerank.metrics.registry):
+    `better`, `best_index` compare values by it.
     """
 
     name: str
     stats: np.ndarray
-    score: Callable[[np.ndarray], np.ndarray]
-    display: Callable[[float], float] = field(default=lambda x: x)
-    exact: Callable[[np.ndarray], float] | None = None  # exact scalar scorer, if different
+    objective: Callable[[np.ndarray], np.ndarray]
+    exact: Callable[[np.ndarray], float] | None = None  # exact scalar scorer of the value, if different
+    info: MetricInfo | None = None                       # default: the registry's entry for `name`
 
-    def corpus(self, summed: np.ndarray) -> float:
+    def __post_init__(self):
+        if self.info is None:
+            self.info = metric_info(self.name)
+
+    def value(self, summed: np.ndarray) -> float:
         """The metric's own value (e.g. TER, not -TER) for one summed statistics vector."""
         if self.exact is not None:
             return float(self.exact(summed))
-        return float(self.display(float(self.score(summed))))
+        return self.value_of(float(self.objective(summed)))
+
+    def value_of(self, objective: float) -> float:
+        """The metric's own value of an objective (TER of -TER)."""
+        return float(self.info.sign * objective)
+
+    def better(self, a: float, b: float) -> bool:
+        """Value a is strictly better than value b (a < b for TER)."""
+        return better(a, b, self.info)
+
+    def best_index(self, values) -> int:
+        """Index of the best of these values, the first of equal ones."""
+        return best_index(values, self.info)
 
 
 def unique_strings(nbest: NBestList) -> tuple[np.ndarray, np.ndarray]:
@@ -148,8 +170,8 @@ def named_metric(name: str, nbest: NBestList, refs, tokenize: str = "13a", lower
     rows, inverse = unique_strings(nbest)
     hyps = [nbest.hyps[int(r)] for r in rows]
     stats = np.asarray(metric.sentence_stats(hyps, expand_refs(refs, nbest.sentence_of_hyp[rows])), dtype=np.float64)
-    sign = 1.0 if metric.higher_is_better else -1.0
-    return TuningMetric(name, stats[inverse], lambda s: sign * np.asarray(metric.score_from_stats(s)), display=lambda x: sign * x)
+    info = metric.info
+    return TuningMetric(name, stats[inverse], lambda s: objective(metric.score_from_stats(s), info), info=info)
 
 
 @dataclass
@@ -182,22 +204,32 @@ class TuningData:
         return segment_argmax(self.features @ w, self.offsets)
 
     def evaluate(self, w: np.ndarray) -> float:
-        """The metric's corpus value of the model 1-best under weights w (first index wins ties)."""
-        return self.metric.corpus(self.stats[self.best_rows(w)].sum(axis=0))
+        """The metric's own corpus value (TER, not -TER) of the model 1-best under weights w (first
+        index wins ties); compare two with `self.metric.better`."""
+        return self.metric.value(self.stats[self.best_rows(w)].sum(axis=0))
 
-    def sentence_scores(self) -> np.ndarray:
+    def objective(self, w: np.ndarray) -> float:
+        """The corpus objective (higher is better: -TER for TER) of the model 1-best under w."""
+        return float(self.metric.objective(self.stats[self.best_rows(w)].sum(axis=0)))
+
+    def sentence_objectives(self) -> np.ndarray:
         """Each hypothesis's own sentence-level score as a fraction, oriented so that higher is
         better: BLEU+1 (Lin & Och 2004) for BLEU, else the metric on that sentence alone (-TER)."""
         if self.metric.name == "bleu":
             return sentence_bleu_plus1(self.stats)
-        return np.asarray(self.metric.score(self.stats), dtype=np.float64) / 100.0
+        return np.asarray(self.metric.objective(self.stats), dtype=np.float64) / 100.0
+
+    def oracle_rows(self) -> np.ndarray:
+        """Each list's best hypothesis by its sentence-level score in the metric's direction
+        (BLEU+1 for BLEU, the toolkit's one oracle rerank.bleu.oracle_rows; the lowest sentence TER
+        for TER); ties go to the earlier hypothesis."""
+        if self.metric.name == "bleu":
+            return oracle_rows(self.stats, self.offsets)
+        return segment_argmax(self.sentence_objectives(), self.offsets)
 
     def oracle(self) -> float:
-        """Corpus score of each list's sentence-BLEU+1 best hypothesis: the toolkit's one oracle
-        (rerank.bleu.oracle_rows), defined for BLEU statistics only."""
-        if self.metric.name != "bleu":
-            raise InputError(f"the oracle is defined for BLEU statistics, not {self.metric.name}")
-        return self.metric.corpus(self.stats[oracle_rows(self.stats, self.offsets)].sum(axis=0))
+        """The metric's corpus value of the oracle picks (`oracle_rows`)."""
+        return self.metric.value(self.stats[self.oracle_rows()].sum(axis=0))
 
 
 def prepare(nbest: NBestList, refs, *, metric: str = "bleu", tokenize: str = "13a", lowercase: bool = False,
@@ -295,7 +327,7 @@ def degenerate(shares: dict[str, float], threshold: float = 0.95) -> str | None:
 @dataclass
 class TuneResult:
     weights: np.ndarray
-    initial_score: float          # the metric's value at the start weights
+    initial_score: float          # the metric's own value (TER, not -TER) at the start weights
     tuned_score: float            # ... and at the returned weights
     curve: list = field(default_factory=list)   # [(step, score)] for the tuning plot
     extra: dict = field(default_factory=dict)   # recorded in weights.json "meta"

@@ -8,8 +8,9 @@ from rerank.io import atomic_write
 
 
 def plot_tuning(path: str, curves: list[tuple[str, list]], feature_names: list[str], weights: np.ndarray,
-                metric: str = "BLEU", tuner: str = "mira", step_name: str = "step") -> None:
-    """curves: (label, [[step, score], ...]) per run; weights: the final (best) weight vector."""
+                metric: str = "BLEU", tuner: str = "mira", step_name: str = "step", higher_is_better: bool = True) -> None:
+    """curves: (label, [[step, score], ...]) per run, the metric's own values (TER, not -TER); weights:
+    the final weight vector (of the best run, best in the metric's direction)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -21,7 +22,7 @@ def plot_tuning(path: str, curves: list[tuple[str, list]], feature_names: list[s
             steps, scores = zip(*curve)
             ax1.plot(steps, scores, marker="." if len(steps) < 80 else None, label=label)
     ax1.set_xlabel(step_name)
-    ax1.set_ylabel(f"tuning-set {metric}")
+    ax1.set_ylabel(f"tuning-set {metric}" + ("" if higher_is_better else " (lower is better)"))
     ax1.set_title(f"{tuner}: tuning curve")
     if len(curves) > 1:
         ax1.legend()

@@ -52,11 +52,11 @@ def test_line_search_matches_brute_force(seed):
         current = corpus_bleu_batch(stats[segment_argmax(X @ w, offsets)].sum(axis=0))
         ls = line_search(X, stats, offsets, corpus_bleu_batch, w, d, current)
         brute = _brute_force(X, stats, offsets, w, d)
-        assert max(ls.interval_scores.max(), current) == pytest.approx(max(brute, current), abs=1e-9)
+        assert max(ls.interval_objectives.max(), current) == pytest.approx(max(brute, current), abs=1e-9)
         # the chosen step really gives the promised score
         moved = corpus_bleu_batch(stats[segment_argmax(X @ (w + ls.gamma * d), offsets)].sum(axis=0))
-        assert moved == pytest.approx(ls.score, abs=1e-9)
-        assert ls.score >= current - 1e-12
+        assert moved == pytest.approx(ls.objective, abs=1e-9)
+        assert ls.objective >= current - 1e-12
 
 
 def test_envelope_sequence_matches_sweeping():

@@ -11,11 +11,12 @@ from rerank.commands._common import FORMAT_HELP, add_nbest_input, add_output_for
 from rerank.commands._stream import scan, scored_chunks, write_chunks
 from rerank.errors import InputError
 from rerank.io import atomic_write, output_group
+from rerank.metrics.registry import QUALITY_METRICS
 from rerank.nbest import segment_argmax
 from rerank.outputs import check_outputs, nbest_outputs
 from rerank.weights import best_rows, read_weights, resorted, weight_vector
 
-SCORED = ("bleu", "chrf", "chrf++", "ter", "meteor")
+SCORED = QUALITY_METRICS
 
 
 def add_parser(subparsers):
@@ -121,11 +122,9 @@ def _run_streamed(args, layout: dict, metrics: list) -> int:
 
 def _print_scores(metrics, best: list[str], first: list[str], refs, out) -> None:
     """Each metric's corpus score of the 1-best and of the first hypotheses, with its signature."""
-    from rerank.report import DISPLAY
-
     for metric in metrics:
         texts = best + first
         metric.prepare(texts + [r for stream in refs for r in stream])
         scores = [metric.corpus_score(h, refs) for h in (best, first)]
-        name = DISPLAY.get(metric.name, metric.name)
+        name = metric.info.display
         print(f"{name} = {scores[0]:.2f}  (first hypotheses: {scores[1]:.2f})  {metric.signature()}", file=out)

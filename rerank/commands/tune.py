@@ -20,12 +20,13 @@ from rerank.commands._common import FORMAT_HELP, add_nbest_input, load_nbest
 from rerank.errors import InputError
 from rerank.formats import read_references
 from rerank.metrics import make_metric
+from rerank.metrics.registry import QUALITY_METRICS, best_of, display_name, metric_info
 from rerank.outputs import check_outputs, file_digest
 from rerank.tuning import degenerate, normalize, prepare, weight_shares
 from rerank.tuning_plot import plot_tuning
 from rerank.weights import read_weights, weight_vector, write_weights
 
-METRICS = ("bleu", "ter", "chrf", "chrf++", "meteor")
+METRICS = QUALITY_METRICS
 # options that do not change a run's result (a run file written with other values is reused)
 NOT_SETTINGS = ("output", "plot", "verbose", "quiet", "func", "command", "runs", "nbest_option")
 
@@ -41,7 +42,7 @@ def add_parser(subparsers):
         "tokenisation. " + FORMAT_HELP,
         epilog="Example: rerank tune dev.nbest --ref dev.ref --tuner mira --runs 3 -o w.json "
         "(writes w.run1.json .. w.run3.json, each when its run ends, and w.json = the run with the best tuning "
-        "score, with the same metadata, at the end). Run again after an interruption: a run file with the same "
+        "score in the metric's direction (the lowest TER), with the same metadata, at the end). Run again after an interruption: a run file with the same "
         "settings and inputs (sha256 recorded in its meta) is reused, and said so; the others are removed first "
         "and redone, as are run files beyond --runs and the old w.json, so the files never mix two invocations.",
     )
@@ -65,7 +66,7 @@ def add_parser(subparsers):
                    "are cut the same way; default: all)")
     m = p.add_argument_group("metric")
     m.add_argument("--metric", choices=METRICS, default="bleu", help="metric to optimise (the tuner must support it; "
-                   "default: %(default)s)")
+                   "TER is minimised; default: %(default)s)")
     m.add_argument("--tokenize", default="13a", help="BLEU tokeniser as sacrebleu -tok, as `rerank eval` and `rerank "
                    "oracle` (default: %(default)s; none for text tokenised like its references)")
     m.add_argument("--lowercase", action="store_true", help="case-insensitive BLEU (default: case-sensitive)")
@@ -129,7 +130,7 @@ def _inputs(args):
 
 
 class RunResult(NamedTuple):
-    score: float          # the tuned score
+    score: float          # the tuned score: the metric's own value (TER, not -TER)
     path: str             # the run's weights file
     weights: np.ndarray   # in the n-best's column order
     curve: list
@@ -234,15 +235,21 @@ def _tune_run(args, tuner, data, w0, r: int, path: str, metric: str, settings: d
     return RunResult(best, path, w, curve, r, meta)
 
 
+def best_run(results: list[RunResult], metric: str) -> RunResult:
+    """The run with the best tuned score in the metric's direction (the lowest TER), the first of equal ones."""
+    return best_of(results, metric, key=lambda x: x.score)
+
+
 def _write_best_of_runs(args, feature_names: list[str], results: list[RunResult], metric: str) -> None:
     """OUTPUT = the run with the best tuning score, with that run's metadata, and the spread of the runs."""
-    best = max(results, key=lambda x: x.score)
+    best = best_run(results, args.metric)
     meta = {**best.meta, "command": sys.argv, "runs": args.runs, "best_of_runs": best.path,
             "tuned_scores": [x.score for x in results]}
     write_weights(args.output, dict(zip(feature_names, best.weights.tolist())), meta)
     scores = np.array([x.score for x in results])
+    which = "highest" if metric_info(args.metric).higher_is_better else "lowest"
     print(f"{args.runs} runs: {metric} mean {scores.mean():.2f}, sd {scores.std(ddof=1):.2f}; "
-          f"best run {best.run} copied to {args.output}")
+          f"best run {best.run} ({which} {metric}, {best.score:.2f}) copied to {args.output}")
 
 
 def _runs(args, tuner, data, w0, paths: list[str], metric: str) -> list[RunResult]:
@@ -278,7 +285,7 @@ def run(args) -> int:
                    progress=show_progress(args), source=args.nbest)
     if args.normalize != "none" and not data.tuned.all():
         raise InputError(f"--normalize {args.normalize} would rescale fixed features; use --normalize none with --fix/--tune")
-    metric = args.metric.upper() if args.metric != "chrf++" else "chrF++"
+    metric = display_name(args.metric)
     merged = data.n_input_hyps - data.nbest.n_hyps
     print(f"tuning set: {nbest.n_sentences} sentences, {data.nbest.n_hyps} hypotheses"
           + (f" ({merged} exact duplicates merged)" if merged else "")
@@ -288,7 +295,7 @@ def run(args) -> int:
         _write_best_of_runs(args, data.feature_names, results, metric)
     if args.plot:
         plot_tuning(args.plot, [(f"run {x.run}", x.curve) for x in results], data.feature_names,
-                    max(results, key=lambda x: x.score).weights, metric=metric, tuner=args.tuner,
-                    step_name=tuner.step_name)
+                    best_run(results, args.metric).weights, metric=metric, tuner=args.tuner,
+                    step_name=tuner.step_name, higher_is_better=metric_info(args.metric).higher_is_better)
     print(f"done in {time.time() - start:.1f}s", file=sys.stderr)
     return 0

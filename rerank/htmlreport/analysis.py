@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from rerank.metrics.registry import metric_info
+
 LENGTH_EDGES = (10, 20, 30, 40, 50)
 FREQ_EDGES = (1, 2, 3, 4, 5, 10, 100, 1000)
 WORD_F = "word F1"
@@ -65,8 +67,17 @@ def drop_empty(buckets: Buckets) -> Buckets:
                    buckets.count_name, pick(buckets.scores), pick(buckets.deltas))
 
 
-def _deltas(scores: dict, baseline: str, higher_is_better: bool) -> dict:
-    sign = 1.0 if higher_is_better else -1.0
+def direction_sign(direction) -> float:
+    """+1.0 or -1.0 of a metric's direction: `direction` is a bool (higher is better?) or a metric
+    as rerank.metrics.registry takes it (a name, a MetricInfo, a Metric)."""
+    if isinstance(direction, (bool, np.bool_)):
+        return 1.0 if direction else -1.0
+    return metric_info(direction).sign
+
+
+def _deltas(scores: dict, baseline: str, direction) -> dict:
+    """Improvements over the baseline per bucket, in the metric's direction (TER: baseline - system)."""
+    sign = direction_sign(direction)
     base = scores[baseline]
     return {s: [None if a is None or b is None else sign * (a - b) for a, b in zip(values, base)]
             for s, values in scores.items() if s != baseline}
@@ -95,7 +106,7 @@ def length_buckets(table, refs, tokenizer: Callable[[str], str], edges: Sequence
             values = np.asarray(metric.score_from_stats(sums), dtype=np.float64).reshape(nb, -1).mean(axis=1)
             scores[s] = [float(v) if out.counts[b] else None for b, v in enumerate(values)]
         out.scores[m] = scores
-        out.deltas[m] = _deltas(scores, table.baseline, table.higher_is_better[m])
+        out.deltas[m] = _deltas(scores, table.baseline, metric)
     return out
 
 
@@ -184,8 +195,10 @@ class Changes:
 
 
 def changed_sentences(baseline: Sequence[str], system: Sequence[str], base_scores, sys_scores,
-                      higher_is_better: bool = True) -> Changes:
-    sign = 1.0 if higher_is_better else -1.0
+                      higher_is_better=True) -> Changes:
+    """`higher_is_better`: the metric's direction, a bool or a metric (see `direction_sign`); gains
+    are improvements in that direction (TER: baseline - system), so "better" means a lower TER."""
+    sign = direction_sign(higher_is_better)
     gains = sign * (np.asarray(sys_scores, dtype=np.float64) - np.asarray(base_scores, dtype=np.float64))
     changed = np.array([a != b for a, b in zip(baseline, system)], dtype=bool)
     idx = np.flatnonzero(changed)

@@ -8,6 +8,8 @@ import io
 
 import numpy as np
 
+from rerank.metrics.registry import display_name
+
 COLORS = ("#396ab1", "#da7c30", "#3e9651", "#cc2529", "#6b4c9a", "#922428", "#948b3d", "#535154")
 BETTER, WORSE = "#3e9651", "#cc2529"
 
@@ -45,9 +47,8 @@ def save_png(fig, path: str, dpi: int = 120) -> None:
 
 
 def delta_figure(table):
-    """Each system's improvement over the baseline with its bootstrap 95% interval, one panel per metric."""
-    from rerank.report import DISPLAY
-
+    """Each system's improvement over the baseline with its bootstrap 95% interval, one panel per metric
+    (for a lower-is-better metric the improvement is baseline - system: right is better everywhere)."""
     plt = _pyplot()
     metrics = [m for m in table.metrics if m != "length"]
     systems = [s for s in table.systems if s != table.baseline]
@@ -63,9 +64,9 @@ def delta_figure(table):
         err = np.array([[max(0.0, a - b) for a, b in zip(d, lo)], [max(0.0, b - a) for a, b in zip(d, hi)]])
         ax.errorbar(d, ys, xerr=err, fmt="o", capsize=3)
         ax.axvline(0.0, color="grey", lw=0.8, ls="--")
-        arrow = "" if table.higher_is_better[m] else " (lower is better)"
-        ax.set_title(f"{DISPLAY.get(m, m)}{arrow}", fontsize=10)
-        ax.set_xlabel(f"improvement over {table.baseline}", fontsize=8)
+        lower = not table.higher_is_better[m]
+        ax.set_title(f"{display_name(m)}" + (" (lower is better)" if lower else ""), fontsize=10)
+        ax.set_xlabel(f"improvement over {table.baseline}" + (" (baseline \u2212 system)" if lower else ""), fontsize=8)
         ax.set_yticks(ys)
         ax.set_yticklabels(systems)
     fig.tight_layout()
@@ -73,7 +74,9 @@ def delta_figure(table):
 
 
 def bucket_figure(buckets, baseline: str, display: dict | None = None):
-    """Grouped bars: each system's improvement over the baseline in each bucket, one panel per metric."""
+    """Grouped bars: each system's improvement over the baseline in each bucket, one panel per metric
+    (the buckets' deltas: improvements in each metric's direction). `display`: names shown instead of
+    the registry's display names."""
     plt = _pyplot()
     display = display or {}
     metrics = list(buckets.deltas)
@@ -89,7 +92,7 @@ def bucket_figure(buckets, baseline: str, display: dict | None = None):
         ax.axhline(0.0, color="grey", lw=0.8)
         ax.set_xticks(np.arange(nb))
         ax.set_xticklabels(buckets.labels, fontsize=8, rotation=30)
-        ax.set_title(display.get(m, m), fontsize=10)
+        ax.set_title(display.get(m) or display_name(m), fontsize=10)
         ax.set_ylabel(f"improvement over {baseline}", fontsize=8)
     if systems:
         axes[0][0].legend(fontsize=7, loc="best")

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from rerank.metrics.base import Metric
+from rerank.metrics.registry import (METRIC_NAMES, QUALITY_METRICS, REGISTRY, MetricInfo, best_index, best_of, better,
+                                     decimals, display_name, higher_is_better, improvement, metric_info, objective)
 from rerank.metrics.sacre import BLEUMetric, CHRFMetric, LengthMetric, TERMetric
-
-METRIC_NAMES = ("bleu", "meteor", "ter", "chrf", "chrf++", "length")
 
 
 def make_metric(name: str, lang: str = "en", tokenize: str | None = None, lowercase: bool = False,
@@ -31,4 +31,6 @@ def make_metric(name: str, lang: str = "en", tokenize: str | None = None, lowerc
     raise ValueError(f"unknown metric {name!r} (known: {', '.join(METRIC_NAMES)})")
 
 
-__all__ = ["Metric", "BLEUMetric", "CHRFMetric", "TERMetric", "LengthMetric", "METRIC_NAMES", "make_metric"]
+__all__ = ["Metric", "BLEUMetric", "CHRFMetric", "TERMetric", "LengthMetric", "METRIC_NAMES", "QUALITY_METRICS",
+           "REGISTRY", "MetricInfo", "make_metric", "metric_info", "display_name", "higher_is_better", "decimals",
+           "objective", "improvement", "better", "best_index", "best_of"]

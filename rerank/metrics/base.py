@@ -12,12 +12,42 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from rerank.metrics.registry import MetricInfo, lookup
+
 
 class Metric:
-    """Base class: subclasses set `name`, `higher_is_better` and implement the two methods."""
+    """Base class: subclasses set `name` and implement the two methods.
+
+    `info` (direction, display name, decimals) is the registry's entry for a built-in metric
+    (rerank.metrics.registry); a metric outside the registry passes its own MetricInfo to
+    `set_info`, or (a user's subclass) sets the class attribute `higher_is_better`.
+    """
 
     name = "metric"
-    higher_is_better = True
+    _info: MetricInfo | None = None
+
+    @property
+    def info(self) -> MetricInfo:
+        if self._info is not None:
+            return self._info
+        known = lookup(self.name)
+        if known is not None:
+            return known
+        declared = next((c.__dict__["higher_is_better"] for c in type(self).__mro__
+                         if "higher_is_better" in c.__dict__ and not isinstance(c.__dict__["higher_is_better"], property)),
+                        True)
+        return MetricInfo(self.name, self.name, bool(declared))
+
+    def set_info(self, info: MetricInfo) -> None:
+        self._info = info
+
+    @property
+    def higher_is_better(self) -> bool:
+        return self.info.higher_is_better
+
+    @property
+    def decimals(self) -> int:
+        return self.info.decimals
 
     def sentence_stats(self, hyps: Sequence[str], refs: Sequence[Sequence[str]]) -> np.ndarray:
         """Per-sentence statistics, float64 array (len(hyps) x k).

@@ -21,6 +21,7 @@ import numpy as np
 
 from rerank.errors import InputError
 from rerank.metrics.base import Metric
+from rerank.metrics.registry import MetricInfo
 
 NAME_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_.+-]*$")
 
@@ -36,12 +37,15 @@ class SegmentScoresMetric(Metric):
         lengths = {len(v) for v in columns.values()}
         if len(lengths) > 1:
             raise ValueError(f"segment scores {name!r}: columns of different lengths {sorted(lengths)}")
-        self.name, self.source, self.higher_is_better = name, source, higher_is_better
+        self.name, self.source = name, source
         self.columns = {k: np.asarray(v, dtype=np.float64) for k, v in columns.items()}
         self.n = lengths.pop() if lengths else 0
         self.digest = digest
         largest = max((float(np.abs(v).max()) for v in self.columns.values() if len(v)), default=0.0)
-        self.decimals = 4 if largest < 10 else 2  # COMET-like scores near 1 need more than 2 decimals
+        # its direction and decimals travel with it (rerank.metrics.registry); COMET-like scores
+        # near 1 need more than 2 decimals
+        self.set_info(MetricInfo(name, name, higher_is_better=higher_is_better, decimals=4 if largest < 10 else 2,
+                                 scale="mean of the segment scores"))
 
     def column_names(self, system: str, runs: int) -> list[str]:
         """The columns of a system with `runs` runs; InputError naming the file's header when one is missing."""
@@ -74,9 +78,8 @@ class SegmentScoresMetric(Metric):
         return score if score.ndim else float(score)
 
     def signature(self):
-        direction = "higher" if self.higher_is_better else "lower"
         digest = f"|sha256:{self.digest[:16]}" if self.digest else ""
-        return f"{self.name}|segment-scores:{os.path.basename(self.source)}{digest}|mean|{direction}-is-better"
+        return f"{self.name}|segment-scores:{os.path.basename(self.source)}{digest}|mean|{self.info.direction}-is-better"
 
 
 def parse_spec(spec: str) -> tuple[str, str]:

@@ -39,7 +39,6 @@ class BLEUMetric(Metric):
     """
 
     name = "bleu"
-    higher_is_better = True
 
     def __init__(self, tokenize: str | None = None, lowercase: bool = False):
         self._bleu = BLEU(tokenize=tokenize, lowercase=lowercase, smooth_method="exp", force=True)
@@ -59,7 +58,6 @@ class CHRFMetric(Metric):
     """chrF (or chrF++ with word_order=2) as sacrebleu computes it."""
 
     name = "chrf"
-    higher_is_better = True
 
     def __init__(self, word_order: int = 0, lowercase: bool = False):
         self._chrf = CHRF(word_order=word_order, lowercase=lowercase)
@@ -95,10 +93,9 @@ class CHRFMetric(Metric):
 
 
 class TERMetric(Metric):
-    """TER as sacrebleu computes it; lower is better. Statistics: [edits, ref_len]."""
+    """TER as sacrebleu computes it; lower is better (the registry says so). Statistics: [edits, ref_len]."""
 
     name = "ter"
-    higher_is_better = False
 
     def __init__(self, normalized: bool = False, no_punct: bool = False, case_sensitive: bool = False):
         self._ter = TER(normalized=normalized, no_punct=no_punct, case_sensitive=case_sensitive)
@@ -125,7 +122,6 @@ class LengthMetric(Metric):
     """
 
     name = "length"
-    higher_is_better = True  # not a quality score; marks are not printed for it
 
     def __init__(self, tokenize: str | None = None, lowercase: bool = False):
         self._bleu = BLEUMetric(tokenize=tokenize, lowercase=lowercase)

@@ -90,7 +90,6 @@ class MeteorMetric(Metric):
     """METEOR 1.5 statistics from the native aligner or from the jar (`backend="jar"`)."""
 
     name = "meteor"
-    higher_is_better = True
 
     def __init__(self, lang: str = "en", modules: Sequence[str] | None = None, backend: str = "native",
                  resources: str | None = None, jar: str | None = None, normalize: bool = True,

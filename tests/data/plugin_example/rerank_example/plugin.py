@@ -42,7 +42,7 @@ class RandomSearch(Tuner):
             w = best_w.copy()
             w[data.tuned] = rng.uniform(-1, 1, int(data.tuned.sum()))
             score = data.evaluate(w)
-            if score > best:
+            if data.metric.better(score, best):  # in the metric's direction (lower TER is better)
                 best_w, best = w, score
             curve.append([k, best])
         return TuneResult(best_w, initial, best, curve)
