@@ -20,12 +20,12 @@ EXTENSIONS = {".md": "markdown", ".markdown": "markdown", ".tex": "latex", ".csv
 EPILOG = """\
 systems: each SYSTEM is [NAME=]PATH. PATH is one hypothesis file (one run), or a glob in quotes
 ('sys.run*'), or a prefix whose optimizer runs are PATH.run1, PATH.run2, ... (any PATH.run* files).
-Every system needs as many runs as the baseline; a system (or baseline) given as a single
-file is deterministic and stands for every run (e.g. a decoder 1-best against 3 tuning runs).
+Each system keeps its own number of runs, and each pair is tested on its two systems' runs
+(a decoder 1-best given as one file against 3 tuning runs: 1 + 3 outputs per sentence).
 
 columns per metric: mean score over runs, then s_sel/s_opt/p: s_sel = bootstrap std dev of the
 test-set score (mean over runs), s_opt = std dev over runs, p = approximate randomisation against
-the baseline (stratified over runs when R > 1). \u2020 = significantly better than the baseline,
+the baseline (paired for one run each, else stratified over both systems' runs). \u2020 = significantly better than the baseline,
 \u2021 = significantly better than --second-baseline (p < --alpha); "better" is the direction of the
 difference the test judges (statistics pooled over runs and sentences), which with several runs can
 differ from the order of the mean scores. TER is lower-is-better; its marks and deltas follow that
