@@ -18,11 +18,10 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from rerank.metrics import Metric, make_metric
+from rerank.metrics.registry import display_name
 from rerank.significance import (Resamples, approximate_randomization, as_runs, holm_bonferroni,
                                  paired_bootstrap, run_statistics)
 
-DISPLAY = {"bleu": "BLEU", "meteor": "METEOR", "ter": "TER", "chrf": "chrF", "chrf++": "chrF++",
-           "length": "Length"}
 MARK_BASE, MARK_SECOND = "\u2020", "\u2021"  # dagger, double dagger
 
 
@@ -71,7 +70,7 @@ class ResultTable:
         header = ["System"]
         for m in self.metrics:
             arrow = "" if m == "length" else " \u2191" if self.higher_is_better[m] else " \u2193"
-            header += [f"{DISPLAY.get(m, m)}{arrow}", "s_sel/s_opt/p" + ("/p\u2021" if self.second_baseline else "")]
+            header += [f"{display_name(m)}{arrow}", "s_sel/s_opt/p" + ("/p\u2021" if self.second_baseline else "")]
         rows = []
         for name in self.systems:
             row = [name]
@@ -107,7 +106,7 @@ class ResultTable:
         if isinstance(runs, dict):
             lines.append("runs: " + ", ".join(f"{name} {r}" for name, r in runs.items()))
         for m in self.metrics:
-            lines.append(f"{DISPLAY.get(m, m)}: {self.signatures[m]}")
+            lines.append(f"{display_name(m)}: {self.signatures[m]}")
         return lines
 
     def to_text(self) -> str:
@@ -125,7 +124,7 @@ class ResultTable:
 
     def to_latex(self) -> str:
         cols = "l" + "rr" * len(self.metrics)
-        head = ["System"] + [f"{DISPLAY.get(m, m)} $\\{'uparrow' if self.higher_is_better[m] else 'downarrow'}$ & "
+        head = ["System"] + [f"{display_name(m)} $\\{'uparrow' if self.higher_is_better[m] else 'downarrow'}$ & "
                              "$s_{sel}$/$s_{opt}$/$p$" + ("/$p^\\ddagger$" if self.second_baseline else "") for m in self.metrics]
         out = [f"\\begin{{tabular}}{{{cols}}}", "\\toprule", " & ".join(head) + " \\\\", "\\midrule"]
         for name in self.systems:
