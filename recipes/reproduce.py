@@ -236,7 +236,7 @@ def published_list(featured: str, listed: str):
     except InputError as e:
         raise InputError(e.problem, featured) from None
     for name in PUBLISHED_COLUMNS[len(NMT_COLUMNS):]:  # the decoder's precision: half the package size of full floats
-        published = published.with_feature(name, np.round(published.column(name), PUBLISHED_DECIMALS))
+        published = published.with_feature(name, np.round(published.column(name), PUBLISHED_DECIMALS), replace=True)
     return published
 
 

@@ -46,14 +46,16 @@ def add_features(nbest, sources: list[str], models: dict, device: str = "cpu"):
     progress = sys.stderr.isatty()
     s_s = embedding_features(nbest, Encoder.load(models["embedding"]), ["s_s"], "de", sources=sources, src_lang="en",
                              device=device, progress=progress)["s_s"]
-    nbest = nbest.with_feature("s_s", s_s).with_feature("mbr", mbr_scores(nbest, nbest.column("nmt")))
+    nbest = nbest.with_feature("s_s", s_s, replace=True).with_feature("mbr", mbr_scores(nbest, nbest.column("nmt")), replace=True)
     pairs, index = distinct_pairs(nbest)
     channel, lengths = channel_scores(models["channel"], [h for _, h in pairs], [sources[i] for i, _ in pairs], device,
                                       progress=progress)
-    nbest = nbest.with_feature("channel", channel[index]).with_feature("channel_norm", (channel / lengths)[index])
+    # the shipped lists carry channel and lm columns: recomputed from the models, they replace them
+    nbest = nbest.with_feature("channel", channel[index], replace=True).with_feature(
+        "channel_norm", (channel / lengths)[index], replace=True)
     sums, counts = LanguageModel.load(models["lm"], device).score(list(nbest.hyps), progress=progress)
     lm = [s / c for s, c in zip(sums, counts)]
-    return nbest.with_feature("lm", sums).with_feature("lm_norm", lm)
+    return nbest.with_feature("lm", sums, replace=True).with_feature("lm_norm", lm, replace=True)
 
 
 class Stronger:

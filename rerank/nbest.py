@@ -14,28 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from rerank.errors import InputError
-
-
-def feature_name_problem(name) -> str | None:
-    """Why `name` cannot be a feature name (every format must write and read it back), or None."""
-    if not isinstance(name, str) or not name:
-        return "is empty"
-    if name[0].isdigit() or name[0] == "-":
-        return "starts with a digit or '-' (it would read as a number)"
-    if any(c.isspace() for c in name):
-        return "contains white space"
-    if "=" in name:
-        return "contains '='"
-    if "|||" in name:
-        return "contains '|||'"
-    return None
-
-
-def check_feature_name(name, path: str | None = None, line: int | None = None) -> None:
-    """InputError naming `path`:`line` if `name` cannot be a feature name."""
-    problem = feature_name_problem(name)
-    if problem:
-        raise InputError(f"feature name {name!r} {problem}", path, line)
+from rerank.names import check_feature_name, feature_name_problem, group_columns  # noqa: F401 (API)
 
 
 class StringColumn(Sequence):
@@ -199,6 +178,11 @@ class NBestList:
         if self.scores is not None and self.scores.shape != (len(self.hyps),):
             raise ValueError("scores must have one value per hypothesis")
         self._check_content()
+        # what the writers write of the groups (`tm= a b` -> tm_0, tm_1) must be what the readers make of it
+        if [c for g, width in self.groups for c in group_columns(g, width)] != self.feature_names:
+            raise ValueError(f"feature groups {self.groups} do not name the columns {self.feature_names}")
+        if len({g for g, _ in self.groups}) != len(self.groups):
+            raise ValueError(f"a feature group name repeats: {self.groups} (no reader accepts `tm= a b tm= c`)")
 
     def _check_content(self) -> None:
         """Names, values and strings that every format can write and read back (InputError)."""
@@ -270,13 +254,34 @@ class NBestList:
         return self.features[:, self.feature_names.index(name)]
 
     # --- derived lists ------------------------------------------------------------------
-    def with_feature(self, name: str, values: np.ndarray) -> NBestList:
-        """A copy with one more column (or `name` replaced if it exists already)."""
+    def feature_clash(self, name: str, replace: bool = False) -> str | None:
+        """Why a column `name` cannot be added to this list (None if it can): `name` is already a
+        column (unless `replace`), or it names a group of several columns (`tm` of tm_0, tm_1),
+        which the writers would write as a second group `tm= c` after `tm= a b`: no reader takes that."""
+        width = dict(self.groups).get(name, 1)
+        if width > 1:
+            columns = ", ".join(group_columns(name, width))
+            return (f"{name!r} names the feature group `{name}=` of {width} columns ({columns}): a column {name!r} would "
+                    f"be written as a second group `{name}=`, which no reader accepts; choose another name"
+                    + (" or replace one of its columns" if replace else ""))
+        if name in self.feature_names and not replace:
+            return f"the n-best already has a feature {name!r} (--replace overwrites it)"
+        return None
+
+    def with_feature(self, name: str, values: np.ndarray, replace: bool = False) -> NBestList:
+        """A copy with the column `name` added at the end; with `replace`, an existing column of
+        that name is overwritten in place instead (a new name is still added). InputError for a
+        name the list has without `replace`, and for the name of a group of columns (`feature_clash`)."""
+        check_feature_name(name)
+        problem = self.feature_clash(name, replace)
+        if problem:
+            raise InputError(problem)
         values = np.asarray(values, dtype=np.float64).reshape(self.n_hyps, 1)
         if name in self.feature_names:
             features = self.features.copy()
             features[:, self.feature_names.index(name)] = values[:, 0]
-            return NBestList(self.offsets, self.hyps, features, list(self.feature_names), list(self.groups), self.scores, dict(self.missing))
+            missing = {k: v for k, v in self.missing.items() if k != name}  # the new values lack nothing
+            return NBestList(self.offsets, self.hyps, features, list(self.feature_names), list(self.groups), self.scores, missing)
         return NBestList(
             self.offsets, self.hyps, np.hstack([self.features, values]), self.feature_names + [name],
             self.groups + [(name, 1)], self.scores, dict(self.missing),

@@ -41,7 +41,7 @@ def test_recipe_runs_and_resumes(mini_multi30k, tmp_path, capsys):
     from rerank.formats import read_nbest, write_nbest
     val_list = out / "nbest" / "weak.val.4best.gz"
     nbest = read_nbest(str(val_list))
-    write_nbest(nbest.with_feature("len", nbest.features[:, nbest.feature_names.index("len")] + 1.0), str(val_list))
+    write_nbest(nbest.with_feature("len", nbest.features[:, nbest.feature_names.index("len")] + 1.0, replace=True), str(val_list))
     test_features = out / "features" / "weak.test_2016.4best.feat.gz"
     mtime = test_features.stat().st_mtime_ns
     assert main(args) == 0

@@ -8,7 +8,7 @@ from rerank.cliargs import nbest_inputs
 from rerank.commands._common import FORMAT_HELP, add_nbest_input, add_output_format, load_nbest, write_output
 from rerank.errors import InputError
 from rerank.io import iter_lines
-from rerank.nbest import NBestList
+from rerank.nbest import NBestList, check_feature_name
 from rerank.outputs import check_outputs, nbest_outputs
 
 
@@ -22,7 +22,8 @@ def add_parser(subparsers):
     add_nbest_input(parser)
     parser.add_argument("--name", action="append", required=True, help="name of the new feature column")
     parser.add_argument("--scores", action="append", required=True, help="file of scores for the matching --name")
-    parser.add_argument("--replace", action="store_true", help="overwrite an existing column of the same name")
+    parser.add_argument("--replace", action="store_true", help="overwrite an existing column of the same name in "
+                        "place (default: a name the n-best has is an error, nothing is written)")
     parser.add_argument("-o", "--output", required=True, help="output n-best file")
     add_output_format(parser)
     parser.set_defaults(func=run)
@@ -58,8 +59,9 @@ def join_scores(nbest: NBestList, name: str, values: np.ndarray, source: str, re
                 nbest_path: str | None = None) -> NBestList:
     """Per-hypothesis values are used as they are; per-sentence values are broadcast. Errors name
     `source` (and the n-best's `nbest_path` when given)."""
-    if name in nbest.feature_names and not replace:
-        raise InputError(f"the n-best already has a feature {name!r} (use --replace)", source)
+    problem = nbest.feature_clash(name, replace)
+    if problem:
+        raise InputError(problem, nbest_path)
     if len(values) == nbest.n_hyps:
         column = values
     elif len(values) == nbest.n_sentences:
@@ -67,12 +69,17 @@ def join_scores(nbest: NBestList, name: str, values: np.ndarray, source: str, re
     else:
         raise InputError(f"{len(values)} scores, but the n-best has {nbest.n_hyps} hypotheses and {nbest.n_sentences} "
                          "sentences" + (f" ({nbest_path})" if nbest_path else ""), source)
-    return nbest.with_feature(name, column)
+    return nbest.with_feature(name, column, replace=replace)
 
 
 def run(args) -> int:
     if len(args.name) != len(args.scores):
         raise InputError(f"{len(args.name)} --name but {len(args.scores)} --scores: give them in pairs")
+    for name in args.name:
+        check_feature_name(name)
+    twice = [name for k, name in enumerate(args.name) if name in args.name[:k]]
+    if twice:
+        raise InputError(f"--name {twice[0]} is given twice")
     check_outputs(nbest_outputs(args.output, args.out_format), [*nbest_inputs(args), *args.scores])
     nbest, _ = load_nbest(args)
     for name, path in zip(args.name, args.scores):

@@ -42,6 +42,8 @@ def add_parser(subparsers):
     parser.add_argument("--threads", type=positive_int, default=1, help="torch CPU threads for the model features "
                         "(default: %(default)s: the encoders' small products run fastest on one thread; torch's "
                         "default spins when the cores are shared)")
+    parser.add_argument("--replace", action="store_true", help="overwrite columns the n-best has already, in place "
+                        "(default: such a column is an error, nothing is written)")
     parser.add_argument("-o", "--output", required=True, help="output n-best file")
     add_output_format(parser)
     add_quiet(parser)
@@ -102,9 +104,10 @@ def run(args) -> int:
         columns = features[plugin]().compute(part, which, context)
         check_columns(columns, part.n_hyps, plugin)
         for column, values in columns.items():
-            if column in part.feature_names:
-                raise InputError(f"the n-best already has a feature {column!r}", args.nbest)
-            part = part.with_feature(column, values)
+            problem = part.feature_clash(column, args.replace)
+            if problem:
+                raise InputError(problem, args.nbest)
+            part = part.with_feature(column, values, replace=args.replace)
     for note in context.notes:
         print(f"note: {note}", file=sys.stderr)
     write_output(part, args.output, args.out_format, first_id=args.id_offset)

@@ -50,7 +50,7 @@ _FAIRSEQ_KINDS = "STHDP"
 def detect_format(path: str, report: ReadReport | None = None) -> str:
     """The format from the first lines, without consuming them (standard input included).
 
-    A first non-empty line with `|||` is Moses (`name=` groups) or Joshua (`name=value`);
+    A first non-empty line with `|||` (and not a fairseq line) is Moses (`name=` groups) or Joshua (`name=value`);
     fairseq is found by its S-/T-/H-/D-/P- lines within the first DETECT_LINES lines, past
     any log lines (counted in `report`); anything else is plain.
     """
@@ -58,12 +58,12 @@ def detect_format(path: str, report: ReadReport | None = None) -> str:
     for _, text in head_lines(path, DETECT_LINES):
         if not text.strip():
             continue
-        if not seen_text and "|||" in text:
+        match = FAIRSEQ_LINE.match(text)
+        if not seen_text and "|||" in text and not (match and match.group(1) in _FAIRSEQ_KINDS):  # (H- text may hold |||)
             fields = text.split("|||")
             tokens = fields[2].split() if len(fields) > 2 else []
             return "joshua" if tokens and not any(t.endswith("=") for t in tokens) else "moses"
         seen_text = True
-        match = FAIRSEQ_LINE.match(text)
         if match and match.group(1) in _FAIRSEQ_KINDS:
             if skipped and report is not None:
                 report.notes.append(f"read as fairseq output: skipped {skipped} log line(s) before the first S-/T-/H-/D-/P- line")
@@ -146,6 +146,10 @@ def write_nbest(nbest: NBestList, path: str, fmt: str = "moses", first_id: int =
     writer = _WRITERS.get(fmt)
     if writer is None:
         raise _unknown_format(fmt, path)
+    empty = np.flatnonzero(nbest.sizes == 0)
+    if len(empty):  # its id would be missing from the file, which every reader refuses (or drops at the end)
+        raise InputError(f"sentence {int(empty[0]) + first_id} has no hypotheses: no n-best format can hold an empty "
+                         "list", path)
     return writer(nbest, path, first_id=first_id)
 
 

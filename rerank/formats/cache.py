@@ -114,6 +114,13 @@ def _arrays(nbest: NBestList) -> dict[str, np.ndarray]:
     return {name: np.ascontiguousarray(a, dtype=a.dtype.newbyteorder("<")) for name, a in arrays.items()}
 
 
+def _raw(a) -> memoryview:
+    """The bytes of an array (or bytes) without a copy; an empty one too (a list without features
+    has an (n, 0) matrix, which memoryview cannot cast)."""
+    view = memoryview(a)
+    return view.cast("B") if view.nbytes else memoryview(b"")
+
+
 def _aligned(offset: int) -> int:
     return -(-offset // ALIGN) * ALIGN
 
@@ -125,7 +132,7 @@ def write_entry(file: str, key: str, nbest: NBestList, report: ReadReport) -> No
     for name, a in arrays.items():
         layout[name] = [offset, a.dtype.str, list(a.shape)]
         offset = _aligned(offset + a.nbytes)
-        crc = zlib.crc32(memoryview(a).cast("B"), crc)
+        crc = zlib.crc32(_raw(a), crc)
     header = json.dumps({"version": VERSION, "key": key, "arrays": layout, "payload": offset, "crc32": crc,
                          "feature_names": nbest.feature_names, "groups": nbest.groups, "missing": nbest.missing,
                          "report": dataclasses.asdict(report)}).encode()
@@ -134,7 +141,7 @@ def write_entry(file: str, key: str, nbest: NBestList, report: ReadReport) -> No
     with atomic_write(file, "wb", grouped=False) as out:
         out.write(head + bytes(start - len(head)))
         for name, a in arrays.items():
-            out.write(memoryview(a).cast("B"))
+            out.write(_raw(a))
             out.write(bytes(_aligned(a.nbytes) - a.nbytes))
 
 
@@ -169,9 +176,9 @@ def load_entry(file: str, key: str) -> tuple[NBestList, ReadReport] | None:
                         return None
                 else:
                     a = np.empty(shape, dtype=np.dtype(dtype))
-                    if fh.readinto(memoryview(a).cast("B")) != a.nbytes:
+                    if a.nbytes and fh.readinto(_raw(a)) != a.nbytes:
                         return None
-                crc = zlib.crc32(memoryview(a).cast("B"), crc)
+                crc = zlib.crc32(_raw(a), crc)
                 arrays[name] = a
         if crc != header["crc32"]:
             return None

@@ -115,6 +115,8 @@ def write_plain(nbest: NBestList, path: str, first_id: int = 0) -> list[str]:
         with atomic_write(path + ".ids") as out:
             out.writelines(f"{i}\n" for i in nbest.sentence_of_hyp + first_id)
         with atomic_write(path + ".features.tsv") as out:
+            if nbest.feature_names and nbest.feature_names[0].startswith("\ufeff"):
+                out.write("\ufeff")  # as for the hypotheses: the reader drops one byte-order mark
             out.write("\t".join(nbest.feature_names) + "\n")
             for row in nbest.features:
                 out.write("\t".join(format_value(v) for v in row) + "\n")
