@@ -20,6 +20,7 @@ from rerank.bleu import corpus_bleu, corpus_bleu_batch, hypothesis_stats, oracle
 from rerank.errors import InputError
 from rerank.metrics.registry import MetricInfo, best_index, better, metric_info, objective
 from rerank.nbest import NBestList, segment_argmax
+from rerank.weights import best_rows
 
 
 def _first_of_equal(key: np.ndarray, equal: Callable[[np.ndarray, np.ndarray], np.ndarray]):
@@ -201,7 +202,8 @@ class TuningData:
         return self.metric.stats
 
     def best_rows(self, w: np.ndarray) -> np.ndarray:
-        return segment_argmax(self.features @ w, self.offsets)
+        """The model 1-best rows, ranked as `rerank apply` ranks them (rerank.weights.best_rows)."""
+        return best_rows(self.nbest, w)
 
     def evaluate(self, w: np.ndarray) -> float:
         """The metric's own corpus value (TER, not -TER) of the model 1-best under weights w (first

@@ -160,25 +160,39 @@ def weight_vector(weights: dict[str, float], feature_names: list[str], source: s
     return np.array([weights.get(name, 0.0) for name in feature_names], dtype=np.float64)
 
 
-SCORE_ROWS = 4096  # w·f is computed this many rows at a time from the first (streamed lists compute the same products)
+SCORE_ROWS = 4096  # rows scored at a time (a block stays in the CPU caches)
 
 
 def window_scores(features: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """features @ w, SCORE_ROWS rows at a time: BLAS rounds a row's product by where it falls in
-    the matrix (the last few rows are summed apart), so fixed windows give the same value to a
-    row whether the list is read whole or a block at a time."""
-    out = np.empty(len(features))
-    for start in range(0, len(features), SCORE_ROWS):
-        out[start:start + SCORE_ROWS] = features[start:start + SCORE_ROWS] @ w
+    """w·f of every row, summed over the columns from the first: f0*w0 + f1*w1 + ... in IEEE
+    double, one column of a SCORE_ROWS-row block at a time. A row's score depends on its own
+    values only: a BLAS matrix-vector product rounds a row by where it falls in the matrix (the
+    last rows are summed apart), so a list read whole, a block at a time or with rows left out
+    (tuning merges duplicates) would rank near-ties differently. Tuning, `rerank apply` (whole or
+    streamed) and `rerank eval --weights` all rank with this sum (`best_rows`)."""
+    features = np.asarray(features, dtype=np.float64)
+    w = np.asarray(w, dtype=np.float64)
+    out = np.zeros(len(features))
+    with np.errstate(over="ignore", invalid="ignore"):
+        for start in range(0, len(features), SCORE_ROWS):
+            block, acc = features[start:start + SCORE_ROWS], out[start:start + SCORE_ROWS]
+            for k in range(block.shape[1]):
+                acc += block[:, k] * w[k]
+    bad = np.flatnonzero(~np.isfinite(out))
+    if len(bad):
+        raise InputError(f"the model score w·f of hypothesis {int(bad[0])} is {out[bad[0]]}: its features times the "
+                         "weights overflow the float range")
     return out
 
 
 def model_scores(nbest: NBestList, w: np.ndarray) -> np.ndarray:
+    """w·f of every hypothesis (`window_scores`)."""
     return window_scores(nbest.features, w)
 
 
 def best_rows(nbest: NBestList, w: np.ndarray) -> np.ndarray:
-    """Row of the arg-max hypothesis of every sentence; ties go to the earlier rank."""
+    """Row of the arg-max hypothesis of every sentence under w·f (`window_scores`); ties go to the
+    earlier hypothesis (`segment_argmax`). The one ranking of tuning and of `rerank apply`."""
     return segment_argmax(model_scores(nbest, w), nbest.offsets)
 
 

@@ -210,8 +210,9 @@ def _tune_run(args, tuner, data, w0, r: int, path: str, metric: str, settings: d
     label = f"run {r}: " if args.runs > 1 else ""
     res = tuner.tune(data, w0, seed=seed, options=tuner.options(args), progress=show_progress(args),
                      log=(lambda msg: print(label + msg, file=sys.stderr)) if args.verbose else None)
-    curve, initial, best = res.curve, res.initial_score, res.tuned_score
+    curve, initial = res.curve, res.initial_score
     w = normalize(res.weights, args.normalize, data.tuned)
+    best = data.evaluate(w)  # the score of the weights written (rescaling can move a near-tie), as `rerank apply` ranks
     print(f"{label}{metric} initial {initial:.2f} -> tuned {best:.2f} ({args.tuner}, seed {seed})")
     shares = weight_shares(data, w)
     alone = degenerate({n: v for n, v, t in zip(shares, shares.values(), data.tuned) if t})
