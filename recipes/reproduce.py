@@ -178,10 +178,10 @@ def export_embedding(model_path: str, exported: str, m30k: str, sts_dir: str, de
 NMT_COLUMNS = ["nmt", "nmt_norm", "len"]
 PUBLISHED_COLUMNS = NMT_COLUMNS + ["channel", "channel_norm", "lm", "lm_norm"]  # of the shipped lists
 PUBLISHED_DECIMALS = 4  # channel and lm values in the shipped lists, as the NMT decoder writes its scores
-PUBLISHED = {  # run file -> docs/results file (besides the tables, plots, lists and the model)
+RESULTS = {  # run file -> docs/results file (besides the tables and plots): what tuning and evaluation make
     "recipe/tables/results.json": "results.json", "recipe/tables/oracle_curve.json": "oracle_curve.json",
     "recipe/tables/oracle_curve.png": "oracle_curve.png", "recipe/recipe.config.json": "recipe.config.json",
-    "stronger/results.json": "stronger/results.json", "nmt_results.json": "nmt_results.json",
+    "stronger/results.json": "stronger/results.json",
 }
 
 
@@ -193,11 +193,8 @@ def publish(out: str, docs: str = os.path.join(ROOT, "docs", "results"),
     and every list checks."""
     recipe = load_config("recipe", configs)
     flavours, sizes = recipe.get("flavours", FLAVOURS), recipe.get("nbest_sizes", [20, 50])
-    pairs = [(os.path.join(out, src), os.path.join(docs, dst)) for src, dst in PUBLISHED.items()]
-    pairs += [(os.path.join(out, "recipe", "tables", f"table.{n}best.{ext}"), os.path.join(docs, f"table.{n}best.{ext}"))
-              for n in sizes for ext in ("md", "tex")]
-    pairs += [(os.path.join(out, "recipe", "experiments", f"{flavour}.{n}best", "deltas.png"),
-               os.path.join(docs, f"deltas.{flavour}.{n}best.png")) for flavour in flavours for n in sizes]
+    pairs = result_pairs(out, docs, flavours, sizes)
+    pairs.append((os.path.join(out, "nmt_results.json"), os.path.join(docs, "nmt_results.json")))
     pairs.append((os.path.join(out, "nmt_results.json"), os.path.join(package, "multi30k", "nmt_results.json")))
     pairs += [(os.path.join(out, "embedding", "mlmme-small" + ext), os.path.join(package, "models", "mlmme-small" + ext))
               for ext in (".pt", ".json")]
@@ -221,7 +218,52 @@ def publish(out: str, docs: str = os.path.join(ROOT, "docs", "results"),
     written.append(os.path.join(docs, "embedding-model.json"))
     from recipes.results_docs import write_docs
 
-    return written + write_docs(docs)
+    return written + write_tables(docs, sizes) + write_docs(docs)
+
+
+def result_pairs(out: str, docs: str, flavours, sizes) -> list[tuple[str, str]]:
+    """(run file, docs/results file) of the tuned and evaluated results: the recipe's results.json,
+    delta plots, oracle curve and configuration, and the stronger reranker's results.json (the
+    paper-style tables are rendered from results.json: `write_tables`)."""
+    pairs = [(os.path.join(out, src), os.path.join(docs, dst)) for src, dst in RESULTS.items()]
+    pairs += [(os.path.join(out, "recipe", "experiments", f"{flavour}.{n}best", "deltas.png"),
+               os.path.join(docs, f"deltas.{flavour}.{n}best.png")) for flavour in flavours for n in sizes]
+    return pairs
+
+
+def publish_results(out: str, docs: str = os.path.join(ROOT, "docs", "results"), configs: str = CONFIGS) -> list[str]:
+    """The part of `publish` for a rerun of the tuning and evaluation on the shipped lists (OUT/recipe
+    from `recipe multi30k --nbest-dir rerank/data/multi30k`, OUT/stronger from `recipes.stronger
+    --reuse-columns`): `result_pairs` copied into docs/results and its pages re-rendered. The shipped
+    lists, the model, nmt_results.json and embedding-model.json are left alone: a rerun on the shipped
+    lists computes none of them. Nothing is written unless every input is there."""
+    recipe = load_config("recipe", configs)
+    pairs = result_pairs(out, docs, recipe.get("flavours", FLAVOURS), recipe.get("nbest_sizes", [20, 50]))
+    missing = [src for src, _ in pairs if not os.path.exists(src)]
+    if missing:
+        raise FileNotFoundError(f"{missing[0]}: missing; is the rerun complete?")
+    written = [atomic_copy(src, dst) for src, dst in pairs]
+    from recipes.results_docs import write_docs
+
+    return written + write_tables(docs, recipe.get("nbest_sizes", [20, 50])) + write_docs(docs)
+
+
+def write_tables(docs: str, sizes) -> list[str]:
+    """docs/results/table.<n>best.{md,tex} rendered from docs/results/results.json (recipes.tables),
+    as tests/test_results_docs.py checks them."""
+    from recipes.tables import table_latex, table_markdown
+
+    with open(os.path.join(docs, "results.json"), encoding="utf-8") as f:
+        results = json.load(f)
+    written = []
+    for n in sizes:
+        for ext, text in (("md", table_markdown(results["experiments"], n, results.get("text_only", False))),
+                          ("tex", table_latex(results["experiments"], n))):
+            path = os.path.join(docs, f"table.{n}best.{ext}")
+            with atomic_write(path) as f:
+                f.write(text)
+            written.append(path)
+    return written
 
 
 def published_list(featured: str, listed: str):

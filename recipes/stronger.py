@@ -9,6 +9,15 @@ writes a DONE marker (recipes.steps).
 The LM is `rerank lm train` on the target side of the training data (plus the task2 training
 captions in the published run: `extra_train` in recipes/configs/lm.json), the channel model
 `rerank nmt train` in the target-to-source direction (docs/results/stronger.md says how).
+
+With --reuse-columns the columns a list already carries (the shipped lists carry channel,
+channel_norm, lm and lm_norm, precomputed by the published run's models) are taken from it
+instead of being computed, so the experiment reruns without those models:
+
+    python -m recipes.stronger --reuse-columns --models-record docs/results/stronger/results.json --out runs/stronger
+
+(--models-record: the results.json of the run whose models made those columns; its record of
+the models is kept in this run's results.json.)
 """
 
 from __future__ import annotations
@@ -22,6 +31,7 @@ import time
 from recipes.demo import BASE_FEATURES, MODEL_FEATURES, data_dir, shipped_lists
 from recipes.experiment import SystemSpec, leading_references, run_experiment
 from recipes.steps import Steps
+from rerank.errors import InputError
 from rerank.formats import read_nbest, write_nbest
 from rerank.io import atomic_write, read_lines
 
@@ -35,27 +45,48 @@ SYSTEMS = [
 ]
 
 
-def add_features(nbest, sources: list[str], models: dict, device: str = "cpu"):
-    """s_s, mbr, channel(_norm), lm(_norm) columns for one n-best list."""
-    from embeddings.encoder import Encoder
-    from embeddings.features import embedding_features
-    from nmt.scoring import channel_scores, distinct_pairs
-    from nmt.lm import LanguageModel
-    from rerank.consensus import mbr_scores
+COMPUTED = {"s_s": ["s_s"], "mbr": ["mbr"], "channel": ["channel", "channel_norm"], "lm": ["lm", "lm_norm"]}
+COLUMNS = [c for group in COMPUTED.values() for c in group]  # every column add_features makes, in its order
 
+
+def reusable(nbest, reuse: bool) -> list[str]:
+    """The groups of COMPUTED whose every column the list already carries, when `reuse` (else none)."""
+    return [g for g, cols in COMPUTED.items() if reuse and all(c in nbest.feature_names for c in cols)]
+
+
+def add_features(nbest, sources: list[str], models: dict, device: str = "cpu", keep=()):
+    """s_s, mbr, channel(_norm), lm(_norm) columns for one n-best list; the groups named in `keep`
+    (keys of COMPUTED, e.g. "channel") are the list's own columns, not computed. The columns come
+    out in one order whatever was kept: the list's other columns, then COLUMNS."""
     progress = sys.stderr.isatty()
-    s_s = embedding_features(nbest, Encoder.load(models["embedding"]), ["s_s"], "de", sources=sources, src_lang="en",
-                             device=device, progress=progress)["s_s"]
-    nbest = nbest.with_feature("s_s", s_s, replace=True).with_feature("mbr", mbr_scores(nbest, nbest.column("nmt")), replace=True)
-    pairs, index = distinct_pairs(nbest)
-    channel, lengths = channel_scores(models["channel"], [h for _, h in pairs], [sources[i] for i, _ in pairs], device,
-                                      progress=progress)
-    # the shipped lists carry channel and lm columns: recomputed from the models, they replace them
-    nbest = nbest.with_feature("channel", channel[index], replace=True).with_feature(
-        "channel_norm", (channel / lengths)[index], replace=True)
-    sums, counts = LanguageModel.load(models["lm"], device).score(list(nbest.hyps), progress=progress)
-    lm = [s / c for s, c in zip(sums, counts)]
-    return nbest.with_feature("lm", sums, replace=True).with_feature("lm_norm", lm, replace=True)
+    computed = [c for g, cols in COMPUTED.items() if g not in keep for c in cols]
+    if any(c in nbest.feature_names for c in computed):  # the list's own values of a computed column go
+        nbest = nbest.select_features([c for c in nbest.feature_names if c not in computed])
+    if "s_s" not in keep:
+        from embeddings.encoder import Encoder
+        from embeddings.features import embedding_features
+
+        s_s = embedding_features(nbest, Encoder.load(models["embedding"]), ["s_s"], "de", sources=sources,
+                                 src_lang="en", device=device, progress=progress)["s_s"]
+        nbest = nbest.with_feature("s_s", s_s)
+    if "mbr" not in keep:
+        from rerank.consensus import mbr_scores
+
+        nbest = nbest.with_feature("mbr", mbr_scores(nbest, nbest.column("nmt")))
+    if "channel" not in keep:
+        from nmt.scoring import channel_scores, distinct_pairs
+
+        pairs, index = distinct_pairs(nbest)
+        channel, lengths = channel_scores(models["channel"], [h for _, h in pairs], [sources[i] for i, _ in pairs],
+                                          device, progress=progress)
+        nbest = nbest.with_feature("channel", channel[index]).with_feature("channel_norm", (channel / lengths)[index])
+    if "lm" not in keep:
+        from nmt.lm import LanguageModel
+
+        sums, counts = LanguageModel.load(models["lm"], device).score(list(nbest.hyps), progress=progress)
+        nbest = nbest.with_feature("lm", sums).with_feature("lm_norm", [s / c for s, c in zip(sums, counts)])
+    order = [c for c in nbest.feature_names if c not in COLUMNS] + COLUMNS
+    return nbest if nbest.feature_names == order else nbest.select_features(order)
 
 
 class Stronger:
@@ -72,25 +103,38 @@ class Stronger:
         with open(os.path.join(self.args.out, "stronger.log"), "a", encoding="utf-8") as f:
             f.write(line + "\n")
 
-    def model_files(self) -> list[str]:
-        return [self.models["embedding"], os.path.join(self.models["lm"], "best.pt"),
-                os.path.join(self.models["channel"], "best.pt")]
+    def model_files(self, keep=()) -> list[str]:
+        """The model files behind the columns that are computed (not in `keep`)."""
+        files = {"s_s": self.models["embedding"],
+                 "channel": self.models["channel"] and os.path.join(self.models["channel"], "best.pt"),
+                 "lm": self.models["lm"] and os.path.join(self.models["lm"], "best.pt")}
+        missing = [g for g, f in files.items() if g not in keep and not f]
+        if missing:
+            raise InputError(f"the lists have no {', '.join(COMPUTED[missing[0]])} column(s) to reuse and no "
+                             f"--{missing[0]}-model was given")
+        return [f for g, f in files.items() if g not in keep]
 
     def featured(self, flavour: str, split: str, n: int) -> str:
         source = os.path.join(self.m30k, f"{SPLIT_FILES[split]}.en.gz")
         path = shipped_lists(self.args.nbest_dir)[(flavour, n)][split]
         out = os.path.join(self.args.out, "features", f"{flavour}.{split}.{n}best.feat.gz")
-        inputs, step = [path, source] + self.model_files(), f"features {flavour} {split} {n}"
+        nbest = read_nbest(path)
+        keep = reusable(nbest, self.args.reuse_columns)
+        inputs, step = [path, source] + self.model_files(keep), f"features {flavour} {split} {n}"
         config = {"features": ["s_s", "mbr"] + MODEL_FEATURES, "sentences": self.args.sentences}
+        if keep:  # (absent otherwise: the markers of runs without --reuse-columns stay valid)
+            config["reused"] = [c for g in keep for c in COMPUTED[g]]
         if self.steps.is_done(step, out, inputs, config):
             return out
         started = self.steps.start(step, out, config)
-        self.log(f"{step}: computing s_s, mbr, channel, lm")
-        nbest, sources = read_nbest(path), read_lines(source)
+        computed = [g for g in COMPUTED if g not in keep]
+        self.log(f"{step}: computing {', '.join(computed) or 'nothing'}"
+                 + (f"; taking {', '.join(config['reused'])} from {path} (--reuse-columns)" if keep else ""))
+        sources = read_lines(source)
         if self.args.sentences:  # a quick look at the first sentences
             nbest = nbest.select_sentences(range(min(self.args.sentences, nbest.n_sentences)))
             sources = sources[:nbest.n_sentences]
-        write_nbest(add_features(nbest, sources, self.models, self.args.device), out)
+        write_nbest(add_features(nbest, sources, self.models, self.args.device, keep), out)
         self.steps.finish(step, out, inputs, config, started)
         return out
 
@@ -121,7 +165,7 @@ class Stronger:
 
 def report(results: dict, command: str) -> str:
     """Markdown tables (one per list size) of every flavour's systems, with the gains over the 1-best."""
-    from recipes.tables import table_rows
+    from recipes.tables import significance_legend, table_rows
 
     lines = ["# The stronger reranker on the shipped Multi30k lists (test_2016)", "",
              f"Made by `{command}` (results.json beside this file).", ""]
@@ -139,18 +183,24 @@ def report(results: dict, command: str) -> str:
                              f"| {cells.get('ter', '–')} |")
         lines.append("")
     first = next(iter(results.values()))
-    lines += [f"Scores are means over {first['config'].get('runs')} MIRA runs; † p < 0.05 against the NMT 1-best, ‡ "
-              "against MIRA on the NMT features (stratified approximate randomisation, "
-              f"{first['config'].get('ar_trials')} trials).",
+    lines += [significance_legend(first["config"], "MIRA on the NMT features"),
               "Signatures: " + "; ".join(f"{m}: {sig}" for m, sig in first["signatures"].items())]
     return "\n".join(lines) + "\n"
 
 
 def model_records(args) -> dict:
-    """What the LM and the channel model are: their training records (for the results page)."""
+    """What the LM and the channel model are: their training records (for the results page); with
+    --models-record, the `models` record of that results.json (the run whose models made the
+    reused columns), with the columns this run took from its lists."""
     def load(path: str) -> dict:
         with open(path, encoding="utf-8") as f:
             return json.load(f)
+
+    if args.models_record:
+        record = dict(load(args.models_record)["models"])
+        record.pop("reused_from", None)
+        return {**record, "reused_from": {"lists": args.nbest_dir or "the shipped lists", "record": args.models_record},
+                "embedding": os.path.basename(args.embedding_model)}
 
     channel = load(os.path.join(args.channel_model, "history.json"))
     lm_done = os.path.join(args.lm_model, "DONE.json")
@@ -164,8 +214,16 @@ def model_records(args) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m recipes.stronger", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--lm-model", required=True, help="`rerank lm train` run directory (German)")
-    ap.add_argument("--channel-model", required=True, help="reverse (de->en) `rerank nmt train` run directory")
+    ap.add_argument("--lm-model", help="`rerank lm train` run directory (German); needed unless --reuse-columns "
+                    "finds lm and lm_norm in every list")
+    ap.add_argument("--channel-model", help="reverse (de->en) `rerank nmt train` run directory; needed unless "
+                    "--reuse-columns finds channel and channel_norm in every list")
+    ap.add_argument("--reuse-columns", action="store_true", help="take the columns a list already has (channel, "
+                    "channel_norm, lm, lm_norm as the shipped lists carry them; s_s, mbr) from it instead of "
+                    "computing them (logged per list)")
+    ap.add_argument("--models-record", metavar="RESULTS_JSON", help="with --reuse-columns and no --lm-model/"
+                    "--channel-model: the stronger results.json of the run whose models made the reused columns; its "
+                    "record of the models is kept in this run's results.json")
     ap.add_argument("--embedding-model", default=os.path.join(data_dir(), "models", "mlmme-small.pt"),
                     help="MLMME model for s_s (default: the shipped one)")
     ap.add_argument("--out", required=True, help="run directory")
@@ -183,11 +241,22 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default="cpu", help="(default: %(default)s)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (default: %(default)s)")
     args = ap.parse_args(argv)
+    if not args.reuse_columns and not (args.lm_model and args.channel_model):
+        ap.error("--lm-model and --channel-model are required (or --reuse-columns with lists that carry their columns)")
+    if args.models_record and not args.reuse_columns:
+        ap.error("--models-record goes with --reuse-columns")
+    if args.reuse_columns and not (args.lm_model and args.channel_model) and not args.models_record:
+        ap.error("--reuse-columns without --lm-model and --channel-model needs --models-record (what made the columns)")
     import torch
 
     torch.set_num_threads(args.threads)
     run = Stronger(args)
-    results = {f"{f}.{n}best": run.experiment(f, int(n)) for n in args.nbest.split(",") for f in args.flavours.split(",")}
+    try:
+        results = {f"{f}.{n}best": run.experiment(f, int(n)) for n in args.nbest.split(",")
+                   for f in args.flavours.split(",")}
+    except InputError as e:
+        print(f"python -m recipes.stronger: error: {e}", file=sys.stderr)
+        return 2
     command = "python -m recipes.stronger " + " ".join(argv if argv is not None else sys.argv[1:])
     with atomic_write(os.path.join(args.out, "results.json")) as f:
         json.dump({"command": command, "models": model_records(args), "experiments": results}, f, indent=1)

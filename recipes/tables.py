@@ -33,6 +33,22 @@ def table_rows(summary: dict) -> list[tuple[str, dict[str, str]]]:
     return rows
 
 
+def mira_runs(config: dict) -> int:
+    """The MIRA runs of an experiment: `runs` of its evaluation config, one count per system (the
+    NMT 1-best has one) or, in results made before each pair was tested on its own runs, one number."""
+    runs = config.get("runs")
+    return max(runs.values()) if isinstance(runs, dict) else runs
+
+
+def significance_legend(config: dict, second_baseline: str) -> str:
+    """What the marks of a table mean and which test made them (rerank.report: each pair is tested on
+    the two systems' own runs)."""
+    runs = mira_runs(config)
+    return (f"Scores are means over {runs} MIRA runs; † p < 0.05 against the NMT 1-best, ‡ against {second_baseline} "
+            f"(approximate randomisation, {config.get('ar_trials')} trials, stratified over the two systems' own "
+            f"outputs: the NMT 1-best's one against a system's {runs} runs, or {runs} runs against {runs}).")
+
+
 def table_markdown(summaries: dict, n: int, text_only: bool) -> str:
     """The paper-style Markdown table of every flavour's n-best experiment ({"<flavour>.<n>best": summary})."""
     md = [f"## Multi30k En→De test_2016, reranking {n}-best lists", "",
@@ -44,9 +60,7 @@ def table_markdown(summaries: dict, n: int, text_only: bool) -> str:
             md.append(f"| {key.split('.')[0]} | {system} | " + " | ".join(cells.get(m, "–") for m in COLUMNS) + " |")
     first = next(iter(chosen.values()), None)
     if first:
-        md += ["", f"Scores are means over {first['config'].get('runs')} MIRA runs; † p < 0.05 against the NMT 1-best, "
-               f"‡ against {first['second_baseline']} (stratified approximate randomisation, "
-               f"{first['config'].get('ar_trials')} trials).",
+        md += ["", significance_legend(first["config"], first["second_baseline"]),
                "Signatures: " + "; ".join(f"{display_name(m)}: {s}" for m, s in first["signatures"].items())]
     if text_only:
         md += ["", NO_IMAGES]
