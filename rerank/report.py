@@ -94,8 +94,10 @@ class ResultTable:
             lines.append(f"{MARK_SECOND}: better than {self.second_baseline}, approximate randomisation p‡ < {alpha}")
         if cfg.get("multeval_compat"):
             how = "MultEval's rules (strictly greater differences, MultEval's run shuffle, a one-run system as R copies)"
+        elif cfg.get("stratified"):
+            how = "Clark et al.'s stratified split of the two systems' pooled runs"
         else:
-            how = "paired for two one-run systems, else stratified over each system's own runs"
+            how = "paired, each system's runs averaged per sentence"
         lines.append(f"p: approximate randomisation against {self.baseline}, {cfg.get('ar_trials')} trials, {how}"
                      + (", Holm-Bonferroni adjusted" if cfg.get("holm") else ""))
         if cfg.get("bootstrap", 0) >= 2:
@@ -183,7 +185,8 @@ def _tex(s: str) -> str:
 def evaluate_systems(refs: Sequence[Sequence[str]], baseline_runs: Sequence[Sequence[str]],
                      systems: dict, metrics: Sequence[str | Metric] = ("bleu", "meteor", "ter"),
                      lang: str = "en", second_baseline: str | None = None, ar_trials: int = 10000,
-                     bootstrap: int = 1000, seed: int = 12345, multeval_compat: bool = False,
+                     bootstrap: int = 1000, seed: int = 12345, stratified: bool = False,
+                     multeval_compat: bool = False,
                      sacrebleu_compat: bool = False, holm: bool = False, alpha: float = 0.05, baseline_name: str = "baseline",
                      tokenize: str | None = None, lowercase: bool = False, ter_case_sensitive: bool = False,
                      meteor_options: dict | None = None, progress: bool = False) -> ResultTable:
@@ -215,7 +218,7 @@ def evaluate_systems(refs: Sequence[Sequence[str]], baseline_runs: Sequence[Sequ
     cells = {(sname, metric.name): _run_cell(metric, stats[(sname, metric.name)], weights)
              for sname in all_systems for metric in metric_objs}
     tested = [mo for mo in metric_objs if mo.name != "length"]
-    ar_options = {"trials": ar_trials, "seed": seed, "multeval_compat": multeval_compat}
+    ar_options = {"trials": ar_trials, "seed": seed, "stratified": stratified, "multeval_compat": multeval_compat}
     pooled_diffs = {}
     for comp, attr in ((baseline_name, "p"), (second_baseline, "p2")):
         if comp is not None:
@@ -233,7 +236,8 @@ def evaluate_systems(refs: Sequence[Sequence[str]], baseline_runs: Sequence[Sequ
             cell = cells[(sname, metric.name)]
             cell.marks = _marks(cell, pooled_diffs, sname, metric, comparisons, alpha)
     names = [m.name for m in metric_objs]
-    config = {"ar_trials": ar_trials, "bootstrap": bootstrap, "seed": seed, "multeval_compat": multeval_compat,
+    config = {"ar_trials": ar_trials, "bootstrap": bootstrap, "seed": seed, "stratified": stratified,
+              "multeval_compat": multeval_compat,
               "sacrebleu_compat": sacrebleu_compat, "holm": holm, "alpha": alpha, "lang": lang,
               "runs": {name: len(runs) for name, runs in all_systems.items()}, "sentences": n,
               "references": len(refs)}

@@ -7,9 +7,10 @@ next to it. Pseudo-systems are matrix products (trials x data points) @ (data po
 scored in one vectorised `metric.score_from_stats` call; random draws are made in blocks of rows
 (BLOCK_ENTRIES), so memory does not grow with trials x sentences.
 
-- `approximate_randomization`: paired AR (Riezler & Maxwell 2005) for one run each, else the
-  stratified permutation test (Clark et al. 2011) generalised to R_A and R_B runs; exact under
-  per-sentence exchangeable outputs. `multeval_compat=True` keeps MultEval's rules.
+- `approximate_randomization`: paired AR (Riezler & Maxwell 2005) of the two systems' average
+  runs (one unit per sentence, whatever the run counts); `stratified=True`: Clark et al. (2011)'s
+  split of the pooled run outputs, generalised to R_A and R_B runs (exact only for independent
+  runs); `multeval_compat=True`: MultEval's rules.
 - `paired_bootstrap`: Koehn (2004), with a p-value that inverts its percentile interval
   (`sacrebleu_compat=True`: sacrebleu --paired-bs's rule).
 - `run_statistics`: mean over runs, s_opt (std dev over runs) and s_sel (bootstrap std dev of the
@@ -136,35 +137,43 @@ def _multeval_masks(rng: np.random.Generator, batch: int, n: int, runs: int):
 
 
 def approximate_randomization(metrics: Metric | Sequence[Metric], stats_a, stats_b, trials: int = 10000,
-                              seed: int | None = 12345, multeval_compat: bool = False,
+                              seed: int | None = 12345, stratified: bool = False, multeval_compat: bool = False,
                               batch_size: int = 2000) -> ARResult | list[ARResult]:
     """Two-sided approximate randomisation test of system B against system A.
 
     `stats_a` (R_A, n, k) and `stats_b` (R_B, n, k): each system's own runs (a 2-D array is one
     run). The result depends on these two systems and the seed only.
 
-    - R_A = R_B = 1: paired test (Riezler & Maxwell 2005): each trial swaps each sentence's A/B
-      statistics with probability 1/2 (the coins sacrebleu --paired-ar draws for the same seed).
-    - otherwise: stratified permutation test (Clark et al. 2011, generalised to unequal run
-      counts): per sentence the R_A + R_B outputs are pooled and split uniformly at random into
-      pseudo-systems of R_A and R_B outputs. Each side is scored on its statistics summed over
-      sentences and divided by its run count (its average run). Under the null hypothesis that a
-      sentence's outputs are exchangeable this is exact, whatever R_A and R_B are; a one-run
-      (deterministic) baseline against R-run systems is the case R_A = 1.
+    - default: paired test (Riezler & Maxwell 2005) of the two systems' average runs: each
+      sentence's statistics are averaged over the system's runs, and each trial swaps a sentence's
+      A/B averages with probability 1/2 (for one run each, the coins sacrebleu --paired-ar draws
+      for the same seed). Each sentence is one unit, however alike a system's runs are, so the
+      test keeps its level when runs agree on most sentences (as tuning runs with different seeds
+      do) and when they are independent (docs/evaluation.md, calibration).
+    - `stratified=True`: Clark et al. (2011)'s stratified test, generalised to unequal run
+      counts: per sentence the R_A + R_B outputs are pooled and split uniformly at random into
+      pseudo-systems of R_A and R_B outputs, each scored as its average run. Exact when a
+      sentence's outputs are exchangeable (independent runs); when a system's runs agree on most
+      sentences the split under-states the variance and rejects too often.
+    - `multeval_compat=True`: MultEval's rules: c counts strictly greater differences, runs are
+      shuffled with MultEval's non-complementary pseudo-systems, and a one-run system stands for R
+      identical runs (MultEval given the same file R times); different run counts above one are
+      refused. Not calibrated either (docs/evaluation.md).
 
     p = (c + 1)/(N + 1), c = trials whose |difference| >= the observed one (a system against
-    itself gets p = 1). `multeval_compat=True`: MultEval's rules, c counts strictly greater
-    differences, runs are shuffled with MultEval's non-complementary pseudo-systems, and a one-run
-    system stands for R identical runs (MultEval given the same file R times). That treatment of a
-    one-run system is not calibrated (docs/evaluation.md); different run counts above one are refused.
-
+    itself gets p = 1); the difference is score(B's average run) - score(A's average run).
     `metrics` may be one metric (stats_a/stats_b arrays) or a list of metrics (lists of arrays);
-    all metrics share the same random splits, as MultEval and sacrebleu do.
+    all metrics share the same random draws, as MultEval and sacrebleu do.
     """
+    if stratified and multeval_compat:
+        raise ValueError("choose the stratified split or MultEval's rules, not both")
     single = isinstance(metrics, Metric)
     if single:
         metrics, stats_a, stats_b = [metrics], [stats_a], [stats_b]
     a_list, b_list = _paired_runs(stats_a, stats_b)
+    if not (stratified or multeval_compat):  # one unit per sentence: the average of each system's runs
+        a_list = [a.mean(axis=0, keepdims=True) for a in a_list]
+        b_list = [b.mean(axis=0, keepdims=True) for b in b_list]
     ra, rb = len(a_list[0]), len(b_list[0])
     if multeval_compat and ra != rb and min(ra, rb) > 1:
         raise ValueError(f"MultEval's test needs both systems with the same number of runs (or one with one "

@@ -65,10 +65,10 @@ def test_blocked_randomisation_equals_unblocked(monkeypatch, runs, one_call):
     ter = make_metric("ter")
     if not one_call:
         monkeypatch.setattr(sig, "ONE_CALL_COINS", 1000)  # coins drawn per batch of 2000 trials
-    blocked = approximate_randomization(ter, a, b, trials=5000, seed=3)
+    blocked = approximate_randomization(ter, a, b, trials=5000, seed=3, stratified=runs > 1)
     assert sig._block_rows(n, 2000) == 200
     monkeypatch.setattr(sig, "BLOCK_ENTRIES", 10**12)  # one block per batch: the unblocked computation
-    whole = approximate_randomization(ter, a, b, trials=5000, seed=3)
+    whole = approximate_randomization(ter, a, b, trials=5000, seed=3, stratified=runs > 1)
     assert blocked == whole and 0 < blocked.count < 5000
 
 

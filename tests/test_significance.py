@@ -129,14 +129,14 @@ def exact_split_p(metric, a, b):
 
 @pytest.mark.parametrize("ra,rb", [(1, 2), (1, 3), (2, 3), (3, 1)])
 def test_unequal_runs_exact_on_tiny_example(ra, rb):
-    """A one-run (or R_A-run) system against R_B runs: the Monte-Carlo p equals the enumerated
-    split test in which each pseudo-system keeps its own run count."""
+    """stratified=True, a one-run (or R_A-run) system against R_B runs: the Monte-Carlo p equals
+    the enumerated split test in which each pseudo-system keeps its own run count."""
     ter = make_metric("ter")
     rng = np.random.default_rng(ra * 10 + rb)
     a = rng.integers(0, 6, size=(ra, 3, 2)).astype(float)
     b = rng.integers(2, 8, size=(rb, 3, 2)).astype(float)
     a[..., 1] = b[..., 1] = 10
-    res = approximate_randomization(ter, a, b, trials=20000, seed=0)
+    res = approximate_randomization(ter, a, b, trials=20000, seed=0, stratified=True)
     exact = exact_split_p(ter, a, b)
     assert 0.02 < exact < 0.98  # not at a boundary
     assert res.p_value == pytest.approx(exact, abs=0.015)
@@ -161,8 +161,35 @@ def test_stratified_exact_on_tiny_example():
             total += 1
             hits += abs(ter.score_from_stats(x) - ter.score_from_stats(y)) >= obs - 1e-9
     exact = hits / total
-    res = approximate_randomization(ter, a, b, trials=20000, seed=0)
+    res = approximate_randomization(ter, a, b, trials=20000, seed=0, stratified=True)
     assert res.p_value == pytest.approx(exact, abs=0.02)
+
+
+@pytest.mark.parametrize("ra,rb", [(1, 3), (3, 3), (2, 3)])
+def test_default_is_the_paired_test_of_the_average_runs(data, ra, rb):
+    """The default test averages each system's runs per sentence and swaps the averages: the same
+    counts as the paired test given those averages as one run each."""
+    _, _, bleu, ter, stats = data
+    names = ["cap1.de", "cap2.de", "cap3.de", "good.de.run1"]
+    a = [np.stack([stats[(m, k)] for k in names[:ra]]) for m in ("bleu", "ter")]
+    b = [np.stack([stats[(m, k)] for k in names[1:1 + rb]]) for m in ("bleu", "ter")]
+    got = approximate_randomization([bleu, ter], a, b, trials=2000, seed=5)
+    want = approximate_randomization([bleu, ter], [x.mean(0) for x in a], [x.mean(0) for x in b], trials=2000, seed=5)
+    assert [(r.count, r.observed_diff) for r in got] == [(r.count, pytest.approx(r.observed_diff)) for r in want]
+
+
+def test_runs_that_agree_are_one_run_to_the_default_test(data):
+    """A system whose three tuning runs give the same output is tested as that one output (the
+    default), whereas the stratified split treats the copies as three independent draws and finds
+    a difference where the paired test finds none: the reason it is not the default."""
+    _, _, bleu, _, stats = data
+    a, b = stats[("bleu", "cap1.de")], stats[("bleu", "cap2.de")].copy()
+    b[:4] = stats[("bleu", "good.de.run1")][:4]  # a small, non-significant gain
+    copies = np.repeat(b[None], 3, axis=0)
+    paired = approximate_randomization(bleu, a, b, trials=3000, seed=2)
+    assert approximate_randomization(bleu, a, copies, trials=3000, seed=2).count == paired.count
+    split = approximate_randomization(bleu, a, copies, trials=3000, seed=2, stratified=True)
+    assert paired.p_value > 0.1 and split.p_value < 0.05
 
 
 def test_run_statistics_and_bootstrap(data):
@@ -223,16 +250,16 @@ def test_dense_splits_agree_with_subset_table(data, monkeypatch):
     _, _, bleu, _, stats = data
     a = np.stack([stats[("bleu", k)] for k in ("cap1.de", "cap2.de")])
     b = np.stack([stats[("bleu", k)] for k in ("cap2.de", "cap3.de", "cap3.de")])
-    table = approximate_randomization(bleu, a, b, trials=4000, seed=1).p_value
+    table = approximate_randomization(bleu, a, b, trials=4000, seed=1, stratified=True).p_value
     monkeypatch.setattr(sig, "MAX_SUBSETS", 1)
-    dense = approximate_randomization(bleu, a, b, trials=4000, seed=1).p_value
+    dense = approximate_randomization(bleu, a, b, trials=4000, seed=1, stratified=True).p_value
     assert 0.02 < table < 0.98
     assert abs(table - dense) < 5 * np.sqrt(2 * table * (1 - table) / 4000)
 
 
 def test_multeval_compat_with_runs_gives_smaller_p_under_run_variance():
     """Strong optimizer instability (run offsets): MultEval's run-balanced, non-complementary shuffle
-    sees little chance variation and reports a far smaller p than the complementary split."""
+    sees little chance variation and reports a far smaller p than Clark et al.'s complementary split."""
     ter = make_metric("ter")
     rng = np.random.default_rng(1)
     n = 60
@@ -243,7 +270,7 @@ def test_multeval_compat_with_runs_gives_smaller_p_under_run_variance():
         return np.stack(runs).astype(float)
 
     a, b = system(0), system(rng.random(n) < 0.3)
-    correct = approximate_randomization(ter, a, b, trials=3000, seed=3)
+    correct = approximate_randomization(ter, a, b, trials=3000, seed=3, stratified=True)
     compat = approximate_randomization(ter, a, b, trials=3000, seed=3, multeval_compat=True)
     assert correct.observed_diff == compat.observed_diff
     assert correct.p_value > 0.5 and compat.p_value < 0.25 * correct.p_value

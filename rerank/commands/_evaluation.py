@@ -55,6 +55,10 @@ def add_evaluation_arguments(p) -> None:
     s.add_argument("--alpha", type=probability, default=0.05, help="significance level for the marks (default: %(default)s)")
     s.add_argument("--second-baseline", metavar="NAME", help="a system name: also test every other system against it (\u2021; default: none)")
     s.add_argument("--holm", action="store_true", help="Holm-Bonferroni correction across systems x metrics")
+    s.add_argument("--stratified", action="store_true",
+                   help="Clark et al.'s stratified randomisation: split each sentence's pooled run outputs (exact for "
+                   "independent runs, too many rejections when a system's runs agree on most sentences; default: "
+                   "the paired test of each system's runs averaged per sentence)")
     s.add_argument("--multeval-compat", action="store_true",
                    help="MultEval's randomisation rules: count only strictly greater differences, MultEval's run "
                    "shuffle for R > 1, a one-run system as R copies (not calibrated: docs/evaluation.md)")
@@ -89,7 +93,7 @@ def evaluate(args, outputs: list, keep_nbest: bool = False, extra_inputs: tuple 
         table = evaluate_systems(
             refs, baseline, systems, metrics=metrics, lang=args.lang.lower(),
             second_baseline=args.second_baseline, ar_trials=args.ar, bootstrap=args.bootstrap, seed=args.seed,
-            multeval_compat=args.multeval_compat, sacrebleu_compat=args.sacrebleu_compat, holm=args.holm, alpha=args.alpha, baseline_name=bname,
+            stratified=args.stratified, multeval_compat=args.multeval_compat, sacrebleu_compat=args.sacrebleu_compat, holm=args.holm, alpha=args.alpha, baseline_name=bname,
             tokenize=args.tokenize, lowercase=args.lowercase, ter_case_sensitive=args.ter_case_sensitive,
             meteor_options=_meteor_options(args) if "meteor" in names else None, progress=show_progress(args))
     except (ValueError, OSError) as exc:
@@ -130,6 +134,8 @@ def check_options(args) -> tuple[list[str], list[tuple[str, str]]]:
         raise InputError("--plot shows bootstrap intervals: it needs --bootstrap >= 2")
     if len(args.nbest) != len(args.weights):
         raise InputError("give one --weights file per --nbest file")
+    if args.stratified and args.multeval_compat:
+        raise InputError("--stratified and --multeval-compat are two different tests: choose one")
     if args.bootstrap == 1:
         raise InputError("--bootstrap must be 0 (no s_sel or intervals) or at least 2, got 1")
     return metrics + [n for n in external if n not in metrics], specs
