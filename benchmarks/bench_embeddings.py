@@ -25,12 +25,12 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from embeddings.data import epoch_tuples, load_comparable  # noqa: E402
-from embeddings.encoder import Encoder  # noqa: E402
-from embeddings.model import MLMME, PRESETS, ModelConfig  # noqa: E402
-from embeddings.tokenize import tokenize  # noqa: E402
-from embeddings.train import Trainer, resolve_config  # noqa: E402
-from embeddings.vocab import Vocab  # noqa: E402
+from rerank.embeddings.data import epoch_tuples, load_comparable  # noqa: E402
+from rerank.embeddings.encoder import Encoder  # noqa: E402
+from rerank.embeddings.model import MLMME, PRESETS, ModelConfig  # noqa: E402
+from rerank.embeddings.tokenize import tokenize  # noqa: E402
+from rerank.embeddings.train import Trainer, resolve_config  # noqa: E402
+from rerank.embeddings.vocab import Vocab  # noqa: E402
 from rerank.io import atomic_write  # noqa: E402
 
 

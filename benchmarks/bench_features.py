@@ -21,12 +21,12 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from embeddings.encoder import Encoder  # noqa: E402
-from embeddings.model import MLMME, PRESETS, ModelConfig  # noqa: E402
-from embeddings.tokenize import tokenize  # noqa: E402
-from embeddings.vocab import Vocab  # noqa: E402
-from recipes.demo import data_dir, shipped_lists  # noqa: E402
-from embeddings.features import embedding_features, row_dots  # noqa: E402
+from rerank.embeddings.encoder import Encoder  # noqa: E402
+from rerank.embeddings.model import MLMME, PRESETS, ModelConfig  # noqa: E402
+from rerank.embeddings.tokenize import tokenize  # noqa: E402
+from rerank.embeddings.vocab import Vocab  # noqa: E402
+from rerank.recipes.demo import data_dir, shipped_lists  # noqa: E402
+from rerank.embeddings.features import embedding_features, row_dots  # noqa: E402
 from rerank.formats import read_nbest  # noqa: E402
 from rerank.io import read_lines  # noqa: E402
 

@@ -16,9 +16,9 @@ import time
 
 import torch
 
-from nmt.data import split_paths
-from nmt.train import load_model
-from nmt.translate import translate
+from rerank.nmt.data import split_paths
+from rerank.nmt.train import load_model
+from rerank.nmt.translate import translate
 from rerank.device import resolve_device
 from rerank.io import atomic_write, read_lines
 

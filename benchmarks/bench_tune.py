@@ -27,7 +27,7 @@ import numpy as np
 from bench_read import bare_loop, best_of
 
 from rerank.tuning import prepare
-from mira.kbmira import kbmira
+from rerank.mira.kbmira import kbmira
 from rerank.formats import read_nbest, read_references, write_nbest
 from rerank.io import atomic_write
 from rerank.nbest import NBestList

@@ -10,7 +10,7 @@ __all__ = ["Encoder"]
 
 def __getattr__(name):
     if name == "Encoder":
-        from embeddings.encoder import Encoder
+        from rerank.embeddings.encoder import Encoder
 
         return Encoder
     raise AttributeError(f"module 'embeddings' has no attribute {name!r}")

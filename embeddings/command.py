@@ -8,7 +8,7 @@ import json
 import os
 import sys
 
-from embeddings.commands_extra import add_backretrieval, add_pseudopairs
+from rerank.embeddings.commands_extra import add_backretrieval, add_pseudopairs
 from rerank.cliargs import nonnegative_float, nonnegative_int, positive_float, positive_int
 from rerank.device import add_torch_options, check_run_dir, setup_torch
 from rerank.errors import InputError
@@ -37,7 +37,7 @@ def add_parser(subparsers) -> None:
 
 
 def _add_train(verbs) -> None:
-    from embeddings.config import PRESETS
+    from rerank.embeddings.config import PRESETS
 
     t = verbs.add_parser("train", help="train (or resume) a model",
                          description="Train on Multi30k (comparable task2 and/or translated task1). Without "
@@ -171,7 +171,7 @@ def _config(args: argparse.Namespace) -> dict:
 
 
 def run_train(args: argparse.Namespace) -> int:
-    from embeddings.train import train
+    from rerank.embeddings.train import train
 
     device = setup_torch(args)
     check_run_dir(args.out)
@@ -181,8 +181,8 @@ def run_train(args: argparse.Namespace) -> int:
 
 
 def run_eval(args: argparse.Namespace) -> int:
-    from embeddings.encoder import Encoder, model_paths
-    from embeddings.evaluate import evaluate, to_markdown, write_report
+    from rerank.embeddings.encoder import Encoder, model_paths
+    from rerank.embeddings.evaluate import evaluate, to_markdown, write_report
 
     device = setup_torch(args)
     stem = args.out or model_paths(args.model)[0][:-3] + ".eval"
@@ -199,7 +199,7 @@ def run_eval(args: argparse.Namespace) -> int:
 def run_encode(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from embeddings.encoder import Encoder, model_paths
+    from rerank.embeddings.encoder import Encoder, model_paths
 
     device = setup_torch(args)
     if not args.image_features and not (args.input and args.lang):
@@ -207,7 +207,7 @@ def run_encode(args: argparse.Namespace) -> int:
     check_outputs([args.output], [*model_paths(args.model), args.input, args.image_features])
     enc = Encoder.load(args.model)
     if args.image_features:
-        from embeddings.data import load_features
+        from rerank.embeddings.data import load_features
 
         if not enc.has_images:
             raise InputError("this model was trained without images (text-only): it cannot encode image features",
@@ -227,7 +227,7 @@ def run_encode(args: argparse.Namespace) -> int:
 def run_extract(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from embeddings.images import extract_features
+    from rerank.embeddings.images import extract_features
 
     device = setup_torch(args)
     settings = os.path.splitext(args.output)[0] + ".json"

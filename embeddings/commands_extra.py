@@ -81,7 +81,7 @@ def add_backretrieval(verbs) -> None:
 
 
 def _texts(path: str, lang: str, enc) -> list[str]:
-    from embeddings.pseudopairs import read_captions
+    from rerank.embeddings.pseudopairs import read_captions
 
     if lang not in enc.languages:
         raise InputError(f"language {lang!r} is not in the model (it has {', '.join(enc.languages)})", path)
@@ -89,8 +89,8 @@ def _texts(path: str, lang: str, enc) -> list[str]:
 
 
 def run_pseudopairs(args: argparse.Namespace) -> int:
-    from embeddings.encoder import Encoder, model_paths
-    from embeddings.pseudopairs import format_pairs, pseudo_pairs
+    from rerank.embeddings.encoder import Encoder, model_paths
+    from rerank.embeddings.pseudopairs import format_pairs, pseudo_pairs
 
     device = setup_torch(args)
     check_outputs([args.output], [*model_paths(args.model), args.src, args.tgt])
@@ -107,7 +107,7 @@ def run_pseudopairs(args: argparse.Namespace) -> int:
 
 
 def _features(path: str, rows: int, option: str, text: str):
-    from embeddings.data import load_features
+    from rerank.embeddings.data import load_features
 
     feats = load_features(path, None)
     if len(feats) != rows:
@@ -116,8 +116,8 @@ def _features(path: str, rows: int, option: str, text: str):
 
 
 def run_backretrieval(args: argparse.Namespace) -> int:
-    from embeddings.backretrieval import backretrieval_ranks, corr, paired_ranks, recalls
-    from embeddings.encoder import Encoder, model_paths
+    from rerank.embeddings.backretrieval import backretrieval_ranks, corr, paired_ranks, recalls
+    from rerank.embeddings.encoder import Encoder, model_paths
 
     device = setup_torch(args)
     enc = Encoder.load(args.model)

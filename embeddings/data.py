@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from embeddings.tokenize import check_language, tokenize
+from rerank.embeddings.tokenize import check_language, tokenize
 from rerank.errors import InputError
 from rerank.io import iter_lines, read_lines
 
@@ -205,7 +205,7 @@ def build_pools(data_dir: str, split: str, languages: list[str], sources: list[s
     `limit` keeps only the first `limit` images (small experiments and tests). With
     `disjoint_halves` an image keeps only the captions of the languages `languages_kept` gives it
     (its tuples lack the others; the vocabularies see only the kept captions)."""
-    from embeddings.vocab import Vocab
+    from rerank.embeddings.vocab import Vocab
 
     for lang in languages:
         check_language(lang)

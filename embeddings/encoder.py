@@ -23,9 +23,9 @@ import sys
 import numpy as np
 import torch
 
-from embeddings.model import MLMME, ModelConfig
-from embeddings.tokenize import tokenize
-from embeddings.vocab import Vocab
+from rerank.embeddings.model import MLMME, ModelConfig
+from rerank.embeddings.tokenize import tokenize
+from rerank.embeddings.vocab import Vocab
 from rerank.device import load_tensors, load_weights, resolve_device
 from rerank.errors import InputError
 from rerank.io import atomic_write

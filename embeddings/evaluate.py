@@ -13,7 +13,7 @@ import os
 import numpy as np
 from scipy.stats import pearsonr
 
-from embeddings.data import image_list, load_comparable, load_features, load_translated
+from rerank.embeddings.data import image_list, load_comparable, load_features, load_translated
 from rerank.errors import InputError
 from rerank.io import atomic_write, iter_lines
 
@@ -126,7 +126,7 @@ def alignment(encoder, dictionary: str, languages: list[str] | None = None) -> d
     """004's alignment ratio of the model's word embeddings over a bilingual dictionary
     (embeddings.align.alignment_ratio), for the model's aligned pair, else `languages` or its
     first two languages, with its learned map W if it has one."""
-    from embeddings.align import Aligner
+    from rerank.embeddings.align import Aligner
 
     pairs = encoder.model.cfg.align_pairs
     src, tgt = languages or (pairs[0] if pairs else encoder.languages[:2])

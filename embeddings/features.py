@@ -120,8 +120,8 @@ class MLMMEFeatures(Feature):
         return ["s_s"] + (["s_i"] if args.images else [])
 
     def compute(self, nbest: NBestList, which, context: FeatureContext) -> dict[str, np.ndarray]:
-        from embeddings.data import load_features
-        from embeddings.encoder import Encoder
+        from rerank.embeddings.data import load_features
+        from rerank.embeddings.encoder import Encoder
 
         args = context.args
         if not args.model:

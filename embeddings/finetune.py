@@ -12,7 +12,7 @@ from rerank.errors import InputError
 def init_settings(path: str, cfg: dict) -> tuple[dict, dict, int]:
     """(vocabularies, state_dict, image_dim) of the model at `path`; sets the run's sizes to its.
     InputError if its languages are not the run's."""
-    from embeddings.encoder import Encoder, model_paths
+    from rerank.embeddings.encoder import Encoder, model_paths
 
     enc = Encoder.load(path)
     mc = enc.model.cfg

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence
 
-from embeddings.config import PRESETS  # noqa: F401 (re-exported: the size presets)
+from rerank.embeddings.config import PRESETS  # noqa: F401 (re-exported: the size presets)
 
 
 @dataclass

@@ -10,7 +10,7 @@ from functools import lru_cache
 
 from sacremoses import MosesTokenizer
 
-from embeddings.config import LANGUAGES  # noqa: E402 (the tokeniser languages)
+from rerank.embeddings.config import LANGUAGES  # noqa: E402 (the tokeniser languages)
 
 
 @lru_cache(maxsize=None)

@@ -16,17 +16,17 @@ import torch
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
-from embeddings import distributed as D
-from embeddings.align import Aligner
-from embeddings.config import DEFAULTS, resolve_config
-from embeddings.data import build_pools, epoch_tuples, image_list, load_features, pad_batch, sample_negatives
-from embeddings.encoder import Encoder, save_model
-from embeddings.evaluate import selection_score
-from embeddings.losses import mlmme_loss
-from embeddings.finetune import check_image_dim, init_settings, load_init_weights
-from embeddings.model import MLMME, ModelConfig
-from embeddings.pseudopairs import load_pseudo_sources
-from embeddings.vocab import Vocab
+from rerank.embeddings import distributed as D
+from rerank.embeddings.align import Aligner
+from rerank.embeddings.config import DEFAULTS, resolve_config
+from rerank.embeddings.data import build_pools, epoch_tuples, image_list, load_features, pad_batch, sample_negatives
+from rerank.embeddings.encoder import Encoder, save_model
+from rerank.embeddings.evaluate import selection_score
+from rerank.embeddings.losses import mlmme_loss
+from rerank.embeddings.finetune import check_image_dim, init_settings, load_init_weights
+from rerank.embeddings.model import MLMME, ModelConfig
+from rerank.embeddings.pseudopairs import load_pseudo_sources
+from rerank.embeddings.vocab import Vocab
 from rerank.budget import EpochBudget
 from rerank.device import load_tensors, load_weights, resolve_device
 from rerank.errors import InputError

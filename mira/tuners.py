@@ -34,7 +34,7 @@ class KBMiraTuner(Tuner):
                 "shuffle": not args.no_shuffle}
 
     def tune(self, data, w0, *, seed, options, progress=False, log=None):
-        from mira.kbmira import kbmira
+        from rerank.mira.kbmira import kbmira
 
         def show(rec):
             if log is not None:
@@ -62,7 +62,7 @@ class MertTuner(Tuner):
                 "max_iterations": args.max_iterations}
 
     def tune(self, data, w0, *, seed, options, progress=False, log=None):
-        from mira.mert import mert
+        from rerank.mira.mert import mert
 
         def show(rec):
             if log is not None:
@@ -90,7 +90,7 @@ class ProTuner(Tuner):
         return {"samples": args.pro_samples, "keep": args.pro_keep, "threshold": args.pro_threshold, "C": args.pro_C}
 
     def tune(self, data, w0, *, seed, options, progress=False, log=None):
-        from mira.pro import pro
+        from rerank.mira.pro import pro
 
         res = pro(data, w0, seed=seed, **options)
         if log is not None:

@@ -1,14 +1,14 @@
-"""`python -m nmt train|translate ...`: the same commands as `rerank nmt ...`."""
+"""`python -m rerank.nmt train|translate ...`: the same commands as `rerank nmt ...`."""
 
 import argparse
 import sys
 
-from nmt.command import add_parser
+from rerank.nmt.command import add_parser
 from rerank.errors import InputError
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m nmt")
+    parser = argparse.ArgumentParser(prog="python -m rerank.nmt")
     add_parser(parser.add_subparsers(dest="command"))
     args = parser.parse_args(["nmt"] + list(sys.argv[1:] if argv is None else argv))
     try:

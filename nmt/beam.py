@@ -13,8 +13,8 @@ import dataclasses
 
 import torch
 
-from nmt.model import AttentionNMT, StepTables
-from nmt.vocab import BOS_ID, EOS_ID
+from rerank.nmt.model import AttentionNMT, StepTables
+from rerank.nmt.vocab import BOS_ID, EOS_ID
 
 NEG_INF = float("-inf")
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 import os
 
-from nmt.model import AttentionNMT, ModelConfig
-from nmt.vocab import vocab_from_data
+from rerank.nmt.model import AttentionNMT, ModelConfig
+from rerank.nmt.vocab import vocab_from_data
 from rerank.device import load_tensors, load_weights
 from rerank.errors import InputError
 from rerank.io import atomic_write

@@ -28,8 +28,8 @@ def add_parser(subparsers) -> None:
 
 
 def _add_train(verbs) -> None:
-    from nmt.config import SIZE_PRESETS
-    from nmt.config import TrainConfig
+    from rerank.nmt.config import SIZE_PRESETS
+    from rerank.nmt.config import TrainConfig
 
     d = TrainConfig()
     t = verbs.add_parser("train", help="train (or resume) a model",
@@ -105,8 +105,8 @@ def _add_translate(verbs) -> None:
 
 
 def run_train(args) -> int:
-    from nmt.data import read_parallel, split_paths
-    from nmt.train import make_config, train
+    from rerank.nmt.data import read_parallel, split_paths
+    from rerank.nmt.train import make_config, train
     device = setup_torch(args)
     check_run_dir(args.out)
     paths = {}
@@ -153,8 +153,8 @@ def _read_inputs(args) -> tuple[list[str], list[str] | None]:
 
 
 def run_translate(args) -> int:
-    from nmt.checkpoint import load_model
-    from nmt.translate import translate, write_1best, write_nbest
+    from rerank.nmt.checkpoint import load_model
+    from rerank.nmt.translate import translate, write_1best, write_nbest
     from rerank.outputs import check_outputs
     device = setup_torch(args)
     nbest = args.nbest or args.beam
@@ -186,7 +186,7 @@ def run_translate(args) -> int:
 
 def _report_scores(args, results, refs: list[str], nbest: int, seconds: float) -> None:
     """Print 1-best BLEU/TER and the n-best oracle BLEU as JSON (and write them to --scores-out)."""
-    from nmt.translate import bleu_ter, oracle_bleu
+    from rerank.nmt.translate import bleu_ter, oracle_bleu
     from rerank.io import atomic_write
 
     scores = bleu_ter([r[0][0] if r else "" for r in results], refs)

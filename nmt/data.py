@@ -8,7 +8,7 @@ import sys
 
 import torch
 
-from nmt.vocab import EOS_ID, PAD_ID, SubwordVocab, Tokenizer, Vocab
+from rerank.nmt.vocab import EOS_ID, PAD_ID, SubwordVocab, Tokenizer, Vocab
 from rerank.errors import InputError
 from rerank.io import read_lines
 

@@ -37,7 +37,7 @@ class ChannelFeature(Feature):
             raise InputError("channel needs a reverse NMT model (--channel-model DIR)")
         if context.sources is None:
             raise InputError("channel needs the source sentences (--src)")
-        from nmt.scoring import channel_scores, distinct_pairs, set_threads
+        from rerank.nmt.scoring import channel_scores, distinct_pairs, set_threads
 
         set_threads(context)
         pairs, index = distinct_pairs(nbest)
@@ -60,8 +60,8 @@ class LMFeature(Feature):
         args = context.args
         if not args.lm_model:
             raise InputError("lm needs a language model (--lm-model DIR)")
-        from nmt.lm import LanguageModel
-        from nmt.scoring import set_threads
+        from rerank.nmt.lm import LanguageModel
+        from rerank.nmt.scoring import set_threads
 
         set_threads(context)
         lm = LanguageModel.load(args.lm_model, resolve_device(context.device))

@@ -20,10 +20,10 @@ from torch import nn
 from torch.nn import functional as F
 from tqdm import tqdm
 
-from nmt.checkpoint import read_json, read_vocab, save_tensors
-from nmt.data import length_batches, pad
-from nmt.lm_config import LMConfig
-from nmt.vocab import BOS_ID, EOS_ID, PAD_ID, SubwordVocab, Tokenizer, Vocab
+from rerank.nmt.checkpoint import read_json, read_vocab, save_tensors
+from rerank.nmt.data import length_batches, pad
+from rerank.nmt.lm_config import LMConfig
+from rerank.nmt.vocab import BOS_ID, EOS_ID, PAD_ID, SubwordVocab, Tokenizer, Vocab
 from rerank.budget import EpochBudget
 from rerank.device import load_tensors, load_weights
 from rerank.errors import InputError

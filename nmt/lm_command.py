@@ -69,13 +69,13 @@ def _add_train(verbs) -> None:
 
 
 def lm_defaults() -> dict:
-    from nmt.lm_config import LMConfig
+    from rerank.nmt.lm_config import LMConfig
 
     return dataclasses.asdict(LMConfig())
 
 
 def run_train(args) -> int:
-    from nmt.lm import LMConfig, read_training_text, train_lm
+    from rerank.nmt.lm import LMConfig, read_training_text, train_lm
     from rerank.io import read_lines
 
     device = setup_torch(args)
@@ -92,7 +92,7 @@ def run_train(args) -> int:
 
 
 def run_score(args) -> int:
-    from nmt.lm import LanguageModel
+    from rerank.nmt.lm import LanguageModel
     from rerank.io import atomic_write, read_lines
     from rerank.outputs import check_outputs
 

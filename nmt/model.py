@@ -15,8 +15,8 @@ from torch import nn
 from torch.nn import functional as F
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from nmt.config import SIZE_PRESETS  # noqa: F401 (re-exported)
-from nmt.vocab import BOS_ID, PAD_ID
+from rerank.nmt.config import SIZE_PRESETS  # noqa: F401 (re-exported)
+from rerank.nmt.vocab import BOS_ID, PAD_ID
 
 
 @dataclasses.dataclass

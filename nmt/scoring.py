@@ -7,9 +7,9 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from nmt.data import length_batches, pad
-from nmt.lm import encode_lines
-from nmt.vocab import Tokenizer
+from rerank.nmt.data import length_batches, pad
+from rerank.nmt.lm import encode_lines
+from rerank.nmt.vocab import Tokenizer
 from rerank.features import FeatureContext
 
 
@@ -31,7 +31,7 @@ def set_threads(context: FeatureContext) -> None:
 def channel_scores(run_dir: str, hyps: list[str], sources: list[str], device="cpu", batch_size: int = 64,
                    progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """(log p(source_i | hyp_i), source tokens incl. </s>) under the reverse model in run_dir."""
-    from nmt.checkpoint import load_model
+    from rerank.nmt.checkpoint import load_model
 
     model, src_vocab, tgt_vocab, config = load_model(run_dir, "best", device)
     train = config["train"]

@@ -22,12 +22,12 @@ import torch
 from torch.nn import functional as F
 from tqdm import tqdm
 
-from nmt.beam import greedy
-from nmt.checkpoint import load_model, read_json, save_tensors
-from nmt.data import encode_source, length_batches, pad
-from nmt.config import FLAVOURS, SIZE_PRESETS, TrainConfig, make_config  # noqa: F401 (re-exported)
-from nmt.model import AttentionNMT, ModelConfig
-from nmt.vocab import BOS_ID, EOS_ID, PAD_ID, SubwordVocab, Tokenizer, Vocab
+from rerank.nmt.beam import greedy
+from rerank.nmt.checkpoint import load_model, read_json, save_tensors
+from rerank.nmt.data import encode_source, length_batches, pad
+from rerank.nmt.config import FLAVOURS, SIZE_PRESETS, TrainConfig, make_config  # noqa: F401 (re-exported)
+from rerank.nmt.model import AttentionNMT, ModelConfig
+from rerank.nmt.vocab import BOS_ID, EOS_ID, PAD_ID, SubwordVocab, Tokenizer, Vocab
 from rerank.budget import EpochBudget
 from rerank.device import load_tensors
 from rerank.errors import InputError
@@ -259,7 +259,7 @@ def train(cfg: TrainConfig, train_pair: tuple[list[str], list[str]], val_pair: t
 
 def train_files(cfg: TrainConfig, data_dir: str, out_dir: str, device: str = "cpu", resume: bool = True) -> dict:
     """`train` on DATA_DIR/{train,val}.{src,tgt}[.gz] (the layout of Multi30k's task1/raw)."""
-    from nmt.data import read_parallel, split_paths
+    from rerank.nmt.data import read_parallel, split_paths
     from rerank.device import resolve_device
 
     pairs = [read_parallel(*split_paths(data_dir, split, cfg.src_lang, cfg.tgt_lang)) for split in ("train", "val")]

@@ -9,9 +9,9 @@ import numpy as np
 import sacrebleu
 from tqdm import tqdm
 
-from nmt.beam import beam_search, greedy
-from nmt.data import encode_source, length_batches, pad
-from nmt.vocab import Tokenizer
+from rerank.nmt.beam import beam_search, greedy
+from rerank.nmt.data import encode_source, length_batches, pad
+from rerank.nmt.vocab import Tokenizer
 
 FEATURE_NAMES = ["nmt", "nmt_norm", "len"]
 
@@ -90,7 +90,7 @@ def oracle_bleu(nbest_hyps: list[list[str]], refs: list[str]) -> float:
 def translate_file(run_dir: str, input_path: str, nbest_out: str, beam: int, nbest: int | None = None,
                    device: str = "cpu", checkpoint: str = "best", batch_size: int = 32, progress: bool = True):
     """Translate a source file with a trained run directory and write its Moses n-best list."""
-    from nmt.train import load_model
+    from rerank.nmt.train import load_model
     from rerank.device import resolve_device
     from rerank.io import read_lines
 

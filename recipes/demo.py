@@ -17,8 +17,8 @@ import sys
 import time
 from importlib import resources
 
-from embeddings.features import embedding_features
-from recipes.experiment import SystemSpec, run_experiment
+from rerank.embeddings.features import embedding_features
+from rerank.recipes.experiment import SystemSpec, run_experiment
 from rerank.consensus import mbr_scores
 from rerank.errors import InputError
 from rerank.formats import read_nbest, read_references, write_nbest
@@ -52,7 +52,7 @@ def default_model() -> str:
 
 
 def add_embedding_feature(nbest, sources, model_path: str, name: str = "s_s", device: str = "cpu"):
-    from embeddings.encoder import Encoder
+    from rerank.embeddings.encoder import Encoder
 
     encoder = Encoder.load(model_path)
     values = embedding_features(nbest, encoder, ["s_s"], "de", sources=sources, src_lang="en", device=device,
@@ -173,7 +173,7 @@ def write_html_report(result, test, test_refs, out_dir: str, title: str) -> str:
     """out_dir/report.html (rerank.htmlreport): the table, buckets, changed sentences of each system's
     first run against the NMT 1-best, and the oracle curves of the test lists ranked by the decoder
     and by each system's first-run weights. Returns its path."""
-    from recipes.experiment import first_best
+    from rerank.recipes.experiment import first_best
     from rerank.cliargs import command_line
     from rerank.htmlreport import build_report, write_report
     from rerank.weights import model_scores, weight_vector

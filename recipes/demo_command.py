@@ -52,7 +52,7 @@ def add_parser(subparsers):
 
 
 def run(args) -> int:
-    from recipes.demo import run_demo
+    from rerank.recipes.demo import run_demo
 
     setup_torch(args)
     if args.out and os.path.exists(args.out) and not os.path.isdir(args.out):

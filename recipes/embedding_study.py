@@ -1,7 +1,7 @@
 """The embedding study of issue 14 (docs/results/embeddings.md): every variant of
 recipes/configs/embeddings/ trained, evaluated and tabulated, resumably.
 
-    python -m recipes.embedding_study --data-dir DATA --out runs/emb-study [--variants a,b] [--threads 1] [--publish]
+    python -m rerank.recipes.embedding_study --data-dir DATA --out runs/emb-study [--variants a,b] [--threads 1] [--publish]
 
 DATA holds multi30k/ (task1/, task2/), sts/ and muse/en-de.full.txt.gz (as ../shared/data). Each
 stage of a variant (recipes.embedding_variants) runs in OUT/stages/NAME-KEY/ with a DONE marker
@@ -22,8 +22,8 @@ import os
 import sys
 import time
 
-from recipes.embedding_variants import CONFIGS, GROUPS, available, load_variant, select
-from recipes.steps import Steps, marker_path, read_marker
+from rerank.recipes.embedding_variants import CONFIGS, GROUPS, available, load_variant, select
+from rerank.recipes.steps import Steps, marker_path, read_marker
 from rerank.errors import InputError
 from rerank.io import atomic_copy, atomic_write
 
@@ -90,8 +90,8 @@ class Study:
         return result
 
     def train_stage(self, variant: str, stage: dict, by_name: dict, run: str) -> dict:
-        from embeddings.config import resolve_config
-        from embeddings.train import train
+        from rerank.embeddings.config import resolve_config
+        from rerank.embeddings.train import train
 
         config, inputs = dict(stage["config"]), []
         if config.get("dictionary") and not os.path.isabs(config["dictionary"]):
@@ -117,10 +117,10 @@ class Study:
                 "wall_minutes_last_invocation": round(marker.get("seconds", 0.0) / 60, 2)}
 
     def pairs_stage(self, variant: str, stage: dict, by_name: dict, out: str) -> dict:
-        from embeddings.config import resolve_config
-        from embeddings.data import disjoint_captions
-        from embeddings.encoder import Encoder
-        from embeddings.pseudopairs import format_pairs, pseudo_pairs
+        from rerank.embeddings.config import resolve_config
+        from rerank.embeddings.data import disjoint_captions
+        from rerank.embeddings.encoder import Encoder
+        from rerank.embeddings.pseudopairs import format_pairs, pseudo_pairs
 
         model_stage = by_name[stage["model"]]
         model = os.path.join(self.stage_path(model_stage), "model.pt")
@@ -154,8 +154,8 @@ class Study:
         return [c.replace("\t", " ") for c in captions] if tabbed else captions
 
     def evaluate(self, variant: str, model: str) -> dict:
-        from embeddings.encoder import Encoder
-        from embeddings.evaluate import evaluate, write_report
+        from rerank.embeddings.encoder import Encoder
+        from rerank.embeddings.evaluate import evaluate, write_report
 
         stem = os.path.join(self.out, variant, "eval")
         settings = {"data_dir": os.path.abspath(self.m30k), "sts_dir": os.path.abspath(self.sts),
@@ -188,7 +188,7 @@ class Study:
                     self.log(f"{name}: result.json left out, its configuration has changed since (rerun it)")
                     continue
                 variants[name] = result
-        results = {"command": "python -m recipes.embedding_study --data-dir DATA --out OUT --variants "
+        results = {"command": "python -m rerank.recipes.embedding_study --data-dir DATA --out OUT --variants "
                    + ",".join(variants), "variants": variants}
         with atomic_write(os.path.join(self.out, "results.json")) as f:
             json.dump(results, f, indent=1)
@@ -232,7 +232,7 @@ def table(results: dict) -> str:
 
 def publish(out: str, docs: str = DOCS) -> list[str]:
     """OUT/results.json to DOCS/embeddings.json, and the numbers block of DOCS/embeddings.md rendered from it."""
-    from recipes.results_docs import RENDER, render
+    from rerank.recipes.results_docs import RENDER, render
 
     src = os.path.join(out, "results.json")
     if not os.path.isfile(src):
@@ -250,7 +250,7 @@ def publish(out: str, docs: str = DOCS) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     from rerank.device import add_torch_options, setup_torch
 
-    ap = argparse.ArgumentParser(prog="python -m recipes.embedding_study", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m rerank.recipes.embedding_study", description=__doc__.split("\n\n")[0])
     ap.add_argument("--data-dir", required=True, help="data root with multi30k/, sts/ and muse/, e.g. ../shared/data")
     ap.add_argument("--out", required=True, help="run directory (everything is written here)")
     ap.add_argument("--variants", help=f"comma-separated variant names, or {', '.join(f'{k} ({v})' for k, v in GROUPS.items())} "

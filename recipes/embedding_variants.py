@@ -113,7 +113,7 @@ def _earlier(seen: dict, ref, kind: str, where: str, key: str) -> dict:
 
 
 def _check_train(stage: dict, seen: dict, where: str) -> None:
-    from embeddings.config import resolve_config
+    from rerank.embeddings.config import resolve_config
 
     config = stage.get("config")
     if not isinstance(config, dict):
@@ -137,7 +137,7 @@ def _check_train(stage: dict, seen: dict, where: str) -> None:
 
 
 def _check_pairs(stage: dict, seen: dict, where: str) -> None:
-    from embeddings.config import resolve_config
+    from rerank.embeddings.config import resolve_config
 
     model = resolve_config(_earlier(seen, stage.get("model"), "train", where, "model")["config"])
     if not model["disjoint_halves"]:

@@ -38,7 +38,7 @@ def tune_system(dev: NBestList, dev_refs, features: list[str], runs: int, seed: 
                 tokenize: str, progress: bool = False) -> tuple[list[dict[str, float]], list[float]]:
     """R k-best MIRA runs (seeds seed..seed+R-1) over `features`; other columns keep weight 0."""
     from rerank.tuning import prepare
-    from mira.kbmira import kbmira
+    from rerank.mira.kbmira import kbmira
 
     data = prepare(dev, dev_refs, tokenize=tokenize, tune=features, source="dev n-best")
     weights, scores = [], []

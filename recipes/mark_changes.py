@@ -2,7 +2,7 @@
 mark († against the NMT 1-best, ‡ against the second baseline) and metric, on how many lists the
 mark was set before and after, and which lists gained or lost it.
 
-    python -m recipes.mark_changes OLD.json NEW.json [--title NAME]
+    python -m rerank.recipes.mark_changes OLD.json NEW.json [--title NAME]
 
 OLD and NEW are results.json files of the recipe (docs/results/results.json) or of the stronger
 reranker (docs/results/stronger/results.json): {"experiments": {"<flavour>.<n>best": summary}}.
@@ -77,7 +77,7 @@ def changes(old: dict, new: dict) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m recipes.mark_changes", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m rerank.recipes.mark_changes", description=__doc__.split("\n\n")[0])
     ap.add_argument("old", help="results.json before")
     ap.add_argument("new", help="results.json after")
     args = ap.parse_args(argv)

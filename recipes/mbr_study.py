@@ -7,7 +7,7 @@ mean test BLEU and its gain over MIRA on the NMT features alone, the test length
 untuned MBR decision (the argmax of the feature) with its length ratio, which shows how far
 sentence-level utilities pull MBR towards short hypotheses.
 
-    python -m recipes.mbr_study --stronger-dir runs/repro/stronger --text-dir DATA/task1/raw \
+    python -m rerank.recipes.mbr_study --stronger-dir runs/repro/stronger --text-dir DATA/task1/raw \
         --out runs/mbr-study [--publish]
 
 `--publish` copies the JSON to docs/results/stronger/mbr_study.json and re-renders the pages.
@@ -23,9 +23,9 @@ import sys
 import numpy as np
 import sacrebleu
 
-from recipes.demo import BASE_FEATURES
-from recipes.experiment import leading_references, rerank, tune_system
-from recipes.stronger import SPLIT_FILES
+from rerank.recipes.demo import BASE_FEATURES
+from rerank.recipes.experiment import leading_references, rerank, tune_system
+from rerank.recipes.stronger import SPLIT_FILES
 from rerank.io import atomic_copy, atomic_write
 
 VARIANTS = {  # name -> mbr_scores options; "T=1" is the stronger reranker's own mbr column
@@ -105,7 +105,7 @@ def main(argv=None) -> int:
     from rerank.cliargs import positive_int
     from rerank.errors import InputError
 
-    ap = argparse.ArgumentParser(prog="python -m recipes.mbr_study", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m rerank.recipes.mbr_study", description=__doc__.split("\n\n")[0])
     ap.add_argument("--stronger-dir", required=True, help="a finished `recipes.stronger` run (its features/ lists)")
     ap.add_argument("--text-dir", required=True, help="Multi30k task1/raw (val.de.gz, test_2016_flickr.de.gz)")
     ap.add_argument("--out", required=True, help="output directory (mbr_study.json, mbr_study.md)")
@@ -116,7 +116,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=1, help="seed of the first run (default: %(default)s)")
     ap.add_argument("--publish", action="store_true", help="copy the JSON into docs/results/stronger and re-render")
     args = ap.parse_args(argv)
-    command = "python -m recipes.mbr_study " + " ".join(sys.argv[1:] if argv is None else argv)
+    command = "python -m rerank.recipes.mbr_study " + " ".join(sys.argv[1:] if argv is None else argv)
     try:
         study = run(args, command)
     except InputError as exc:
@@ -129,7 +129,7 @@ def main(argv=None) -> int:
         f.write(report(study) + "\n")
     print(report(study))
     if args.publish:
-        from recipes.results_docs import write_docs
+        from rerank.recipes.results_docs import write_docs
 
         atomic_copy(os.path.join(args.out, "mbr_study.json"), DOCS_JSON)
         write_docs()

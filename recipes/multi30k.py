@@ -24,8 +24,8 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from recipes.experiment import SystemSpec, run_experiment
-from recipes.steps import Steps
+from rerank.recipes.experiment import SystemSpec, run_experiment
+from rerank.recipes.steps import Steps
 from rerank.errors import InputError
 from rerank.formats import read_nbest, read_references, write_nbest
 from rerank.io import atomic_write, read_lines
@@ -126,7 +126,7 @@ class Recipe:
 
     def train_embedding(self, name: str, spec: dict, out: str) -> None:
         """Train (or resume from OUT/checkpoint.pt) unless OUT/DONE.json records this config."""
-        from embeddings.train import resolve_config, train
+        from rerank.embeddings.train import resolve_config, train
 
         config = {"preset": self.embed_preset, "languages": spec["languages"].split(","), "seed": self.cfg.seed,
                   **self.cfg.embedding_config}
@@ -163,7 +163,7 @@ class Recipe:
         return self._nmt_runs[flavour]
 
     def train_nmt(self, flavour: str) -> str:
-        from nmt.train import make_config, train_files
+        from rerank.nmt.train import make_config, train_files
 
         run = self.path("nmt", flavour)
         limits = {"max_minutes": self.cfg.nmt_max_minutes, "max_epochs": self.cfg.nmt_max_epochs}
@@ -196,7 +196,7 @@ class Recipe:
         if self.cfg.nbest_dir and os.path.dirname(out) == os.path.normpath(self.cfg.nbest_dir):
             self.log(f"n-best {flavour} {split} {n}: using the given list {out}")
             return
-        from nmt.translate import translate_file
+        from rerank.nmt.translate import translate_file
 
         run = self.nmt_run(flavour)
         source = os.path.join(self.cfg.data_dir, "task1", "raw", f"{SPLITS[split]}.en.gz")
@@ -220,9 +220,9 @@ class Recipe:
         if self.steps.is_done(step, out, inputs, config):
             return out
         started = self.steps.start(step, out, config)
-        from embeddings.data import load_features
-        from embeddings.encoder import Encoder
-        from embeddings.features import embedding_features
+        from rerank.embeddings.data import load_features
+        from rerank.embeddings.encoder import Encoder
+        from rerank.embeddings.features import embedding_features
 
         nbest = read_nbest(self.nbest_path(flavour, split, n))
         sources = read_lines(source_path)
@@ -303,7 +303,7 @@ class Recipe:
             json.dump(info, f, indent=1)
 
     def write_tables(self) -> None:
-        from recipes.tables import write_recipe_tables
+        from rerank.recipes.tables import write_recipe_tables
 
         write_recipe_tables(self.cfg.out, self.cfg.flavours, self.cfg.nbest_sizes, text_only=self.images is None,
                             nbest_path=self.nbest_path, refs_path=os.path.join(self.cfg.data_dir, "task1", "raw", "test_2016_flickr.de.gz"))

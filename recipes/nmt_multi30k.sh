@@ -18,13 +18,13 @@ case "${1:-}" in
 train)
   F=$2; O=$ROOT/$F; mkdir -p "$O"
   echo "=== $(date -u) train $F ($SIZE, $MIN min, $THREADS thread(s))"
-  python -m nmt train --data-dir "$DATA" --out "$O" --preset "$SIZE" --flavour "$F" --batch-size 80 \
+  python -m rerank.nmt train --data-dir "$DATA" --out "$O" --preset "$SIZE" --flavour "$F" --batch-size 80 \
     --max-minutes "$MIN" --max-epochs 30 --patience 3 --threads "$THREADS" 2>> "$O/train.stderr"
   ;;
 decode)
   F=$2; S=$3; K=$4; O=$ROOT/$F; short=${S%_flickr}
   echo "=== $(date -u) translate $F $S beam $K"
-  python -m nmt translate --model "$O" --input "$DATA/$S.en.gz" --beam "$K" --nbest "$K" --batch-size 32 \
+  python -m rerank.nmt translate --model "$O" --input "$DATA/$S.en.gz" --beam "$K" --nbest "$K" --batch-size 32 \
     --threads "$THREADS" --nbest-out "$O/$short.${K}best.gz" --output "$O/$short.${K}beam.1best.txt" \
     --ref "$DATA/$S.de.gz" --scores-out "$O/$short.${K}best.scores.json" 2> "$O/translate.$short.$K.stderr"
   ;;

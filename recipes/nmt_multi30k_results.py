@@ -1,7 +1,7 @@
 """Collect the NMT runs of recipes/nmt_multi30k.sh: a results table (Markdown + JSON) and, with
 --ship, copy the n-best lists into rerank/data/multi30k/{flavour}.{split}.{n}best.gz.
 
-Usage: python -m recipes.nmt_multi30k_results [--runs /work/runs/nmt/cpu] [--ship] [--json OUT]
+Usage: python -m rerank.recipes.nmt_multi30k_results [--runs /work/runs/nmt/cpu] [--ship] [--json OUT]
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 list of a `recipe multi30k` run, with each model's training record (epochs, best epoch, greedy
 validation BLEU, minutes). Written to nmt_results.json by `rerank recipe reproduce`.
 
-    python -m recipes.nmt_scores RUN_DIR --raw DATA/multi30k/task1/raw [--nmt-dir DIR] [-o FILE]
+    python -m rerank.recipes.nmt_scores RUN_DIR --raw DATA/multi30k/task1/raw [--nmt-dir DIR] [-o FILE]
 """
 
 from __future__ import annotations
@@ -66,7 +66,7 @@ def list_scores(recipe_dir: str, raw: str, flavours, nmt_dir: str | None = None,
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m recipes.nmt_scores", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m rerank.recipes.nmt_scores", description=__doc__.split("\n\n")[0])
     ap.add_argument("run", help="`rerank recipe multi30k` run directory (with nbest/)")
     ap.add_argument("--raw", required=True, help="Multi30k task1/raw directory (the references)")
     ap.add_argument("--nmt-dir", help="NMT run directories DIR/<flavour> (default: RUN/nmt)")

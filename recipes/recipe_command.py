@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from recipes.demo_command import bootstrap_count
+from rerank.recipes.demo_command import bootstrap_count
 from rerank.cliargs import nonnegative_int, positive_float, positive_int
 from rerank.device import add_torch_options, setup_torch
 
@@ -102,7 +102,7 @@ def _json_object(path: str | None) -> dict:
 def run(args) -> int:
     import os
 
-    from recipes.multi30k import Recipe, RecipeConfig
+    from rerank.recipes.multi30k import Recipe, RecipeConfig
 
     if args.recipe == "reproduce":
         return run_reproduce(args)
@@ -113,7 +113,7 @@ def run(args) -> int:
         raise InputError("--out must be a directory, this is a file", args.out)
     nbest_dir = args.nbest_dir
     if nbest_dir == "shipped":
-        from recipes.demo import data_dir
+        from rerank.recipes.demo import data_dir
 
         nbest_dir = os.path.join(data_dir(), "multi30k")
     cfg = RecipeConfig(
@@ -133,7 +133,7 @@ def run(args) -> int:
 def run_reproduce(args) -> int:
     import os
 
-    from recipes.reproduce import CONFIGS, Reproduction, publish
+    from rerank.recipes.reproduce import CONFIGS, Reproduction, publish
     from rerank.errors import InputError
 
     device = setup_torch(args)

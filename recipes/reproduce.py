@@ -30,7 +30,7 @@ import time
 
 import numpy as np
 
-from recipes.steps import Steps
+from rerank.recipes.steps import Steps
 from rerank.errors import InputError
 from rerank.formats import read_nbest, write_nbest
 from rerank.io import atomic_copy, atomic_write, read_json_object, read_lines
@@ -85,7 +85,7 @@ class Reproduction:
 
     def train_embedding(self, label: str, config: dict, run: str, inputs: list[str] = ()) -> str:
         """One `embed train` step with a DONE marker (inputs: files it starts from); its model.pt."""
-        from embeddings.train import resolve_config, train
+        from rerank.embeddings.train import resolve_config, train
 
         resolved = {"data_dir": os.path.abspath(self.m30k), **resolve_config(config)}
         if not self.steps.is_done(label, run, list(inputs), resolved, directory=True):
@@ -95,7 +95,7 @@ class Reproduction:
         return os.path.join(run, "model.pt")
 
     def recipe(self, embedding_model: str) -> str:
-        from recipes.multi30k import Recipe, RecipeConfig
+        from rerank.recipes.multi30k import Recipe, RecipeConfig
 
         cfg = RecipeConfig(data_dir=self.m30k, out=self.path("recipe"), nmt_config=self.config["nmt"],
                            embedding_model=embedding_model, device=self.device, **self.config["recipe"])
@@ -103,8 +103,8 @@ class Reproduction:
         return cfg.out
 
     def lm(self) -> str:
-        from nmt.lm import read_training_text, train_lm
-        from nmt.lm_config import LMConfig
+        from rerank.nmt.lm import read_training_text, train_lm
+        from rerank.nmt.lm_config import LMConfig
 
         settings = dict(self.config["lm"])
         extra = settings.pop("extra_train", [])  # more German text, relative to the Multi30k folder
@@ -123,7 +123,7 @@ class Reproduction:
     def channel(self) -> str:
         from dataclasses import asdict
 
-        from nmt.train import make_config, train_files
+        from rerank.nmt.train import make_config, train_files
 
         settings = dict(self.config["channel"])
         size, flavour = settings.pop("size", "cpu"), settings.pop("flavour", "optimised")
@@ -137,7 +137,7 @@ class Reproduction:
         return out
 
     def stronger(self, embedding_model: str, lm: str, channel: str) -> str:
-        from recipes import stronger
+        from rerank.recipes import stronger
 
         out, options = self.path("stronger"), []
         for key, value in self.config["stronger"].items():
@@ -152,7 +152,7 @@ class Reproduction:
         self.recipe(model)
         lm, channel = self.lm(), self.channel()
         self.stronger(model, lm, channel)
-        from recipes.nmt_scores import list_scores
+        from rerank.recipes.nmt_scores import list_scores
 
         scores = list_scores(self.path("recipe"), self.raw, self.config["recipe"].get("flavours", FLAVOURS), log=self.log)
         with atomic_write(self.path("nmt_results.json")) as f:
@@ -163,8 +163,8 @@ class Reproduction:
 
 def export_embedding(model_path: str, exported: str, m30k: str, sts_dir: str, device: str = "cpu") -> None:
     """The trained model in fp16, with its training record and its test_2016/STS evaluation in the JSON."""
-    from embeddings.encoder import Encoder, save_model
-    from embeddings.evaluate import evaluate
+    from rerank.embeddings.encoder import Encoder, save_model
+    from rerank.embeddings.evaluate import evaluate
 
     encoder = Encoder.load(model_path)
     report = evaluate(encoder, m30k, sts_dir, device=device)
@@ -216,7 +216,7 @@ def publish(out: str, docs: str = os.path.join(ROOT, "docs", "results"),
     with atomic_write(os.path.join(docs, "embedding-model.json")) as f:
         json.dump(model, f, indent=1)
     written.append(os.path.join(docs, "embedding-model.json"))
-    from recipes.results_docs import write_docs
+    from rerank.recipes.results_docs import write_docs
 
     return written + write_tables(docs, sizes) + write_docs(docs)
 
@@ -243,7 +243,7 @@ def publish_results(out: str, docs: str = os.path.join(ROOT, "docs", "results"),
     if missing:
         raise FileNotFoundError(f"{missing[0]}: missing; is the rerun complete?")
     written = [atomic_copy(src, dst) for src, dst in pairs]
-    from recipes.results_docs import write_docs
+    from rerank.recipes.results_docs import write_docs
 
     return written + write_tables(docs, recipe.get("nbest_sizes", [20, 50])) + write_docs(docs)
 
@@ -251,7 +251,7 @@ def publish_results(out: str, docs: str = os.path.join(ROOT, "docs", "results"),
 def write_tables(docs: str, sizes) -> list[str]:
     """docs/results/table.<n>best.{md,tex} rendered from docs/results/results.json (recipes.tables),
     as tests/test_results_docs.py checks them."""
-    from recipes.tables import table_latex, table_markdown
+    from rerank.recipes.tables import table_latex, table_markdown
 
     with open(os.path.join(docs, "results.json"), encoding="utf-8") as f:
         results = json.load(f)

@@ -6,7 +6,7 @@ block from the JSON and leaves the prose between blocks alone. The prose carries
 numbers (tests/test_results_docs.py checks both: blocks equal to their rendering, and no decimal
 number outside a block or a code block).
 
-    python -m recipes.results_docs [DOCS_DIR]     # re-render the blocks in place
+    python -m rerank.recipes.results_docs [DOCS_DIR]     # re-render the blocks in place
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def gains(summaries: dict, systems: list[str] | None = None) -> str:
 
 
 def stronger_tables(docs: str) -> str:
-    from recipes.stronger import report
+    from rerank.recipes.stronger import report
 
     results = _load(docs, os.path.join("stronger", "results.json"))
     text = report(results["experiments"], results["command"])
@@ -87,8 +87,8 @@ def embedding_study(docs: str) -> str:
     saying the runs are pending while there is none."""
     if not os.path.exists(os.path.join(docs, "embeddings.json")):
         return ("Pending: the runs have not been made yet. "
-                "`python -m recipes.embedding_study ... --publish` renders this block.\n")
-    from recipes.embedding_study import table
+                "`python -m rerank.recipes.embedding_study ... --publish` renders this block.\n")
+    from rerank.recipes.embedding_study import table
 
     return table(_load(docs, "embeddings.json"))
 
@@ -145,7 +145,7 @@ def stronger_summary(docs: str) -> str:
 
 def mbr_study(docs: str) -> str:
     """The mbr sweep (recipes.mbr_study) from stronger/mbr_study.json."""
-    from recipes.mbr_study import report
+    from rerank.recipes.mbr_study import report
 
     study = _load(docs, os.path.join("stronger", "mbr_study.json"))
     return f"Made by `{study['command']}` (mbr_study.json beside results.json).\n\n{report(study)}\n"

@@ -4,7 +4,7 @@ and scored on test_2016 with BLEU, METEOR and TER († vs the NMT 1-best, ‡ vs
 features), for every flavour and list size. Resumable: every featured list and experiment
 writes a DONE marker (recipes.steps).
 
-    python -m recipes.stronger --lm-model DIR --channel-model DIR --out runs/stronger
+    python -m rerank.recipes.stronger --lm-model DIR --channel-model DIR --out runs/stronger
 
 The LM is `rerank lm train` on the target side of the training data (plus the task2 training
 captions in the published run: `extra_train` in recipes/configs/lm.json), the channel model
@@ -14,7 +14,7 @@ With --reuse-columns the columns a list already carries (the shipped lists carry
 channel_norm, lm and lm_norm, precomputed by the published run's models) are taken from it
 instead of being computed, so the experiment reruns without those models:
 
-    python -m recipes.stronger --reuse-columns --models-record docs/results/stronger/results.json --out runs/stronger
+    python -m rerank.recipes.stronger --reuse-columns --models-record docs/results/stronger/results.json --out runs/stronger
 
 (--models-record: the results.json of the run whose models made those columns; its record of
 the models is kept in this run's results.json.)
@@ -28,9 +28,9 @@ import os
 import sys
 import time
 
-from recipes.demo import BASE_FEATURES, MODEL_FEATURES, data_dir, shipped_lists
-from recipes.experiment import SystemSpec, leading_references, run_experiment
-from recipes.steps import Steps
+from rerank.recipes.demo import BASE_FEATURES, MODEL_FEATURES, data_dir, shipped_lists
+from rerank.recipes.experiment import SystemSpec, leading_references, run_experiment
+from rerank.recipes.steps import Steps
 from rerank.errors import InputError
 from rerank.formats import read_nbest, write_nbest
 from rerank.io import atomic_write, read_lines
@@ -63,8 +63,8 @@ def add_features(nbest, sources: list[str], models: dict, device: str = "cpu", k
     if any(c in nbest.feature_names for c in computed):  # the list's own values of a computed column go
         nbest = nbest.select_features([c for c in nbest.feature_names if c not in computed])
     if "s_s" not in keep:
-        from embeddings.encoder import Encoder
-        from embeddings.features import embedding_features
+        from rerank.embeddings.encoder import Encoder
+        from rerank.embeddings.features import embedding_features
 
         s_s = embedding_features(nbest, Encoder.load(models["embedding"]), ["s_s"], "de", sources=sources,
                                  src_lang="en", device=device, progress=progress)["s_s"]
@@ -74,14 +74,14 @@ def add_features(nbest, sources: list[str], models: dict, device: str = "cpu", k
 
         nbest = nbest.with_feature("mbr", mbr_scores(nbest, nbest.column("nmt")))
     if "channel" not in keep:
-        from nmt.scoring import channel_scores, distinct_pairs
+        from rerank.nmt.scoring import channel_scores, distinct_pairs
 
         pairs, index = distinct_pairs(nbest)
         channel, lengths = channel_scores(models["channel"], [h for _, h in pairs], [sources[i] for i, _ in pairs],
                                           device, progress=progress)
         nbest = nbest.with_feature("channel", channel[index]).with_feature("channel_norm", (channel / lengths)[index])
     if "lm" not in keep:
-        from nmt.lm import LanguageModel
+        from rerank.nmt.lm import LanguageModel
 
         sums, counts = LanguageModel.load(models["lm"], device).score(list(nbest.hyps), progress=progress)
         nbest = nbest.with_feature("lm", sums).with_feature("lm_norm", [s / c for s, c in zip(sums, counts)])
@@ -165,7 +165,7 @@ class Stronger:
 
 def report(results: dict, command: str) -> str:
     """Markdown tables (one per list size) of every flavour's systems, with the gains over the 1-best."""
-    from recipes.tables import significance_legend, table_rows
+    from rerank.recipes.tables import significance_legend, table_rows
 
     lines = ["# The stronger reranker on the shipped Multi30k lists (test_2016)", "",
              f"Made by `{command}` (results.json beside this file).", ""]
@@ -213,7 +213,7 @@ def model_records(args) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m recipes.stronger", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m rerank.recipes.stronger", description=__doc__.split("\n\n")[0])
     ap.add_argument("--lm-model", help="`rerank lm train` run directory (German); needed unless --reuse-columns "
                     "finds lm and lm_norm in every list")
     ap.add_argument("--channel-model", help="reverse (de->en) `rerank nmt train` run directory; needed unless "
@@ -255,9 +255,9 @@ def main(argv=None) -> int:
         results = {f"{f}.{n}best": run.experiment(f, int(n)) for n in args.nbest.split(",")
                    for f in args.flavours.split(",")}
     except InputError as e:
-        print(f"python -m recipes.stronger: error: {e}", file=sys.stderr)
+        print(f"python -m rerank.recipes.stronger: error: {e}", file=sys.stderr)
         return 2
-    command = "python -m recipes.stronger " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = "python -m rerank.recipes.stronger " + " ".join(argv if argv is not None else sys.argv[1:])
     with atomic_write(os.path.join(args.out, "results.json")) as f:
         json.dump({"command": command, "models": model_records(args), "experiments": results}, f, indent=1)
     with atomic_write(os.path.join(args.out, "stronger.md")) as f:

@@ -106,7 +106,7 @@ def oracle_curve(tables_dir: str, flavours, n_max: int, nbest_path, refs_path: s
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from recipes.experiment import oracle_bleu
+    from rerank.recipes.experiment import oracle_bleu
     from rerank.formats import read_nbest, read_references
 
     ks = [k for k in (1, 2, 3, 5, 10, 20, 30, 50, 100) if k <= n_max]

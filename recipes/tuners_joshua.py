@@ -1,6 +1,6 @@
 """Compare the tuners on the real Joshua bn-en n-best lists: tune on sentences 0-49, test on 50-99.
 
-Usage: python -m recipes.tuners_joshua [--data-dir /work/shared/data/nbest/joshua-bn-en] [--runs 3]
+Usage: python -m rerank.recipes.tuners_joshua [--data-dir /work/shared/data/nbest/joshua-bn-en] [--runs 3]
            [--json out.json]
 Prints a Markdown table of corpus BLEU (sacrebleu, tokenize none) on both halves for: zero weights
 (ties -> the decoder's own 1-best), uniform weights, the decoder's weights from joshua.config,
@@ -18,9 +18,9 @@ import time
 import numpy as np
 
 from rerank.tuning import prepare
-from mira.kbmira import kbmira
-from mira.mert import mert
-from mira.pro import pro
+from rerank.mira.kbmira import kbmira
+from rerank.mira.mert import mert
+from rerank.mira.pro import pro
 from rerank.formats import read_nbest, read_references
 from rerank.io import atomic_write, read_lines
 

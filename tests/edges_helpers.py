@@ -8,9 +8,9 @@ from pathlib import Path
 
 import torch
 
-from embeddings.encoder import save_model
-from embeddings.model import MLMME, ModelConfig
-from embeddings.vocab import Vocab
+from rerank.embeddings.encoder import save_model
+from rerank.embeddings.model import MLMME, ModelConfig
+from rerank.embeddings.vocab import Vocab
 from rerank.cli import main
 
 WORDS = ["ein", "hund", "mann", "rennt", "auf", "dem", "gras", "zwei"]

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("rerank", "mira", "embeddings", "nmt", "recipes", "benchmarks", "tests")
+PACKAGES = ("rerank", "mira", "embeddings", "nmt", "recipes", "benchmarks", "tests")  # folders of this repository
 MAX_FUNCTION_LINES, MAX_FILE_LINES = 60, 400
+COMPONENTS = ("mira", "embeddings", "nmt", "recipes")
 
 
 def sources():
@@ -40,17 +41,42 @@ def test_functions_fit_on_a_screen_and_files_on_a_few():
                       stacklevel=1)
 
 
-def test_imports_run_one_way():
+def test_imports_run_one_way(tmp_path):
+    """import-linter's contracts on a plain install of the package (the components are mapped into
+    `rerank` at install time, and the linter reads folders), as `make lint` runs them."""
     linter = shutil.which("lint-imports", path=str(Path(sys.executable).parent))
     if linter is None:
         pytest.fail("import-linter is not installed (pip install -e '.[test]')")
-    result = subprocess.run([linter], cwd=ROOT, capture_output=True, text=True)
+    target = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--target",
+                    str(target), str(ROOT)], check=True, capture_output=True)
+    result = subprocess.run([linter, "--config", str(ROOT / "pyproject.toml")], cwd=target, capture_output=True,
+                            text=True)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "0 broken" in result.stdout
 
 
+def test_the_packages_and_contracts_name_every_module():
+    """pyproject.toml lists the packages of the one import package and the core modules of the
+    layer contract by hand: every folder with Python files, and every core module, is named there."""
+    import tomllib
+
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    packages = set()
+    for name, path in config["tool"]["setuptools"]["package-dir"].items():
+        folder = ROOT / path
+        for init in folder.rglob("__init__.py"):
+            packages.add(".".join([name, *init.parent.relative_to(folder).parts]))
+    assert packages <= set(config["tool"]["setuptools"]["packages"]), packages - set(config["tool"]["setuptools"]["packages"])
+    core = {p.stem for p in (ROOT / "rerank").glob("*.py") if p.stem not in ("__init__", "__main__")}
+    core |= {p.name for p in (ROOT / "rerank").iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    contract = next(c for c in config["tool"]["importlinter"]["contracts"] if c["name"].startswith("The core"))
+    assert {f"rerank.{m}" for m in core} == set(contract["source_modules"])
+
+
 def test_the_core_names_no_component():
-    """rerank/ never imports mira, embeddings, nmt or recipes, not even lazily inside a function."""
+    """rerank/ (the core's folder) never imports rerank.mira, rerank.embeddings, rerank.nmt or
+    rerank.recipes, not even lazily inside a function."""
     found = []
     for path in sorted((ROOT / "rerank").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -60,5 +86,5 @@ def test_the_core_names_no_component():
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 names = [node.module]
             found += [f"{path.relative_to(ROOT)}:{node.lineno} {n}" for n in names
-                      if n.split(".")[0] in ("mira", "embeddings", "nmt", "recipes")]
+                      if n.split(".")[0] in COMPONENTS or n.split(".")[:2] in [["rerank", c] for c in COMPONENTS]]
     assert not found, "\n".join(found)

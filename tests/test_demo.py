@@ -6,7 +6,7 @@ import os
 import numpy as np
 import sacrebleu
 
-from recipes.demo import BASE_FEATURES, MODEL_FEATURES, MODEL_SOURCE, data_dir, run_demo, shipped_lists
+from rerank.recipes.demo import BASE_FEATURES, MODEL_FEATURES, MODEL_SOURCE, data_dir, run_demo, shipped_lists
 from rerank.cli import main
 from rerank.formats import read_nbest, write_nbest
 from rerank.io import read_lines

@@ -88,7 +88,7 @@ def test_tuning_metric_value_is_the_metrics_own_and_objective_is_oriented(ter_da
 
 
 def test_mira_keeps_the_epoch_with_the_lowest_ter(ter_data):
-    from mira.kbmira import kbmira
+    from rerank.mira.kbmira import kbmira
 
     _, _, data = ter_data
     res = kbmira(data, seed=2, epochs=8)
@@ -100,7 +100,7 @@ def test_mira_keeps_the_epoch_with_the_lowest_ter(ter_data):
 
 
 def test_mert_keeps_the_lowest_ter(ter_data):
-    from mira.mert import mert
+    from rerank.mira.mert import mert
 
     _, _, data = ter_data
     res = mert(data, seed=1, restarts=3, random_directions=2, max_iterations=5)
@@ -123,9 +123,9 @@ def _ter_feature_list():
 def test_tuners_learn_that_a_lower_ter_is_better(tuner):
     """A feature equal to sentence TER: every tuner must give it a negative weight (the largest TER
     is the worst hypothesis) and end below the TER of the decoder's first hypotheses."""
-    from mira.kbmira import kbmira
-    from mira.mert import mert
-    from mira.pro import pro
+    from rerank.mira.kbmira import kbmira
+    from rerank.mira.mert import mert
+    from rerank.mira.pro import pro
 
     nbest, refs, _ = _ter_feature_list()
     data = prepare(nbest, refs, metric="ter", tokenize="none")

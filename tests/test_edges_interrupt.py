@@ -9,9 +9,9 @@ import shutil
 import pytest
 import torch
 
-from embeddings.encoder import Encoder
-from nmt.checkpoint import load_model
-from nmt.lm import LanguageModel
+from rerank.embeddings.encoder import Encoder
+from rerank.nmt.checkpoint import load_model
+from rerank.nmt.lm import LanguageModel
 from rerank.device import load_tensors
 from tests.edges_helpers import run, snapshot, train_runs, write_toy_data
 
@@ -51,7 +51,7 @@ def argv(kind: str, w, epochs: int) -> list[str]:
 
 RUN_DIR = {"nmt": "nmt", "lm": "lm", "embed": "emb-run"}
 CHECKPOINT = {"nmt": "last.pt", "lm": "last.pt", "embed": "checkpoint.pt"}
-IN_THE_LOOP = {"nmt": "nmt.train._batch_loss", "lm": "nmt.lm._epoch", "embed": "embeddings.train.Trainer.step"}
+IN_THE_LOOP = {"nmt": "rerank.nmt.train._batch_loss", "lm": "rerank.nmt.lm._epoch", "embed": "rerank.embeddings.train.Trainer.step"}
 
 
 def ctrl_c(*args, **kwargs):

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from nmt.checkpoint import load_model
-from nmt.lm import LanguageModel
+from rerank.nmt.checkpoint import load_model
+from rerank.nmt.lm import LanguageModel
 from rerank.cli import main
 from tests.edges_helpers import refused
 

@@ -1,4 +1,4 @@
-"""recipes.embedding_study end to end with tiny variants on a miniature Multi30k: every stage kind
+"""rerank.recipes.embedding_study end to end with tiny variants on a miniature Multi30k: every stage kind
 (training, pseudo-pairs, training from scratch on them, fine-tuning, AME), shared stages, the
 evaluation and tables, the resume, --publish into a given folder, and configurations that are
 refused with their file named."""
@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from recipes.embedding_study import main, publish
-from recipes.embedding_variants import CONFIGS, ORDER, available, load_variant
-from recipes.results_docs import RENDER
+from rerank.recipes.embedding_study import main, publish
+from rerank.recipes.embedding_variants import CONFIGS, ORDER, available, load_variant
+from rerank.recipes.results_docs import RENDER
 from rerank.io import read_lines
 from tests.conftest import PACKAGE_DATA
 
@@ -28,7 +28,7 @@ VARIANTS = {
                         {"name": "tuned", "kind": "train", "init": "slice", "pseudo_pairs": ["pairs"], "config": SLICE}],
 }
 WORDS = "man mann\nwoman frau\ndog hund\ngirl mädchen\nboy junge\nwater wasser\ntwo zwei\nred rot\n"
-PAGE = "# Embeddings\n\nMade by `python -m recipes.embedding_study`.\n\n<!-- BEGIN embeddings -->\nstale\n<!-- END embeddings -->\n"
+PAGE = "# Embeddings\n\nMade by `python -m rerank.recipes.embedding_study`.\n\n<!-- BEGIN embeddings -->\nstale\n<!-- END embeddings -->\n"
 
 
 def _data(root, m30k):
@@ -108,7 +108,7 @@ def test_publish_renders_the_block(study, tmp_path):
     page = (tmp_path / "embeddings.md").read_text()
     r1 = json.loads((tmp_path / "embeddings.json").read_text())["variants"]["aligned"]["translation_retrieval"]["en->de"]["r1"]
     assert "stale" not in page and "| aligned | train | " in page and f"{r1:.1f} / " in page
-    assert "Made by `python -m recipes.embedding_study`." in page and len(written) == 2
+    assert "Made by `python -m rerank.recipes.embedding_study`." in page and len(written) == 2
     assert RENDER["embeddings.md"]["embeddings"](str(tmp_path / "none")).startswith("Pending:")
 
 
@@ -155,7 +155,7 @@ def test_the_committed_variants():
 def test_a_result_whose_configuration_changed_is_left_out(study, tmp_path):
     import shutil
 
-    from recipes.embedding_study import Study
+    from rerank.recipes.embedding_study import Study
 
     root, _ = study
     run, configs = tmp_path / "run", tmp_path / "configs"
@@ -170,8 +170,8 @@ def test_a_result_whose_configuration_changed_is_left_out(study, tmp_path):
 
 
 def test_the_default_variant_is_the_reproduction_s_embedding_config():
-    from embeddings.config import resolve_config
-    from recipes.reproduce import load_config
+    from rerank.embeddings.config import resolve_config
+    from rerank.recipes.reproduce import load_config
 
     base, tuned = load_variant("default")["stages"]
     config = load_config("embedding")
@@ -182,8 +182,8 @@ def test_the_default_variant_is_the_reproduction_s_embedding_config():
 
 
 def test_a_tab_in_a_caption_becomes_a_space_in_the_pairs(study, tmp_path):
-    from embeddings.tokenize import tokenize
-    from recipes.embedding_study import Study
+    from rerank.embeddings.tokenize import tokenize
+    from rerank.recipes.embedding_study import Study
 
     root, _ = study
     (tmp_path / "run").mkdir()

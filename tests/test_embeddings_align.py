@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 import torch
 
-from embeddings.align import Aligner, alignment_ratio, dictionary_pairs, rcsls_loss, read_dictionary
-from embeddings.config import resolve_config
-from embeddings.data import build_pools
-from embeddings.encoder import Encoder
-from embeddings.train import train
-from embeddings.vocab import Vocab
+from rerank.embeddings.align import Aligner, alignment_ratio, dictionary_pairs, rcsls_loss, read_dictionary
+from rerank.embeddings.config import resolve_config
+from rerank.embeddings.data import build_pools
+from rerank.embeddings.encoder import Encoder
+from rerank.embeddings.train import train
+from rerank.embeddings.vocab import Vocab
 from rerank.errors import InputError
 from tests.cli_helpers import run, write
 

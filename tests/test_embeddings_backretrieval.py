@@ -11,8 +11,8 @@ import pytest
 import torch
 from scipy.stats import rankdata, spearmanr
 
-from embeddings.backretrieval import average_ranks, backretrieval_ranks, corr, paired_ranks, recalls, spearman
-from embeddings.encoder import Encoder
+from rerank.embeddings.backretrieval import average_ranks, backretrieval_ranks, corr, paired_ranks, recalls, spearman
+from rerank.embeddings.encoder import Encoder
 from tests.cli_helpers import run, write
 
 HERE = os.path.dirname(__file__)

@@ -7,8 +7,8 @@ import os
 import numpy as np
 import pytest
 
-from embeddings.encoder import Encoder
-from embeddings.evaluate import read_sts
+from rerank.embeddings.encoder import Encoder
+from rerank.embeddings.evaluate import read_sts
 from rerank.cli import main
 
 HERE = os.path.dirname(__file__)
@@ -39,7 +39,8 @@ def test_eval_writes_reports_next_to_model(model, capsys):
     pred = 5 * (enc.encode(s1, "en") * enc.encode(s2, "en")).sum(1).astype(np.float64)
     dp, dg = pred - pred.mean(), gold - gold.mean()
     r = (dp * dg).sum() / np.sqrt((dp ** 2).sum() * (dg ** 2).sum())
-    assert report["sts"]["sts2014-images"] == {"pearson": pytest.approx(r, abs=1e-6), "n": 20}
+    # float32 vectors: the two computations may sum in another order (1e-6 apart on some BLAS builds)
+    assert report["sts"]["sts2014-images"] == {"pearson": pytest.approx(r, abs=1e-5), "n": 20}
     assert os.path.exists(model[:-3] + ".eval.md")
 
 

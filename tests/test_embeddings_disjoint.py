@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 import torch
 
-from embeddings.config import resolve_config
-from embeddings.data import build_pools, disjoint_captions, epoch_tuples, languages_kept, load_comparable, load_translated
-from embeddings.losses import mlmme_loss
-from embeddings.tokenize import tokenize
-from embeddings.train import train
+from rerank.embeddings.config import resolve_config
+from rerank.embeddings.data import build_pools, disjoint_captions, epoch_tuples, languages_kept, load_comparable, load_translated
+from rerank.embeddings.losses import mlmme_loss
+from rerank.embeddings.tokenize import tokenize
+from rerank.embeddings.train import train
 from rerank.errors import InputError
 
 TINY = {"preset": "tiny", "min_freq": 1, "batch_size": 16, "checkpoint_minutes": 1e9, "contrastive": "max",

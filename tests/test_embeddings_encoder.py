@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 import torch
 
-from embeddings.encoder import Encoder, save_model
-from embeddings.model import MLMME, ModelConfig
-from embeddings.tokenize import tokenize
-from embeddings.vocab import Vocab
+from rerank.embeddings.encoder import Encoder, save_model
+from rerank.embeddings.model import MLMME, ModelConfig
+from rerank.embeddings.tokenize import tokenize
+from rerank.embeddings.vocab import Vocab
 from rerank.errors import InputError
 
 SENTS = ["A man rides a bike.", "Two dogs play in the snow!", "A girl, in a red coat, walks.", "Hello", "a MAN rides"]
@@ -52,7 +52,7 @@ def test_fast_encoder_matches_reference_gru():
 def test_without_lookup_table_gives_same_vectors(monkeypatch):
     enc = make_encoder()
     full = enc.encode(DE, "de")
-    monkeypatch.setattr("embeddings.encoder.TABLE_LIMIT_BYTES", 0)
+    monkeypatch.setattr("rerank.embeddings.encoder.TABLE_LIMIT_BYTES", 0)
     np.testing.assert_allclose(make_encoder().encode(DE, "de"), full, atol=1e-6)
 
 

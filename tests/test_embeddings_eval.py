@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from embeddings.evaluate import image_sentence_ranks, paired_ranks, read_sts, recall_summary, sts_pearson
+from rerank.embeddings.evaluate import image_sentence_ranks, paired_ranks, read_sts, recall_summary, sts_pearson
 from rerank.errors import InputError
 
 
@@ -69,7 +69,7 @@ def test_sts_files_are_read_like_every_text_input(tmp_path):
     """A byte-order mark, CRLF and gzip are fine; bytes that are not UTF-8 are named by line."""
     import gzip
 
-    from embeddings.evaluate import read_sts
+    from rerank.embeddings.evaluate import read_sts
     from rerank.errors import InputError
 
     text = "4.5\ta man runs\ta man is running\r\n\tno gold\tskipped\r\n1.0\ta dog\ta cat\r\n"

@@ -6,7 +6,7 @@ import pytest
 import torch
 from PIL import Image
 
-from embeddings.images import MEAN, STD, ResNet50, VGG19, build_backbone, extract_features, preprocess
+from rerank.embeddings.images import MEAN, STD, ResNet50, VGG19, build_backbone, extract_features, preprocess
 from rerank.cli import main
 from rerank.errors import InputError
 

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from embeddings.losses import mlmme_loss, pair_loss
+from rerank.embeddings.losses import mlmme_loss, pair_loss
 
 A = torch.tensor([[1.0, 0.0], [0.0, 1.0], [0.6, 0.8]])
 B = torch.tensor([[0.8, 0.6], [0.0, 1.0], [1.0, 0.0]])

@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 import torch
 
-from embeddings.data import build_pools
-from embeddings.encoder import Encoder
-from embeddings.losses import mlmme_loss
-from embeddings.pseudopairs import nearest, percentile_filter, pseudo_pairs, read_pseudo_pairs
-from embeddings.train import train
+from rerank.embeddings.data import build_pools
+from rerank.embeddings.encoder import Encoder
+from rerank.embeddings.losses import mlmme_loss
+from rerank.embeddings.pseudopairs import nearest, percentile_filter, pseudo_pairs, read_pseudo_pairs
+from rerank.embeddings.train import train
 from rerank.errors import InputError
 from tests.cli_helpers import run, write
 

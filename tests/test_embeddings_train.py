@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import torch
 
-from embeddings.data import load_features
-from embeddings.encoder import Encoder
-from embeddings.evaluate import evaluate, image_sentence_ranks, paired_ranks
-from embeddings.train import train
+from rerank.embeddings.data import load_features
+from rerank.embeddings.encoder import Encoder
+from rerank.embeddings.evaluate import evaluate, image_sentence_ranks, paired_ranks
+from rerank.embeddings.train import train
 from rerank.errors import InputError
 
 HERE = os.path.dirname(__file__)
@@ -41,7 +41,7 @@ def test_overfits_64_tuples_to_perfect_recall_with_images(tmp_path):
     path = train(cfg, DATA, str(tmp_path / "run"), quiet=True)
     enc = Encoder.load(path)
     assert enc.has_images and enc.meta["training"]["text_only"] is False
-    from embeddings.data import load_translated
+    from rerank.embeddings.data import load_translated
 
     cap = load_translated(DATA, "train", ["en", "de"])
     en, de = enc.encode(cap["en"], "en"), enc.encode(cap["de"], "de")

@@ -1,4 +1,4 @@
-"""recipes.experiment: tune systems on dev, rerank test, evaluate against the 1-best baseline."""
+"""rerank.recipes.experiment: tune systems on dev, rerank test, evaluate against the 1-best baseline."""
 
 import json
 from pathlib import Path
@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import sacrebleu
 
-from recipes.experiment import SystemSpec, first_best, rerank, run_experiment
+from rerank.recipes.experiment import SystemSpec, first_best, rerank, run_experiment
 from rerank.formats import read_nbest, read_references
 
 DATA = Path(__file__).parent / "data" / "joshua10"

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from embeddings.encoder import Encoder, save_model
-from embeddings.model import MLMME, ModelConfig
-from embeddings.tokenize import tokenize
-from embeddings.vocab import Vocab
+from rerank.embeddings.encoder import Encoder, save_model
+from rerank.embeddings.model import MLMME, ModelConfig
+from rerank.embeddings.tokenize import tokenize
+from rerank.embeddings.vocab import Vocab
 from rerank.cli import main
 from rerank.formats import read_nbest
 

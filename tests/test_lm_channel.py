@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from nmt.scoring import channel_scores
-from nmt.lm import LanguageModel
+from rerank.nmt.scoring import channel_scores
+from rerank.nmt.lm import LanguageModel
 from rerank.cli import main
 from rerank.formats import read_nbest
 
@@ -106,7 +106,7 @@ def test_lm_training_resumes_where_it_stopped(toy, tmp_path):
 
 def test_lm_time_budget_counts_whole_epochs(toy, tmp_path):
     """A fake clock that advances one minute per reading: the budget is spent in whole epochs."""
-    from nmt.lm import LMConfig, train_lm
+    from rerank.nmt.lm import LMConfig, train_lm
     from rerank.io import read_lines
 
     ticks = iter(range(1000))
@@ -120,9 +120,9 @@ def test_lm_time_budget_counts_whole_epochs(toy, tmp_path):
 
 
 def test_the_stronger_reranker_experiment_runs_and_resumes(toy, tmp_path):
-    """recipes.stronger on the first sentences of the shipped optimised 20-best lists, with the toy
+    """rerank.recipes.stronger on the first sentences of the shipped optimised 20-best lists, with the toy
     LM and channel model (their scores are noise here: this checks the plumbing and the resume)."""
-    from recipes import stronger
+    from rerank.recipes import stronger
 
     args = ["--lm-model", str(toy / "lm"), "--channel-model", str(toy / "rev"), "--out", str(tmp_path / "run"),
             "--flavours", "optimised", "--nbest", "20", "--sentences", "12", "--runs", "1", "--epochs", "2",
@@ -130,7 +130,7 @@ def test_the_stronger_reranker_experiment_runs_and_resumes(toy, tmp_path):
     assert stronger.main(args) == 0
     saved = json.loads((tmp_path / "run" / "results.json").read_text())
     results = saved["experiments"]["optimised.20best"]
-    assert saved["command"].startswith("python -m recipes.stronger --lm-model")
+    assert saved["command"].startswith("python -m rerank.recipes.stronger --lm-model")
     assert saved["models"]["channel"]["epochs"] >= 1 and saved["models"]["embedding"] == "mlmme-small.pt"
     assert results["systems"] == ["NMT 1-best", "MIRA: NMT features", "+ s_s", "+ mbr", "+ channel + lm", "all"]
     assert set(results["weights"]["all"][0]) == {"nmt", "nmt_norm", "len", "s_s", "mbr", "channel", "channel_norm",
@@ -142,7 +142,7 @@ def test_the_stronger_reranker_experiment_runs_and_resumes(toy, tmp_path):
     base = next(r["score"] for r in results["results"] if r["system"] == "NMT 1-best" and r["metric"] == "bleu")
     mbr = next(r["score"] for r in results["results"] if r["system"] == "+ mbr" and r["metric"] == "bleu")
     assert f"| optimised | + mbr | {mbr:.2f}" in table and f"| {mbr - base:+.2f} |" in table
-    assert "python -m recipes.stronger --lm-model" in table
+    assert "python -m rerank.recipes.stronger --lm-model" in table
     assert stronger.main(args) == 0
     assert "steps run: 0 (none); steps reused: 3" in (tmp_path / "run" / "stronger.log").read_text()
 

@@ -1,4 +1,4 @@
-"""recipes.mbr_study on the first sentences of the shipped optimised 20-best lists."""
+"""rerank.recipes.mbr_study on the first sentences of the shipped optimised 20-best lists."""
 import json
 import os
 
@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import sacrebleu
 
-from recipes import mbr_study
-from recipes.demo import data_dir, shipped_lists
-from recipes.experiment import leading_references, rerank
+from rerank.recipes import mbr_study
+from rerank.recipes.demo import data_dir, shipped_lists
+from rerank.recipes.experiment import leading_references, rerank
 from rerank.consensus import mbr_scores
 from rerank.formats import read_nbest, write_nbest
 
@@ -31,7 +31,7 @@ def test_the_study_tunes_every_variant_and_reports_the_untuned_decision(stronger
             "optimised", "--nbest", "20", "--runs", "1", "--epochs", "2"]
     assert mbr_study.main(args) == 0
     study = json.loads((out / "mbr_study.json").read_text())
-    assert study["command"].startswith("python -m recipes.mbr_study --stronger-dir")
+    assert study["command"].startswith("python -m rerank.recipes.mbr_study --stronger-dir")
     res = study["lists"]["optimised 20-best"]
     assert list(res["variants"]) == list(mbr_study.VARIANTS)
     assert all(0 < row["test_ratio"] < 2 and 0 <= row["val_bleu"] <= 100 for row in res["variants"].values())

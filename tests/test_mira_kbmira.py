@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import sacrebleu
 
-from mira.kbmira import KBMira, kbmira, kbmira_stats, sentence_bleu_bg
+from rerank.mira.kbmira import KBMira, kbmira, kbmira_stats, sentence_bleu_bg
 from rerank.nbest import NBestList, segment_argmax
 from rerank.tuning import bleu_metric, merge_duplicates, prepare
 from tests.mira_helpers import BAD, GOOD, hand_data, joshua, list_with_reference, one_best

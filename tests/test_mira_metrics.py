@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import sacrebleu
 
-from mira.kbmira import KBMira, fixed_gains, kbmira
-from mira.pro import pro
+from rerank.mira.kbmira import KBMira, fixed_gains, kbmira
+from rerank.mira.pro import pro
 from rerank.nbest import NBestList
 from rerank.tuning import prepare
 from tests.mira_helpers import joshua, list_with_reference

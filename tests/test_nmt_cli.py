@@ -84,7 +84,7 @@ def test_bad_arguments_give_clear_errors(run, capsys):
 
 
 def test_subword_vocabulary_round_trip_and_files():
-    from nmt.vocab import EOS_ID, SPECIALS, SubwordVocab, vocab_from_json
+    from rerank.nmt.vocab import EOS_ID, SPECIALS, SubwordVocab, vocab_from_json
     sents = [["Ein", "Hund", "läuft", "über", "die", "Wiese", "."], ["Zwei", "Hunde", "laufen", "."]] * 20
     for kind in ("bpe", "unigram"):
         v = SubwordVocab.build(sents, 40, kind)

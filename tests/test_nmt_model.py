@@ -6,10 +6,10 @@ import random
 import pytest
 import torch
 
-from nmt.beam import beam_search, greedy
-from nmt.data import pad
-from nmt.train import load_model, make_config, train
-from nmt.vocab import EOS_ID
+from rerank.nmt.beam import beam_search, greedy
+from rerank.nmt.data import pad
+from rerank.nmt.train import load_model, make_config, train
+from rerank.nmt.vocab import EOS_ID
 
 WORDS = [f"w{i}" for i in range(12)]
 
@@ -121,7 +121,7 @@ def test_resume_matches_uninterrupted_run(tmp_path):
 
 @pytest.mark.parametrize("tie", [False, True])
 def test_step_tables_give_the_plain_step(tie):
-    from nmt.model import SIZE_PRESETS, AttentionNMT, ModelConfig
+    from rerank.nmt.model import SIZE_PRESETS, AttentionNMT, ModelConfig
     torch.manual_seed(4)
     dims = dict(SIZE_PRESETS["tiny"], readout_dim=SIZE_PRESETS["tiny"]["emb_dim"])
     model = AttentionNMT(ModelConfig(src_vocab=17, tgt_vocab=23, dropout=0.3, tie_embeddings=tie, **dims))

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import sacrebleu
 
-from recipes.reproduce import NMT_COLUMNS, PUBLISHED_COLUMNS
+from rerank.recipes.reproduce import NMT_COLUMNS, PUBLISHED_COLUMNS
 from rerank.formats import read_nbest, write_nbest
 from rerank.io import read_lines
 
@@ -67,7 +67,7 @@ def test_recorded_bleu_matches_shipped_lists():
 
 def test_nmt_oracle_is_the_rerank_oracle(tmp_path, capsys):
     """`nmt translate --ref` and `rerank oracle` pick the same hypotheses (sentence BLEU+1)."""
-    from nmt.translate import oracle_bleu
+    from rerank.nmt.translate import oracle_bleu
     from rerank.cli import main
 
     path = os.path.join(DATA, "weak.test_2016.20best.gz")

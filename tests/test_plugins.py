@@ -107,7 +107,7 @@ def test_a_broken_plugin_is_one_error_not_a_traceback(monkeypatch, capsys):
 
 
 def test_two_plugins_with_one_name_are_refused(monkeypatch):
-    fake_entry_points(monkeypatch, "rerank.tuners", ("mira", "mira.tuners:KBMiraTuner"), ("mira", "mira.tuners:ProTuner"))
+    fake_entry_points(monkeypatch, "rerank.tuners", ("mira", "rerank.mira.tuners:KBMiraTuner"), ("mira", "rerank.mira.tuners:ProTuner"))
     with pytest.raises(plugins.PluginError, match="two plug-ins named 'mira'"):
         plugins.tuners()
 
@@ -124,7 +124,7 @@ class SameOptions(Feature):
 
 
 def test_a_column_claimed_by_two_features_is_refused(monkeypatch, tmp_path, capsys):
-    fake_entry_points(monkeypatch, "rerank.features", ("mlmme", "embeddings.features:MLMMEFeatures"),
+    fake_entry_points(monkeypatch, "rerank.features", ("mlmme", "rerank.embeddings.features:MLMMEFeatures"),
                       ("copy", "tests.test_plugins:SecondSimilarity"))
     (tmp_path / "in.nbest").write_text(NBEST)
     assert main(["features", str(tmp_path / "in.nbest"), "--which", "s_s", "-o", str(tmp_path / "o")]) == 2
@@ -132,7 +132,7 @@ def test_a_column_claimed_by_two_features_is_refused(monkeypatch, tmp_path, caps
 
 
 def test_plugins_whose_options_clash_are_named(monkeypatch, capsys):
-    fake_entry_points(monkeypatch, "rerank.features", ("mlmme", "embeddings.features:MLMMEFeatures"),
+    fake_entry_points(monkeypatch, "rerank.features", ("mlmme", "rerank.embeddings.features:MLMMEFeatures"),
                       ("same", "tests.test_plugins:SameOptions"))
     assert main(["info", "x"]) == 2
     err = capsys.readouterr().err

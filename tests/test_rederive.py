@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from recipes.mark_changes import changes, main as mark_changes_main
-from recipes.reproduce import publish_results
+from rerank.recipes.mark_changes import changes, main as mark_changes_main
+from rerank.recipes.reproduce import publish_results
 
 
 def _summary(marks: dict[tuple[str, str], str]) -> dict:

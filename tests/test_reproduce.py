@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from recipes.reproduce import CONFIGS, load_config
+from rerank.recipes.reproduce import CONFIGS, load_config
 from rerank.cli import main
 from rerank.errors import InputError
 from rerank.formats import read_nbest, write_nbest
@@ -86,7 +86,7 @@ def test_a_second_run_reuses_every_step(reproduced, capsys):
 
 
 def test_publish_copies_and_renders_the_pages(reproduced, tmp_path):
-    from recipes.reproduce import publish
+    from rerank.recipes.reproduce import publish
 
     root, _ = reproduced
     docs, package = tmp_path / "docs", tmp_path / "package"
@@ -119,7 +119,7 @@ def test_publish_copies_and_renders_the_pages(reproduced, tmp_path):
 
 
 def test_publish_refuses_a_feature_list_of_other_hypotheses(reproduced, tmp_path):
-    from recipes.reproduce import publish
+    from rerank.recipes.reproduce import publish
 
     root, _ = reproduced
     run = tmp_path / "run"
@@ -147,7 +147,7 @@ def _moses(path, lines):
 
 
 def test_a_published_list_must_carry_the_nmt_values_and_the_model_columns(tmp_path):
-    from recipes.reproduce import published_list
+    from rerank.recipes.reproduce import published_list
 
     listed = _moses(tmp_path / "list", [(0, "a b", "nmt= -1 nmt_norm= -0.5 len= 2"),
                                         (1, "c", "nmt= -2 nmt_norm= -2 len= 1")])
@@ -172,9 +172,9 @@ def test_a_published_list_must_carry_the_nmt_values_and_the_model_columns(tmp_pa
 def test_the_committed_configurations_are_complete():
     from dataclasses import fields
 
-    from nmt.config import TrainConfig
-    from nmt.lm_config import LMConfig
-    from recipes.multi30k import RecipeConfig
+    from rerank.nmt.config import TrainConfig
+    from rerank.nmt.lm_config import LMConfig
+    from rerank.recipes.multi30k import RecipeConfig
 
     assert set(load_config("nmt")) <= {f.name for f in fields(TrainConfig)}
     lm = load_config("lm")

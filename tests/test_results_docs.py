@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from recipes.results_docs import BLOCK, DOCS, RENDER, render
-from recipes.tables import table_latex, table_markdown
+from rerank.recipes.results_docs import BLOCK, DOCS, RENDER, render
+from rerank.recipes.tables import table_latex, table_markdown
 
 RESULTS = Path(DOCS)
 DECIMAL = re.compile(r"(?<![\w.])[−+-]?\d+\.\d+(?![\w.])")
@@ -35,7 +35,7 @@ def test_every_block_renders_from_its_json(page):
     path = RESULTS / page
     text = path.read_text(encoding="utf-8")
     assert BLOCK.search(text), f"{page} has no rendered block"
-    assert render(str(path), RENDER[page], str(RESULTS)) == text, f"{page} differs from its JSON: python -m recipes.results_docs"
+    assert render(str(path), RENDER[page], str(RESULTS)) == text, f"{page} differs from its JSON: python -m rerank.recipes.results_docs"
 
 
 @pytest.mark.parametrize("page", sorted(p.name for p in RESULTS.glob("*.md") if not p.name.startswith("table.")))

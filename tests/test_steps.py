@@ -1,9 +1,9 @@
-"""recipes.steps: a step's checkpoint is resumed only when the step was last started with the same
+"""rerank.recipes.steps: a step's checkpoint is resumed only when the step was last started with the same
 settings and inputs; what other settings or inputs left behind is trained afresh."""
 
 import json
 
-from recipes.steps import Steps
+from rerank.recipes.steps import Steps
 
 
 def _steps():

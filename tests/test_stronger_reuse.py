@@ -1,4 +1,4 @@
-"""recipes.stronger --reuse-columns: the channel and LM columns of the shipped lists are taken from
+"""rerank.recipes.stronger --reuse-columns: the channel and LM columns of the shipped lists are taken from
 the lists (no LM or channel model needed), s_s and mbr are computed, the columns come out in the
 order of a run that computed them all, and the models' record is carried over from --models-record."""
 
@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from recipes import stronger
-from recipes.demo import shipped_lists
+from rerank.recipes import stronger
+from rerank.recipes.demo import shipped_lists
 from rerank.formats import read_nbest
 
 RECORD = {"channel": {"epochs": 4, "best_epoch": 4, "val_bleu_greedy": 30.03},
@@ -33,7 +33,7 @@ def test_reuse_columns_takes_channel_and_lm_from_the_lists(tmp_path):
     saved = json.loads((tmp_path / "run" / "results.json").read_text())
     assert saved["models"]["lm"] == RECORD["lm"] and saved["models"]["channel"] == RECORD["channel"]
     assert saved["models"]["reused_from"]["record"] == str(tmp_path / "published.json")
-    assert saved["command"].startswith("python -m recipes.stronger --reuse-columns")
+    assert saved["command"].startswith("python -m rerank.recipes.stronger --reuse-columns")
     assert saved["experiments"]["optimised.20best"]["systems"][-1] == "all"
     assert stronger.main(args) == 0  # resumes: every step reused
     assert "steps run: 0 (none); steps reused: 3" in (tmp_path / "run" / "stronger.log").read_text()

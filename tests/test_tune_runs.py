@@ -6,7 +6,7 @@ import json
 import pytest
 import sacrebleu
 
-from mira.tuners import KBMiraTuner
+from rerank.mira.tuners import KBMiraTuner
 from tests.mira_helpers import NBEST, REFS, one_best
 from tests.cli_helpers import run
 
