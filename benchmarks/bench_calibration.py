@@ -28,7 +28,7 @@ Also:
 - power: B's picks replaced by each sentence's sentence-BLEU-best of the 4, on sentences taken in
   a random order, until B's corpus BLEU (mean over its runs) gained +0.5 or +1.0 over its own
   null picks; the rate of p < 0.05 with the improvement in the metric's direction;
-- mixed tables: `rerank.report.evaluate_systems` on texts, a pair alone and in a table with
+- mixed tables: `rerank.evaluation.evaluate_systems` on texts, a pair alone and in a table with
   systems of other run counts (and metrics in another order): the pair's p must not change.
 """
 
@@ -120,7 +120,7 @@ class Calibration:
     def prepare(self):
         np = self.np
         import rerank.metrics.external  # noqa: F401  (every library module the run uses, loaded once at the start)
-        import rerank.report  # noqa: F401
+        import rerank.evaluation  # noqa: F401
         import rerank.significance  # noqa: F401
         import sacrebleu.significance  # noqa: F401
         from rerank.formats import read_nbest
@@ -362,7 +362,7 @@ class Calibration:
         baseline, for every metric; the external metric reads its columns by system name."""
         np = self.np
         from rerank.metrics.external import SegmentScoresMetric
-        from rerank.report import evaluate_systems
+        from rerank.evaluation import evaluate_systems
         from rerank.significance import approximate_randomization, bootstrap_weights, paired_bootstrap
 
         columns = {}

@@ -27,7 +27,7 @@ class SystemSpec:
 
 @dataclass
 class ExperimentResult:
-    table: object  # rerank.report.ResultTable
+    table: object  # rerank.evaluation.ResultTable
     weights: dict[str, list[dict[str, float]]]
     dev_scores: dict[str, list[float]]
     oracle_bleu: float
@@ -37,13 +37,14 @@ class ExperimentResult:
 def tune_system(dev: NBestList, dev_refs, features: list[str], runs: int, seed: int, epochs: int,
                 tokenize: str, progress: bool = False) -> tuple[list[dict[str, float]], list[float]]:
     """R k-best MIRA runs (seeds seed..seed+R-1) over `features`; other columns keep weight 0."""
+    from rerank.multirun import run_seeds
     from rerank.tuning import prepare
     from rerank.mira.kbmira import kbmira
 
     data = prepare(dev, dev_refs, tokenize=tokenize, tune=features, source="dev n-best")
     weights, scores = [], []
-    for r in range(runs):
-        result = kbmira(data, None, epochs=epochs, seed=seed + r, progress=progress)
+    for run_seed in run_seeds(seed, runs):
+        result = kbmira(data, None, epochs=epochs, seed=run_seed, progress=progress)
         weights.append({n: float(v) for n, v in zip(data.feature_names, result.weights) if n in features})
         scores.append(float(result.best_score))
     return weights, scores
@@ -81,7 +82,7 @@ def run_experiment(dev: NBestList, dev_refs, test: NBestList, test_refs, systems
                    ar_trials: int = 10000, bootstrap: int = 1000, meteor_options: dict | None = None,
                    out_dir: str | None = None, log=lambda msg: print(msg, file=sys.stderr)) -> ExperimentResult:
     """Tune, rerank, evaluate. Writes weights, outputs and tables under `out_dir` when given."""
-    from rerank.report import evaluate_systems
+    from rerank.evaluation import evaluate_systems
 
     all_weights, dev_scores, outputs = {}, {}, {}
     for spec in systems:
@@ -122,7 +123,7 @@ def save_experiment(result: ExperimentResult, out_dir: str, baseline: list[str],
     for ext, fmt in (("md", "markdown"), ("tex", "latex"), ("csv", "csv"), ("json", "json")):
         with atomic_write(os.path.join(out_dir, f"results.{ext}")) as out:
             out.write(table.render(fmt))
-    from rerank.report import plot_deltas
+    from rerank.evaluation import plot_deltas
 
     plot_deltas(table, os.path.join(out_dir, "deltas.png"))
     with atomic_write(os.path.join(out_dir, "tuning.json")) as out:

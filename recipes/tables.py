@@ -41,7 +41,7 @@ def mira_runs(config: dict) -> int:
 
 
 def significance_legend(config: dict, second_baseline: str) -> str:
-    """What the marks of a table mean and which test made them (rerank.report: each pair is tested on
+    """What the marks of a table mean and which test made them (rerank.evaluation: each pair is tested on
     the two systems' own runs)."""
     runs = mira_runs(config)
     return (f"Scores are means over {runs} MIRA runs; † p < 0.05 against the NMT 1-best, ‡ against {second_baseline} "

@@ -1,3 +1,28 @@
-"""mlmme-rerank: rerank MT n-best lists with multilingual multi-modal sentence embeddings."""
+"""mlmme-rerank: rerank MT n-best lists with multilingual multi-modal sentence embeddings.
+
+The Python API (docs/api.md) is importable from here: `rerank.read_nbest`, `rerank.tune`,
+`rerank.apply`, `rerank.evaluate`, ... Its names are loaded from rerank.api on first use, so
+that `import rerank` (and every `rerank` command) stays fast and loads no model library.
+"""
 
 __version__ = "0.1.0"
+
+_API = ("NBestList", "read_nbest", "write_nbest", "add_features", "read_references", "read_weights", "tune",
+        "TuneResult", "TuneRun", "apply", "first_best", "oracle", "Oracle", "evaluate", "Evaluation",
+        "approximate_randomization", "paired_bootstrap", "make_metric")
+
+__all__ = ["__version__", *_API]
+
+
+def __getattr__(name: str):
+    if name in _API:
+        from rerank import api
+
+        value = getattr(api, name)
+        globals()[name] = value  # later look-ups skip this function
+        return value
+    raise AttributeError(f"module 'rerank' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_API))

@@ -4,7 +4,9 @@ when to show progress bars), argparse types for checked numbers, and the files c
 from __future__ import annotations
 
 import argparse
+import contextlib
 import contextvars
+import logging
 import os
 import shlex
 import sys
@@ -54,6 +56,46 @@ def command_line() -> str:
     """The running command as a shell line, `rerank ARGS` (for reports that record how they were made)."""
     argv = _ARGV.get()
     return shlex.join(["rerank", *(sys.argv[1:] if argv is None else argv)])
+
+
+class _StderrHandler(logging.Handler):
+    """The message alone on the current sys.stderr (looked up at each record, as tests swap it)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            print(self.format(record), file=sys.stderr)
+        except Exception:  # noqa: BLE001 (logging's own rule: a handler never raises)
+            self.handleError(record)
+
+
+@contextlib.contextmanager
+def stderr_log(level: int = logging.WARNING):
+    """While a command calls the library: the notes and warnings it logs (logger `rerank`, at
+    `level` and above) printed on stderr as the message alone, once (not passed on to handlers an
+    embedding program configured)."""
+    logger = logging.getLogger("rerank")
+    existing = next((h for h in logger.handlers if isinstance(h, _StderrHandler)), None)
+    if existing is not None:  # inside the command line's own (rerank.cli): one handler, its level lowered a while
+        saved = existing.level, logger.level
+        existing.setLevel(min(level, existing.level))
+        logger.setLevel(min(level, logger.level) if logger.level else level)
+        try:
+            yield
+        finally:
+            existing.setLevel(saved[0])
+            logger.setLevel(saved[1])
+        return
+    handler = _StderrHandler(level)
+    old_level, old_propagate = logger.level, logger.propagate
+    logger.addHandler(handler)
+    logger.setLevel(min(level, old_level) if old_level else level)
+    logger.propagate = False
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(old_level)
+        logger.propagate = old_propagate
 
 
 def add_quiet(parser) -> None:

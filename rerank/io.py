@@ -182,6 +182,55 @@ def read_lines(path: str) -> list[str]:
     return [line for _, line in iter_lines(path)]
 
 
+def read_references(refs, n_sentences: int | None = None, nbest_path: str | None = None) -> list[list[str]]:
+    """The reference streams refs[k][i] (reference k of sentence i), the one reader of the CLI and
+    the Python API. `refs`: one reference file path, or a sequence with one item per reference,
+    each a file path or a list of strings (one per sentence). Every stream must be non-empty and
+    as long as the first (and as `n_sentences`, the sentences of the n-best `nbest_path`, named in
+    the message, when given)."""
+    items = [refs] if isinstance(refs, (str, os.PathLike)) else list(refs)
+    if not items:
+        raise InputError("no references given")
+    streams, names = [], []
+    for k, item in enumerate(items, start=1):
+        if isinstance(item, (str, os.PathLike)):
+            streams.append(read_lines(os.fspath(item)))
+            names.append(os.fspath(item))
+        elif isinstance(item, Iterable) and not isinstance(item, bytes):
+            lines = list(item)
+            if not all(isinstance(line, str) for line in lines):
+                raise InputError(f"reference {k}: expected a file path or a list of strings, one per sentence")
+            streams.append(lines)
+            names.append(f"reference {k}")
+        else:
+            raise InputError(f"reference {k}: expected a file path or a list of strings, not {type(item).__name__}")
+    for name, lines in zip(names, streams):
+        if not lines:
+            raise InputError("empty file: no reference lines", name)
+        if len(lines) != len(streams[0]):
+            raise InputError(f"{len(lines)} lines but {names[0]} has {len(streams[0])}", name)
+        if n_sentences is not None and len(lines) != n_sentences:
+            raise InputError(f"{len(lines)} reference lines for {n_sentences} n-best sentences"
+                             + (f" in {nbest_path}" if nbest_path else ""), name)
+    return streams
+
+
+def file_digest(path: str) -> str | None:
+    """sha256 of a file's bytes (hex); None for standard input."""
+    import hashlib
+
+    if path == "-":
+        return None
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(block)
+    except OSError as exc:
+        raise InputError(f"cannot open: {exc.strerror}", path) from None
+    return digest.hexdigest()
+
+
 def read_json_object(path: str, what: str = "settings") -> dict:
     """The JSON object in a (possibly gzip'd) UTF-8 file; InputError naming the file (and the line)
     when it cannot be read, is not JSON or is not an object."""

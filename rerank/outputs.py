@@ -1,4 +1,4 @@
-"""Checks every command runs on its output paths before any work, and input digests.
+"""Checks every command runs on its output paths before any work (input digests: rerank.io.file_digest).
 
 An output must not be one of the inputs (symlinks, hard links and relative paths included),
 two outputs must not be one file, and each must be writable: not a directory, in a folder that
@@ -7,7 +7,6 @@ exists and may be written, not a read-only file. "-" (standard input/output) nev
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Iterable
 
@@ -59,17 +58,3 @@ def check_outputs(outputs: Iterable[str | None], inputs: Iterable[str | None]) -
         for other in outs[:k]:
             if _same(out, other):
                 raise InputError(f"two outputs are the same file ({other} and {out})", out)
-
-
-def file_digest(path: str) -> str | None:
-    """sha256 of a file's bytes; None for standard input."""
-    if path == "-":
-        return None
-    digest = hashlib.sha256()
-    try:
-        with open(path, "rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                digest.update(block)
-    except OSError as exc:
-        raise InputError(f"cannot open: {exc.strerror}", path) from None
-    return digest.hexdigest()

@@ -19,7 +19,7 @@ from scipy.stats import binom
 from rerank.formats import read_nbest
 from rerank.io import iter_lines
 from rerank.metrics import make_metric
-from rerank.report import evaluate_systems
+from rerank.evaluation import evaluate_systems
 from rerank.significance import approximate_randomization, bootstrap_weights, paired_bootstrap
 
 DATA = os.path.join(os.path.dirname(__file__), "..", "rerank", "data", "multi30k")

@@ -157,26 +157,16 @@ def test_the_tuning_oracle_picks_the_lowest_sentence_ter(ter_data):
 
 # ---- rerank tune: the best of runs, what it prints, the plot -----------------------------------------
 
-def _result(score, run, tmp_path):
-    from rerank.commands.tune import RunResult
-
-    path = str(tmp_path / f"w.run{run}.json")
-    return RunResult(score, path, np.array([float(run)]), [[1, score]], run, {"run": run, "tuned_score": score})
-
-
 @pytest.mark.parametrize("metric,kept", [("ter", 2), ("bleu", 1)])
-def test_best_of_runs_follows_the_direction(tmp_path, capsys, metric, kept):
-    from rerank.commands.tune import _write_best_of_runs
+def test_best_of_runs_follows_the_direction(metric, kept):
+    from rerank.multirun import TuneResult, TuneRun, best_run
 
-    results = [_result(s, r, tmp_path) for r, s in enumerate([48.18, 47.85, 48.00], start=1)]
-    args = argparse.Namespace(output=str(tmp_path / "w.json"), runs=3, metric=metric)
-    _write_best_of_runs(args, ["f"], results, display_name(metric))
-    saved = json.loads((tmp_path / "w.json").read_text())
-    assert saved["meta"]["run"] == kept and saved["weights"] == {"f": float(kept)}
-    best = min if metric == "ter" else max
-    assert saved["meta"]["tuned_score"] == best(saved["meta"]["tuned_scores"])
-    out = capsys.readouterr().out
-    assert f"best run {kept} ({'lowest' if metric == 'ter' else 'highest'} {display_name(metric)}" in out
+    runs = [TuneRun(r, r, s, 50.0, {"f": float(r)}) for r, s in enumerate([48.18, 47.85, 48.00], start=1)]
+    best = best_run(runs, metric)
+    assert runs[best].run == kept
+    result = TuneResult(runs[best].weights, runs, best, metric)
+    assert result.weights == {"f": float(kept)} and result.score == (min if metric == "ter" else max)(result.scores)
+    assert f"best run {kept} ({'lowest' if metric == 'ter' else 'highest'} {display_name(metric)}" in result.summary()
 
 
 def test_tune_ter_runs_keep_the_lowest_ter_run_and_plot_its_weights(tmp_path, capsys, monkeypatch):

@@ -14,7 +14,8 @@ n-best lists, sources and references in rerank/data/multi30k, the embedding mode
 rerank/data/models/mlmme-small.pt, the Joshua example rerank/data/examples), so the docs give
 paths relative to the repository root (`rerank/data/multi30k/val.en.gz`), and a block cannot
 write into the repository. PATH starts with the bin folder of the Python running the tests, so
-`rerank` is the installed command; torch and BLAS get one thread, matplotlib no display.
+`rerank` is the installed command and `python` the Python running the tests (a `python - <<'EOF'`
+block runs a script: docs/api.md); torch and BLAS get one thread, matplotlib no display.
 
 Nothing a block prints is compared (scores move when the code or the data change): a block
 passes when it exits with status 0 within BLOCK_TIMEOUT seconds. The whole test takes about two
@@ -118,6 +119,7 @@ def block_env() -> dict:
     env = dict(os.environ)
     env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
     env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MPLBACKEND="Agg")
+    env["PYTHONSAFEPATH"] = "1"  # `python -` blocks: the folder's rerank/ (data only) must not hide the package
     env.pop("PYTHONPATH", None)
     return env
 

@@ -10,7 +10,7 @@ from sacrebleu.metrics import BLEU, TER
 
 from rerank.cli import main
 from rerank.metrics import Metric
-from rerank.report import evaluate_systems
+from rerank.evaluation import evaluate_systems
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "eval")
 

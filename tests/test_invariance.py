@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from rerank.cli import main
-from rerank.report import evaluate_systems
+from rerank.evaluation import evaluate_systems
 from rerank.significance import holm_bonferroni
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "eval")

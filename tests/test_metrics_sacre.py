@@ -120,7 +120,7 @@ def test_sacrebleu_logger_is_left_to_the_process():
     script = (
         "import logging\n"
         "from rerank.metrics import make_metric\n"
-        "import rerank.report, rerank.significance\n"
+        "import rerank.evaluation, rerank.significance\n"
         "m = make_metric('bleu')\n"
         "m.sentence_stats(['ein Hund .'] * 150, [['ein Hund .'] * 150])\n"
         "lg = logging.getLogger('sacrebleu')\n"

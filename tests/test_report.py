@@ -14,7 +14,7 @@ from sacrebleu.metrics import BLEU
 from rerank.cli import main
 from rerank.formats import read_nbest
 from rerank.htmlreport import analysis
-from rerank.report import evaluate_systems
+from rerank.evaluation import evaluate_systems
 
 HERE = os.path.dirname(__file__)
 JOSHUA = os.path.join(HERE, "data", "joshua-bn-en", "full")

@@ -9,7 +9,7 @@ import pytest
 
 from rerank.cli import main
 from rerank.metrics.external import SegmentScoresMetric, read_segment_scores
-from rerank.report import evaluate_systems
+from rerank.evaluation import evaluate_systems
 from rerank.significance import approximate_randomization, bootstrap_weights
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "eval")

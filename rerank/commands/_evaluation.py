@@ -8,11 +8,10 @@ import glob
 import os
 import re
 import sys
-from dataclasses import dataclass, field
 
 from rerank.cliargs import nonnegative_int, positive_int, probability, show_progress
 from rerank.errors import InputError
-from rerank.io import read_lines
+from rerank.io import read_lines, read_references
 from rerank.metrics import METRIC_NAMES
 from rerank.outputs import check_outputs
 
@@ -67,42 +66,30 @@ def add_evaluation_arguments(p) -> None:
                    "default: the p-value that inverts the bootstrap interval)")
 
 
-@dataclass
-class Evaluation:
-    """An evaluation and what it was made from: the ResultTable (with its statistics), the
-    references, every system's runs (baseline first), the files read, and the n-best systems as
-    {name: (NBestList, model score of each hypothesis)}."""
-
-    table: object
-    refs: list
-    outputs: dict
-    sources: dict
-    nbests: dict = field(default_factory=dict)
-
-
-def evaluate(args, outputs: list, keep_nbest: bool = False, extra_inputs: tuple = ()) -> Evaluation:
+def evaluate(args, outputs: list, keep_nbest: bool = False, extra_inputs: tuple = ()):
     """Check the options, refuse outputs that are inputs (also `extra_inputs`), read every input and
-    score the systems; `keep_nbest`: keep the n-best lists of --nbest systems in the result."""
+    score the systems with `rerank.api.evaluate`; `keep_nbest`: keep the n-best lists of --nbest
+    systems in the result (rerank.api.Evaluation, with the files read in `sources`)."""
+    from rerank.api import evaluate as evaluate_outputs
+
     names, segment_specs = check_options(args)
     refs, bname, baseline, systems, sources, nbests = _inputs(args, outputs, [*segment_specs, *extra_inputs], keep_nbest)
     metrics = _metric_objects(names, segment_specs, args, len(refs[0]))
-
-    from rerank.report import evaluate_systems
-
     try:
-        table = evaluate_systems(
-            refs, baseline, systems, metrics=metrics, lang=args.lang.lower(),
-            second_baseline=args.second_baseline, ar_trials=args.ar, bootstrap=args.bootstrap, seed=args.seed,
-            stratified=args.stratified, multeval_compat=args.multeval_compat, sacrebleu_compat=args.sacrebleu_compat, holm=args.holm, alpha=args.alpha, baseline_name=bname,
-            tokenize=args.tokenize, lowercase=args.lowercase, ter_case_sensitive=args.ter_case_sensitive,
+        ev = evaluate_outputs(
+            refs, (bname, baseline), systems, metrics=metrics, ar=args.ar, bootstrap=args.bootstrap, seed=args.seed,
+            lang=args.lang.lower(), tokenize=args.tokenize, second_baseline=args.second_baseline,
+            stratified=args.stratified, multeval_compat=args.multeval_compat, sacrebleu_compat=args.sacrebleu_compat,
+            holm=args.holm, alpha=args.alpha, lowercase=args.lowercase, ter_case_sensitive=args.ter_case_sensitive,
             meteor_options=_meteor_options(args) if "meteor" in names else None, progress=show_progress(args))
-    except (ValueError, OSError) as exc:
+    except OSError as exc:
         raise InputError(str(exc)) from None
-    table.config["sources"] = sources
-    table.config["references"] = args.ref
+    ev.table.config["sources"] = sources
+    ev.table.config["references"] = args.ref
     if segment_specs:
-        table.config["segment_scores"] = dict(segment_specs)
-    return Evaluation(table, refs, {bname: baseline, **systems}, sources, nbests)
+        ev.table.config["segment_scores"] = dict(segment_specs)
+    ev.sources, ev.nbests = sources, nbests
+    return ev
 
 
 def check_options(args) -> tuple[list[str], list[tuple[str, str]]]:
@@ -209,18 +196,6 @@ def _inputs(args, outputs: list, other_inputs: list, keep_nbest: bool) -> tuple:
         raise InputError(f"--second-baseline {args.second_baseline!r} is not a system name "
                          f"(systems: {', '.join(systems) or 'none'})")
     return refs, bname, baseline, systems, sources, nbests
-
-
-def read_references(paths: list[str]) -> list[list[str]]:
-    refs = []
-    for path in paths:
-        lines = read_lines(path)
-        if not lines:
-            raise InputError("empty file", path)
-        if refs and len(lines) != len(refs[0]):
-            raise InputError(f"has {len(lines)} lines but {paths[0]} has {len(refs[0])}", path)
-        refs.append(lines)
-    return refs
 
 
 def _read_systems(args, baseline_spec: tuple, resolved: list, n: int, keep_nbest: bool) -> tuple:

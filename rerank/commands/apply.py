@@ -10,7 +10,7 @@ from rerank.cliargs import add_quiet, nbest_inputs
 from rerank.commands._common import FORMAT_HELP, add_nbest_input, add_output_format, load_nbest, write_output
 from rerank.commands._stream import scan, scored_chunks, write_chunks
 from rerank.errors import InputError
-from rerank.io import atomic_write, output_group
+from rerank.io import atomic_write, output_group, read_references
 from rerank.metrics.registry import QUALITY_METRICS
 from rerank.nbest import segment_argmax
 from rerank.outputs import check_outputs, nbest_outputs
@@ -79,8 +79,6 @@ def run(args) -> int:
     nbest, _ = load_nbest(args)
     refs = None
     if args.ref:
-        from rerank.formats import read_references
-
         refs = read_references(args.ref, nbest.n_sentences, args.nbest)
     w = weight_vector(read_weights(args.weights), nbest.feature_names, source=args.weights)
     rows = best_rows(nbest, w)
@@ -100,8 +98,6 @@ def _run_streamed(args, layout: dict, metrics: list) -> int:
     """`run` over the sentences of a regular Moses/Joshua file a block at a time (the same outputs)."""
     refs = None
     if args.ref:
-        from rerank.formats import read_references
-
         refs = read_references(args.ref, layout["n_sentences"], args.nbest)
     w = weight_vector(read_weights(args.weights), layout["feature_names"], source=args.weights)
     best, first = [], []

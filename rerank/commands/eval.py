@@ -74,7 +74,7 @@ def _outputs(args) -> list[str | None]:
 def run(args) -> int:
     table = evaluate(args, _outputs(args)).table
 
-    from rerank.report import plot_deltas
+    from rerank.evaluation import plot_deltas
 
     output, config, _ = _outputs(args)
     with output_group():  # the table, its config and the plot, or none of them

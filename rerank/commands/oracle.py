@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import numpy as np
-
-from rerank.bleu import bleu_signature, corpus_bleu, hypothesis_stats, make_bleu, oracle_rows
+from rerank.bleu import make_bleu
 from rerank.cliargs import add_quiet, nbest_inputs, show_progress
 from rerank.commands._common import FORMAT_HELP, add_nbest_input, load_nbest
-from rerank.formats import read_references
-from rerank.io import atomic_write
+from rerank.io import atomic_write, read_references
 from rerank.outputs import check_outputs
 
 
@@ -31,20 +28,17 @@ def add_parser(subparsers):
 
 
 def run(args) -> int:
+    from rerank.api import oracle
+
     check_outputs([args.output], [*nbest_inputs(args), *args.ref])
     make_bleu(args.tokenize, args.lowercase)  # validates the tokenizer before reading big files
     nbest, _ = load_nbest(args)
     refs = read_references(args.ref, nbest.n_sentences, args.nbest)
-    stats = hypothesis_stats(nbest.hyps, nbest.offsets, refs, args.tokenize, args.lowercase, progress=show_progress(args))
-    picks = oracle_rows(stats, nbest.offsets)
-    first = nbest.offsets[:-1]
+    found = oracle(nbest, refs, tokenize=args.tokenize, lowercase=args.lowercase, progress=show_progress(args))
     if args.output:
         with atomic_write(args.output) as out:
-            for row in picks:
-                out.write(nbest.hyps[int(row)] + "\n")
-    signature = bleu_signature(args.tokenize, args.lowercase, len(refs))
-    changed = int(np.sum(picks != first))
-    print(f"first-hypothesis BLEU = {corpus_bleu(stats[first].sum(0)):.2f}")
-    print(f"oracle BLEU           = {corpus_bleu(stats[picks].sum(0)):.2f}  ({changed} of {nbest.n_sentences} sentences changed)")
-    print(f"signature: {signature}")
+            out.writelines(hyp + "\n" for hyp in found.hypotheses)
+    print(f"first-hypothesis BLEU = {found.first_bleu:.2f}")
+    print(f"oracle BLEU           = {found.bleu:.2f}  ({found.changed} of {nbest.n_sentences} sentences changed)")
+    print(f"signature: {found.signature}")
     return 0

@@ -2,29 +2,27 @@
 
 from __future__ import annotations
 
-import glob
 import json
 import os
-import re
 import sys
 import time
-from typing import NamedTuple
 
 import numpy as np
 
 from rerank import __version__, plugins
 from rerank.bleu import bleu_signature, make_bleu
 from rerank.cliargs import (add_nbest_positional, add_quiet, nbest_inputs, nonnegative_int, positive_int, resolve_nbest,
-                            show_progress)
+                            show_progress, stderr_log)
 from rerank.commands._common import FORMAT_HELP, add_nbest_input, load_nbest
 from rerank.errors import InputError
-from rerank.formats import read_references
 from rerank.metrics import make_metric
-from rerank.metrics.registry import QUALITY_METRICS, best_of, display_name, metric_info
-from rerank.outputs import check_outputs, file_digest
-from rerank.tuning import degenerate, normalize, prepare, weight_shares
+from rerank.io import file_digest, read_references
+from rerank.metrics.registry import QUALITY_METRICS, display_name, metric_info
+from rerank.multirun import TuneRun, run_paths, stale_runs, tune_runs, tuner_options_from_args
+from rerank.outputs import check_outputs
+from rerank.tuning import prepare
 from rerank.tuning_plot import plot_tuning
-from rerank.weights import read_weights, weight_vector, write_weights
+from rerank.weights import read_weights, weight_vector
 
 METRICS = QUALITY_METRICS
 # options that do not change a run's result (a run file written with other values is reused)
@@ -96,13 +94,6 @@ def _sentence_range(text: str, n: int) -> np.ndarray:
     return np.arange(lo, hi + 1)
 
 
-def run_paths(output: str, runs: int) -> list[str]:
-    if runs == 1:
-        return [output]
-    stem, ext = os.path.splitext(output)
-    return [f"{stem}.run{r}{ext or '.json'}" for r in range(1, runs + 1)]
-
-
 def _tuner(args):
     """The chosen tuner plug-in, after checking that it optimises --metric and the tokenizer's name."""
     tuner = plugins.tuners()[args.tuner]()
@@ -129,15 +120,6 @@ def _inputs(args):
     return nbest, refs, w0
 
 
-class RunResult(NamedTuple):
-    score: float          # the tuned score: the metric's own value (TER, not -TER)
-    path: str             # the run's weights file
-    weights: np.ndarray   # in the n-best's column order
-    curve: list
-    run: int
-    meta: dict            # as written in the run's weights file
-
-
 def metric_signature(metric: str, tokenize: str, lowercase: bool, lang: str, n_refs: int) -> str:
     """The metric's sacrebleu (or METEOR) signature for these settings, as `rerank eval` prints it."""
     if metric == "bleu":
@@ -156,121 +138,20 @@ def _settings(args) -> dict:
     return json.loads(json.dumps({"options": options, "version": __version__, "inputs": digests}, default=str))
 
 
-def _tune_meta(path: str) -> dict | None:
-    """The meta of a weights file `rerank tune` wrote (one run or the best of runs), else None."""
-    try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except (OSError, ValueError):
-        return None
-    meta = data.get("meta") if isinstance(data, dict) else None
-    return meta if isinstance(meta, dict) and "tuner" in meta and "run" in meta else None
+def _meta(args) -> dict:
+    """What every run file records about this command (the library adds the run's own fields)."""
+    return {"command": sys.argv, "nbest": os.path.abspath(args.nbest), "references": [os.path.abspath(x) for x in args.ref],
+            "sentences": args.sentences, "metric": args.metric, "tokenize": args.tokenize, "lowercase": args.lowercase,
+            "signature": metric_signature(args.metric, args.tokenize, args.lowercase, args.lang, len(args.ref)),
+            "init": args.init}
 
 
-def stale_runs(output: str, runs: int) -> list[str]:
-    """OUTPUT.runK files an earlier `rerank tune` wrote that this one does not (K > runs; all for one run)."""
-    stem, ext = os.path.splitext(output)
-    ext = ext or ".json"
-    number = re.compile(re.escape(stem) + r"\.run(\d+)" + re.escape(ext) + "$")
-    found = [(int(m.group(1)), path) for path in glob.glob(glob.escape(stem) + ".run*" + glob.escape(ext))
-             if (m := number.match(path))]
-    return [path for k, path in sorted(found) if k > (runs if runs > 1 else 0) and _tune_meta(path) is not None]
-
-
-def _reusable(path: str, r: int, settings: dict, feature_names: list[str]) -> RunResult | None:
-    """The run in `path` if it was written with these settings and inputs, else None."""
-    meta = _tune_meta(path)
-    if meta is None or meta.get("settings") != settings or meta.get("run") != r or "best_of_runs" in meta:
-        return None
-    weights = read_weights(path)
-    if sorted(weights) != sorted(feature_names):
-        return None
-    w = np.array([weights[name] for name in feature_names])
-    return RunResult(meta["tuned_score"], path, w, meta.get("curve", []), r, meta)
-
-
-def _clear_stale(args, paths: list[str], reused: dict) -> None:
-    """Remove the files of an earlier tune that this one replaces, before it starts, so that an
-    interruption never leaves runs of two invocations side by side."""
-    doomed = stale_runs(args.output, args.runs)
-    if args.runs > 1:
-        doomed += [p for r, p in enumerate(paths, start=1) if r not in reused and _tune_meta(p) is not None]
-        if len(reused) < args.runs and _tune_meta(args.output) is not None:
-            doomed.append(args.output)
-    for path in doomed:
-        os.unlink(path)
-    if doomed:
-        print(f"note: removed {', '.join(doomed)}: written by an earlier tune with other settings, inputs or "
-              "--runs", file=sys.stderr)
-
-
-def _tune_run(args, tuner, data, w0, r: int, path: str, metric: str, settings: dict) -> RunResult:
-    """One run with seed seed + r - 1, written to `path` with its config when it ends."""
-    seed = args.seed + r - 1
-    label = f"run {r}: " if args.runs > 1 else ""
-    res = tuner.tune(data, w0, seed=seed, options=tuner.options(args), progress=show_progress(args),
-                     log=(lambda msg: print(label + msg, file=sys.stderr)) if args.verbose else None)
-    curve, initial = res.curve, res.initial_score
-    w = normalize(res.weights, args.normalize, data.tuned)
-    best = data.evaluate(w)  # the score of the weights written (rescaling can move a near-tie), as `rerank apply` ranks
-    print(f"{label}{metric} initial {initial:.2f} -> tuned {best:.2f} ({args.tuner}, seed {seed})")
-    shares = weight_shares(data, w)
-    alone = degenerate({n: v for n, v, t in zip(shares, shares.values(), data.tuned) if t})
-    if alone:
-        print(f"warning: {label}the tuned weights are degenerate: {alone} holds {100 * shares[alone]:.0f}% of the "
-              "weighted within-list spread, so the other features barely change the ranking (Moses users know "
-              "this as 'all weight on one feature'; try other seeds, --C, or rescaling that feature)", file=sys.stderr)
-    meta = {
-        "tuner": args.tuner, "seed": seed, "run": r, "runs": args.runs, "command": sys.argv,
-        "nbest": os.path.abspath(args.nbest), "references": [os.path.abspath(x) for x in args.ref],
-        "sentences": args.sentences, "metric": args.metric, "tokenize": args.tokenize, "lowercase": args.lowercase,
-        "signature": metric_signature(args.metric, args.tokenize, args.lowercase, args.lang, len(args.ref)),
-        "init": args.init, "tuned_features": [n for n, t in zip(data.feature_names, data.tuned) if t],
-        "fixed_features": [n for n, t in zip(data.feature_names, data.tuned) if not t],
-        "normalize": args.normalize, "options": tuner.options(args),
-        "hypotheses": data.nbest.n_hyps, "duplicates_merged": data.n_input_hyps - data.nbest.n_hyps,
-        "initial_score": initial, "tuned_score": best, "curve": curve, "weight_shares": shares, **res.extra,
-        "settings": settings,
-    }
-    write_weights(path, dict(zip(data.feature_names, w.tolist())), meta)
-    return RunResult(best, path, w, curve, r, meta)
-
-
-def best_run(results: list[RunResult], metric: str) -> RunResult:
-    """The run with the best tuned score in the metric's direction (the lowest TER), the first of equal ones."""
-    return best_of(results, metric, key=lambda x: x.score)
-
-
-def _write_best_of_runs(args, feature_names: list[str], results: list[RunResult], metric: str) -> None:
-    """OUTPUT = the run with the best tuning score, with that run's metadata, and the spread of the runs."""
-    best = best_run(results, args.metric)
-    meta = {**best.meta, "command": sys.argv, "runs": args.runs, "best_of_runs": best.path,
-            "tuned_scores": [x.score for x in results]}
-    write_weights(args.output, dict(zip(feature_names, best.weights.tolist())), meta)
-    scores = np.array([x.score for x in results])
-    which = "highest" if metric_info(args.metric).higher_is_better else "lowest"
-    print(f"{args.runs} runs: {metric} mean {scores.mean():.2f}, sd {scores.std(ddof=1):.2f}; "
-          f"best run {best.run} ({which} {metric}, {best.score:.2f}) copied to {args.output}")
-
-
-def _runs(args, tuner, data, w0, paths: list[str], metric: str) -> list[RunResult]:
-    """Every run: reused from its file when that has the same settings and inputs, else tuned."""
-    settings = _settings(args)
-    reused = {}
-    if args.runs > 1 and None not in settings["inputs"].values():  # standard input cannot be compared
-        reused = {r: run for r, path in enumerate(paths, start=1)
-                  if (run := _reusable(path, r, settings, data.feature_names)) is not None}
-    _clear_stale(args, paths, reused)
-    results = []
-    for r, path in enumerate(paths, start=1):
-        if r in reused:
-            meta = reused[r].meta
-            print(f"run {r}: reused {path} (same settings and inputs): {metric} initial "
-                  f"{meta['initial_score']:.2f} -> tuned {meta['tuned_score']:.2f} ({args.tuner}, seed {meta['seed']})")
-            results.append(reused[r])
-        else:
-            results.append(_tune_run(args, tuner, data, w0, r, path, metric, settings))
-    return results
+def _print_run(args, metric: str, run: TuneRun) -> None:
+    """The line of one run, as it ends (or is reused)."""
+    label = f"run {run.run}: " if args.runs > 1 else ""
+    how = f"reused {run.path} (same settings and inputs): " if run.reused else ""
+    print(f"{label}{how}{metric} initial {run.initial_score:.2f} -> tuned {run.score:.2f} "
+          f"({args.tuner}, seed {run.seed})")
 
 
 def run(args) -> int:
@@ -279,6 +160,11 @@ def run(args) -> int:
     paths = run_paths(args.output, args.runs)
     check_outputs([args.output, *(paths if args.runs > 1 else []), args.plot, *stale_runs(args.output, args.runs)],
                   [*nbest_inputs(args), *args.ref, args.init])
+    with stderr_log():  # the library's notes and warnings on stderr (the CLI may have done it already)
+        return _run(args, tuner)
+
+
+def _run(args, tuner) -> int:
     start = time.time()
     nbest, refs, w0 = _inputs(args)
     data = prepare(nbest, refs, metric=args.metric, tokenize=args.tokenize, lowercase=args.lowercase,
@@ -291,12 +177,16 @@ def run(args) -> int:
     print(f"tuning set: {nbest.n_sentences} sentences, {data.nbest.n_hyps} hypotheses"
           + (f" ({merged} exact duplicates merged)" if merged else "")
           + f", {int(data.tuned.sum())} of {len(data.feature_names)} features tuned", file=sys.stderr)
-    results = _runs(args, tuner, data, w0, paths, metric)
+    result = tune_runs(data, tuner, tuner_name=args.tuner, runs=args.runs, seed=args.seed, w0=w0,
+                       options=tuner_options_from_args(tuner, args), normalize=args.normalize, output=args.output,
+                       settings=_settings(args), meta=_meta(args), progress=show_progress(args),
+                       verbose=(lambda msg: print(msg, file=sys.stderr)) if args.verbose else None,
+                       on_run=lambda run: _print_run(args, metric, run))
     if args.runs > 1:
-        _write_best_of_runs(args, data.feature_names, results, metric)
+        print(f"{result.summary()} copied to {args.output}")
     if args.plot:
-        plot_tuning(args.plot, [(f"run {x.run}", x.curve) for x in results], data.feature_names,
-                    best_run(results, args.metric).weights, metric=metric, tuner=args.tuner,
+        plot_tuning(args.plot, [(f"run {x.run}", x.curve) for x in result.runs], data.feature_names,
+                    np.array([result.weights[n] for n in data.feature_names]), metric=metric, tuner=args.tuner,
                     step_name=tuner.step_name, higher_is_better=metric_info(args.metric).higher_is_better)
     print(f"done in {time.time() - start:.1f}s", file=sys.stderr)
     return 0

@@ -26,7 +26,7 @@ from rerank.formats.common import ReadReport
 from rerank.formats.fairseq import FAIRSEQ_LINE, read_fairseq, write_fairseq
 from rerank.formats.moses import iter_moses_lines, parse_feature_field, parse_features_fast, read_moses, write_moses
 from rerank.formats.plain import read_plain, write_plain
-from rerank.io import head_lines, read_lines
+from rerank.io import head_lines, read_references  # noqa: F401 (read_references: the one reader, in rerank.io)
 from rerank.nbest import NBestList
 
 __all__ = ["FORMATS", "ReadReport", "detect_format", "write_losses", "iter_moses_lines", "parse_feature_field", "parse_features_fast",
@@ -151,18 +151,3 @@ def write_nbest(nbest: NBestList, path: str, fmt: str = "moses", first_id: int =
         raise InputError(f"sentence {int(empty[0]) + first_id} has no hypotheses: no n-best format can hold an empty "
                          "list", path)
     return writer(nbest, path, first_id=first_id)
-
-
-def read_references(paths: list[str], n_sentences: int | None = None, nbest_path: str | None = None) -> list[list[str]]:
-    """Reference files (one line per sentence each) -> refs[k][i]; counts must agree (with
-    `n_sentences`, the sentences of the n-best `nbest_path`, named in the message, when given)."""
-    refs = [read_lines(p) for p in paths]
-    for path, lines in zip(paths, refs):
-        if not lines:
-            raise InputError("empty reference file", path)
-        if len(lines) != len(refs[0]):
-            raise InputError(f"{len(lines)} lines but {paths[0]} has {len(refs[0])}", path)
-        if n_sentences is not None and len(lines) != n_sentences:
-            raise InputError(f"{len(lines)} reference lines for {n_sentences} n-best sentences"
-                             + (f" in {nbest_path}" if nbest_path else ""), path)
-    return refs

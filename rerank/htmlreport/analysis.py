@@ -1,4 +1,4 @@
-"""The numbers of the HTML report, computed from the statistics `rerank.report.evaluate_systems`
+"""The numbers of the HTML report, computed from the statistics `rerank.evaluation.evaluate_systems`
 keeps (no metric re-reads text) and from the texts themselves:
 
 - `length_buckets`: each metric's corpus score of every system on the sentences of each

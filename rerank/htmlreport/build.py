@@ -17,7 +17,7 @@ def build_report(result, refs: Sequence[Sequence[str]], outputs: dict, *, nbests
                  freq_edges: Sequence[int] = analysis.FREQ_EDGES) -> str:
     """The whole page as a string.
 
-    `result`: the ResultTable of `rerank.report.evaluate_systems` (it keeps the statistics);
+    `result`: the ResultTable of `rerank.evaluation.evaluate_systems` (it keeps the statistics);
     `outputs`: {system: [hypotheses of each run]} for every system of the table, baseline included;
     `nbests`: {system: (NBestList, model score of each hypothesis or None for the list's order)}
     for the oracle curve; `frequencies`: word counts for the frequency buckets (default: the

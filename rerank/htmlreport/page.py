@@ -71,7 +71,7 @@ def signed(value: float | None, decimals: int = 2) -> str:
 
 
 def _p(p: float | None) -> str:
-    from rerank.report import _fmt_p
+    from rerank.evaluation import _fmt_p
 
     return "-" if p is None else _fmt_p(p)
 

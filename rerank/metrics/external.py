@@ -12,7 +12,6 @@ any other: pseudo-systems sum statistics, the score divides. The metric never re
 
 from __future__ import annotations
 
-import hashlib
 import math
 import os
 import re
@@ -20,6 +19,7 @@ import re
 import numpy as np
 
 from rerank.errors import InputError
+from rerank.io import file_digest
 from rerank.metrics.base import Metric
 from rerank.metrics.registry import MetricInfo
 
@@ -121,7 +121,7 @@ def read_segment_scores(name: str, path: str, n: int | None = None, higher_is_be
         raise InputError(f"{len(rows)} rows of scores but the references have {n} lines", path, line)
     values = np.array(rows, dtype=np.float64)
     return SegmentScoresMetric(name, {c: values[:, j] for j, c in enumerate(header)}, source=path,
-                               higher_is_better=higher_is_better, digest=_digest(path))
+                               higher_is_better=higher_is_better, digest=file_digest(path))
 
 
 def _header(fields: list[str], path: str) -> list[str]:
@@ -144,13 +144,3 @@ def _number(text: str, column: str, path: str, line: int) -> float:
     if not math.isfinite(value):
         raise InputError(f"column {column!r}: {text.strip()!r} is not a finite number", path, line)
     return value
-
-
-def _digest(path: str) -> str | None:
-    if path == "-":
-        return None
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()

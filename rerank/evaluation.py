@@ -1,5 +1,7 @@
-"""Score several systems against a baseline (and optionally a second reference system) and render
-the result as a MultEval-style table (text, Markdown, LaTeX, CSV, JSON) or a delta plot.
+"""The evaluation tables of `rerank eval`: score several systems against a baseline (and optionally
+a second reference system) and render the result as a MultEval-style table (text, Markdown, LaTeX,
+CSV, JSON) or a delta plot. (The HTML page of `rerank report` is rerank.htmlreport, built on this
+module's ResultTable; the public API's `rerank.evaluate` wraps `evaluate_systems`.)
 
 Python entry point: `evaluate_systems(...)` -> `ResultTable`. Each system is a list of runs (one
 list of hypothesis strings per optimizer run). Statistics are computed once per run; every test

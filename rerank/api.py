@@ -1,0 +1,444 @@
+"""The Python API of mlmme-rerank: n-best list to significance table in a few calls.
+
+Every name here is also `rerank.NAME` (imported on first use, so `import rerank` stays fast):
+
+    import rerank
+    nbest = rerank.read_nbest("dev.nbest")
+    tuned = rerank.tune(nbest, ["dev.ref"], runs=3, epochs=10)
+    test = rerank.read_nbest("test.nbest")
+    ev = rerank.evaluate(["test.ref"], rerank.first_best(test), {"reranked": rerank.apply(test, tuned.weights)})
+    print(ev.to_markdown(), ev.p_value("reranked", "bleu"))
+
+Conventions: `refs` is one reference file path, or a list with one item per reference, each a file
+path or a list of strings (one per sentence); an n-best argument is an `NBestList` or a file path;
+weights are a mapping {feature name: value} or a weights file path. Bad input raises
+`rerank.errors.InputError` (a `ValueError` would name an argument); notes and warnings go to the
+`logging` logger `rerank.api`, nothing is printed. See docs/api.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from rerank.errors import InputError
+from rerank.evaluation import ResultTable, evaluate_systems
+from rerank.io import read_lines, read_references
+from rerank.metrics import make_metric
+from rerank.multirun import TuneResult, TuneRun
+from rerank.nbest import NBestList
+from rerank.significance import approximate_randomization, paired_bootstrap
+
+log = logging.getLogger(__name__)
+
+__all__ = ["NBestList", "read_nbest", "write_nbest", "add_features", "read_references", "read_weights", "tune",
+           "TuneResult", "TuneRun", "apply", "first_best", "oracle", "Oracle", "evaluate", "Evaluation",
+           "approximate_randomization", "paired_bootstrap", "make_metric"]
+
+PathLike = str | os.PathLike
+
+
+# ---- n-best lists -------------------------------------------------------------------------------
+
+def read_nbest(path: PathLike, format: str | None = None, *, strict: bool = False, cache: bool | str | None = None,
+               **plain_options) -> NBestList:
+    """Read an n-best list (moses, joshua, fairseq, plain; gzip'd or not); `format=None` detects it.
+    `strict`: a feature missing on some line is an error (default: read as 0, logged).
+    `plain_options` (plain lists): ids, sizes, features, feature_names; fairseq: fairseq_field."""
+    from rerank.formats import ReadReport, read_nbest as read
+
+    path, report = os.fspath(path), ReadReport()
+    try:
+        return read(path, fmt=format, strict=strict, report=report, cache=cache, **plain_options)
+    finally:
+        for note in report.notes:
+            log.warning("%s: %s", path, note)
+
+
+def write_nbest(nbest: NBestList, path: PathLike, format: str | None = None, *, first_id: int = 0) -> list[str]:
+    """Write an n-best list atomically (format default: moses); returns the paths written (plain
+    writes PATH, PATH.ids and PATH.features.tsv). What the format cannot hold is logged."""
+    from rerank.formats import write_losses, write_nbest as write
+
+    path, format = os.fspath(path), format or "moses"
+    for note in write_losses(nbest, format):
+        log.warning("%s: %s", path, note)
+    return write(nbest, path, format, first_id=first_id)
+
+
+def _nbest(nbest: NBestList | PathLike) -> tuple[NBestList, str]:
+    """(the list, its name for messages) of an NBestList or a path; an empty list is an error."""
+    if isinstance(nbest, NBestList):
+        source = "n-best list"
+    elif isinstance(nbest, (str, os.PathLike)):
+        source, nbest = os.fspath(nbest), read_nbest(nbest)
+    else:
+        raise InputError(f"expected an NBestList or an n-best file path, not {type(nbest).__name__}")
+    if nbest.n_hyps == 0:
+        raise InputError("no hypotheses: the n-best list is empty", source)
+    return nbest, source
+
+
+def first_best(nbest: NBestList | PathLike) -> list[str]:
+    """The first hypothesis of every list (the decoder's 1-best)."""
+    nbest, _ = _nbest(nbest)
+    return [nbest.hyps[int(i)] for i in nbest.offsets[:-1]]
+
+
+# ---- plug-in options: keywords -> the namespace plug-ins read ---------------------------------
+
+def _plugin_options(classes: Mapping[str, type], options: dict, what: str) -> argparse.Namespace:
+    """The options of the plug-ins `classes` with their defaults, overridden by `options` (keyword =
+    the option's Python name: mbr_utility for --mbr-utility); unknown names and values outside an
+    option's choices are errors."""
+    parser = argparse.ArgumentParser(add_help=False)
+    for name, cls in classes.items():
+        cls().add_arguments(parser.add_argument_group(name))
+    namespace = parser.parse_args([])
+    actions = {a.dest: a for a in parser._actions}
+    for key, value in options.items():
+        if key not in actions:
+            known = ", ".join(sorted(actions)) or "none"
+            raise TypeError(f"unknown {what} option {key!r} (options of {', '.join(classes)}: {known})")
+        choices = actions[key].choices
+        if choices is not None and value not in choices:
+            raise ValueError(f"{what} option {key}={value!r}: expected one of {', '.join(map(str, choices))}")
+        setattr(namespace, key, value)
+    return namespace
+
+
+def _feature_options(installed: Mapping[str, type], requested: Mapping[str, list[str]], options: dict) -> dict:
+    """{plug-in: its options} from keywords. A plug-in with an `Options` dataclass takes the
+    keywords that are its fields (`utility=...`, or `mbr_utility=...` for that plug-in alone); one
+    without (command-line options only) reads them as its flags' names from a namespace."""
+    from dataclasses import fields
+
+    typed = {name: {f.name for f in fields(installed[name].Options)} for name in requested
+             if hasattr(installed[name], "Options")}
+    chosen: dict[str, dict] = {name: {} for name in typed}
+    rest = {}
+    for key, value in options.items():
+        targets = [(name, key[len(name) + 1:]) for name in typed if key.startswith(name + "_")
+                   and key[len(name) + 1:] in typed[name]] or [(name, key) for name in typed if key in typed[name]]
+        for name, field_name in targets:
+            chosen[name][field_name] = value
+        if not targets:
+            rest[key] = value
+    untyped = {name: installed[name] for name in requested if name not in typed}
+    if rest and not untyped:
+        known = sorted({f for names in typed.values() for f in names})
+        raise TypeError(f"unknown feature option {next(iter(rest))!r} (options of {', '.join(requested)}: "
+                        f"{', '.join(known) or 'none'})")
+    namespace = _plugin_options(untyped, rest, "feature") if untyped else None
+    return {name: chosen[name] if name in typed else namespace for name in requested}
+
+
+def _compute_columns(plugin: type, nbest: NBestList, which: list[str], context, options) -> dict:
+    """One feature plug-in's columns (the adapter between these keywords and the Feature interface:
+    typed `Options`, or a command-line namespace in the context)."""
+    if hasattr(plugin, "Options"):
+        return plugin().compute(nbest, which, context, options)
+    context.args = options
+    return plugin().compute(nbest, which, context)
+
+
+def add_features(nbest: NBestList | PathLike, names: str | Sequence[str], *, sources: Sequence[str] | PathLike | None = None,
+                 src_lang: str = "en", tgt_lang: str = "de", device: str = "cpu", replace: bool = False,
+                 progress: bool = False, **options) -> NBestList:
+    """The n-best list with the columns `names` (e.g. "mbr" or ["s_s", "mbr"]) of the installed
+    feature plug-ins (rerank.plugins) added. `sources`: one source sentence per n-best sentence
+    (a list or a file), for the features that need them; `options`: the plug-ins' options as
+    keywords: the fields of each plug-in's `Options` (mbr: utility, temperature, score_feature,
+    tokenize; `mbr_utility=` names the plug-in too). A column the list has already is an error
+    unless `replace`."""
+    from rerank import plugins
+    from rerank.features import FeatureContext, check_columns, column_owners
+
+    nbest, source = _nbest(nbest)
+    installed = plugins.features()
+    owners = column_owners(installed)
+    which = [n.strip() for n in names.split(",")] if isinstance(names, str) else list(names)
+    unknown = [n for n in which if n not in owners]
+    if unknown or not which:
+        raise InputError(f"unknown feature {(unknown or [''])[0]!r} (installed: {', '.join(owners) or 'none'})")
+    if isinstance(sources, (str, os.PathLike)):
+        sources = read_lines(os.fspath(sources))
+    if sources is not None and len(sources) != nbest.n_sentences:
+        raise InputError(f"{len(sources)} source sentences for {nbest.n_sentences} n-best sentences")
+    requested: dict[str, list[str]] = {}
+    for column in which:
+        requested.setdefault(owners[column], []).append(column)
+    plugin_options = _feature_options(installed, requested, options)
+    context = {"nbest_path": source, "sources": None if sources is None else list(sources), "src_lang": src_lang,
+               "tgt_lang": tgt_lang, "device": device, "total_sentences": nbest.n_sentences, "progress": progress}
+    context = FeatureContext(**{k: v for k, v in context.items() if k in FeatureContext.__dataclass_fields__})
+    for plugin, columns in requested.items():
+        values = _compute_columns(installed[plugin], nbest, columns, context, plugin_options[plugin])
+        check_columns(values, nbest.n_hyps, plugin)
+        for column, column_values in values.items():
+            problem = nbest.feature_clash(column, replace)
+            if problem:
+                raise InputError(problem, source)
+            nbest = nbest.with_feature(column, column_values, replace=replace)
+    for note in context.notes:
+        log.warning(note)
+    return nbest
+
+
+# ---- weights, tuning, reranking --------------------------------------------------------------------
+
+def read_weights(weights: Mapping[str, float] | PathLike) -> dict[str, float]:
+    """Weights by feature name: a mapping as is, or read from a weights file (JSON, Moses lines, ...)."""
+    from rerank.weights import read_weights as read
+
+    if isinstance(weights, (str, os.PathLike)):
+        return read(os.fspath(weights))
+    if isinstance(weights, Mapping):
+        return {str(k): float(v) for k, v in weights.items()}
+    raise InputError(f"weights: expected a mapping of feature name to weight or a file path, not {type(weights).__name__}")
+
+
+def _weight_vector(weights, nbest: NBestList) -> np.ndarray:
+    from rerank.weights import weight_vector
+
+    source = os.fspath(weights) if isinstance(weights, (str, os.PathLike)) else "weights"
+    return weight_vector(read_weights(weights), nbest.feature_names, source=source, warn=log.warning)
+
+
+def apply(nbest: NBestList | PathLike, weights: Mapping[str, float] | PathLike) -> list[str]:
+    """The 1-best of every list under w·f (ties: the earlier hypothesis), as `rerank apply` writes it.
+    A weight for a feature the list lacks is an error; a feature without weight gets 0 (logged)."""
+    from rerank.weights import best_rows
+
+    nbest, _ = _nbest(nbest)
+    return [nbest.hyps[int(r)] for r in best_rows(nbest, _weight_vector(weights, nbest))]
+
+
+def _digest(nbest: NBestList, refs: list[list[str]]) -> str:
+    """sha256 of an in-memory list and its references (what a resumed run must have been tuned on)."""
+    h = hashlib.sha256()
+    for part in (nbest.offsets, nbest.features):
+        h.update(np.ascontiguousarray(part).tobytes())
+    for text in [*nbest.feature_names, *nbest.hyps, *(r for stream in refs for r in stream)]:
+        h.update(text.encode("utf-8", "surrogatepass") + b"\0")
+    return h.hexdigest()
+
+
+def _tuner_options(cls: type, plugin, keywords: dict):
+    """A tuner's options from keywords: its `Options` dataclass when it declares one (epochs=10,
+    C=0.01, ...), else its command-line options by their Python names."""
+    if hasattr(cls, "Options"):
+        from dataclasses import fields
+
+        known = {f.name for f in fields(cls.Options)}
+        unknown = sorted(set(keywords) - known)
+        if unknown:
+            raise TypeError(f"unknown option {unknown[0]!r} of the tuner (known: {', '.join(sorted(known))})")
+        return cls.Options(**keywords)
+    return plugin.options(_plugin_options({"tuner": cls}, keywords, "tuner"))
+
+
+def tune(nbest: NBestList | PathLike, refs, tuner: str = "mira", metric: str = "bleu", runs: int = 1, seed: int = 1, *,
+         tokenize: str = "13a", lowercase: bool = False, lang: str = "en", init: Mapping[str, float] | PathLike | None = None,
+         tune_features: Sequence[str] | None = None, fix: Sequence[str] | None = None, normalize: str = "none",
+         output: PathLike | None = None, progress: bool = False, **tuner_options) -> TuneResult:
+    """Tune feature weights: `runs` runs of the tuner plug-in `tuner` (mira, mert, pro, ...) with seeds
+    seed..seed+runs-1, keeping the run with the best tuning score in the metric's direction (the
+    lowest TER). `tuner_options`: the tuner's options as keywords (mira: epochs, C, decay, model_bg,
+    no_shuffle; `rerank tune --help`). `output`: write each run's weights file when it ends and the
+    kept run there (OUTPUT.runK.json for several runs), and reuse run files a call with the same
+    settings and inputs wrote (resume after an interruption), as `rerank tune -o` does.
+    """
+    from rerank import __version__, plugins
+    from rerank.multirun import options_record, tune_runs
+    from rerank.tuning import prepare
+
+    nbest, source = _nbest(nbest)
+    refs = read_references(refs, nbest.n_sentences, source)
+    installed = plugins.tuners()
+    if tuner not in installed:
+        raise InputError(f"unknown tuner {tuner!r} (installed: {', '.join(installed) or 'none'})")
+    plugin = installed[tuner]()
+    if metric not in plugin.metrics:
+        raise InputError(f"tuner {tuner} optimises {', '.join(plugin.metrics)}, not {metric}")
+    options = _tuner_options(installed[tuner], plugin, tuner_options)
+    w0 = None if init is None else _weight_vector(init, nbest)
+    data = prepare(nbest, refs, metric=metric, tokenize=tokenize, lowercase=lowercase, tune=tune_features, fix=fix,
+                   lang=lang, progress=progress, source=source)
+    settings = None
+    if output is not None:
+        output = os.fspath(output)
+        choices = {"tuner": tuner, "metric": metric, "tokenize": tokenize, "lowercase": lowercase, "lang": lang,
+                   "init": None if w0 is None else w0.tolist(), "tune": list(tune_features or []), "fix": list(fix or []),
+                   "normalize": normalize, "tuner_options": options_record(options)}
+        settings = {"options": choices, "version": __version__, "inputs": {"n-best and references": _digest(nbest, refs)}}
+    meta = {"metric": metric, "tokenize": tokenize, "lowercase": lowercase, "nbest": source}
+    return tune_runs(data, plugin, tuner_name=tuner, runs=runs, seed=seed, w0=w0, options=options, normalize=normalize,
+                     output=output, settings=settings, meta=meta, progress=progress, verbose=log.info)
+
+
+@dataclass
+class Oracle:
+    """Each list's best hypothesis by sentence-level BLEU+1 against the references, and its corpus BLEU."""
+
+    hypotheses: list[str]
+    rows: np.ndarray            # row of each pick in the list
+    bleu: float                 # corpus BLEU of the picks
+    first_bleu: float           # corpus BLEU of the first hypotheses
+    changed: int                # sentences whose pick is not the first hypothesis
+    signature: str
+
+
+def oracle(nbest: NBestList | PathLike, refs, *, tokenize: str = "13a", lowercase: bool = False,
+           progress: bool = False) -> Oracle:
+    """The sentence-BLEU+1 oracle of every list (ties: the earlier hypothesis), as `rerank oracle`."""
+    from rerank.bleu import bleu_signature, corpus_bleu, hypothesis_stats, make_bleu, oracle_rows
+
+    make_bleu(tokenize, lowercase)  # checks the tokeniser's name
+    nbest, source = _nbest(nbest)
+    refs = read_references(refs, nbest.n_sentences, source)
+    stats = hypothesis_stats(nbest.hyps, nbest.offsets, refs, tokenize, lowercase, progress=progress)
+    picks, first = oracle_rows(stats, nbest.offsets), nbest.offsets[:-1]
+    return Oracle([nbest.hyps[int(r)] for r in picks], picks, corpus_bleu(stats[picks].sum(0)),
+                  corpus_bleu(stats[first].sum(0)), int(np.sum(picks != first)),
+                  bleu_signature(tokenize, lowercase, len(refs)))
+
+
+# ---- evaluation ------------------------------------------------------------------------------------
+
+def _runs(value, what: str) -> list[list[str]]:
+    """One system's runs: a file path or a list of strings is one run; a list of runs (each a list
+    of strings or a file path) is several."""
+    if isinstance(value, (str, os.PathLike)):
+        return [read_lines(os.fspath(value))]
+    if isinstance(value, NBestList):
+        raise InputError(f"{what}: an n-best list is not a system output; give rerank.apply(nbest, weights) or "
+                         "rerank.first_best(nbest)")
+    items = list(value) if isinstance(value, Sequence) else None
+    if not items:
+        raise InputError(f"{what}: expected a list of hypotheses (one run), a list of runs or a file path"
+                         + ("" if items is None else ", got an empty list"))
+    if all(isinstance(x, str) for x in items):
+        return [items]
+    runs = []
+    for k, run in enumerate(items, start=1):
+        if isinstance(run, (str, os.PathLike)):
+            runs.append(read_lines(os.fspath(run)))
+        elif isinstance(run, Sequence) and all(isinstance(x, str) for x in run):
+            runs.append(list(run))
+        else:
+            raise InputError(f"{what}: run {k} is neither a list of strings nor a file path")
+    return runs
+
+
+@dataclass
+class Evaluation:
+    """The scores and significance tests of `evaluate`: the ResultTable of rerank.evaluation (with
+    its statistics), the references and every system's runs (baseline first)."""
+
+    table: ResultTable
+    refs: list
+    outputs: dict                                       # {system: [run hypotheses, ...]}
+    sources: dict = field(default_factory=dict)         # {system: files read}, when read from files
+    nbests: dict = field(default_factory=dict)          # {system: (NBestList, model scores)}: the report's oracle curve
+    tokenize: str = "13a"                               # BLEU's tokeniser and case (the report's sentence scores)
+    lowercase: bool = False
+
+    @property
+    def systems(self) -> list[str]:
+        return list(self.table.systems)
+
+    @property
+    def metrics(self) -> list[str]:
+        return list(self.table.metrics)
+
+    @property
+    def baseline(self) -> str:
+        return self.table.baseline
+
+    def cell(self, system: str, metric: str):
+        """The table cell (score, s_sel, s_opt, p, bootstrap interval, marks) of a system and metric."""
+        try:
+            return self.table.cells[(system, metric)]
+        except KeyError:
+            raise KeyError(f"no cell ({system!r}, {metric!r}): systems {', '.join(self.systems)}; metrics "
+                           f"{', '.join(self.metrics)}") from None
+
+    def score(self, system: str, metric: str) -> float:
+        """The system's score (the mean over its runs)."""
+        return self.cell(system, metric).score
+
+    def p_value(self, system: str, metric: str) -> float | None:
+        """Approximate randomisation p-value against the baseline (Holm-adjusted with holm=True; None for
+        the baseline itself)."""
+        return self.cell(system, metric).p
+
+    def to_text(self) -> str:
+        return self.table.to_text()
+
+    def to_markdown(self) -> str:
+        return self.table.to_markdown()
+
+    def to_latex(self) -> str:
+        return self.table.to_latex()
+
+    def to_csv(self) -> str:
+        return self.table.to_csv()
+
+    def to_json(self) -> str:
+        return self.table.to_json()
+
+    def __str__(self) -> str:
+        return self.table.to_text()
+
+    def to_html(self, *, title: str = "rerank report", examples: int = 30, sentence_metric: str | None = None,
+                **options) -> str:
+        """The self-contained HTML report of `rerank report` (rerank.htmlreport), as a string;
+        `options`: build_report's (tokenize, lowercase, frequencies, length_edges, ...)."""
+        from rerank.htmlreport import build_report
+
+        options.setdefault("tokenize", self.tokenize)
+        options.setdefault("lowercase", self.lowercase)
+        return build_report(self.table, self.refs, self.outputs, nbests=self.nbests, examples=examples,
+                            sentence_metric=sentence_metric, title=title, **options)
+
+    def plot(self, path: PathLike) -> None:
+        """PNG of each system's improvement over the baseline with its bootstrap 95% interval."""
+        from rerank.evaluation import plot_deltas
+
+        plot_deltas(self.table, os.fspath(path))
+
+
+def evaluate(refs, baseline, systems: Mapping[str, object], metrics: Sequence = ("bleu", "ter"), ar: int = 10000,
+             bootstrap: int = 1000, seed: int = 12345, *, lang: str = "en", tokenize: str = "13a",
+             baseline_name: str = "baseline", **options) -> Evaluation:
+    """Score `systems` and `baseline` against `refs` with MultEval-style significance tests, as `rerank eval`.
+
+    `baseline` and each value of `systems` ({name: output}): a list of strings (one run), a list of
+    runs (each a list of strings or a file path) or a file path; `baseline` may also be a
+    (name, output) pair. `metrics`: names (bleu, chrf, ter, meteor, length) or Metric objects;
+    `ar`: approximate randomisation trials; `bootstrap`: resamples (0: none). `options`: those of
+    rerank.evaluation.evaluate_systems (second_baseline, stratified, multeval_compat,
+    sacrebleu_compat, holm, alpha, lowercase, ter_case_sensitive, meteor_options, progress).
+    """
+    if isinstance(baseline, tuple) and len(baseline) == 2 and isinstance(baseline[0], str):
+        baseline_name, baseline = baseline
+    refs = read_references(refs)
+    base_runs = _runs(baseline, f"baseline {baseline_name!r}")
+    runs = {str(name): _runs(output, f"system {name!r}") for name, output in systems.items()}
+    if bootstrap == 1:
+        raise ValueError("bootstrap must be 0 (no s_sel or intervals) or at least 2, got 1")
+    try:
+        table = evaluate_systems(refs, base_runs, runs, metrics=[m.lower() if isinstance(m, str) else m for m in metrics],
+                                 lang=lang, ar_trials=ar, bootstrap=bootstrap, seed=seed, baseline_name=baseline_name,
+                                 tokenize=tokenize, **options)
+    except ValueError as exc:
+        raise InputError(str(exc)) from None
+    return Evaluation(table, refs, {baseline_name: base_runs, **runs}, tokenize=tokenize,
+                      lowercase=options.get("lowercase", False))
