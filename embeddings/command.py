@@ -170,12 +170,19 @@ def _config(args: argparse.Namespace) -> dict:
     return cfg
 
 
+def _echo(line: str) -> None:
+    """A line of the training log on stderr, between the lines of a progress bar."""
+    from tqdm import tqdm
+
+    tqdm.write(line, file=sys.stderr)
+
+
 def run_train(args: argparse.Namespace) -> int:
     from rerank.embeddings.train import train
 
     device = setup_torch(args)
     check_run_dir(args.out)
-    path = train(_config(args), args.data_dir, args.out, device, resume=not args.no_resume)
+    path = train(_config(args), args.data_dir, args.out, device, resume=not args.no_resume, echo=_echo)
     print(path)
     return 0
 

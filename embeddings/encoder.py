@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 
 import numpy as np
 import torch
@@ -29,6 +28,7 @@ from rerank.embeddings.vocab import Vocab
 from rerank.device import load_tensors, load_weights, resolve_device
 from rerank.errors import InputError
 from rerank.io import atomic_write
+from rerank.progress import track
 
 FORMAT = "mlmme-rerank-embeddings"
 TABLE_LIMIT_BYTES = 512 * 2**20
@@ -206,11 +206,7 @@ class Encoder:
         out = np.zeros((len(ids), self.dim), dtype=np.float32)
         order = [i for i in sorted(range(len(ids)), key=lambda i: -len(ids[i])) if ids[i]]
         proj = self.model.text_proj[lang].to(dev) if lang in self.model.text_proj else None
-        starts = range(0, len(order), batch_size)
-        if progress:
-            from tqdm import tqdm
-
-            starts = tqdm(starts, desc=f"encode {lang}", unit="batch", file=sys.stderr)
+        starts = track(range(0, len(order), batch_size), progress, f"encode {lang}", unit="batch")
         with torch.inference_mode():
             for s in starts:
                 idx = order[s:s + batch_size]

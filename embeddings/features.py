@@ -10,16 +10,16 @@ list (`rerank features --shard`) gets exactly the values of the unsharded run.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
-from tqdm import tqdm
 
 from rerank.cliargs import positive_int
-from rerank.errors import InputError
-from rerank.features import Feature, FeatureContext
+from rerank.errors import InputError, needs_neural
+from rerank.features import Feature, FeatureContext, make_options
 from rerank.nbest import NBestList
+from rerank.progress import progress_bar
 
 FEATURES = ("s_s", "s_i", "s_i_src")
 
@@ -33,12 +33,12 @@ def check_request(encoder, which: Sequence[str], src_lang: str, tgt_lang: str, h
         if lang not in encoder.languages:
             raise InputError(f"the model encodes {', '.join(encoder.languages)}, not {lang!r}", model_path)
     if {"s_s", "s_i_src"} & set(which) and not has_sources:
-        raise InputError("s_s and s_i_src need the source sentences (--src)")
+        raise InputError("s_s and s_i_src need the source sentences")
     if {"s_i", "s_i_src"} & set(which):
         if not encoder.has_images:
             raise InputError("s_i needs a model trained with images; this one is text-only (no W_I)", model_path)
         if not has_images:
-            raise InputError("s_i needs image features (--images FILE.npy, one row per sentence)")
+            raise InputError("s_i needs image features (a .npy/.npz file, one row per sentence)")
 
 
 def row_dots(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -70,7 +70,7 @@ def embedding_features(
         raise InputError(f"{len(images)} image feature rows for {nbest.n_sentences} n-best sentences")
     out = {name: np.zeros(nbest.n_hyps) for name in which}
     starts = range(0, nbest.n_sentences, chunk_sentences)
-    bar = tqdm(total=nbest.n_hyps, desc="features", unit="hyp", disable=not progress, file=sys.stderr)
+    bar = progress_bar(progress, "features", total=nbest.n_hyps, unit="hyp")
     for start in starts:
         end = min(start + chunk_sentences, nbest.n_sentences)
         lo, hi = int(nbest.offsets[start]), int(nbest.offsets[end])
@@ -95,12 +95,25 @@ def embedding_features(
     return out
 
 
+@dataclass(frozen=True)
+class MLMMEOptions:
+    """Options of the mlmme plug-in (flags of `rerank features`: -m/--model, --prefix, --images,
+    --batch-size, --chunk-sentences)."""
+
+    models: tuple[str, ...] = ()      # embedding models (NAME.pt with NAME.json beside it)
+    prefixes: tuple[str, ...] = ()    # column-name prefix of each model (none for one model; needed for several)
+    images: str | None = None         # image features (.npy/.npz), one row per n-best sentence
+    batch_size: int = 256             # rows of every encoder batch (the values depend on it)
+    chunk_sentences: int = 2000       # n-best sentences encoded per chunk (bounds memory)
+
+
 class MLMMEFeatures(Feature):
     """s_s, s_i, s_i_src from one or more MLMME/VSE models (`-m MODEL`, each with `--prefix`)."""
 
     columns = FEATURES
     description = ("cosine similarities of MLMME/VSE embeddings: s_s = v_src·v_hyp, s_i = d_img·v_hyp, "
                    "s_i_src = d_img·v_src (broadcast); empty hypotheses get 0")
+    Options = MLMMEOptions
 
     def add_arguments(self, group):
         group.add_argument("-m", "--model", action="append", help="embedding model (NAME.pt with NAME.json beside it); "
@@ -114,40 +127,46 @@ class MLMMEFeatures(Feature):
         group.add_argument("--chunk-sentences", type=positive_int, default=2000,
                            help="n-best sentences encoded per chunk (bounds memory; default: %(default)s)")
 
-    def default_columns(self, args):
-        if not args.model:
+    def options(self, args):
+        return MLMMEOptions(models=tuple(args.model or ()), prefixes=tuple(args.prefix or ()), images=args.images,
+                            batch_size=args.batch_size, chunk_sentences=args.chunk_sentences)
+
+    def default_columns(self, options):
+        if not options.models:
             return []
-        return ["s_s"] + (["s_i"] if args.images else [])
+        return ["s_s"] + (["s_i"] if options.images else [])
 
-    def compute(self, nbest: NBestList, which, context: FeatureContext) -> dict[str, np.ndarray]:
-        from rerank.embeddings.data import load_features
-        from rerank.embeddings.encoder import Encoder
-
-        args = context.args
-        if not args.model:
-            raise InputError(f"{', '.join(which)} need an embedding model (-m MODEL.pt)")
-        prefixes = args.prefix or []
-        if len(args.model) > 1 and len(prefixes) != len(args.model):
-            raise InputError(f"{len(args.model)} models need {len(args.model)} --prefix options to name their columns")
-        if len(prefixes) > len(args.model):
-            raise InputError(f"{len(prefixes)} --prefix options for {len(args.model)} models")
+    def compute(self, nbest: NBestList, which, context: FeatureContext | None = None,
+                options: MLMMEOptions | None = None) -> dict[str, np.ndarray]:
+        context = context or FeatureContext()
+        options = make_options(MLMMEOptions, options)
+        if not options.models:
+            raise InputError(f"{', '.join(which)} need an embedding model (MODEL.pt)")
+        models, prefixes = list(options.models), list(options.prefixes)
+        if len(models) > 1 and len(prefixes) != len(models):
+            raise InputError(f"{len(models)} models need {len(models)} column prefixes to name their columns")
+        if len(prefixes) > len(models):
+            raise InputError(f"{len(prefixes)} column prefixes for {len(models)} models")
+        with needs_neural(f"the {', '.join(which)} feature"):
+            from rerank.embeddings.data import load_features
+            from rerank.embeddings.encoder import Encoder
         images = None
-        if args.images:
-            whole = load_features(args.images, context.total_sentences or nbest.n_sentences)
+        if options.images:
+            whole = load_features(options.images, context.total_sentences or nbest.n_sentences)
             images = whole[context.first_sentence:context.first_sentence + nbest.n_sentences]
         out = {}
-        for model_path, prefix in zip(args.model, prefixes or [""]):
+        for model_path, prefix in zip(models, prefixes or [""]):
             encoder = Encoder.load(model_path)
             check_request(encoder, which, context.src_lang, context.tgt_lang, context.sources is not None,
                           images is not None, model_path)
             if images is not None and encoder.has_images and images.shape[1] != encoder.model.cfg.image_dim:
                 raise InputError(f"feature dimension {images.shape[1]}, but the model {model_path} expects "
-                                 f"{encoder.model.cfg.image_dim}", args.images)
+                                 f"{encoder.model.cfg.image_dim}", options.images)
             if not encoder.has_images:
                 context.notes.append(f"{model_path} is a text-only model (trained without image features)")
             columns = embedding_features(
                 nbest, encoder, which, context.tgt_lang, sources=context.sources, src_lang=context.src_lang,
-                images=images, chunk_sentences=args.chunk_sentences, batch_size=args.batch_size,
+                images=images, chunk_sentences=options.chunk_sentences, batch_size=options.batch_size,
                 device=context.device, progress=context.progress)
             out.update({prefix + name: values for name, values in columns.items()})
         return out

@@ -9,7 +9,6 @@ Their state_dict keys equal torchvision's, so torchvision weight files
 from __future__ import annotations
 
 import os
-import sys
 
 import numpy as np
 import torch
@@ -17,6 +16,7 @@ from torch import nn
 
 from rerank.device import check_state_dict, load_tensors
 from rerank.errors import InputError
+from rerank.progress import track
 
 BACKBONES = {"vgg19-fc7": 4096, "resnet50-pool5": 2048}
 MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32)
@@ -163,11 +163,7 @@ def extract_features(images_dir: str, names: list[str], backbone: str, weights: 
     net, fwd = build_backbone(backbone, weights, use_torchvision)
     net = net.to(dev)
     out = np.zeros((len(names), BACKBONES[backbone]), dtype=np.float32)
-    starts = range(0, len(names), batch_size)
-    if progress:
-        from tqdm import tqdm
-
-        starts = tqdm(starts, desc=f"{backbone} features", unit="batch", file=sys.stderr)
+    starts = track(range(0, len(names), batch_size), progress, f"{backbone} features", unit="batch")
     with torch.inference_mode():
         for s in starts:
             batch = np.stack([preprocess(os.path.join(images_dir, n)) for n in names[s:s + batch_size]])

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import json
 import math
+import logging
 import os
-import sys
 import time
+from collections.abc import Callable
 
 import numpy as np
 import torch
 from torch.nn.parallel import DistributedDataParallel
-from tqdm import tqdm
 
 from rerank.embeddings import distributed as D
 from rerank.embeddings.align import Aligner
@@ -28,9 +28,12 @@ from rerank.embeddings.model import MLMME, ModelConfig
 from rerank.embeddings.pseudopairs import load_pseudo_sources
 from rerank.embeddings.vocab import Vocab
 from rerank.budget import EpochBudget
+from rerank.progress import progress_bar
 from rerank.device import load_tensors, load_weights, resolve_device
 from rerank.errors import InputError
 from rerank.io import atomic_write
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["DEFAULTS", "TEXT_ONLY_NOTE", "Trainer", "resolve_config", "train"]
 TEXT_ONLY_NOTE = "no image features: text-only model (beta = 0, R_ML only)"
@@ -54,7 +57,8 @@ class Trainer:
     `clock` times the max_minutes budget (rerank.budget); its time starts here."""
 
     def __init__(self, cfg: dict, data_dir: str, out_dir: str, device: str = "cpu", resume: bool = True,
-                 quiet: bool = False, clock=time.monotonic):
+                 quiet: bool = False, clock=time.monotonic, echo: Callable[[str], None] | None = None):
+        self.echo = echo
         self.budget = EpochBudget(cfg["max_minutes"], clock)
         self.cfg, self.data_dir, self.out_dir = cfg, data_dir, out_dir
         self.device = resolve_device(device)
@@ -78,7 +82,7 @@ class Trainer:
         with open(os.path.join(self.out_dir, "train.log"), "a", encoding="utf-8") as f:
             f.write(line + "\n")
         if not self.quiet:
-            print(line, file=sys.stderr, flush=True)
+            (self.echo or logger.info)(line)
 
     def _setup_data(self) -> None:
         c = self.cfg
@@ -340,8 +344,8 @@ class Trainer:
         imgs, sents = epoch_tuples(self.pools, c["seed"], epoch)
         negs = sample_negatives(imgs, m, c["seed"], epoch) if m else None
         n_batches = len(imgs) // B + (1 if len(imgs) % B >= 2 else 0)
-        bar = tqdm(total=n_batches, initial=s["batch"], desc=f"epoch {epoch + 1}", unit="batch", file=sys.stderr,
-                   disable=not self.main or self.quiet)
+        show = self.main and not self.quiet
+        bar = progress_bar(show, f"epoch {epoch + 1}", total=n_batches, initial=s["batch"], unit="batch")
         stopped = False
         with bar:  # closed before an exception (Ctrl-C) goes on, so its line comes before the message
             while s["batch"] < n_batches:
@@ -350,8 +354,8 @@ class Trainer:
                 s["step"] += 1
                 s["elapsed"] = time.time() - self._started
                 bar.update(1)
-                if not bar.disable:
-                    bar.set_postfix(loss=f"{loss.item():.3f}")
+                if show:
+                    bar.set_postfix_str(f"loss={loss.item():.3f}")
                 if D.any_flag(c["max_steps"] is not None and s["step"] >= c["max_steps"]):
                     stopped = True
                     s["status"] = "stopped: max_steps"
@@ -378,7 +382,9 @@ class Trainer:
 
 
 def train(config: dict, data_dir: str, out_dir: str, device: str = "cpu", resume: bool = True, quiet: bool = False,
-          clock=time.monotonic) -> str:
+          clock=time.monotonic, echo: Callable[[str], None] | None = None) -> str:
     """Train with `config` (see DEFAULTS); returns the path of the best model (OUT/model.pt).
-    `clock` times the max_minutes budget (tests pass a fake one)."""
-    return Trainer(resolve_config(config), data_dir, out_dir, device, resume, quiet, clock).train()
+    `clock` times the max_minutes budget (tests pass a fake one). Every line of OUT/train.log goes
+    to `echo` too (default: INFO records of this module's logger); `quiet`: neither those nor a
+    progress bar."""
+    return Trainer(resolve_config(config), data_dir, out_dir, device, resume, quiet, clock, echo).train()

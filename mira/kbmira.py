@@ -30,10 +30,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
-from tqdm import tqdm
 
 from rerank.bleu import CORRECT, REF_LEN, TOTAL
 from rerank.tuning import TuningData
+from rerank.progress import track
 
 # mean over the 4 orders of log(matches) - log(counts): a dot product with this vector
 _LOG_PREC = np.array([0.25] * 4 + [-0.25] * 4)
@@ -144,7 +144,7 @@ def kbmira(data: TuningData, w0: np.ndarray | None = None, *, C: float = 0.01, e
     initial = data.evaluate(state.w)
     best_score, best_w, best_epoch = None, state.w.copy(), 0
     history = []
-    for epoch in tqdm(range(1, epochs + 1), desc="kbmira", unit="epoch", disable=not progress, leave=False):
+    for epoch in track(range(1, epochs + 1), progress, "kbmira", unit="epoch"):
         order = rng.permutation(n_sent).tolist() if shuffle else range(n_sent)
         before = state.n_updates
         epoch_loss = 0.0

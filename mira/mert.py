@@ -19,9 +19,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
-from tqdm import tqdm
 
 from rerank.tuning import TuningData
+from rerank.progress import track
 from rerank.nbest import segment_argmax
 
 
@@ -140,7 +140,7 @@ def mert(data: TuningData, w0: np.ndarray | None = None, *, seed: int = 1, resta
     best_w, best = w_init.copy(), initial
     history = []
     basis = np.eye(n_feats)[tuned]
-    for restart in tqdm(range(restarts), desc="MERT restarts", unit="start", disable=not progress, leave=False):
+    for restart in track(range(restarts), progress, "MERT restarts", unit="start"):
         w = w_init.copy()
         if restart > 0:
             w[tuned] = rng.uniform(-1.0, 1.0, len(tuned))

@@ -26,14 +26,15 @@ to the common scale).
 
 from __future__ import annotations
 
-import sys
+import logging
 from dataclasses import dataclass
 
 import numpy as np
-from sklearn.linear_model import LogisticRegression
 
 from rerank.tuning import TuningData
-from rerank.errors import InputError
+from rerank.errors import InputError, needs_neural
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -91,6 +92,8 @@ def pro(data: TuningData, w0: np.ndarray | None = None, *, seed: int = 1, sample
     Xp = np.hstack(cols)
     y = (sbleu[j1] > sbleu[j2]).astype(np.int64)
     Xp, y = np.vstack([Xp, -Xp]), np.concatenate([y, 1 - y])
+    with needs_neural("the PRO tuner"):  # scikit-learn: the `neural` extra
+        from sklearn.linear_model import LogisticRegression
     model = LogisticRegression(C=C, fit_intercept=False, max_iter=max_iter, tol=1e-8)  # converged, see the doc
     model.fit(Xp, y)
     coef = model.coef_[0]
@@ -100,8 +103,8 @@ def pro(data: TuningData, w0: np.ndarray | None = None, *, seed: int = 1, sample
         if scale > 0:
             w[tuned] = coef[:-1] / scale
         else:
-            print("warning: PRO: the fixed features got a non-positive coefficient; their weights are kept "
-                  "and the tuned coefficients used as they are", file=sys.stderr)
+            log.warning("warning: PRO: the fixed features got a non-positive coefficient; their weights are kept "
+                        "and the tuned coefficients used as they are")
             w[tuned] = coef[:-1]
     else:
         w[tuned] = coef

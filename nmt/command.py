@@ -104,6 +104,13 @@ def _add_translate(verbs) -> None:
     r.set_defaults(func=run_translate)
 
 
+def echo_on_stderr(line: str) -> None:
+    """A line of the training log on stderr, between the lines of a progress bar."""
+    from tqdm import tqdm
+
+    tqdm.write(line, file=sys.stderr)
+
+
 def run_train(args) -> int:
     from rerank.nmt.data import read_parallel, split_paths
     from rerank.nmt.train import make_config, train
@@ -127,7 +134,7 @@ def run_train(args) -> int:
     except ValueError as exc:
         raise InputError(str(exc)) from None
     state = train(cfg, read_parallel(*paths["train"]), read_parallel(*paths["val"]), args.out,
-                  device=device, resume=not args.no_resume)
+                  device=device, resume=not args.no_resume, echo=echo_on_stderr)
     print(json.dumps({k: state.get(k) for k in ("epoch", "best_epoch", "best_bleu", "stopped")}))
     return 0
 

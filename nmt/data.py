@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import os
+import logging
 import random
-import sys
 
 import torch
 
 from rerank.nmt.vocab import EOS_ID, PAD_ID, SubwordVocab, Tokenizer, Vocab
 from rerank.errors import InputError
 from rerank.io import read_lines
+
+log = logging.getLogger(__name__)
 
 
 def split_paths(data_dir: str, split: str, src_lang: str, tgt_lang: str) -> tuple[str, str]:
@@ -33,15 +35,15 @@ def encode_source(lines: list[str], tok: Tokenizer, vocab: Vocab | SubwordVocab,
                   warn=True) -> list[list[int]]:
     """Token ids + </s> per line. Documented behaviour for odd input (never a dropped line):
     an empty line is encoded as </s> alone; a line longer than `max_len` tokens is cut to
-    `max_len` tokens; unknown words/characters become <unk>. Warnings go to stderr."""
+    `max_len` tokens; unknown words/characters become <unk>. Warnings are logged (this module's logger)."""
     out = []
     for number, line in enumerate(lines, start=1):
         toks = tok.tokenize(line)
         if warn and not toks:
-            print(f"warning: {path}:{number}: empty source line, translated from </s> alone", file=sys.stderr)
+            log.warning(f"warning: {path}:{number}: empty source line, translated from </s> alone")
         if len(toks) > max_len:
             if warn:
-                print(f"warning: {path}:{number}: {len(toks)} tokens, cut to the first {max_len}", file=sys.stderr)
+                log.warning(f"warning: {path}:{number}: {len(toks)} tokens, cut to the first {max_len}")
             toks = toks[:max_len]
         out.append(vocab.encode(toks) + [EOS_ID])
     return out

@@ -18,7 +18,6 @@ import time
 import torch
 from torch import nn
 from torch.nn import functional as F
-from tqdm import tqdm
 
 from rerank.nmt.checkpoint import read_json, read_vocab, save_tensors
 from rerank.nmt.data import length_batches, pad
@@ -28,6 +27,7 @@ from rerank.budget import EpochBudget
 from rerank.device import load_tensors, load_weights
 from rerank.errors import InputError
 from rerank.io import atomic_write
+from rerank.progress import progress_bar, track
 
 
 class GRULM(nn.Module):
@@ -115,7 +115,7 @@ class LanguageModel:
         ids = encode_lines(lines, self.tok, self.vocab)
         sums, counts = [0.0] * len(ids), [len(s) for s in ids]
         batches = length_batches([len(s) for s in ids], batch_size, shuffle=False)
-        for batch in tqdm(batches, desc="lm", unit="batch", disable=not progress, leave=False):
+        for batch in track(batches, progress, "lm", unit="batch"):
             out, _ = pad([ids[i] for i in batch])
             totals = self.model.token_logprobs(out.to(self.device)).sum(1).tolist()
             for i, value in zip(batch, totals):
@@ -127,8 +127,9 @@ def _epoch(model, batches, data, optimizer, cfg, device, progress) -> float:
     """One training epoch; returns the mean loss per token."""
     model.train()
     total, tokens = 0.0, 0
-    with tqdm(batches, desc="lm epoch", disable=not progress, leave=False) as bar:  # closed on Ctrl-C too
-        for batch in bar:
+    with progress_bar(progress, "lm epoch", total=len(batches), unit="batch") as bar:  # closed on Ctrl-C too
+        for batch in batches:
+            bar.update(1)
             out, _ = pad([data[i] for i in batch])
             out = out.to(device)
             loss = -model.token_logprobs(out).sum()

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from tqdm import tqdm
 
 from rerank.nmt.data import length_batches, pad
 from rerank.nmt.lm import encode_lines
 from rerank.nmt.vocab import Tokenizer
 from rerank.features import FeatureContext
+from rerank.progress import track
 
 
 def distinct_pairs(nbest) -> tuple[list[tuple[int, str]], np.ndarray]:
@@ -22,7 +22,7 @@ def distinct_pairs(nbest) -> tuple[list[tuple[int, str]], np.ndarray]:
 
 
 def set_threads(context: FeatureContext) -> None:
-    threads = getattr(context.args, "threads", None)
+    threads = context.threads
     if threads:
         torch.set_num_threads(threads)
 
@@ -38,8 +38,8 @@ def channel_scores(run_dir: str, hyps: list[str], sources: list[str], device="cp
     hyp_ids = encode_lines(hyps, Tokenizer(train["src_lang"]), src_vocab, 200)
     src_ids = encode_lines(sources, Tokenizer(train["tgt_lang"]), tgt_vocab, 200)
     scores = np.zeros(len(hyps))
-    for batch in tqdm(length_batches([len(h) for h in hyp_ids], batch_size, shuffle=False), desc="channel",
-                      unit="batch", disable=not progress, leave=False):
+    for batch in track(length_batches([len(h) for h in hyp_ids], batch_size, shuffle=False), progress, "channel",
+                       unit="batch"):
         src, src_len = pad([hyp_ids[i] for i in batch])
         tgt, _ = pad([src_ids[i] for i in batch])
         scores[batch] = model.score(src.to(device), src_len.to(device), tgt.to(device)).cpu().numpy()

@@ -1,6 +1,7 @@
 """Training loop: Adam/Adadelta, dropout and L2 presets, learning-rate decay on a validation
 plateau, early stopping on validation BLEU, a checkpoint every epoch (resumable), a wall-clock
-budget spent in whole epochs (rerank.budget), tqdm progress and a log file.
+budget spent in whole epochs (rerank.budget), progress (rerank.progress) and a log file whose lines
+also go to `echo` (default: INFO records of this module's logger).
 
 Run directory layout: config.json (model + training settings), vocab.src.json, vocab.tgt.json
 (a word list, or a SentencePiece model with --subword),
@@ -13,14 +14,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import logging
 import random
-import sys
 import time
+from collections.abc import Callable
 
 import sacrebleu
 import torch
 from torch.nn import functional as F
-from tqdm import tqdm
 
 from rerank.nmt.beam import greedy
 from rerank.nmt.checkpoint import load_model, read_json, save_tensors
@@ -32,16 +33,19 @@ from rerank.budget import EpochBudget
 from rerank.device import load_tensors
 from rerank.errors import InputError
 from rerank.io import atomic_write
+from rerank.progress import Progress, progress_bar, track
+
+logger = logging.getLogger(__name__)
 
 class Logger:
-    def __init__(self, path: str):
-        self.path = path
+    def __init__(self, path: str, echo: Callable[[str], None] | None = None):
+        self.path, self.echo = path, echo
 
     def __call__(self, msg: str):
         line = time.strftime("%Y-%m-%d %H:%M:%S ") + msg
         with open(self.path, "a", encoding="utf-8") as f:
             f.write(line + "\n")
-        tqdm.write(line, file=sys.stderr)
+        (self.echo or logger.info)(line)
 
 
 def save_json(path: str, obj) -> None:
@@ -77,6 +81,7 @@ class _Run:
     val_ids: list[list[int]]
     val_refs: list[str]
     state: dict
+    progress: Progress = True
 
     @property
     def last_path(self) -> str:
@@ -119,18 +124,19 @@ def _optimizer(cfg: TrainConfig, model: AttentionNMT) -> torch.optim.Optimizer:
     raise ValueError(f"unknown optimizer {cfg.optimizer!r} (adam or adadelta)")
 
 
-def _prepare(cfg: TrainConfig, train_pair, val_pair, out_dir: str, device: str, resume: bool) -> _Run:
+def _prepare(cfg: TrainConfig, train_pair, val_pair, out_dir: str, device: str, resume: bool, progress: Progress = True,
+             echo: Callable[[str], None] | None = None) -> _Run:
     """Tokenise, build or reload the model, optimiser and state (RNG restored when resuming)."""
     os.makedirs(out_dir, exist_ok=True)
-    log = Logger(os.path.join(out_dir, "train.log"))
+    log = Logger(os.path.join(out_dir, "train.log"), echo)
     resuming = resume and os.path.exists(os.path.join(out_dir, "last.pt"))
     if resuming:
         cfg = _saved_config(cfg, out_dir)
     random.seed(cfg.seed)
     torch.manual_seed(cfg.seed)
     src_tok, tgt_tok = Tokenizer(cfg.src_lang), Tokenizer(cfg.tgt_lang)
-    train_src = [src_tok.tokenize(s) for s in tqdm(train_pair[0], desc="tokenise src", file=sys.stderr)]
-    train_tgt = [tgt_tok.tokenize(s) for s in tqdm(train_pair[1], desc="tokenise tgt", file=sys.stderr)]
+    train_src = [src_tok.tokenize(s) for s in track(train_pair[0], progress, "tokenise src", unit="sent")]
+    train_tgt = [tgt_tok.tokenize(s) for s in track(train_pair[1], progress, "tokenise tgt", unit="sent")]
     if resuming:
         model, src_vocab, tgt_vocab, _ = load_model(out_dir, "last", device)
         model.train()
@@ -140,7 +146,8 @@ def _prepare(cfg: TrainConfig, train_pair, val_pair, out_dir: str, device: str, 
              for s, t in zip(train_src, train_tgt) if 0 < len(s) <= cfg.max_train_len and 0 < len(t) <= cfg.max_train_len]
     val_ids = encode_source(val_pair[0], src_tok, src_vocab, cfg.max_train_len * 2, warn=False)
     run = _Run(cfg, out_dir, device, log, model, _optimizer(cfg, model), tgt_tok, tgt_vocab, pairs, val_ids,
-               val_pair[1], {"epoch": 0, "step": 0, "best_bleu": -1.0, "bad_epochs": 0, "history": [], "stopped": None})
+               val_pair[1], {"epoch": 0, "step": 0, "best_bleu": -1.0, "bad_epochs": 0, "history": [], "stopped": None},
+               progress)
     if resuming:
         _restore(run)
         log(f"resumed after epoch {run.state['epoch']} (best val BLEU {run.state['best_bleu']:.2f})")
@@ -191,11 +198,12 @@ def _train_epoch(run: _Run, epoch: int) -> dict:
     rng = random.Random(cfg.seed * 1000 + epoch)
     batches = length_batches([len(t) for _, t in run.pairs], cfg.batch_size, shuffle=True, rng=rng)
     total_loss, total_tok, done = 0.0, 0, 0
-    with tqdm(batches, desc=f"epoch {epoch}", file=sys.stderr, mininterval=5) as bar:  # closed on Ctrl-C too
-        for batch in bar:
+    with progress_bar(run.progress, f"epoch {epoch}", total=len(batches), unit="batch") as bar:  # closed on Ctrl-C too
+        for batch in batches:
             loss, ntok = _batch_loss(run, batch)
             total_loss, total_tok, done = total_loss + loss, total_tok + ntok, done + 1
-            bar.set_postfix(loss=f"{total_loss / total_tok:.3f}", refresh=False)
+            bar.set_postfix_str(f"loss={total_loss / total_tok:.3f}", refresh=False)
+            bar.update(1)
             if done % cfg.log_every == 0:
                 run.log(f"epoch {epoch} batch {done}/{len(batches)} loss/token {total_loss / total_tok:.4f}")
     return {"loss": total_loss / max(total_tok, 1), "batches": done, "of_batches": len(batches)}
@@ -229,12 +237,14 @@ def _finish_epoch(run: _Run, epoch: int, result: dict, budget: EpochBudget) -> N
 
 
 def train(cfg: TrainConfig, train_pair: tuple[list[str], list[str]], val_pair: tuple[list[str], list[str]],
-          out_dir: str, device: str = "cpu", resume: bool = True, clock=time.monotonic) -> dict:
+          out_dir: str, device: str = "cpu", resume: bool = True, clock=time.monotonic, progress: Progress = True,
+          echo: Callable[[str], None] | None = None) -> dict:
     """Train (or resume) into out_dir; returns the final state summary (best BLEU, epochs, reason).
 
-    `cfg.max_minutes` is spent in whole epochs (see rerank.budget), timed with `clock`."""
+    `cfg.max_minutes` is spent in whole epochs (see rerank.budget), timed with `clock`. `progress`:
+    see rerank.progress; `echo`: called with every line of train.log (default: INFO records)."""
     budget = EpochBudget(cfg.max_minutes, clock)
-    run = _prepare(cfg, train_pair, val_pair, out_dir, device, resume)
+    run = _prepare(cfg, train_pair, val_pair, out_dir, device, resume, progress, echo)
     cfg, state = run.cfg, run.state
     if state.get("stopped") in ("early-stopping",):
         run.log("training had already stopped early; nothing to do")
@@ -257,10 +267,12 @@ def train(cfg: TrainConfig, train_pair: tuple[list[str], list[str]], val_pair: t
     return state
 
 
-def train_files(cfg: TrainConfig, data_dir: str, out_dir: str, device: str = "cpu", resume: bool = True) -> dict:
+def train_files(cfg: TrainConfig, data_dir: str, out_dir: str, device: str = "cpu", resume: bool = True,
+                progress: Progress = True, echo: Callable[[str], None] | None = None) -> dict:
     """`train` on DATA_DIR/{train,val}.{src,tgt}[.gz] (the layout of Multi30k's task1/raw)."""
     from rerank.nmt.data import read_parallel, split_paths
     from rerank.device import resolve_device
 
     pairs = [read_parallel(*split_paths(data_dir, split, cfg.src_lang, cfg.tgt_lang)) for split in ("train", "val")]
-    return train(cfg, pairs[0], pairs[1], out_dir, device=resolve_device(device), resume=resume)
+    return train(cfg, pairs[0], pairs[1], out_dir, device=resolve_device(device), resume=resume, progress=progress,
+                 echo=echo)

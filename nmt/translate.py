@@ -3,15 +3,17 @@
 
 from __future__ import annotations
 
-import sys
+import logging
 
 import numpy as np
 import sacrebleu
-from tqdm import tqdm
 
 from rerank.nmt.beam import beam_search, greedy
 from rerank.nmt.data import encode_source, length_batches, pad
 from rerank.nmt.vocab import Tokenizer
+from rerank.progress import track
+
+log = logging.getLogger(__name__)
 
 FEATURE_NAMES = ["nmt", "nmt_norm", "len"]
 
@@ -32,7 +34,7 @@ def translate(model, src_vocab, tgt_vocab, lines: list[str], src_lang: str, tgt_
     results: list = [None] * len(ids)
     batches = length_batches([len(s) for s in ids], batch_size, shuffle=False)
     tables = model.step_tables()
-    for batch in tqdm(batches, desc=f"beam {beam}", file=sys.stderr, disable=not progress, mininterval=5):
+    for batch in track(batches, progress, f"beam {beam}", unit="batch"):
         src, src_len = pad([ids[i] for i in batch])
         src, src_len = src.to(device), src_len.to(device)
         if beam == 1:
@@ -53,8 +55,7 @@ def translate(model, src_vocab, tgt_vocab, lines: list[str], src_lang: str, tgt_
                 if len(entries) == nbest:
                     break
             if len(entries) < nbest:
-                print(f"warning: {path}:{i + 1}: only {len(entries)} distinct hypotheses (asked for {nbest})",
-                      file=sys.stderr)
+                log.warning(f"warning: {path}:{i + 1}: only {len(entries)} distinct hypotheses (asked for {nbest})")
             results[i] = entries
     return results
 

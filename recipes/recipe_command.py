@@ -100,6 +100,17 @@ def _json_object(path: str | None) -> dict:
 
 
 def run(args) -> int:
+    """The recipe, with the models' training lines (INFO records of the `rerank` loggers: NMT and
+    embedding training) on stderr, as `rerank nmt train` and `rerank embed train` show them."""
+    import logging
+
+    from rerank.cliargs import stderr_log
+
+    with stderr_log(logging.INFO):
+        return _run(args)
+
+
+def _run(args) -> int:
     import os
 
     from rerank.recipes.multi30k import Recipe, RecipeConfig

@@ -12,9 +12,9 @@ from collections.abc import Sequence
 
 import numpy as np
 from sacrebleu.metrics import BLEU
-from tqdm import tqdm
 
 from rerank.errors import InputError
+from rerank.progress import track
 from rerank.nbest import segment_argmax
 from rerank.sacre_stats import bleu_sentence_stats
 
@@ -57,7 +57,7 @@ def hypothesis_stats(
     bleu = make_bleu(tokenize, lowercase)
     out = np.zeros((len(hyps), N_STATS))
     bounds = np.asarray(offsets).tolist()
-    for i in tqdm(range(n_sent), desc="BLEU statistics", unit="sent", disable=not progress, leave=False):
+    for i in track(range(n_sent), progress, "BLEU statistics", unit="sent"):
         lo, hi = bounds[i], bounds[i + 1]
         if hi > lo:
             out[lo:hi] = bleu_sentence_stats(bleu, hyps[lo:hi], [stream[i] for stream in refs])

@@ -9,11 +9,12 @@ problem` with exit status 2.
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 
-from rerank import __version__, plugins
-from rerank.cliargs import reset_command_line, set_command_line
-from rerank.errors import InputError
+from rerank import __version__, plugins, progress
+from rerank.cliargs import reset_command_line, set_command_line, stderr_log
+from rerank.errors import InputError, MissingDependency, missing_neural
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -34,9 +35,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run one command; its exit status. Ctrl-C at any point (plug-in loading, parsing, the
     command) exits 130 with one line and no traceback; bad input exits 2 (argparse's own
-    errors raise SystemExit(2) as argparse does)."""
+    errors raise SystemExit(2) as argparse does); a command that needs the `neural` extra (torch,
+    scikit-learn) on an install without it says in one line what to install, exit status 2."""
     name = "rerank"
     token = set_command_line(argv)
+    restore = _report_on_stderr()
     try:
         parser = _parser()
         args = parser.parse_args(argv)
@@ -45,13 +48,41 @@ def main(argv: list[str] | None = None) -> int:
     except InputError as exc:
         print(f"{name}: error: {exc}", file=sys.stderr)
         return 2
+    except ModuleNotFoundError as exc:  # a command of the `neural` extra on a core install
+        module = missing_neural(exc)
+        if module is None:
+            raise
+        print(f"{name}: error: {MissingDependency(module, 'this command')}", file=sys.stderr)
+        return 2
     except BrokenPipeError:
         return 0
     except KeyboardInterrupt:
         print(f"{name}: interrupted", file=sys.stderr)
         return 130
     finally:
+        restore()
         reset_command_line(token)
+
+
+def _tqdm_bar(desc, total=None, unit="it", initial=0, leave=False, **options):
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, unit=unit, initial=initial, leave=leave, file=sys.stderr, **options)
+
+
+def _report_on_stderr():
+    """For one command: the library's warnings and notes (logger `rerank`) on stderr as the
+    message alone (cliargs.stderr_log), and progress=True as tqdm bars (rerank.progress).
+    Returns the function that undoes it."""
+    logs = stderr_log(logging.WARNING)
+    logs.__enter__()
+    previous = progress.set_reporter(_tqdm_bar)
+
+    def restore():
+        progress.set_reporter(previous)
+        logs.__exit__(None, None, None)
+
+    return restore
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -24,13 +24,14 @@ distinct string pairs) and is much slower.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from rerank.bleu import sentence_bleu_plus1
 from rerank.cliargs import positive_float
 from rerank.errors import InputError
-from rerank.features import Feature
+from rerank.features import Feature, FeatureContext, make_options
 from rerank.metrics.registry import objective
 from rerank.nbest import NBestList
 
@@ -146,7 +147,7 @@ def ter_utility(texts: Sequence[str], I, J) -> np.ndarray:
 def posterior(scores: np.ndarray, offsets: np.ndarray, temperature: float = 1.0) -> np.ndarray:
     """Softmax of scores / temperature within every list."""
     if not temperature > 0:
-        raise InputError(f"--mbr-temperature must be > 0, got {temperature}")
+        raise InputError(f"the MBR temperature must be > 0, got {temperature}")
     x = np.asarray(scores, dtype=np.float64) / temperature
     sizes = np.diff(offsets)
     starts = offsets[:-1][sizes > 0]
@@ -207,12 +208,24 @@ def mbr_scores(nbest: NBestList, scores: np.ndarray, utility: str = "bleu", temp
     return 100.0 * expected_utility(U, I, posterior(scores, nbest.offsets, temperature)[J], nbest.n_hyps)
 
 
+@dataclass(frozen=True)
+class MBROptions:
+    """Options of the mbr feature (flags of `rerank features`: --mbr-utility, --mbr-temperature,
+    --mbr-score-feature, --mbr-tokenize)."""
+
+    utility: str = "bleu"             # bleu, chrf or ter
+    temperature: float = 1.0          # posterior = softmax(score / T) within each list
+    score_feature: str | None = None  # log-probability column, `total`, or None: nmt if present, else total
+    tokenize: str = "13a"             # BLEU tokeniser of the bleu utility
+
+
 class MBRFeature(Feature):
     """`rerank features NBEST --which mbr`: the consensus feature, no model and no reference needed."""
 
     columns = ("mbr",)
     description = ("minimum-Bayes-risk expected utility of each hypothesis against the rest of its list, "
                    "weighted by the model posterior (no model or reference needed)")
+    Options = MBROptions
 
     def add_arguments(self, group):
         group.add_argument("--mbr-utility", choices=UTILITIES, default="bleu",
@@ -224,10 +237,15 @@ class MBRFeature(Feature):
                            "total scores (default: nmt when the list has it, else total)")
         group.add_argument("--mbr-tokenize", default="13a", help="BLEU tokeniser for the bleu utility (default 13a)")
 
-    def compute(self, nbest, which, context):
-        args = context.args
-        return {"mbr": mbr_scores(nbest, self.scores(nbest, args.mbr_score_feature, context.nbest_path),
-                                  args.mbr_utility, args.mbr_temperature, args.mbr_tokenize)}
+    def options(self, args):
+        return MBROptions(utility=args.mbr_utility, temperature=args.mbr_temperature,
+                          score_feature=args.mbr_score_feature, tokenize=args.mbr_tokenize)
+
+    def compute(self, nbest, which, context=None, options=None):
+        context = context or FeatureContext()
+        options = make_options(MBROptions, options)
+        return {"mbr": mbr_scores(nbest, self.scores(nbest, options.score_feature, context.nbest_path),
+                                  options.utility, options.temperature, options.tokenize)}
 
     @staticmethod
     def scores(nbest: NBestList, name: str | None, path: str) -> np.ndarray:
@@ -235,11 +253,11 @@ class MBRFeature(Feature):
             name = "nmt" if "nmt" in nbest.feature_names else "total"
         if name == "total":
             if nbest.scores is None:
-                raise InputError("the list has no total scores: name the log-probability column with "
-                                 "--mbr-score-feature", path)
+                raise InputError("the list has no total scores: name its log-probability column as the MBR "
+                                 "score feature", path)
             return nbest.scores
         if name not in nbest.feature_names:
-            raise InputError(f"--mbr-score-feature {name!r}: no such column (the list has "
+            raise InputError(f"MBR score feature {name!r}: no such column (the list has "
                              f"{', '.join(nbest.feature_names) or 'no features'}"
                              + (" and no total scores" if nbest.scores is None else "") + ")", path)
         return nbest.column(name)

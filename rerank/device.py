@@ -19,13 +19,14 @@ torch is imported inside the functions, so the core imports without it.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
-import sys
 
 from rerank.cliargs import positive_int
 from rerank.errors import InputError
 
+log = logging.getLogger(__name__)
 DEVICE_FORMS = "cpu, cuda or cuda:N (N = 0, 1, ...)"
 _DEVICE = re.compile(r"cpu|cuda(?::(\d+))?")
 
@@ -41,14 +42,14 @@ def resolve_device(device=None):
     text = "cpu" if device is None else str(device).strip()
     match = _DEVICE.fullmatch(text)
     if match is None:
-        raise InputError(f"--device {text!r}: unknown device; use {DEVICE_FORMS}")
+        raise InputError(f"device {text!r}: unknown device; use {DEVICE_FORMS}")
     if text.startswith("cuda"):
         if not torch.cuda.is_available():
-            print(f"CUDA is not available ({text} requested): using the CPU", file=sys.stderr)
+            log.warning(f"CUDA is not available ({text} requested): using the CPU")
             return torch.device("cpu")
         count = torch.cuda.device_count()
         if match.group(1) is not None and int(match.group(1)) >= count:
-            raise InputError(f"--device {text}: this machine has {count} CUDA device(s), cuda:0 to cuda:{count - 1}")
+            raise InputError(f"device {text}: this machine has {count} CUDA device(s), cuda:0 to cuda:{count - 1}")
     return torch.device(text)
 
 

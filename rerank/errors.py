@@ -12,3 +12,46 @@ class InputError(Exception):
         if path is not None:
             where = f"{path}:{line}: " if line is not None else f"{path}: "
         super().__init__(where + problem)
+
+
+# Modules of the `neural` extra (pyproject.toml): the core imports none of them.
+NEURAL_MODULES = frozenset({"torch", "torchvision", "sklearn", "sentencepiece", "sacremoses", "PIL"})
+INSTALL_NEURAL = "pip install 'mlmme-rerank[neural]'"
+
+
+class MissingDependency(InputError, ImportError):
+    """A module of the `neural` extra (torch, scikit-learn, ...) is needed and not installed.
+
+    An InputError, so the command line prints it in one line with exit status 2, and an
+    ImportError, so a script can catch it as one."""
+
+    def __init__(self, module: str, what: str | None = None):
+        self.module = module
+        self.what = what
+        super().__init__(f"{what or 'this'} needs {module}, which is not installed: {INSTALL_NEURAL}")
+
+
+def missing_neural(exc: BaseException) -> str | None:
+    """The top-level neural module whose absence `exc` reports (a ModuleNotFoundError), else None."""
+    if isinstance(exc, ModuleNotFoundError) and exc.name:
+        root = exc.name.split(".")[0]
+        if root in NEURAL_MODULES:
+            return root
+    return None
+
+
+class needs_neural:
+    """`with needs_neural("the s_s feature"):` turns a missing torch/scikit-learn/... import inside
+    into MissingDependency naming what needs it and the install line."""
+
+    def __init__(self, what: str):
+        self.what = what
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, exc, tb):
+        module = missing_neural(exc) if exc is not None else None
+        if module is not None:
+            raise MissingDependency(module, self.what) from None
+        return False

@@ -1,16 +1,22 @@
 """The feature interface: what a `rerank.features` plug-in implements, and how columns are named.
 
 A feature plug-in adds one or more named columns to an n-best list (`rerank features NBEST
---which NAME,...`). It declares the column names it can compute, adds its own options to the
-`features` command, and computes one float per hypothesis for each requested column. The core
-reads and writes the n-best list, cuts shards, loads the source sentences and checks the values.
+--which NAME,...`). It declares the column names it can compute and its options as a dataclass
+(`Options`), and computes one float per hypothesis for each requested column from the list, a
+`FeatureContext` and its options: no command line is involved, so a script calls
+
+    MBRFeature().compute(nbest, ["mbr"], FeatureContext(), MBRFeature.Options(temperature=0.5))
+
+On the command line, the plug-in adds its flags to `rerank features` (`add_arguments`) and turns
+the parsed flags into its Options (`options`). The core reads and writes the n-best list, cuts
+shards, loads the source sentences and checks the values.
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 
@@ -20,39 +26,77 @@ from rerank.nbest import NBestList
 
 @dataclass
 class FeatureContext:
-    """What the `features` command gives every feature besides the n-best list."""
+    """What every feature gets besides the n-best list and its own options (the same for all
+    plug-ins of one run; every field has a default, so `FeatureContext()` is a valid context)."""
 
-    args: argparse.Namespace          # the whole parsed command line (a plug-in reads its own options)
-    nbest_path: str = "n-best"
-    sources: Sequence[str] | None = None   # one source sentence per n-best sentence (--src), if given
+    nbest_path: str = "n-best"        # names the list in error messages
+    sources: Sequence[str] | None = None   # one source sentence per n-best sentence, if given
     src_lang: str = "en"
     tgt_lang: str = "de"
-    device: str = "cpu"               # as given by --device (a torch plug-in resolves it: rerank.device)
+    device: str = "cpu"               # cpu, cuda or cuda:N (a torch plug-in resolves it: rerank.device)
+    threads: int | None = None        # torch CPU threads for model features (None: leave torch's setting)
     first_sentence: int = 0           # index of the first sentence of this shard in the whole list
     total_sentences: int | None = None   # sentences in the whole list (the shard is a part of it)
-    progress: bool = False
-    notes: list[str] = field(default_factory=list)
+    progress: bool | Callable = False    # rerank.progress: False, True or a callback
+    notes: list[str] = field(default_factory=list)   # things the caller should tell the user
+
+
+@dataclass(frozen=True)
+class NoOptions:
+    """The options of a plug-in that has none."""
+
+
+def make_options(cls: type, options=None):
+    """`options` as an instance of the dataclass `cls`: None gives the defaults, a mapping its
+    fields (as weights.json records a tuner's options), an instance itself."""
+    if options is None:
+        return cls()
+    if isinstance(options, cls):
+        return options
+    if isinstance(options, Mapping):
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise InputError(f"unknown option {unknown[0]!r} for {cls.__qualname__} (known: {', '.join(sorted(known)) or 'none'})")
+        return cls(**options)
+    raise TypeError(f"options must be a {cls.__qualname__}, a mapping or None, not {type(options).__name__}")
+
+
+def options_from_args(cls: type, args: argparse.Namespace):
+    """The dataclass `cls` filled from the parsed flags of the same names (absent ones keep their default)."""
+    return cls(**{f.name: getattr(args, f.name) for f in fields(cls) if hasattr(args, f.name)})
 
 
 class Feature:
     """Base class of feature plug-ins (entry-point group `rerank.features`).
 
-    `columns` are the names `--which` accepts for this plug-in; `compute` returns a dict with
-    one (n_hyps,) float array per requested name (it may rename them, e.g. with a prefix, and
-    must say so in `output_names`).
+    `columns` are the names `--which` accepts for this plug-in; `Options` is the dataclass of its
+    options (defaults included); `compute` returns a dict with one (n_hyps,) float array per
+    requested name (it may rename them, e.g. with a prefix).
+
+    The command line only: `add_arguments` adds the plug-in's flags to `rerank features`,
+    `options(args)` turns the parsed flags into an `Options` (by default: the fields read from the
+    flags of the same names).
     """
 
     columns: tuple[str, ...] = ()
     description = ""
+    Options: type = NoOptions
 
     def add_arguments(self, group: argparse._ArgumentGroup) -> None:
-        """Add this feature's options to `rerank features` (names must not clash)."""
+        """Add this feature's flags to `rerank features` (names must not clash)."""
 
-    def default_columns(self, args: argparse.Namespace) -> list[str]:
-        """Columns to add when `--which` is not given (usually none, or those its options ask for)."""
+    def options(self, args: argparse.Namespace):
+        """This plug-in's Options from the parsed `rerank features` command line."""
+        return options_from_args(self.Options, args)
+
+    def default_columns(self, options) -> list[str]:
+        """Columns to add when no column is asked for (usually none, or those its options ask for)."""
         return []
 
-    def compute(self, nbest: NBestList, which: Sequence[str], context: FeatureContext) -> dict[str, np.ndarray]:
+    def compute(self, nbest: NBestList, which: Sequence[str], context: FeatureContext | None = None,
+                options=None) -> dict[str, np.ndarray]:
+        """One (n_hyps,) array per requested column; `options` an `Options` (None: the defaults)."""
         raise NotImplementedError
 
 
@@ -63,9 +107,9 @@ def shard_range(n_sentences: int, shard: str | None) -> tuple[int, int]:
     try:
         i, n = (int(x) for x in shard.split("/"))
     except ValueError:
-        raise InputError(f"--shard must look like i/N (e.g. 2/8), got {shard!r}") from None
+        raise InputError(f"shard {shard!r} must look like i/N (e.g. 2/8)") from None
     if not 1 <= i <= n:
-        raise InputError(f"--shard {shard}: i must be between 1 and N")
+        raise InputError(f"shard {shard}: i must be between 1 and N")
     return (i - 1) * n_sentences // n, i * n_sentences // n
 
 

@@ -10,17 +10,21 @@ matrix-vector product, a segment arg-max and a sum of statistic rows.
 from __future__ import annotations
 
 import argparse
-import sys
+import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
 from rerank.bleu import corpus_bleu, corpus_bleu_batch, hypothesis_stats, oracle_rows, sentence_bleu_plus1
 from rerank.errors import InputError
+from rerank.features import NoOptions, make_options, options_from_args
 from rerank.metrics.registry import MetricInfo, best_index, better, metric_info, objective
 from rerank.nbest import NBestList, segment_argmax
+from rerank.progress import Progress
 from rerank.weights import best_rows
+
+log = logging.getLogger(__name__)
 
 
 def _first_of_equal(key: np.ndarray, equal: Callable[[np.ndarray, np.ndarray], np.ndarray]):
@@ -274,8 +278,8 @@ def prepare(nbest: NBestList, refs, *, metric: str = "bleu", tokenize: str = "13
                          f"({', '.join(np.array(names)[tuned])}): no weights can change the ranking", source)
     useless = [n for n, t, s in zip(names, tuned, spread) if t and not s]
     if useless:
-        print(f"warning: {source}: features constant within every list (their weights cannot matter): "
-              f"{', '.join(useless)}", file=sys.stderr)
+        log.warning("warning: %s: features constant within every list (their weights cannot matter): %s",
+                    source, ", ".join(useless))
     stats_metric = named_metric(metric, merged, refs, tokenize, lowercase, lang, progress)
     return TuningData(merged, kept, stats_metric, tuned, nbest.n_hyps)
 
@@ -304,7 +308,8 @@ def normalize(w: np.ndarray, how: str, tuned: np.ndarray) -> np.ndarray:
     if how == "none":
         return w
     if not tuned.all():
-        raise InputError(f"--normalize {how} would rescale fixed features; use --normalize none with --fix/--tune")
+        raise InputError(f"normalizing the weights ({how}) would rescale fixed features; keep them as they are "
+                         "(normalize none) when some features are fixed")
     norm = np.abs(w).sum() if how == "l1" else np.abs(w).max()
     return w / norm if norm > 0 else w
 
@@ -339,21 +344,37 @@ class Tuner:
     """Base class of tuner plug-ins: `rerank tune --tuner NAME` instantiates the class registered
     under NAME in the entry-point group `rerank.tuners`.
 
-    A tuner adds its own options to its argument group, turns the parsed arguments into a dict
-    of options (recorded in weights.json), and tunes weights on TuningData from start weights w0.
+    A tuner declares its options as a dataclass (`Options`, defaults included) and tunes weights on
+    TuningData from start weights w0 with an instance of it; no command line is involved, so a
+    script calls `KBMiraTuner().tune(data, w0, seed=1, options=KBMiraOptions(epochs=20))`.
+    `tune` also takes a mapping of the fields (as weights.json records them) or None (defaults).
+
+    The command line only: `add_arguments` adds the tuner's flags to `rerank tune`,
+    `options_from_args(args)` turns the parsed flags into an `Options` (by default: the fields read
+    from the flags of the same names), and `options(args)` is the record of them (a dict).
     """
 
     description = ""                 # one line for `rerank tune --help`
     metrics: tuple[str, ...] = ("bleu",)   # metrics it can optimise (rerank.metrics names)
     step_name = "step"               # x axis of the tuning curve
+    Options: type = NoOptions
 
     def add_arguments(self, group: argparse._ArgumentGroup) -> None:
-        """Add this tuner's options (their names must not clash with other tuners')."""
+        """Add this tuner's flags (their names must not clash with other tuners')."""
+
+    def options_from_args(self, args: argparse.Namespace):
+        """This tuner's Options from the parsed `rerank tune` command line."""
+        return options_from_args(self.Options, args)
 
     def options(self, args: argparse.Namespace) -> dict:
-        """This tuner's options from the parsed command line."""
-        return {}
+        """The options of the parsed command line as a dict (recorded in weights.json)."""
+        return asdict(self.options_from_args(args))
 
-    def tune(self, data: TuningData, w0: np.ndarray, *, seed: int, options: dict, progress: bool = False,
+    def make_options(self, options=None):
+        """`options` (an Options, a mapping of its fields, or None for the defaults) as an Options."""
+        return make_options(self.Options, options)
+
+    def tune(self, data: TuningData, w0: np.ndarray, *, seed: int = 1, options=None, progress: Progress = False,
              log: Callable[[str], None] | None = None) -> TuneResult:
+        """Tuned weights from w0; `progress` as in rerank.progress, `log` called with one line per step."""
         raise NotImplementedError

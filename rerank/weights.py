@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 import re
-import sys
 
 import numpy as np
 
@@ -15,6 +15,8 @@ from rerank.errors import InputError
 from rerank.formats.common import parse_number
 from rerank.io import atomic_write, iter_lines
 from rerank.nbest import NBestList, segment_argmax
+
+log = logging.getLogger(__name__)
 
 
 WEIGHT_FORMATS = ("JSON ({\"name\": w} or {\"weights\": {...}}), Moses `name= v1 v2` lines (a repeated name "
@@ -149,14 +151,14 @@ def write_weights(path: str, weights: dict[str, float], meta: dict | None = None
 
 
 def weight_vector(weights: dict[str, float], feature_names: list[str], source: str = "weights",
-                  warn=lambda msg: print(msg, file=sys.stderr)) -> np.ndarray:
+                  warn=None) -> np.ndarray:
     """Align weights to the n-best's columns: unknown names are errors, missing ones get 0 (warned)."""
     unknown = [name for name in weights if name not in feature_names]
     if unknown:
         raise InputError(f"weights for features the n-best lacks: {', '.join(unknown)} (n-best has: {', '.join(feature_names)})", source)
     missing = [name for name in feature_names if name not in weights]
     if missing:
-        warn(f"warning: {source}: no weight for {', '.join(missing)}; using 0")
+        (warn or log.warning)(f"warning: {source}: no weight for {', '.join(missing)}; using 0")
     return np.array([weights.get(name, 0.0) for name in feature_names], dtype=np.float64)
 
 

@@ -43,7 +43,8 @@ def _first_lines(n):
     return nbest, [open(r, encoding="utf-8").read().splitlines()[:n] for r in REFS]
 
 
-@pytest.mark.parametrize("tuner,extra", [("mert", ["--restarts", "2", "--random-directions", "2"]), ("pro", [])])
+@pytest.mark.parametrize("tuner,extra", [("mert", ["--restarts", "2", "--random-directions", "2"]),
+                                         pytest.param("pro", [], marks=pytest.mark.neural)])
 def test_other_tuners_from_the_cli(tmp_path, capsys, tuner, extra):
     out = tmp_path / "w.json"
     code, stdout, err = run(["tune", "--nbest", NBEST, *REF_ARGS, "--sentences", "0-49", "--tuner", tuner, *extra,

@@ -61,7 +61,7 @@ def _requested(args, features: dict) -> dict[str, list[str]]:
         if unknown:
             raise InputError(f"unknown feature {unknown[0]!r} (installed: {', '.join(owners) or 'none'})")
     else:
-        which = [c for cls in features.values() for c in cls().default_columns(args)]
+        which = [c for cls in features.values() for c in _default_columns(cls(), args)]
         if not which:
             raise InputError("no feature requested: give --which (installed: " + ", ".join(owners) + ")")
     if len(set(which)) != len(which):
@@ -70,6 +70,10 @@ def _requested(args, features: dict) -> dict[str, list[str]]:
     for column in which:
         requested.setdefault(owners[column], []).append(column)
     return requested
+
+
+def _default_columns(plugin, args) -> list[str]:
+    return plugin.default_columns(plugin.options(args))
 
 
 def _plugin_files(args) -> list[str]:
@@ -85,7 +89,10 @@ def run(args) -> int:
     check_outputs(nbest_outputs(args.output, args.out_format), [*nbest_inputs(args), args.src, *_plugin_files(args)])
     requested = _requested(args, features)
     nbest, _ = load_nbest(args)
-    start, end = shard_range(nbest.n_sentences, args.shard)
+    try:
+        start, end = shard_range(nbest.n_sentences, args.shard)
+    except InputError as exc:
+        raise InputError(f"--{exc}") from None  # the library's "shard 3/2: ..." named as the flag
     sources = None
     if args.src:
         sources = read_lines(args.src)
@@ -97,11 +104,12 @@ def run(args) -> int:
         print(f"note: shard {args.shard} holds sentences {start}..{end - 1} (--id-offset {start} keeps their ids)",
               file=sys.stderr)
     part = nbest.select_sentences(range(start, end)) if (start, end) != (0, nbest.n_sentences) else nbest
-    context = FeatureContext(args=args, nbest_path=args.nbest, sources=sources, src_lang=args.src_lang,
-                             tgt_lang=args.tgt_lang, device=args.device, first_sentence=start,
+    context = FeatureContext(nbest_path=args.nbest, sources=sources, src_lang=args.src_lang,
+                             tgt_lang=args.tgt_lang, device=args.device, threads=args.threads, first_sentence=start,
                              total_sentences=nbest.n_sentences, progress=show_progress(args))
     for plugin, which in requested.items():
-        columns = features[plugin]().compute(part, which, context)
+        feature = features[plugin]()
+        columns = feature.compute(part, which, context, feature.options(args))
         check_columns(columns, part.n_hyps, plugin)
         for column, values in columns.items():
             problem = part.feature_clash(column, args.replace)

@@ -184,12 +184,9 @@ class MeteorMetric(Metric):
             self.prepare(list(hyps) + [r for stream in refs for r in stream])
         aligner = self.aligner()
         out = np.zeros((len(hyps), 23))
-        iterator = range(len(hyps))
-        if self.progress:
-            from tqdm import tqdm
+        from rerank.progress import track
 
-            iterator = tqdm(iterator, desc="METEOR", unit="sent", file=__import__("sys").stderr)
-        for i in iterator:
+        for i in track(range(len(hyps)), self.progress, "METEOR", unit="sent"):
             w1 = self.words(hyps[i])
             best, best_score = None, -1.0
             for stream in refs:

@@ -1,5 +1,7 @@
 """One feature, one tuner and one command, each registered in pyproject.toml."""
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from rerank.errors import InputError
@@ -13,32 +15,36 @@ class LengthRatio(Feature):
     columns = ("len_ratio",)
     description = "hypothesis length / source length, in whitespace tokens"
 
-    def compute(self, nbest, which, context):
-        if context.sources is None:
-            raise InputError("len_ratio needs the source sentences (--src)")
+    def compute(self, nbest, which, context=None, options=None):  # no options: Feature.Options is NoOptions
+        if context is None or context.sources is None:
+            raise InputError("len_ratio needs the source sentences")
         src_len = np.array([len(s.split()) for s in context.sources], dtype=np.float64)
         hyp_len = np.array([len(h.split()) for h in nbest.hyps], dtype=np.float64)
         per_hyp = src_len[nbest.sentence_of_hyp]
         return {"len_ratio": np.divide(hyp_len, per_hyp, out=np.zeros_like(hyp_len), where=per_hyp > 0)}
 
 
+@dataclass(frozen=True)
+class RandomSearchOptions:
+    samples: int = 200                # random weight vectors
+
+
 class RandomSearch(Tuner):
-    """Best of --samples random weight vectors (uniform in [-1, 1]) by the tuning metric."""
+    """Best of `samples` random weight vectors (uniform in [-1, 1]) by the tuning metric."""
 
     description = "random search: the best of N random weight vectors"
     step_name = "sample"
+    Options = RandomSearchOptions
 
-    def add_arguments(self, group):
+    def add_arguments(self, group):   # the command line's flag --samples fills the field `samples`
         group.add_argument("--samples", type=int, default=200, help="random weight vectors (default 200)")
 
-    def options(self, args):
-        return {"samples": args.samples}
-
-    def tune(self, data, w0, *, seed, options, progress=False, log=None):
+    def tune(self, data, w0, *, seed=1, options=None, progress=False, log=None):
+        options = self.make_options(options)  # a RandomSearchOptions, a dict of its fields, or None
         rng = np.random.default_rng(seed)
         best_w, best = np.array(w0, dtype=np.float64), data.evaluate(w0)
         initial, curve = best, [[0, best]]
-        for k in range(1, options["samples"] + 1):
+        for k in range(1, options.samples + 1):
             w = best_w.copy()
             w[data.tuned] = rng.uniform(-1, 1, int(data.tuned.sum()))
             score = data.evaluate(w)

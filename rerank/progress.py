@@ -1,0 +1,123 @@
+"""Progress of long library calls, without a progress-bar library in the library.
+
+Library functions that take `progress` accept:
+
+- False or None: silent;
+- a callable `progress(desc, done, total)`: called as the work advances (`done` and `total` in
+  the task's unit, `total` None when unknown) -- a GUI, a notebook widget or a log of your own;
+- True: the default reporter. The `rerank` command line installs a tqdm bar on stderr
+  (`set_reporter`); in a script, records of the `rerank.progress` logger at INFO level, at most
+  one every 10 seconds per task, and one at its end.
+
+`progress_bar(progress, desc, total)` gives an object with `update(n)`, `set_postfix_str(text)`
+and `close()` (a context manager too); `track(iterable, progress, desc)` iterates with it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Iterator
+
+log = logging.getLogger(__name__)
+
+Progress = bool | None | Callable[[str, int, "int | None"], None]
+_reporter: Callable | None = None   # factory(desc, total=, unit=, initial=, leave=, **options) -> bar (the CLI's)
+
+
+def set_reporter(factory: Callable | None) -> Callable | None:
+    """Use `factory(desc, total=..., unit=..., initial=..., leave=...)` for progress=True (the
+    command line passes a tqdm bar); None restores log records. Returns the previous factory."""
+    global _reporter
+    previous, _reporter = _reporter, factory
+    return previous
+
+
+class _Bar:
+    """The common part: counts, a postfix, the context-manager protocol."""
+
+    def __init__(self, desc: str, total: int | None, initial: int = 0):
+        self.desc, self.total, self.n, self.postfix = desc, total, initial, ""
+
+    def update(self, n: int = 1) -> None:
+        self.n += n
+        self.report(final=False)
+
+    def set_postfix_str(self, text: str = "", refresh: bool = True) -> None:
+        self.postfix = text
+
+    def close(self) -> None:
+        self.report(final=True)
+
+    def report(self, final: bool) -> None:
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+
+class _Silent(_Bar):
+    pass
+
+
+class _Callback(_Bar):
+    def __init__(self, callback: Callable, desc: str, total: int | None, initial: int = 0):
+        super().__init__(desc, total, initial)
+        self.callback = callback
+
+    def report(self, final: bool) -> None:
+        if not final:
+            self.callback(self.desc, self.n, self.total)
+
+
+class _LogBar(_Bar):
+    EVERY = 10.0  # seconds between records
+
+    def __init__(self, desc: str, total: int | None, initial: int = 0, unit: str = "it"):
+        super().__init__(desc, total, initial)
+        self.unit, self.start, self.last, self.closed = unit, time.monotonic(), time.monotonic(), False
+
+    def report(self, final: bool) -> None:
+        now = time.monotonic()
+        if self.closed or (not final and now - self.last < self.EVERY):
+            return
+        self.last, self.closed = now, final
+        of = f"/{self.total}" if self.total is not None else ""
+        extra = f", {self.postfix}" if self.postfix else ""
+        log.info("%s: %d%s %s, %.0f s%s%s", self.desc, self.n, of, self.unit.strip(), now - self.start, extra,
+                 " (done)" if final else "")
+
+
+def progress_bar(progress: Progress, desc: str, total: int | None = None, *, unit: str = "it", initial: int = 0,
+                 leave: bool = False, **bar_options):
+    """A bar for `progress` (see the module doc): update(n), set_postfix_str(text), close().
+    `bar_options` (e.g. unit_scale, mininterval) go to the installed reporter only."""
+    if not progress:
+        return _Silent(desc, total, initial)
+    if callable(progress):
+        return _Callback(progress, desc, total, initial)
+    if _reporter is not None:
+        return _reporter(desc, total=total, unit=unit, initial=initial, leave=leave, **bar_options)
+    return _LogBar(desc, total, initial, unit)
+
+
+def track(iterable: Iterable, progress: Progress, desc: str, total: int | None = None, *, unit: str = "it",
+          leave: bool = False, **bar_options) -> Iterator:
+    """Iterate over `iterable`, advancing a progress bar by one per item (closed at the end, on
+    an error or when the loop stops early)."""
+    if not progress:
+        yield from iterable
+        return
+    if total is None and hasattr(iterable, "__len__"):
+        total = len(iterable)
+    bar = progress_bar(progress, desc, total, unit=unit, leave=leave, **bar_options)
+    try:
+        for item in iterable:
+            yield item
+            bar.update(1)
+    finally:
+        bar.close()
