@@ -143,7 +143,7 @@ def _clear_stale(output: str, runs: int, paths: list[str], reused: dict) -> None
         os.unlink(path)
     if doomed:
         log.warning(f"note: removed {', '.join(doomed)}: written by an earlier tune with other settings, inputs or "
-                    "--runs")
+                    "number of runs")
 
 
 # ---- tuning ---------------------------------------------------------------------------------------
@@ -174,7 +174,8 @@ def _one_run(data: TuningData, tuner: Tuner, tuner_name: str, w0: np.ndarray, r:
     if alone:
         log.warning(f"warning: {label}the tuned weights are degenerate: {alone} holds {100 * shares[alone]:.0f}% of "
                     "the weighted within-list spread, so the other features barely change the ranking (Moses users "
-                    "know this as 'all weight on one feature'; try other seeds, --C, or rescaling that feature)")
+                    "know this as 'all weight on one feature'; try other seeds, another step-size cap C, or rescaling that "
+                    "feature)")
     meta = {"tuner": tuner_name, "seed": seed, "run": r, "runs": runs,
             "tuned_features": [n for n, t in zip(data.feature_names, data.tuned) if t],
             "fixed_features": [n for n, t in zip(data.feature_names, data.tuned) if not t],
