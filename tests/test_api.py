@@ -175,3 +175,18 @@ def test_the_tests_on_arrays_are_exported():
     (result,) = rerank.approximate_randomization([metric], [stats_a], [stats_b], trials=50, seed=1)
     assert 0 < result.p_value <= 1
     assert rerank.paired_bootstrap is api.paired_bootstrap
+
+
+def test_the_library_logs_instead_of_printing(tmp_path, capsys, caplog):
+    nbest = rerank.read_nbest(J_NBEST)
+    stale = tmp_path / "w.run3.json"
+    first = rerank.tune(nbest, J_REFS, runs=3, tokenize="none", epochs=1, output=tmp_path / "w.json")
+    assert first.runs[2].path == str(stale) and stale.exists()
+    with caplog.at_level("INFO", logger="rerank"):
+        rerank.tune(nbest, J_REFS, runs=2, tokenize="none", epochs=1, output=tmp_path / "w.json")
+        rerank.apply(nbest, {nbest.feature_names[0]: 1.0})
+    assert capsys.readouterr() == ("", "")
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("removed" in m and "w.run3.json" in m for m in messages), messages   # the earlier third run
+    assert any(m.startswith("warning: weights: no weight for") for m in messages), messages
+    assert not stale.exists()
