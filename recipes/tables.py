@@ -44,9 +44,13 @@ def significance_legend(config: dict, second_baseline: str) -> str:
     """What the marks of a table mean and which test made them (rerank.evaluation: each pair is tested on
     the two systems' own runs)."""
     runs = mira_runs(config)
+    if config.get("stratified"):
+        how = (f"stratified over the two systems' own outputs: the NMT 1-best's one against a system's {runs} runs, "
+               f"or {runs} runs against {runs}")
+    else:
+        how = f"paired, each system's runs averaged per sentence: the NMT 1-best's one output, a system's {runs} runs"
     return (f"Scores are means over {runs} MIRA runs; † p < 0.05 against the NMT 1-best, ‡ against {second_baseline} "
-            f"(approximate randomisation, {config.get('ar_trials')} trials, stratified over the two systems' own "
-            f"outputs: the NMT 1-best's one against a system's {runs} runs, or {runs} runs against {runs}).")
+            f"(approximate randomisation, {config.get('ar_trials')} trials, {how}).")
 
 
 def table_markdown(summaries: dict, n: int, text_only: bool) -> str:
