@@ -149,11 +149,12 @@ def _compute_columns(plugin: type, nbest: NBestList, which: list[str], context, 
 
 
 def add_features(nbest: NBestList | PathLike, names: str | Sequence[str], *, sources: Sequence[str] | PathLike | None = None,
-                 src_lang: str = "en", tgt_lang: str = "de", device: str = "cpu", replace: bool = False,
-                 progress: bool = False, **options) -> NBestList:
+                 src_lang: str = "en", tgt_lang: str = "de", device: str = "cpu", threads: int | None = None,
+                 replace: bool = False, progress: bool = False, **options) -> NBestList:
     """The n-best list with the columns `names` (e.g. "mbr" or ["s_s", "mbr"]) of the installed
     feature plug-ins (rerank.plugins) added. `sources`: one source sentence per n-best sentence
-    (a list or a file), for the features that need them; `options`: the plug-ins' options as
+    (a list or a file), for the features that need them; `device` (cpu, cuda) and `threads` (torch
+    CPU threads) for the model features; `options`: the plug-ins' options as
     keywords: the fields of each plug-in's `Options` (mbr: utility, temperature, score_feature,
     tokenize; `mbr_utility=` names the plug-in too). A column the list has already is an error
     unless `replace`."""
@@ -176,7 +177,8 @@ def add_features(nbest: NBestList | PathLike, names: str | Sequence[str], *, sou
         requested.setdefault(owners[column], []).append(column)
     plugin_options = _feature_options(installed, requested, options)
     context = {"nbest_path": source, "sources": None if sources is None else list(sources), "src_lang": src_lang,
-               "tgt_lang": tgt_lang, "device": device, "total_sentences": nbest.n_sentences, "progress": progress}
+               "tgt_lang": tgt_lang, "device": device, "threads": threads, "total_sentences": nbest.n_sentences,
+               "progress": progress}
     context = FeatureContext(**{k: v for k, v in context.items() if k in FeatureContext.__dataclass_fields__})
     for plugin, columns in requested.items():
         values = _compute_columns(installed[plugin], nbest, columns, context, plugin_options[plugin])

@@ -228,8 +228,8 @@ def tune_runs(data: TuningData, tuner: Tuner, *, tuner_name: str, runs: int = 1,
             on_run(run)
     best = best_run(results, data.metric.name)
     if output and runs > 1:
-        kept = results[best]
-        write_weights(output, kept.weights, {**kept.meta, **({"command": meta["command"]} if meta and "command" in meta
-                                                              else {}),
-                                             "runs": runs, "best_of_runs": kept.path, "tuned_scores": [x.score for x in results]})
+        kept = results[best]  # its own meta (a reused run's has the command that tuned it: say this one's)
+        now = {"command": meta["command"]} if meta and "command" in meta else {}
+        write_weights(output, kept.weights, {**kept.meta, **now, "runs": runs, "best_of_runs": kept.path,
+                                             "tuned_scores": [x.score for x in results]})
     return TuneResult(dict(results[best].weights), results, best, data.metric.name, output)
