@@ -12,23 +12,18 @@ same config and inputs (`Steps.begin`), and trains afresh otherwise.
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import os
 import time
 
-from rerank.io import atomic_write
+from rerank.io import atomic_write, file_digest
 
 
 @functools.lru_cache(maxsize=None)
 def _sha256(path: str, size: int, mtime_ns: int) -> str:
     """SHA-256 of a file; cached on (path, size, mtime), so the embedding model and the sources,
     inputs of many steps, are read once per run."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+    return file_digest(path)
 
 
 def _start_record(out: str, directory: bool) -> str:
