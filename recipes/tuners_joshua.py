@@ -23,6 +23,7 @@ from rerank.mira.mert import mert
 from rerank.mira.pro import pro
 from rerank.formats import read_nbest, read_references
 from rerank.io import atomic_write, read_lines
+from rerank.multirun import run_seeds
 
 
 def decoder_weights(path: str, names: list[str]) -> np.ndarray:
@@ -60,7 +61,7 @@ def main() -> None:
     }
     for label, fn in tuners.items():
         t = time.perf_counter()
-        rows.append((label, [fn(seed) for seed in range(1, args.runs + 1)]))
+        rows.append((label, [fn(seed) for seed in run_seeds(1, args.runs)]))
         timing[label] = (time.perf_counter() - t) / args.runs
     print("| weights | tune BLEU (0-49) | test BLEU (50-99) | s/run |\n|---|---|---|---|")
     record = []
