@@ -92,8 +92,7 @@ def _check_extras(cfg: dict) -> None:
         if cfg[key] is not None and not (isinstance(cfg[key], str) and cfg[key]):
             raise InputError(f"config key {key} must be a file name or null, got {cfg[key]!r}")
     if cfg["align_loss"] and not cfg["dictionary"]:
-        raise InputError(f"align_loss {cfg['align_loss']} needs a bilingual dictionary (config key dictionary, "
-                         "--dictionary FILE)")
+        raise InputError(f"align_loss {cfg['align_loss']} needs a bilingual dictionary (config key dictionary)")
     if not isinstance(cfg["disjoint_halves"], bool):
         raise InputError(f"config key disjoint_halves must be true or false, got {cfg['disjoint_halves']!r}")
     if cfg["disjoint_halves"] and len(cfg["languages"]) != 2:

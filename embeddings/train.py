@@ -157,14 +157,14 @@ class Trainer:
         """Model, optimiser, state and this rank's RNG from the checkpoint (InputError if broken)."""
         ck = load_tensors(self.ckpt_path, "checkpoint")
         if not isinstance(ck, dict) or not {"model", "optimizer", "state"} <= set(ck):
-            raise InputError("not a checkpoint of `rerank embed train`; start afresh with --no-resume", self.ckpt_path)
+            raise InputError("not a checkpoint of `rerank embed train`; start afresh (without resuming)", self.ckpt_path)
         load_weights(self.model, ck["model"], self.ckpt_path, "the model of this config")
         try:
             self.opt.load_state_dict(ck["optimizer"])
             self.state.update(json.loads(ck["state"]))
         except (KeyError, TypeError, ValueError) as exc:
-            raise InputError(f"not a checkpoint of this run ({type(exc).__name__}: {exc}); start afresh with "
-                             "--no-resume", self.ckpt_path) from None
+            raise InputError(f"not a checkpoint of this run ({type(exc).__name__}: {exc}); start afresh "
+                             "(without resuming)", self.ckpt_path) from None
         rng = os.path.join(self.out_dir, f"rng-rank{self.rank}.pt")
         if os.path.exists(rng):
             try:

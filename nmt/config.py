@@ -57,9 +57,9 @@ def make_config(size="cpu", flavour="optimised", **overrides) -> TrainConfig:
     if size not in SIZE_PRESETS:
         raise ValueError(f"unknown size {size!r}; choose from {', '.join(SIZE_PRESETS)}")
     if overrides.get("lr_decay") is not None and not 0 < overrides["lr_decay"] <= 1:
-        raise ValueError(f"--lr-decay must be in (0, 1], got {overrides['lr_decay']}")
+        raise ValueError(f"the learning-rate decay (lr_decay) must be in (0, 1], got {overrides['lr_decay']}")
     if overrides.get("max_minutes") is not None and not overrides["max_minutes"] > 0:
-        raise ValueError(f"--max-minutes must be > 0, got {overrides['max_minutes']}")
+        raise ValueError(f"the time budget (max_minutes) must be > 0, got {overrides['max_minutes']}")
     if overrides.get("subword") not in (None, "bpe", "unigram"):
         raise ValueError(f"unknown subword model {overrides['subword']!r}; choose bpe or unigram")
     values = dict(size=size, flavour=flavour, **FLAVOURS[flavour])

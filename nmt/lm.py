@@ -193,16 +193,16 @@ def _restore(path: str, model: GRULM, optimizer) -> dict:
     """Load last.pt into the model and optimiser; its training state (InputError if broken)."""
     saved = load_tensors(path, "checkpoint")
     if not isinstance(saved, dict) or not {"model", "optimizer", "state"} <= set(saved):
-        raise InputError("not a checkpoint of `rerank lm train`; start afresh with --no-resume", path)
+        raise InputError("not a checkpoint of `rerank lm train`; start afresh (without resuming)", path)
     load_weights(model, saved["model"], path, "the language model (options as when it was started)")
     try:
         optimizer.load_state_dict(saved["optimizer"])
         state = json.loads(saved["state"])
     except (KeyError, TypeError, ValueError) as exc:
-        raise InputError(f"not a checkpoint of this run ({type(exc).__name__}: {exc}); start afresh with "
-                         "--no-resume", path) from None
+        raise InputError(f"not a checkpoint of this run ({type(exc).__name__}: {exc}); start afresh "
+                         "(without resuming)", path) from None
     if not isinstance(state, dict) or not {"epoch", "best_ppl", "bad_epochs", "epoch_seconds", "stopped"} <= set(state):
-        raise InputError("its training state is incomplete; start afresh with --no-resume", path)
+        raise InputError("its training state is incomplete; start afresh (without resuming)", path)
     return state
 
 

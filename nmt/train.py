@@ -163,13 +163,13 @@ def _restore(run: _Run) -> None:
     history = os.path.join(run.out_dir, "history.json")
     run.state = read_json(history, "training history")
     if not isinstance(run.state, dict) or not set(run.state) >= {"epoch", "step", "best_bleu", "bad_epochs", "history"}:
-        raise InputError("not the training history of `rerank nmt train`; start afresh with --no-resume", history)
+        raise InputError("not the training history of `rerank nmt train`; start afresh (without resuming)", history)
     try:
         run.optim.load_state_dict(ckpt["optim"])
         torch.set_rng_state(ckpt["rng"])
     except (KeyError, TypeError, ValueError, RuntimeError) as exc:
-        raise InputError(f"not a checkpoint of this run ({type(exc).__name__}: {exc}); start afresh with "
-                         "--no-resume", run.last_path) from None
+        raise InputError(f"not a checkpoint of this run ({type(exc).__name__}: {exc}); start afresh "
+                         "(without resuming)", run.last_path) from None
 
 
 def _batch_loss(run: _Run, batch: list[int]) -> tuple[float, int]:

@@ -21,7 +21,7 @@ class EpochBudget:
 
     def __init__(self, max_minutes: float | None, clock: Callable[[], float] = time.monotonic):
         if max_minutes is not None and not max_minutes > 0:
-            raise ValueError(f"--max-minutes must be > 0, got {max_minutes}")
+            raise ValueError(f"the time budget (max_minutes) must be > 0, got {max_minutes}")
         self.limit = math.inf if max_minutes is None else 60.0 * max_minutes
         self.clock = clock
         self.start = clock()

@@ -255,7 +255,7 @@ def prepare(nbest: NBestList, refs, *, metric: str = "bleu", tokenize: str = "13
             raise InputError(f"reference set {k + 1} has {len(stream)} lines for {nbest.n_sentences} n-best sentences")
     names = nbest.feature_names
     tuned = np.ones(len(names), dtype=bool)
-    for option, listed in (("--tune", tune), ("--fix", fix)):
+    for option, listed in (("features to tune", tune), ("features to fix", fix)):
         unknown = [n for n in listed or [] if n not in names]
         if unknown:
             raise InputError(f"{option}: unknown features {', '.join(unknown)} (n-best has: {', '.join(names)})")

@@ -96,7 +96,7 @@ def test_bad_npy_features_and_names(tmp_path, capsys):
     hyps = write(tmp_path, "hyps", "a\nb\n")
     np.save(tmp_path / "f.npy", np.ones((2, 2)))
     code, _, err = run(["info", hyps, "--format", "plain", "--plain-features", tmp_path / "f.npy", "--feature-names", "a,a"], capsys)
-    assert code == 2 and "--feature-names: feature name 'a' appears twice" in err
+    assert code == 2 and "feature names: feature name 'a' appears twice" in err
     np.save(tmp_path / "s.npy", np.array("x"))
     code, _, err = run(["info", hyps, "--format", "plain", "--plain-features", tmp_path / "s.npy"], capsys)
     assert code == 2 and "s.npy: expected a 1-D or 2-D array of numbers, got <U1 of shape ()" in err
@@ -125,7 +125,7 @@ def test_empty_list_round_trips_as_plain_and_fails_clearly_as_input(tmp_path):
 
 # --- features missing on some lines ------------------------------------------------------------
 
-MISSING = "feature OOVPenalty missing on 11 of 82 lines, read as 0 (--strict makes this an error)"
+MISSING = "feature OOVPenalty missing on 11 of 82 lines, read as 0 (strict reading makes this an error)"
 
 
 @pytest.mark.parametrize("command", [["info"], ["convert", "-o", "{tmp}/o.nbest"], ["oracle", "-r", "{ref}", "--tokenize", "none"],
@@ -140,13 +140,13 @@ def test_every_command_says_which_features_were_missing(tmp_path, capsys, comman
     assert code == 0, err
     assert f"note: {JOSHUA}: {MISSING}\n" in err
     code, _, err = run(args + ["--strict"], capsys)
-    assert code == 2 and re.search(r"nbest\.joshua:\d+: feature 'OOVPenalty' is missing \(--strict\)", err)
+    assert code == 2 and re.search(r"nbest\.joshua:\d+: feature 'OOVPenalty' is missing \(strict reading\)", err)
 
 
 def test_a_moses_sparse_feature_missing_is_counted_per_feature(tmp_path, capsys):
     path = write(tmp_path, "s.nbest", GOOD + "1 ||| e ||| f= 3 ||| 0\n")
     code, _, err = run(["convert", path, "-o", tmp_path / "o.nbest"], capsys)
-    assert code == 0 and err == f"note: {path}: feature g missing on 2 of 4 lines, read as 0 (--strict makes this an error)\n"
+    assert code == 0 and err == f"note: {path}: feature g missing on 2 of 4 lines, read as 0 (strict reading makes this an error)\n"
     assert read_nbest(str(tmp_path / "o.nbest")).column("g").tolist() == [2.0, 0.0, 1.0, 0.0]
 
 

@@ -144,7 +144,7 @@ def test_shipped_lists_take_the_fast_path():
         assert same(read_nbest(path), fast[0])
     report = ReadReport()
     read_nbest("rerank/data/examples/joshua-bn-en.10.nbest", report=report)
-    assert report.notes == ["feature OOVPenalty missing on 11 of 82 lines, read as 0 (--strict makes this an error)"]
+    assert report.notes == ["feature OOVPenalty missing on 11 of 82 lines, read as 0 (strict reading makes this an error)"]
 
 
 def test_joshua_blocks_with_changing_layouts(tmp_path, monkeypatch):

@@ -106,7 +106,7 @@ TWO = "0 ||| a b ||| f=1 g=2 ||| 0\n0 ||| a c ||| f=2 g=0 ||| 0\n1 ||| d ||| f=0
     ("0 ||| a b ||| f=1 g=2 ||| 0\n0 ||| a c ||| f=1 g=2 ||| 0\n1 ||| d ||| f=3 g=1 ||| 0\n1 ||| e ||| f=3 g=1 ||| 0\n",
      ["a b\nd\n"], [], "all tuned features are equal"),
     (TWO, ["a b\nd\n"], ["--fix", "f,g"], "every feature is fixed"),
-    (TWO, ["a b\nd\n"], ["--tune", "zz"], "--tune: unknown features zz"),
+    (TWO, ["a b\nd\n"], ["--tune", "zz"], "features to tune: unknown features zz"),
     (TWO, ["a b\nd\n"], ["--tokenize", "xx"], "unknown BLEU tokenizer 'xx'"),
     (TWO, ["a b\nd\n"], ["--sentences", "1-5"], "out of range"),
     (TWO, ["a b\nd\n"], ["--fix", "f", "--normalize", "l1"], "would rescale fixed features"),

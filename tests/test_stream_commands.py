@@ -143,7 +143,7 @@ def test_what_does_not_stream_is_read_whole(tmp_path, capsys, monkeypatch, argv)
     argv = [{"LIST": path, "W": str(tmp_path / "w.json")}.get(a, a) for a in argv]
     code, _, stderr, files = _same(argv, tmp_path, capsys, monkeypatch, expect_streamed=False)
     if "--strict" in argv:
-        assert code == 2 and "is missing (--strict)" in stderr and not files
+        assert code == 2 and "is missing (strict reading)" in stderr and not files
 
 
 def test_bad_line_deep_in_the_file_is_the_same_error(tmp_path, capsys, monkeypatch):

@@ -118,7 +118,7 @@ class _FeatureTable:
             absent = np.flatnonzero(~present[:, col])
             if len(absent):
                 if strict:
-                    raise InputError(f"feature {name!r} is missing (--strict)", self.path, self.lines[absent[0]])
+                    raise InputError(f"feature {name!r} is missing (strict reading)", self.path, self.lines[absent[0]])
                 missing[name] = int(len(absent))
         # groups in column order (a group's columns are contiguous: they are created together)
         return dense, list(self.names), list(self.groups), missing
@@ -249,7 +249,7 @@ def _notes(report: ReadReport, missing: dict[str, int], n_hyps: int) -> None:
     """The notes of a read: lines with extra fields, features missing on some lines."""
     if report.extra_fields_lines:
         report.notes.append(f"{report.extra_fields_lines} lines have fields after the total score (ignored)")
-    report.notes.extend(f"feature {name} missing on {count} of {n_hyps} lines, read as 0 (--strict makes this an error)"
+    report.notes.extend(f"feature {name} missing on {count} of {n_hyps} lines, read as 0 (strict reading makes this an error)"
                         for name, count in missing.items())
 
 
@@ -314,7 +314,7 @@ def write_moses(nbest: NBestList, path: str, style: str = "moses", first_id: int
     row = nbest.hyps.first_containing("|||")
     if row is not None:
         raise InputError(f"hypothesis {row} ({nbest.hyps[row]!r}) contains '|||', which {style} lines cannot hold "
-                         "(write --to plain or fairseq)", path)
+                         "(the plain and fairseq formats can)", path)
     with atomic_write(path) as out:
         for line in iter_moses_lines(nbest, style=style, first_id=first_id):
             out.write(line + "\n")

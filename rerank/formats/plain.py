@@ -60,7 +60,7 @@ def _read_feature_matrix(path: str, names: list[str] | None) -> tuple[np.ndarray
             raise InputError(f"expected a 1-D or 2-D array of numbers, got {matrix.dtype} of shape {matrix.shape}", path)
         matrix = (matrix[:, None] if matrix.ndim == 1 else matrix).astype(np.float64)
         if names:
-            _check_names(names, "--feature-names", None)
+            _check_names(names, "feature names", None)
         names = names or [f"f{k}" for k in range(matrix.shape[1])]
     else:
         matrix, names = _read_feature_tsv(path)
@@ -90,7 +90,7 @@ def _read_feature_tsv(path: str) -> tuple[np.ndarray, list[str]]:
 
 
 def _check_names(names: list[str], path: str, line: int | None) -> None:
-    """Feature names that are valid and distinct (the header of a TSV, or --feature-names)."""
+    """Feature names that are valid and distinct (the header of a TSV, or given)."""
     seen = set()
     for name in names:
         check_feature_name(name, path, line)

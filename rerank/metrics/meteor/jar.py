@@ -53,9 +53,9 @@ class MeteorJar:
                  memory: str = "2G"):
         self.jar = jar or default_jar()
         if self.jar is None:
-            raise MeteorResourceError("the jar backend needs meteor-1.5.jar (pycocoevalcap or --meteor-jar)")
+            raise MeteorResourceError("the jar backend needs meteor-1.5.jar (install pycocoevalcap, or give the jar's path)")
         if not java_available():
-            raise MeteorResourceError("the jar backend needs Java (no `java` on PATH); use --meteor-backend native")
+            raise MeteorResourceError("the jar backend needs Java (no `java` on PATH); use the native backend")
         self.cmd = ["java", f"-Xmx{memory}", "-jar", self.jar, "-", "-", "-stdio", "-l", lang, "-m", " ".join(modules)]
         if normalize:
             self.cmd.append("-norm")

@@ -40,7 +40,7 @@ class MeteorResources:
         location = location or default_jar()
         if location is None:
             raise MeteorResourceError("no Meteor 1.5 resources: install pycocoevalcap (it ships meteor-1.5.jar) "
-                                      "or pass --meteor-resources JAR_OR_DIR")
+                                      "or give the location of meteor-1.5.jar or of its unpacked resources")
         if not os.path.exists(location):
             raise MeteorResourceError(f"Meteor resources not found: {location}")
         self.location = location
@@ -83,7 +83,7 @@ class MeteorResources:
         syn = self._read(f"synonym/{name}.synsets")
         if exc is None or syn is None:
             raise MeteorResourceError(f"the synonym module needs synonym/{name}.synsets and .exceptions, "
-                                      f"which {self.location} does not have; restrict --meteor-modules")
+                                      f"which {self.location} does not have; leave the synonym module out")
         return Synonyms(exc, syn)
 
     def paraphrase_path(self, lang: str) -> str:
@@ -92,8 +92,8 @@ class MeteorResources:
             if os.path.isfile(cand):
                 return cand
         raise MeteorResourceError(f"the paraphrase module needs {name}, which is not in {self.base_dir}/data; "
-                                  f"get it from a Meteor 1.5 distribution (--meteor-resources) or restrict "
-                                  f"--meteor-modules (e.g. exact,stem)")
+                                  f"get it from a Meteor 1.5 distribution (the METEOR resources) or leave the "
+                                  f"paraphrase module out (METEOR modules e.g. exact,stem)")
 
 
 class Synonyms:
