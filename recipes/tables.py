@@ -49,8 +49,10 @@ def significance_legend(config: dict, second_baseline: str) -> str:
                f"or {runs} runs against {runs}")
     else:
         how = f"paired, each system's runs averaged per sentence: the NMT 1-best's one output, a system's {runs} runs"
-    return (f"Scores are means over {runs} MIRA runs; † p < 0.05 against the NMT 1-best, ‡ against {second_baseline} "
-            f"(approximate randomisation, {config.get('ar_trials')} trials, {how}).")
+    both = (f" and the paired bootstrap ({config.get('bootstrap')} resamples) both"
+            if config.get("marks") == "randomisation and bootstrap" else "")
+    return (f"Scores are means over {runs} MIRA runs; † p < 0.05 against the NMT 1-best, ‡ against {second_baseline}, "
+            f"by approximate randomisation ({config.get('ar_trials')} trials, {how}){both}.")
 
 
 def table_markdown(summaries: dict, n: int, text_only: bool) -> str:

@@ -43,6 +43,7 @@ class Cell:
     delta_low: float | None = None  # bootstrap 95% interval of the improvement
     delta_high: float | None = None
     bs_p: float | None = None  # paired bootstrap p-value (percentile rule; sacrebleu's with sacrebleu_compat)
+    bs_p2: float | None = None  # the same against the second reference system
     bs_mean: float | None = None
     bs_ci: float | None = None
     marks: str = ""
@@ -87,13 +88,16 @@ class ResultTable:
         return header, rows
 
     def _legend(self):
-        """What each mark and number means, and which test made it (the marks come from the
-        randomisation test, the intervals from the bootstrap: two tests that can disagree near alpha)."""
+        """What each mark and number means, and which tests made it (a mark needs the randomisation
+        test and, when it ran, the bootstrap: two tests that can disagree near alpha)."""
         cfg = self.config
         alpha = cfg.get("alpha", 0.05)
-        lines = [f"{MARK_BASE}: better than {self.baseline}, approximate randomisation p < {alpha}"]
+        both = cfg.get("bootstrap", 0) >= 2
+        tests = ("approximate randomisation p{} < {a} and paired bootstrap bs_p{} < {a} (its interval of the "
+                 "improvement clear of 0)" if both else "approximate randomisation p{} < {a}")
+        lines = [f"{MARK_BASE}: better than {self.baseline} by " + tests.format("", "", a=alpha)]
         if self.second_baseline:
-            lines.append(f"{MARK_SECOND}: better than {self.second_baseline}, approximate randomisation p‡ < {alpha}")
+            lines.append(f"{MARK_SECOND}: better than {self.second_baseline} by " + tests.format("\u2021", "2", a=alpha))
         if cfg.get("multeval_compat"):
             how = "MultEval's rules (strictly greater differences, MultEval's run shuffle, a one-run system as R copies)"
         elif cfg.get("stratified"):
@@ -157,7 +161,7 @@ class ResultTable:
     def to_csv(self) -> str:
         buf = io.StringIO()
         keys = ["system", "metric", "score", "s_sel", "s_opt", "p", "p_raw", "p2", "p2_raw", "marks", "delta",
-                "delta_low", "delta_high", "bs_p", "bs_mean", "bs_ci", "runs"]
+                "delta_low", "delta_high", "bs_p", "bs_p2", "bs_mean", "bs_ci", "runs"]
         writer = csv.DictWriter(buf, fieldnames=keys, lineterminator="\n")
         writer.writeheader()
         for r in self.records():
@@ -228,19 +232,28 @@ def evaluate_systems(refs: Sequence[Sequence[str]], baseline_runs: Sequence[Sequ
             pooled_diffs.update(_ar_p_values(cells, stats, tested, comp, others, attr, ar_options))
             if holm:
                 _holm_adjust(cells, attr, [(s, m.name) for s in all_systems for m in tested])
+    boot_diffs = {}
     if bootstrap >= 2:
         for sname in all_systems:
             if sname != baseline_name:
-                _bootstrap_deltas(cells, stats, metric_objs, baseline_name, sname, weights, sacrebleu_compat)
+                boot_diffs.update(_bootstrap_deltas(cells, stats, metric_objs, baseline_name, sname, weights,
+                                                    sacrebleu_compat))
+            if second_baseline is not None and sname not in (baseline_name, second_baseline):
+                for metric in tested:
+                    bs = paired_bootstrap(metric, stats[(second_baseline, metric.name)], stats[(sname, metric.name)],
+                                          weights, sacrebleu_compat)
+                    cells[(sname, metric.name)].bs_p2 = bs.p_value
+                    boot_diffs[(second_baseline, sname, metric.name)] = bs.delta_mean
     for sname in all_systems:
         for metric in tested:
-            comparisons = ((baseline_name, MARK_BASE, "p"), (second_baseline, MARK_SECOND, "p2"))
+            comparisons = ((baseline_name, MARK_BASE, "p", "bs_p"), (second_baseline, MARK_SECOND, "p2", "bs_p2"))
             cell = cells[(sname, metric.name)]
-            cell.marks = _marks(cell, pooled_diffs, sname, metric, comparisons, alpha)
+            cell.marks = _marks(cell, pooled_diffs, boot_diffs, sname, metric, comparisons, alpha)
     names = [m.name for m in metric_objs]
     config = {"ar_trials": ar_trials, "bootstrap": bootstrap, "seed": seed, "stratified": stratified,
               "multeval_compat": multeval_compat,
               "sacrebleu_compat": sacrebleu_compat, "holm": holm, "alpha": alpha, "lang": lang,
+              "marks": "randomisation and bootstrap" if bootstrap >= 2 else "randomisation",
               "runs": {name: len(runs) for name, runs in all_systems.items()}, "sentences": n,
               "references": len(refs)}
     return ResultTable(systems=list(all_systems), metrics=names, cells=cells, baseline=baseline_name,
@@ -328,8 +341,10 @@ def _holm_adjust(cells: dict, attr: str, keys: list) -> None:
 
 
 def _bootstrap_deltas(cells: dict, stats: dict, metric_objs: list[Metric], baseline: str, sname: str,
-                      weights, sacrebleu_compat: bool = False) -> None:
-    """Improvement over the baseline (sign flipped for lower-is-better) with its bootstrap interval."""
+                      weights, sacrebleu_compat: bool = False) -> dict:
+    """Improvement over the baseline (sign flipped for lower-is-better) with its bootstrap interval.
+    Returns {(baseline, system, metric name): bootstrap mean of system - baseline}."""
+    diffs = {}
     for metric in metric_objs:
         m = metric.name
         c = cells[(sname, m)]
@@ -339,23 +354,31 @@ def _bootstrap_deltas(cells: dict, stats: dict, metric_objs: list[Metric], basel
         c.delta = sign * (c.score - cells[(baseline, m)].score)
         c.delta_low, c.delta_high = lo, hi
         c.bs_p, c.bs_mean, c.bs_ci = bs.p_value, bs.mean, bs.ci
+        diffs[(baseline, sname, m)] = bs.delta_mean
+    return diffs
 
 
-def _marks(cell: Cell, pooled_diffs: dict, sname: str, metric: Metric, comparisons, alpha: float) -> str:
-    """Dagger marks of one cell: one per (comparison system, mark, p attribute) it beats at `alpha`.
+def _marks(cell: Cell, pooled_diffs: dict, boot_diffs: dict, sname: str, metric: Metric, comparisons,
+           alpha: float) -> str:
+    """Dagger marks of one cell: one per (comparison system, mark, AR p attribute, bootstrap p
+    attribute) that the cell is better than by both tests at `alpha`.
 
-    "Beats" is the direction of the difference the AR test judged (scores of the statistics pooled
-    over runs and sentences), not of the mean of run scores: with R > 1 the two can disagree, and a
-    mark must say which way the significant difference goes.
+    A mark needs the randomisation test (p < alpha, the direction of the difference it judged: the
+    two systems' average runs) and, when the bootstrap ran, the paired bootstrap too (its p < alpha,
+    i.e. the interval of the improvement clear of zero, on the same side). Two tests of one
+    hypothesis that disagree near alpha leave a pair unmarked, so no mark stands beside an interval
+    that crosses zero.
     """
+    better = (lambda d: d > 0) if metric.higher_is_better else (lambda d: d < 0)
     marks = ""
-    for comp, mark, attr in comparisons:
-        p = getattr(cell, attr)
-        if comp is None or p is None or p >= alpha:
+    for comp, mark, attr, bs_attr in comparisons:
+        p, key = getattr(cell, attr), (comp, sname, metric.name)
+        if comp is None or p is None or p >= alpha or not better(pooled_diffs[key]):
             continue
-        diff = pooled_diffs[(comp, sname, metric.name)]
-        if diff > 0 if metric.higher_is_better else diff < 0:
-            marks += mark
+        bs_p = getattr(cell, bs_attr)
+        if key in boot_diffs and (bs_p is None or bs_p >= alpha or not better(boot_diffs[key])):
+            continue
+        marks += mark
     return marks
 
 

@@ -103,3 +103,28 @@ def test_holm_adjusts_the_pairs_own_p_values(texts):
     keys = [(s, m) for s in ("baseline", *systems) for m in ("bleu", "ter") if plain.cells[(s, m)].p is not None]
     assert [holm.cells[k].p_raw for k in keys] == [plain.cells[k].p for k in keys]
     assert [holm.cells[k].p for k in keys] == pytest.approx(holm_bonferroni([plain.cells[k].p for k in keys]))
+
+
+def test_a_mark_needs_both_tests_and_never_stands_beside_an_interval_across_zero(texts):
+    """Every mark is backed by the randomisation test and the bootstrap (its interval of the
+    improvement clear of zero), in the metric's direction; a pair one test rejects and the other
+    does not stays unmarked. Checked over every pair of these systems, TER included."""
+    names = ["cap1", "cap2", "cap3", "good", "base"]
+    seen = {"marked": 0, "one test only": 0}
+    for i, base in enumerate(names):
+        others = {k: texts[k] for k in names if k != base}
+        table = evaluate_systems([texts["ref"]], texts[base], others, metrics=["bleu", "ter", "chrf"],
+                                 second_baseline=names[(i + 1) % len(names)], ar_trials=300, bootstrap=300, seed=3,
+                                 lang="de")
+        for (name, m), c in table.cells.items():
+            if name == "baseline":
+                continue
+            if "\u2020" in c.marks:
+                seen["marked"] += 1
+                assert c.p < 0.05 and c.bs_p < 0.05 and c.delta > 0 and c.delta_low > 0, (base, name, m)
+            elif c.p < 0.05 and c.delta > 0:
+                seen["one test only"] += 1
+                assert c.bs_p >= 0.05 or c.delta_low <= 0, (base, name, m)
+            if "\u2021" in c.marks:
+                assert c.p2 < 0.05 and c.bs_p2 < 0.05, (base, name, m)
+    assert seen["marked"] > 0

@@ -25,10 +25,12 @@ Each system keeps its own number of runs, and each pair is tested on its two sys
 
 columns per metric: mean score over runs, then s_sel/s_opt/p: s_sel = bootstrap std dev of the
 test-set score (mean over runs), s_opt = std dev over runs, p = approximate randomisation against
-the baseline (paired for one run each, else stratified over both systems' runs). \u2020 = significantly better than the baseline,
-\u2021 = significantly better than --second-baseline (p < --alpha); "better" is the direction of the
-difference the test judges (statistics pooled over runs and sentences), which with several runs can
-differ from the order of the mean scores. TER is lower-is-better; its marks and deltas follow that
+the baseline (paired, each system's runs averaged per sentence; --stratified: Clark et al.'s
+split). \u2020 = significantly better than the baseline, \u2021 = significantly better than
+--second-baseline: both the randomisation test (p < --alpha) and the paired bootstrap (its
+interval of the improvement clear of 0; bs_p in CSV/JSON) must say so. "Better" is the direction
+of the difference the test judges (each system's average run), which with several runs can differ
+from the order of the mean scores. TER is lower-is-better; its marks and deltas follow that
 direction.
 
 segment scores: --segment-scores comet=comet.tsv adds the metric comet, the mean of the scores in
