@@ -114,6 +114,7 @@ class MLMMEFeatures(Feature):
     description = ("cosine similarities of MLMME/VSE embeddings: s_s = v_src·v_hyp, s_i = d_img·v_hyp, "
                    "s_i_src = d_img·v_src (broadcast); empty hypotheses get 0")
     Options = MLMMEOptions
+    requires = ("torch", "sacremoses")
 
     def add_arguments(self, group):
         group.add_argument("-m", "--model", action="append", help="embedding model (NAME.pt with NAME.json beside it); "

@@ -108,6 +108,7 @@ class ProTuner(Tuner):
     metrics = ALL_METRICS
     step_name = "fit"
     Options = ProOptions
+    requires = ("sklearn",)
 
     def add_arguments(self, group):
         group.add_argument("--pro-samples", type=positive_int, default=5000, help="pairs sampled per sentence (default 5000)")

@@ -43,6 +43,7 @@ class ChannelFeature(Feature):
     columns = ("channel", "channel_norm")
     description = "log p(source | hypothesis) under a reverse NMT model (--channel-model), and per source token"
     Options = ChannelOptions
+    requires = ("torch", "sacremoses")
 
     def add_arguments(self, group):
         group.add_argument("--channel-model", metavar="DIR", help="reverse NMT run directory (`rerank nmt train` "
@@ -75,6 +76,7 @@ class LMFeature(Feature):
     columns = ("lm", "lm_norm")
     description = "log p(hypothesis) under a GRU language model (--lm-model), and per token"
     Options = LMOptions
+    requires = ("torch", "sacremoses")
 
     def add_arguments(self, group):
         group.add_argument("--lm-model", metavar="DIR", help="language model run directory (`rerank lm train`; default: none, needed for lm)")

@@ -40,6 +40,17 @@ def missing_neural(exc: BaseException) -> str | None:
     return None
 
 
+def require(modules, what: str) -> None:
+    """MissingDependency unless every module of `modules` (top-level names, e.g. ("torch",)) is
+    installed; checked without importing them, so a command can refuse before any work."""
+    import importlib.util
+
+    for module in modules:
+        with needs_neural(what):
+            if importlib.util.find_spec(module) is None:
+                raise ModuleNotFoundError(f"No module named {module!r}", name=module)
+
+
 class needs_neural:
     """`with needs_neural("the s_s feature"):` turns a missing torch/scikit-learn/... import inside
     into MissingDependency naming what needs it and the install line."""

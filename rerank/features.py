@@ -71,8 +71,9 @@ class Feature:
     """Base class of feature plug-ins (entry-point group `rerank.features`).
 
     `columns` are the names `--which` accepts for this plug-in; `Options` is the dataclass of its
-    options (defaults included); `compute` returns a dict with one (n_hyps,) float array per
-    requested name (it may rename them, e.g. with a prefix).
+    options (defaults included); `requires` the modules of an extra it needs (checked before any
+    work); `compute` returns a dict with one (n_hyps,) float array per requested name (it may
+    rename them, e.g. with a prefix).
 
     The command line only: `add_arguments` adds the plug-in's flags to `rerank features`,
     `options(args)` turns the parsed flags into an `Options` (by default: the fields read from the
@@ -82,6 +83,7 @@ class Feature:
     columns: tuple[str, ...] = ()
     description = ""
     Options: type = NoOptions
+    requires: tuple[str, ...] = ()    # modules it imports that the core does not install (e.g. "torch")
 
     def add_arguments(self, group: argparse._ArgumentGroup) -> None:
         """Add this feature's flags to `rerank features` (names must not clash)."""

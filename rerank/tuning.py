@@ -358,6 +358,7 @@ class Tuner:
     metrics: tuple[str, ...] = ("bleu",)   # metrics it can optimise (rerank.metrics names)
     step_name = "step"               # x axis of the tuning curve
     Options: type = NoOptions
+    requires: tuple[str, ...] = ()   # modules of an optional extra it needs (e.g. "sklearn")
 
     def add_arguments(self, group: argparse._ArgumentGroup) -> None:
         """Add this tuner's flags (their names must not clash with other tuners')."""

@@ -9,7 +9,7 @@ from rerank import plugins
 from rerank.cliargs import (add_nbest_positional, add_quiet, nbest_inputs, nonnegative_int, positive_int, resolve_nbest,
                             show_progress)
 from rerank.commands._common import FORMAT_HELP, add_nbest_input, add_output_format, load_nbest, write_output
-from rerank.errors import InputError
+from rerank.errors import InputError, require
 from rerank.features import FeatureContext, check_columns, column_owners, shard_range
 from rerank.io import read_lines
 from rerank.outputs import check_outputs, nbest_outputs
@@ -88,6 +88,8 @@ def run(args) -> int:
     features = plugins.features()
     check_outputs(nbest_outputs(args.output, args.out_format), [*nbest_inputs(args), args.src, *_plugin_files(args)])
     requested = _requested(args, features)
+    for plugin, which in requested.items():  # a missing extra is said before any work
+        require(features[plugin].requires, f"the {', '.join(which)} feature")
     nbest, _ = load_nbest(args)
     try:
         start, end = shard_range(nbest.n_sentences, args.shard)
