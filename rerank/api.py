@@ -18,7 +18,6 @@ weights are a mapping {feature name: value} or a weights file path. Bad input ra
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import logging
 import os
@@ -93,59 +92,24 @@ def first_best(nbest: NBestList | PathLike) -> list[str]:
 
 # ---- plug-in options: keywords -> the namespace plug-ins read ---------------------------------
 
-def _plugin_options(classes: Mapping[str, type], options: dict, what: str) -> argparse.Namespace:
-    """The options of the plug-ins `classes` with their defaults, overridden by `options` (keyword =
-    the option's Python name: mbr_utility for --mbr-utility); unknown names and values outside an
-    option's choices are errors."""
-    parser = argparse.ArgumentParser(add_help=False)
-    for name, cls in classes.items():
-        cls().add_arguments(parser.add_argument_group(name))
-    namespace = parser.parse_args([])
-    actions = {a.dest: a for a in parser._actions}
-    for key, value in options.items():
-        if key not in actions:
-            known = ", ".join(sorted(actions)) or "none"
-            raise TypeError(f"unknown {what} option {key!r} (options of {', '.join(classes)}: {known})")
-        choices = actions[key].choices
-        if choices is not None and value not in choices:
-            raise ValueError(f"{what} option {key}={value!r}: expected one of {', '.join(map(str, choices))}")
-        setattr(namespace, key, value)
-    return namespace
-
-
 def _feature_options(installed: Mapping[str, type], requested: Mapping[str, list[str]], options: dict) -> dict:
-    """{plug-in: its options} from keywords. A plug-in with an `Options` dataclass takes the
-    keywords that are its fields (`utility=...`, or `mbr_utility=...` for that plug-in alone); one
-    without (command-line options only) reads them as its flags' names from a namespace."""
+    """{plug-in: {field: value}} from keywords: a keyword that is a field of a plug-in's `Options`
+    goes to it (`utility=`), and one prefixed with the plug-in's name to it alone (`mbr_utility=`);
+    any other keyword is an error naming the known fields."""
     from dataclasses import fields
 
-    typed = {name: {f.name for f in fields(installed[name].Options)} for name in requested
-             if hasattr(installed[name], "Options")}
-    chosen: dict[str, dict] = {name: {} for name in typed}
-    rest = {}
+    known = {name: {f.name for f in fields(installed[name].Options)} for name in requested}
+    chosen: dict[str, dict] = {name: {} for name in requested}
     for key, value in options.items():
-        targets = [(name, key[len(name) + 1:]) for name in typed if key.startswith(name + "_")
-                   and key[len(name) + 1:] in typed[name]] or [(name, key) for name in typed if key in typed[name]]
+        targets = [(name, key[len(name) + 1:]) for name in requested if key.startswith(name + "_")
+                   and key[len(name) + 1:] in known[name]] or [(name, key) for name in requested if key in known[name]]
+        if not targets:
+            every = sorted({f for names in known.values() for f in names})
+            raise TypeError(f"unknown feature option {key!r} (options of {', '.join(requested)}: "
+                            f"{', '.join(every) or 'none'})")
         for name, field_name in targets:
             chosen[name][field_name] = value
-        if not targets:
-            rest[key] = value
-    untyped = {name: installed[name] for name in requested if name not in typed}
-    if rest and not untyped:
-        known = sorted({f for names in typed.values() for f in names})
-        raise TypeError(f"unknown feature option {next(iter(rest))!r} (options of {', '.join(requested)}: "
-                        f"{', '.join(known) or 'none'})")
-    namespace = _plugin_options(untyped, rest, "feature") if untyped else None
-    return {name: chosen[name] if name in typed else namespace for name in requested}
-
-
-def _compute_columns(plugin: type, nbest: NBestList, which: list[str], context, options) -> dict:
-    """One feature plug-in's columns (the adapter between these keywords and the Feature interface:
-    typed `Options`, or a command-line namespace in the context)."""
-    if hasattr(plugin, "Options"):
-        return plugin().compute(nbest, which, context, options)
-    context.args = options
-    return plugin().compute(nbest, which, context)
+    return chosen
 
 
 def add_features(nbest: NBestList | PathLike, names: str | Sequence[str], *, sources: Sequence[str] | PathLike | None = None,
@@ -176,12 +140,11 @@ def add_features(nbest: NBestList | PathLike, names: str | Sequence[str], *, sou
     for column in which:
         requested.setdefault(owners[column], []).append(column)
     plugin_options = _feature_options(installed, requested, options)
-    context = {"nbest_path": source, "sources": None if sources is None else list(sources), "src_lang": src_lang,
-               "tgt_lang": tgt_lang, "device": device, "threads": threads, "total_sentences": nbest.n_sentences,
-               "progress": progress}
-    context = FeatureContext(**{k: v for k, v in context.items() if k in FeatureContext.__dataclass_fields__})
+    context = FeatureContext(nbest_path=source, sources=None if sources is None else list(sources), src_lang=src_lang,
+                             tgt_lang=tgt_lang, device=device, threads=threads, total_sentences=nbest.n_sentences,
+                             progress=progress)
     for plugin, columns in requested.items():
-        values = _compute_columns(installed[plugin], nbest, columns, context, plugin_options[plugin])
+        values = installed[plugin]().compute(nbest, columns, context, plugin_options[plugin])
         check_columns(values, nbest.n_hyps, plugin)
         for column, column_values in values.items():
             problem = nbest.feature_clash(column, replace)
@@ -232,18 +195,15 @@ def _digest(nbest: NBestList, refs: list[list[str]]) -> str:
     return h.hexdigest()
 
 
-def _tuner_options(cls: type, plugin, keywords: dict):
-    """A tuner's options from keywords: its `Options` dataclass when it declares one (epochs=10,
-    C=0.01, ...), else its command-line options by their Python names."""
-    if hasattr(cls, "Options"):
-        from dataclasses import fields
+def _tuner_options(cls: type, keywords: dict):
+    """A tuner's `Options` from keywords (mira: epochs=10, C=0.01, ...); unknown ones are errors."""
+    from dataclasses import fields
 
-        known = {f.name for f in fields(cls.Options)}
-        unknown = sorted(set(keywords) - known)
-        if unknown:
-            raise TypeError(f"unknown option {unknown[0]!r} of the tuner (known: {', '.join(sorted(known))})")
-        return cls.Options(**keywords)
-    return plugin.options(_plugin_options({"tuner": cls}, keywords, "tuner"))
+    known = {f.name for f in fields(cls.Options)}
+    unknown = sorted(set(keywords) - known)
+    if unknown:
+        raise TypeError(f"unknown option {unknown[0]!r} of the tuner (known: {', '.join(sorted(known)) or 'none'})")
+    return cls.Options(**keywords)
 
 
 def tune(nbest: NBestList | PathLike, refs, tuner: str = "mira", metric: str = "bleu", runs: int = 1, seed: int = 1, *,
@@ -269,7 +229,7 @@ def tune(nbest: NBestList | PathLike, refs, tuner: str = "mira", metric: str = "
     plugin = installed[tuner]()
     if metric not in plugin.metrics:
         raise InputError(f"tuner {tuner} optimises {', '.join(plugin.metrics)}, not {metric}")
-    options = _tuner_options(installed[tuner], plugin, tuner_options)
+    options = _tuner_options(installed[tuner], tuner_options)
     w0 = None if init is None else _weight_vector(init, nbest)
     data = prepare(nbest, refs, metric=metric, tokenize=tokenize, lowercase=lowercase, tune=tune_features, fix=fix,
                    lang=lang, progress=progress, source=source)

@@ -155,12 +155,6 @@ def options_record(options) -> dict:
     return asdict(options) if is_dataclass(options) else dict(options or {})
 
 
-def tuner_options_from_args(tuner: Tuner, args):
-    """The tuner's options from a parsed `rerank tune` command line (typed `Options` when the
-    tuner declares them, else the dict of its `options(args)`)."""
-    read = getattr(tuner, "options_from_args", None)
-    return read(args) if read is not None else tuner.options(args)
-
 def _one_run(data: TuningData, tuner: Tuner, tuner_name: str, w0: np.ndarray, r: int, seed: int, runs: int,
              options: dict, how: str, progress: bool, verbose: Callable[[str], None] | None) -> TuneRun:
     """Run r with `seed`; its weights rescaled by `how` and scored as they will be applied."""

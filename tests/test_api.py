@@ -153,6 +153,7 @@ def test_add_features_by_name_with_keyword_options(tmp_path):
     with_mbr = rerank.add_features(nbest, "mbr")
     chrf = rerank.add_features(nbest, ["mbr"], mbr_utility="chrf")
     assert with_mbr.feature_names == nbest.feature_names + ["mbr"]
+    assert np.array_equal(rerank.add_features(nbest, "mbr", utility="chrf").column("mbr"), chrf.column("mbr"))
     assert not np.allclose(with_mbr.column("mbr"), chrf.column("mbr"))
     with pytest.raises(InputError, match="already"):
         rerank.add_features(with_mbr, "mbr")

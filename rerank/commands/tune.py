@@ -18,7 +18,7 @@ from rerank.errors import InputError
 from rerank.metrics import make_metric
 from rerank.io import file_digest, read_references
 from rerank.metrics.registry import QUALITY_METRICS, display_name, metric_info
-from rerank.multirun import TuneRun, run_paths, stale_runs, tune_runs, tuner_options_from_args
+from rerank.multirun import TuneRun, run_paths, stale_runs, tune_runs
 from rerank.outputs import check_outputs
 from rerank.tuning import prepare
 from rerank.tuning_plot import plot_tuning
@@ -178,7 +178,7 @@ def _run(args, tuner) -> int:
           + (f" ({merged} exact duplicates merged)" if merged else "")
           + f", {int(data.tuned.sum())} of {len(data.feature_names)} features tuned", file=sys.stderr)
     result = tune_runs(data, tuner, tuner_name=args.tuner, runs=args.runs, seed=args.seed, w0=w0,
-                       options=tuner_options_from_args(tuner, args), normalize=args.normalize, output=args.output,
+                       options=tuner.options_from_args(args), normalize=args.normalize, output=args.output,
                        settings=_settings(args), meta=_meta(args), progress=show_progress(args),
                        verbose=(lambda msg: print(msg, file=sys.stderr)) if args.verbose else None,
                        on_run=lambda run: _print_run(args, metric, run))
