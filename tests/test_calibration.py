@@ -104,6 +104,15 @@ def test_default_tests_reject_alpha_under_the_null(null_p, layout, test):
     assert_in_band(null_p, layout, test)
 
 
+@pytest.mark.parametrize("layout", LAYOUTS, ids=lambda x: f"{x[0]}v{x[1]}" + ("-correlated" if x[2] else ""))
+def test_marks_need_both_tests_and_stay_at_or_below_alpha(null_p, layout):
+    """A mark needs the randomisation test and the bootstrap to reject: under the null it is set
+    at most as often as either test rejects, so no more than the band's upper end allows."""
+    _, hi = band()
+    both = ((null_p[(layout, "ar")] < ALPHA) & (null_p[(layout, "bs")] < ALPHA)).sum(axis=0)
+    assert (both <= hi).all() and (both <= (null_p[(layout, "ar")] < ALPHA).sum(axis=0)).all(), both
+
+
 @pytest.mark.parametrize("layout", [(3, 3, False), (1, 3, False)], ids=["3v3", "1v3"])
 def test_stratified_split_is_exact_for_independent_runs(null_p, layout):
     assert_in_band(null_p, layout, "ar_stratified")
