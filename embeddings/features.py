@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rerank.cliargs import positive_int
-from rerank.errors import InputError, needs_neural
+from rerank.errors import InputError, needs_neural, require
 from rerank.features import Feature, FeatureContext, make_options
 from rerank.nbest import NBestList
 from rerank.progress import progress_bar
@@ -141,6 +141,11 @@ class MLMMEFeatures(Feature):
                 options: MLMMEOptions | None = None) -> dict[str, np.ndarray]:
         context = context or FeatureContext()
         options = make_options(MLMMEOptions, options)
+        what = f"the {', '.join(which)} feature"
+        require(self.requires, what)  # torch named first, the module most installs lack
+        with needs_neural(what):
+            from rerank.embeddings.data import load_features
+            from rerank.embeddings.encoder import Encoder
         if not options.models:
             raise InputError(f"{', '.join(which)} need an embedding model (MODEL.pt)")
         models, prefixes = list(options.models), list(options.prefixes)
@@ -148,9 +153,6 @@ class MLMMEFeatures(Feature):
             raise InputError(f"{len(models)} models need {len(models)} column prefixes to name their columns")
         if len(prefixes) > len(models):
             raise InputError(f"{len(prefixes)} column prefixes for {len(models)} models")
-        with needs_neural(f"the {', '.join(which)} feature"):
-            from rerank.embeddings.data import load_features
-            from rerank.embeddings.encoder import Encoder
         images = None
         if options.images:
             whole = load_features(options.images, context.total_sentences or nbest.n_sentences)

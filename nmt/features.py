@@ -16,7 +16,7 @@ import numpy as np
 
 from rerank.cliargs import positive_int
 from rerank.device import resolve_device
-from rerank.errors import InputError, needs_neural
+from rerank.errors import InputError, needs_neural, require
 from rerank.features import Feature, FeatureContext, make_options
 
 # torch and the models are imported in compute() (nmt/scoring.py), so that listing the plug-ins,
@@ -57,13 +57,13 @@ class ChannelFeature(Feature):
     def compute(self, nbest, which, context=None, options=None):
         context = context or FeatureContext()
         options = make_options(ChannelOptions, options)
+        require(self.requires, "the channel feature")
+        with needs_neural("the channel feature"):
+            from rerank.nmt.scoring import channel_scores, distinct_pairs, set_threads
         if not options.model:
             raise InputError("channel needs a reverse NMT model (a `rerank nmt train` run directory)")
         if context.sources is None:
             raise InputError("channel needs the source sentences")
-        with needs_neural("the channel feature"):
-            from rerank.nmt.scoring import channel_scores, distinct_pairs, set_threads
-
         set_threads(context)
         pairs, index = distinct_pairs(nbest)
         scores, lengths = channel_scores(options.model, [h for _, h in pairs], [context.sources[i] for i, _ in pairs],
@@ -89,12 +89,12 @@ class LMFeature(Feature):
     def compute(self, nbest, which, context=None, options=None):
         context = context or FeatureContext()
         options = make_options(LMOptions, options)
-        if not options.model:
-            raise InputError("lm needs a language model (a `rerank lm train` run directory)")
+        require(self.requires, "the lm feature")
         with needs_neural("the lm feature"):
             from rerank.nmt.lm import LanguageModel
             from rerank.nmt.scoring import set_threads
-
+        if not options.model:
+            raise InputError("lm needs a language model (a `rerank lm train` run directory)")
         set_threads(context)
         lm = LanguageModel.load(options.model, resolve_device(context.device))
         if lm.config.lang != context.tgt_lang:

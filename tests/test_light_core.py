@@ -88,6 +88,31 @@ def test_the_core_commands_run_without_torch(tmp_path):
     assert "mbr" in json.loads((tmp_path / "w.json").read_text())["weights"]
 
 
+API_SCRIPT = f"""
+import rerank
+J = {str(JOSHUA)!r}
+refs = [J + f".ref.{{k}}" for k in range(4)]
+nbest = rerank.add_features(rerank.read_nbest(J + ".nbest"), "mbr", utility="chrf")
+tuned = rerank.tune(nbest, refs, tuner="mert", tokenize="none", restarts=2)
+best = rerank.apply(nbest, tuned.weights)
+ev = rerank.evaluate(refs, ("first", rerank.first_best(nbest)), {{"mert": best}}, metrics=("bleu",), ar=50,
+                     bootstrap=0, tokenize="none")
+print(ev.score("mert", "bleu"), rerank.oracle(nbest, refs, tokenize="none").bleu)
+print(sorted(m for m in sys.modules if m.split(".")[0] in {NEURAL!r}))
+"""
+
+
+def test_the_python_api_works_without_torch():
+    result = without_neural(API_SCRIPT)
+    assert result.returncode == 0, result.stderr
+    scores, loaded = result.stdout.strip().splitlines()
+    assert all(float(x) > 0 for x in scores.split()) and loaded == "[]"
+    failed = without_neural("import rerank\nrerank.add_features(rerank.read_nbest(sys.argv[1]), 's_s')",
+                            f"{JOSHUA}.nbest")
+    assert failed.returncode != 0
+    assert f"needs torch, which is not installed: {INSTALL_NEURAL}" in failed.stderr.strip().splitlines()[-1]
+
+
 @pytest.mark.parametrize("args,what", [
     (["features", "{nbest}", "--which", "s_s", "--src", "{ref}", "-m", "{model}", "-o", "out"], "the s_s feature"),
     (["features", "{nbest}", "--which", "lm", "--lm-model", ".", "-o", "out"], "the lm feature"),
