@@ -129,7 +129,6 @@ def _epoch(model, batches, data, optimizer, cfg, device, progress) -> float:
     total, tokens = 0.0, 0
     with progress_bar(progress, "lm epoch", total=len(batches), unit="batch") as bar:  # closed on Ctrl-C too
         for batch in batches:
-            bar.update(1)
             out, _ = pad([data[i] for i in batch])
             out = out.to(device)
             loss = -model.token_logprobs(out).sum()
@@ -139,6 +138,7 @@ def _epoch(model, batches, data, optimizer, cfg, device, progress) -> float:
             nn.utils.clip_grad_norm_(model.parameters(), cfg.clip)
             optimizer.step()
             total, tokens = total + float(loss.detach()), tokens + n
+            bar.update(1)
     return total / max(tokens, 1)
 
 
