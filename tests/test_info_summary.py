@@ -27,6 +27,9 @@ def reference_summary(nbest: NBestList) -> dict:
         features[name] = {"min": float(column.min()) if len(column) else None, "mean": float(column.mean()) if len(column) else None,
                           "max": float(column.max()) if len(column) else None, "missing": int(nbest.missing.get(name, 0))}
     problems = [] if nbest.n_hyps else ["no hypotheses: the n-best list is empty"]
+    if nbest.n_hyps and all(size == 1 for size in sizes) and not nbest.feature_names and nbest.scores is None:
+        problems.append("no n-best structure: one hypothesis per sentence and no features or scores (a plain text "
+                        "file, such as references or a 1-best? see docs/formats.md)")
     if empty:
         problems.append(f"{empty} empty hypotheses")
     if duplicates:
@@ -120,3 +123,14 @@ def test_string_column_iterates_in_blocks_as_strings():
     strings = [f"s{k} ä\u2028" if k % 7 else "" for k in range(9000)] + ["a\nb", "\r", "x"]
     assert list(StringColumn.from_strings(strings)) == strings
     assert list(StringColumn.from_strings([])) == []
+
+
+def test_a_plain_text_file_is_said_to_hold_no_nbest_structure(tmp_path, capsys):
+    """References or a 1-best read as an n-best list: one hypothesis per sentence, no features; info
+    says so instead of "problems: none". A real list (several hypotheses or features) does not."""
+    plain = write(tmp_path, "ref.de", "ein Hund\nzwei Katzen\n")
+    code, out, _ = run(["info", plain], capsys)
+    assert code == 0 and "no n-best structure" in out
+    nbest = write(tmp_path, "l.nbest", "0 ||| ein Hund ||| tm= -1 ||| -1\n0 ||| der Hund ||| tm= -2 ||| -2\n")
+    code, out, _ = run(["info", nbest], capsys)
+    assert code == 0 and "no n-best structure" not in out

@@ -31,6 +31,9 @@ def summarize(nbest: NBestList) -> dict:
     for name, stats in zip(nbest.feature_names, column_stats(nbest.features)):
         features[name] = {**stats, "missing": int(nbest.missing.get(name, 0))}
     problems = [] if nbest.n_hyps else ["no hypotheses: the n-best list is empty"]
+    if nbest.n_hyps and (sizes == 1).all() and not nbest.feature_names and nbest.scores is None:
+        problems.append("no n-best structure: one hypothesis per sentence and no features or scores (a plain text "
+                        "file, such as references or a 1-best? see docs/formats.md)")
     if empty:
         problems.append(f"{empty} empty hypotheses")
     if duplicates:
