@@ -10,6 +10,7 @@ Text only: no image features exist for the shipped lists, so only s_s(source, hy
 
 from __future__ import annotations
 
+import logging
 import glob
 import os
 import re
@@ -23,6 +24,8 @@ from rerank.consensus import mbr_scores
 from rerank.errors import InputError
 from rerank.formats import read_nbest, read_references, write_nbest
 from rerank.io import atomic_write, read_lines
+
+logger = logging.getLogger(__name__)
 
 NO_IMAGES = ("text-only: no image features are available, so the image-sentence feature s_i "
              "is not used; s_s comes from a text-only (R_ML) embedding model")
@@ -137,7 +140,7 @@ def run_demo(out_dir: str | None = None, flavour: str | None = None, n: int = 20
     """Run the demo; returns the report text (also written to out_dir/report.md if given).
     `lists_dir`: lists named like the shipped ones to use instead of them (same sentences)."""
     start = time.time()
-    log = lambda msg: print(f"[{time.time() - start:6.1f}s] {msg}", file=sys.stderr)  # noqa: E731
+    log = lambda msg: logger.info(f"[{time.time() - start:6.1f}s] {msg}")  # noqa: E731
     flavour, n, paths = choose_lists(flavour, n, lists_dir)
     model = model or default_model()
     log(f"NMT flavour {flavour!r}, {n}-best lists: {paths['val']}, {paths['test_2016']}")

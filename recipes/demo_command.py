@@ -52,6 +52,16 @@ def add_parser(subparsers):
 
 
 def run(args) -> int:
+    """The demo, with its log lines (INFO records of the `rerank` loggers) on stderr."""
+    import logging
+
+    from rerank.cliargs import stderr_log
+
+    with stderr_log(logging.INFO):
+        return _run(args)
+
+
+def _run(args) -> int:
     from rerank.recipes.demo import run_demo
 
     setup_torch(args)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 import time
@@ -26,6 +27,8 @@ from rerank.recipes.embedding_variants import CONFIGS, GROUPS, available, load_v
 from rerank.recipes.steps import Steps, marker_path, read_marker
 from rerank.errors import InputError
 from rerank.io import atomic_copy, atomic_write
+
+logger = logging.getLogger(__name__)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOCS = os.path.join(ROOT, "docs", "results")
@@ -51,7 +54,7 @@ class Study:
     def log(self, msg: str) -> None:
         line = f"[{time.time() - self.start:7.1f}s] {msg}"
         if not self.quiet:
-            print(line, file=sys.stderr, flush=True)
+            logger.info(line)
         with open(os.path.join(self.out, "study.log"), "a", encoding="utf-8") as f:
             f.write(line + "\n")
 
@@ -247,7 +250,15 @@ def publish(out: str, docs: str = DOCS) -> list[str]:
     return [dst, page]
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv=None) -> int:
+    """The command line of this module, with the pipeline's log lines (INFO records) on stderr."""
+    from rerank.cliargs import stderr_log
+
+    with stderr_log(logging.INFO):
+        return _main(argv)
+
+
+def _main(argv: list[str] | None = None) -> int:
     from rerank.device import add_torch_options, setup_torch
 
     ap = argparse.ArgumentParser(prog="python -m rerank.recipes.embedding_study", description=__doc__.split("\n\n")[0])

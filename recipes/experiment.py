@@ -7,16 +7,18 @@ the baseline is the decoder's own 1-best (the first hypothesis of every list).
 
 from __future__ import annotations
 
+import logging
 import json
 import os
 import re
-import sys
 from dataclasses import dataclass, field
 
 from rerank.bleu import oracle
 from rerank.io import atomic_write
 from rerank.nbest import NBestList
 from rerank.weights import best_rows, weight_vector, write_weights
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -80,8 +82,10 @@ def run_experiment(dev: NBestList, dev_refs, test: NBestList, test_refs, systems
                    runs: int = 3, seed: int = 1, epochs: int = 60, tokenize: str = "13a",
                    metrics=("bleu", "meteor", "ter"), lang: str = "de", second_baseline: str | None = None,
                    ar_trials: int = 10000, bootstrap: int = 1000, meteor_options: dict | None = None,
-                   out_dir: str | None = None, log=lambda msg: print(msg, file=sys.stderr)) -> ExperimentResult:
-    """Tune, rerank, evaluate. Writes weights, outputs and tables under `out_dir` when given."""
+                   out_dir: str | None = None, log=None) -> ExperimentResult:
+    """Tune, rerank, evaluate. Writes weights, outputs and tables under `out_dir` when given.
+    `log`: called with each line of progress (default: INFO records of this module's logger)."""
+    log = log or logger.info
     from rerank.evaluation import evaluate_systems
 
     all_weights, dev_scores, outputs = {}, {}, {}

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 
@@ -27,6 +28,8 @@ from rerank.recipes.demo import BASE_FEATURES
 from rerank.recipes.experiment import leading_references, rerank, tune_system
 from rerank.recipes.stronger import SPLIT_FILES
 from rerank.io import atomic_copy, atomic_write
+
+logger = logging.getLogger(__name__)
 
 VARIANTS = {  # name -> mbr_scores options; "T=1" is the stronger reranker's own mbr column
     "T=1": {}, "T=0.25": {"temperature": 0.25}, "T=0.5": {"temperature": 0.5}, "T=2": {"temperature": 2.0},
@@ -97,11 +100,19 @@ def run(args, command: str) -> dict:
             key = f"{flavour} {n}-best"
             study["lists"][key] = study_list(lists["val"], refs["val"], lists["test_2016"], refs["test_2016"],
                                              VARIANTS, args.runs, args.seed, args.epochs)
-            print(f"{key}: done", file=sys.stderr, flush=True)
+            logger.info(f"{key}: done")
     return study
 
 
 def main(argv=None) -> int:
+    """The command line of this module, with the pipeline's log lines (INFO records) on stderr."""
+    from rerank.cliargs import stderr_log
+
+    with stderr_log(logging.INFO):
+        return _main(argv)
+
+
+def _main(argv=None) -> int:
     from rerank.cliargs import positive_int
     from rerank.errors import InputError
 

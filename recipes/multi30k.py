@@ -15,6 +15,7 @@ record the SHA-256 of their inputs and are redone when an input file has changed
 
 from __future__ import annotations
 
+import logging
 import json
 import os
 import platform
@@ -29,6 +30,8 @@ from rerank.recipes.steps import Steps
 from rerank.errors import InputError
 from rerank.formats import read_nbest, read_references, write_nbest
 from rerank.io import atomic_write, read_lines
+
+logger = logging.getLogger(__name__)
 
 FLAVOURS = ("weak", "regular", "optimised")
 SPLITS = {"val": "val", "test_2016": "test_2016_flickr"}
@@ -85,7 +88,7 @@ class Recipe:
     # --- helpers -----------------------------------------------------------------------
     def log(self, msg: str) -> None:
         line = f"[{time.time() - self.start:7.1f}s] {msg}"
-        print(line, file=sys.stderr)
+        logger.info(line)
         with open(os.path.join(self.cfg.out, "recipe.log"), "a", encoding="utf-8") as f:
             f.write(line + "\n")
 

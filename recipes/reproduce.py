@@ -23,6 +23,7 @@ measured time of every step).
 
 from __future__ import annotations
 
+import logging
 import json
 import os
 import sys
@@ -34,6 +35,8 @@ from rerank.recipes.steps import Steps
 from rerank.errors import InputError
 from rerank.formats import read_nbest, write_nbest
 from rerank.io import atomic_copy, atomic_write, read_json_object, read_lines
+
+logger = logging.getLogger(__name__)
 
 CONFIGS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "configs")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -59,7 +62,7 @@ class Reproduction:
 
     def log(self, msg: str) -> None:
         line = f"[{time.time() - self.start:7.1f}s] {msg}"
-        print(line, file=sys.stderr)
+        logger.info(line)
         with open(os.path.join(self.out, "reproduce.log"), "a", encoding="utf-8") as f:
             f.write(line + "\n")
 

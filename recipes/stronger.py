@@ -22,6 +22,7 @@ the models is kept in this run's results.json.)
 
 from __future__ import annotations
 
+import logging
 import argparse
 import json
 import os
@@ -34,6 +35,8 @@ from rerank.recipes.steps import Steps
 from rerank.errors import InputError
 from rerank.formats import read_nbest, write_nbest
 from rerank.io import atomic_write, read_lines
+
+logger = logging.getLogger(__name__)
 
 SPLIT_FILES = {"val": "val", "test_2016": "test_2016_flickr"}
 SYSTEMS = [
@@ -99,7 +102,7 @@ class Stronger:
 
     def log(self, msg: str) -> None:
         line = f"[{time.time() - self.start:7.1f}s] {msg}"
-        print(line, file=sys.stderr)
+        logger.info(line)
         with open(os.path.join(self.args.out, "stronger.log"), "a", encoding="utf-8") as f:
             f.write(line + "\n")
 
@@ -213,6 +216,14 @@ def model_records(args) -> dict:
 
 
 def main(argv=None) -> int:
+    """The command line of this module, with the pipeline's log lines (INFO records) on stderr."""
+    from rerank.cliargs import stderr_log
+
+    with stderr_log(logging.INFO):
+        return _main(argv)
+
+
+def _main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m rerank.recipes.stronger", description=__doc__.split("\n\n")[0])
     ap.add_argument("--lm-model", help="`rerank lm train` run directory (German); needed unless --reuse-columns "
                     "finds lm and lm_norm in every list")

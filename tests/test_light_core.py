@@ -252,3 +252,26 @@ def test_library_errors_name_no_command_line_flag():
                 if " --" in f" {text}" or "(--" in text:
                     found.append(f"{name}:{node.lineno}: {text}")
     assert not found, "\n".join(found)
+
+
+def test_recipes_log_and_print_only_on_their_command_lines():
+    """The pipelines (rerank.recipes) report through logging too: print() only in the command
+    modules (*_command.py), the `main` of a `python -m` script and its `__main__` block."""
+    found = []
+
+    def visit(node, name, where):
+        for child in ast.iter_child_nodes(node):
+            inside = where
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                inside = child.name
+            elif isinstance(child, ast.If) and "__main__" in ast.unparse(child.test):
+                inside = "main"
+            if isinstance(child, ast.Call) and isinstance(child.func, ast.Name) and child.func.id == "print" \
+                    and where not in ("main", "_main"):
+                found.append(f"{name}:{child.lineno}: print() in {where or 'the module'}")
+            visit(child, name, inside)
+
+    for path in sorted((ROOT / "recipes").glob("*.py")):
+        if not path.name.endswith("_command.py"):
+            visit(ast.parse(path.read_text(encoding="utf-8")), path.name, None)
+    assert not found, "\n".join(found)
