@@ -13,7 +13,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
@@ -21,6 +20,7 @@ import numpy as np
 
 from rerank.metrics import Metric, make_metric
 from rerank.metrics.registry import display_name
+from rerank.progress import track
 from rerank.significance import (Resamples, approximate_randomization, as_runs, holm_bonferroni,
                                  paired_bootstrap, run_statistics)
 
@@ -297,11 +297,8 @@ def _statistics(metric_objs: list[Metric], refs, all_systems: dict, progress: bo
         [line for runs in all_systems.values() for hyps in runs for line in hyps]
     for metric in metric_objs:
         metric.prepare(all_texts)
-    iterator = [(s, metric) for s in all_systems for metric in metric_objs]
-    if progress:
-        from tqdm import tqdm
-
-        iterator = tqdm(iterator, desc="statistics", unit="system-metric", file=sys.stderr)
+    iterator = track([(s, metric) for s in all_systems for metric in metric_objs], progress, "statistics",
+                     unit="system-metric")
     n = len(refs[0])
     return {(sname, metric.name): metric.system_stats(sname, len(all_systems[sname]), n)
             if hasattr(metric, "system_stats") else np.stack([metric.sentence_stats(h, refs) for h in all_systems[sname]])
