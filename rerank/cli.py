@@ -17,8 +17,16 @@ from rerank.cliargs import reset_command_line, set_command_line, stderr_log
 from rerank.errors import InputError, MissingDependency, missing_neural
 
 
+class OneLineErrors(argparse.ArgumentParser):
+    """An argument error is one line, `rerank CMD: error: problem (see rerank CMD --help)`, exit
+    status 2, as for every other bad input; argparse would print the whole usage block first."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineErrors(
         prog="rerank",
         description="Rerank MT n-best lists with multilingual multi-modal sentence embeddings: "
         "read and convert n-best formats, add features, tune weights, rerank, and evaluate "

@@ -204,3 +204,14 @@ def test_console_script_and_module_entry_point(tmp_path):
     bad = write(tmp_path, "bad.nbest", "3 ||| a ||| f= 1 ||| 1\n")
     result = subprocess.run([sys.executable, "-m", "rerank", "info", bad], capture_output=True, text=True)
     assert result.returncode == 2 and "bad.nbest:1: sentence ids must start at 0" in result.stderr
+
+
+def test_an_argument_error_is_one_line(capsys):
+    """A bad option value is one line naming the command and the problem, exit 2: no usage block."""
+    from rerank.cli import main
+
+    with pytest.raises(SystemExit) as stop:
+        main(["tune", "x", "--runs", "0", "-r", "y", "-o", "w.json"])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("rerank tune: error: argument --runs") and "usage:" not in err
