@@ -88,3 +88,15 @@ def test_the_core_names_no_component():
             found += [f"{path.relative_to(ROOT)}:{node.lineno} {n}" for n in names
                       if n.split(".")[0] in COMPONENTS or n.split(".")[:2] in [["rerank", c] for c in COMPONENTS]]
     assert not found, "\n".join(found)
+
+
+def test_gitignore_keeps_every_project_entry_of_the_root():
+    """.gitignore ignores every entry of the repository root but the project's own (outputs of the
+    docs' examples land there): each tracked top-level file or folder is on its list."""
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True)
+    if tracked.returncode != 0:
+        pytest.skip("not a git checkout")
+    top = sorted({line.split("/")[0] + ("/" if "/" in line else "") for line in tracked.stdout.splitlines()})
+    done = subprocess.run(["git", "check-ignore", "--no-index", "--stdin"], cwd=ROOT, input="\n".join(top),
+                          capture_output=True, text=True)
+    assert not done.stdout.split(), f"tracked but ignored: {done.stdout.split()}"

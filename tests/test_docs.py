@@ -159,8 +159,22 @@ def test_doc_shell_blocks_run(name, shipped, tmp_path):
             failures.append(f"{name}:{block.line}: the {block.lang} block failed\n{block.text}{failure}")
             break  # later blocks may need this one's files
     failures += [f"{name}: {problem}" for problem in hidden_commands(markdown)]
+    failures += [f"{name}: its blocks leave {', '.join(left)} in the repository root, and .gitignore does not cover "
+                 "them" for left in [unignored(tmp_path, skip=(shipped.name, "rerank"))] if left]
     print(f"{name}: " + ("; ".join(timings) or "no shell blocks"))
     assert not failures, "\n\n".join(failures)
+
+
+def unignored(folder: Path, skip=()) -> list[str]:
+    """The entries a doc's blocks wrote into `folder` (the repository root to a reader) that the
+    repository's .gitignore does not cover: running the docs from a clone leaves no untracked files."""
+    made = [p.name + ("/" if p.is_dir() else "") for p in sorted(folder.iterdir()) if p.name not in skip]
+    if not made:
+        return []
+    done = subprocess.run(["git", "check-ignore", "--no-index", "--stdin"], cwd=ROOT, input="\n".join(made),
+                          capture_output=True, text=True)
+    ignored = set(done.stdout.split())
+    return [m for m in made if m not in ignored]
 
 
 def test_the_main_docs_have_runnable_blocks():
