@@ -14,7 +14,7 @@ from rerank.bleu import bleu_signature, make_bleu
 from rerank.cliargs import (add_nbest_positional, add_quiet, nbest_inputs, nonnegative_int, positive_int, resolve_nbest,
                             show_progress, stderr_log)
 from rerank.commands._common import FORMAT_HELP, add_nbest_input, load_nbest
-from rerank.errors import InputError
+from rerank.errors import InputError, require
 from rerank.metrics import make_metric
 from rerank.io import file_digest, read_references
 from rerank.metrics.registry import QUALITY_METRICS, display_name, metric_info
@@ -100,6 +100,7 @@ def _tuner(args):
     if args.metric not in tuner.metrics:
         raise InputError(f"--tuner {args.tuner} optimises {', '.join(tuner.metrics)}, not {args.metric}")
     make_bleu(args.tokenize, args.lowercase)  # checks the tokenizer name before reading big files
+    require(getattr(tuner, "requires", ()), f"the {args.tuner} tuner")  # a missing extra, before any work
     return tuner
 
 
