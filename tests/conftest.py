@@ -14,6 +14,7 @@ that fails with the install line when run without the marker's deselection.
 
 import gzip
 import importlib.util
+import os
 import re
 import shutil
 from pathlib import Path
@@ -22,6 +23,10 @@ import pytest
 
 from rerank.errors import INSTALL_NEURAL
 from rerank.io import read_lines
+
+# Caches the library writes (the METEOR paraphrase index, ~80 MB for English) go to build/test-cache
+# in the repository (ignored by git), not to the user's ~/.cache; a later run reuses them.
+os.environ["XDG_CACHE_HOME"] = str(Path(__file__).resolve().parent.parent / "build" / "test-cache")
 
 HAVE_NEURAL = all(importlib.util.find_spec(m) is not None for m in ("torch", "sklearn"))
 if HAVE_NEURAL:

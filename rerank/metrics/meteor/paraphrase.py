@@ -26,11 +26,14 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import logging
 import mmap
 import os
 import tempfile
 
 import numpy as np
+
+logger = logging.getLogger(__name__)
 
 VERSION = 1
 MAGIC = b"MLMMEPPX"
@@ -212,6 +215,8 @@ def open_index(path: str) -> "ParaphraseIndex":
     file = os.path.join(cache_dir(), f"paraphrase-{name}.idx")
     index = load_index(file, source)
     if index is None:
+        logger.warning("METEOR: indexing the paraphrase table %s once, into %s (about the table's size; "
+                       "$XDG_CACHE_HOME moves the cache)", path, file)
         arrays, max_len = build_arrays(path)
         try:
             write_index(file, arrays, max_len, source)
