@@ -8,9 +8,13 @@ from rerank.io import atomic_write
 
 
 def plot_tuning(path: str, curves: list[tuple[str, list]], feature_names: list[str], weights: np.ndarray,
-                metric: str = "BLEU", tuner: str = "mira", step_name: str = "step", higher_is_better: bool = True) -> None:
+                metric: str = "BLEU", tuner: str = "mira", step_name: str = "step", higher_is_better: bool = True,
+                shares: dict[str, float] | None = None, run_label: str = "") -> None:
     """curves: (label, [[step, score], ...]) per run, the metric's own values (TER, not -TER); weights:
-    the final weight vector (of the best run, best in the metric's direction)."""
+    the final weight vector (of the kept run, best in the metric's direction). With `shares` (the
+    weights file's `weight_shares`: |w| times a feature's spread within a list, as a share), the
+    right panel shows those, signed by w: raw weights are not comparable across features of
+    different scales. `run_label` names the run the panel shows."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -28,12 +32,16 @@ def plot_tuning(path: str, curves: list[tuple[str, list]], feature_names: list[s
         ax1.legend()
     ax1.grid(alpha=0.3)
     y = np.arange(len(feature_names))
-    ax2.barh(y, weights, color=np.where(np.asarray(weights) >= 0, "tab:blue", "tab:red"))
+    values = np.asarray(weights, dtype=np.float64)
+    if shares is not None:
+        values = np.sign(values) * np.array([shares.get(n, 0.0) for n in feature_names])
+    ax2.barh(y, values, color=np.where(values >= 0, "tab:blue", "tab:red"))
     ax2.set_yticks(y)
     ax2.set_yticklabels(feature_names, fontsize=7 if len(feature_names) > 25 else 9)
     ax2.invert_yaxis()
     ax2.axvline(0, color="black", lw=0.5)
-    ax2.set_title("final weights")
+    what = ("weight shares (|w| x spread in a list, signed by w)" if shares is not None else "final weights")
+    ax2.set_title(f"{run_label}: {what}" if run_label else what)
     fig.tight_layout()
     with atomic_write(path, "wb") as out:
         fig.savefig(out, format="png", dpi=100)

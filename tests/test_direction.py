@@ -184,6 +184,9 @@ def test_tune_ter_runs_keep_the_lowest_ter_run_and_plot_its_weights(tmp_path, ca
     assert json.loads(out.read_text())["weights"] == chosen["weights"]
     assert f"best run {meta['run']} (lowest TER" in stdout
     assert plotted["weights"] == [chosen["weights"][n] for n in chosen["weights"]] and not plotted["higher_is_better"]
+    # the panel names the run it shows and draws the shares the weights file reports
+    assert plotted["run_label"] == f"run {meta['run']} (kept of 3)"
+    assert plotted["shares"] == pytest.approx(meta["weight_shares"])
 
 
 # ---- consensus (MBR) ----------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from rerank.io import file_digest, read_references
 from rerank.metrics.registry import QUALITY_METRICS, display_name, metric_info
 from rerank.multirun import TuneRun, run_paths, stale_runs, tune_runs
 from rerank.outputs import check_outputs
-from rerank.tuning import prepare
+from rerank.tuning import prepare, weight_shares
 from rerank.tuning_plot import plot_tuning
 from rerank.weights import read_weights, weight_vector
 
@@ -186,8 +186,11 @@ def _run(args, tuner) -> int:
     if args.runs > 1:
         print(f"{result.summary()} copied to {args.output}")
     if args.plot:
-        plot_tuning(args.plot, [(f"run {x.run}", x.curve) for x in result.runs], data.feature_names,
-                    np.array([result.weights[n] for n in data.feature_names]), metric=metric, tuner=args.tuner,
-                    step_name=tuner.step_name, higher_is_better=metric_info(args.metric).higher_is_better)
+        kept = result.runs[result.best]
+        w = np.array([result.weights[n] for n in data.feature_names])
+        plot_tuning(args.plot, [(f"run {x.run}", x.curve) for x in result.runs], data.feature_names, w,
+                    metric=metric, tuner=args.tuner, step_name=tuner.step_name,
+                    higher_is_better=metric_info(args.metric).higher_is_better, shares=weight_shares(data, w),
+                    run_label=f"run {kept.run}" + (f" (kept of {len(result.runs)})" if len(result.runs) > 1 else ""))
     print(f"done in {time.time() - start:.1f}s", file=sys.stderr)
     return 0
