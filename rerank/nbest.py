@@ -265,7 +265,7 @@ class NBestList:
                     f"be written as a second group `{name}=`, which no reader accepts; choose another name"
                     + (" or replace one of its columns" if replace else ""))
         if name in self.feature_names and not replace:
-            return f"the n-best already has a feature {name!r} (replacing it must be asked for)"
+            return f"the n-best already has a feature {name!r}"
         return None
 
     def with_feature(self, name: str, values: np.ndarray, replace: bool = False) -> NBestList:

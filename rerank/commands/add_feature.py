@@ -61,7 +61,7 @@ def join_scores(nbest: NBestList, name: str, values: np.ndarray, source: str, re
     `source` (and the n-best's `nbest_path` when given)."""
     problem = nbest.feature_clash(name, replace)
     if problem:
-        raise InputError(problem, nbest_path)
+        raise InputError(problem + (" (--replace overwrites it)" if name in nbest.feature_names else ""), nbest_path)
     if len(values) == nbest.n_hyps:
         column = values
     elif len(values) == nbest.n_sentences:

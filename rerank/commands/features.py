@@ -116,7 +116,8 @@ def run(args) -> int:
         for column, values in columns.items():
             problem = part.feature_clash(column, args.replace)
             if problem:
-                raise InputError(problem, args.nbest)
+                raise InputError(problem + (" (--replace overwrites it)" if column in part.feature_names else ""),
+                                 args.nbest)
             part = part.with_feature(column, values, replace=args.replace)
     for note in context.notes:
         print(f"note: {note}", file=sys.stderr)
