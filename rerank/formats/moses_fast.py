@@ -37,18 +37,17 @@ def _name(token: str) -> str:
 
 
 def _layout(period: list[str]):
-    """(names, widths) of one line's Moses feature tokens (`name= v1 v2 ...`), or _Unusual."""
-    names, widths = [], []
-    for token in period:
-        if "=" in token:
-            names.append(_name(token))
-            widths.append(0)
-        elif not names:
-            raise _Unusual
-        else:
-            widths[-1] += 1
-    if not names or 0 in widths or len(set(names)) != len(names):
+    """(names, widths) of one line's Moses feature tokens (`name= v1 v2 ...`), or _Unusual: the one
+    parser of the feature field (`rerank.formats.moses.parse_features_fast`) reads the first line;
+    this path takes Moses dense groups only (Joshua's `name=value` pairs go by their own keys)."""
+    from rerank.formats.moses import parse_features_fast
+
+    if not all(token.endswith("=") or "=" not in token for token in period):
         raise _Unusual
+    parsed = parse_features_fast(" ".join(period))
+    if parsed is None or not parsed[0]:
+        raise _Unusual
+    names, widths, _ = parsed
     return tuple(names), tuple(widths)
 
 
