@@ -160,10 +160,10 @@ def iter_lines(path: str) -> Iterator[tuple[int, str]]:
 def _with_progress(lines: Iterator[tuple[int, str]], path: str) -> Iterator[tuple[int, str]]:
     if not _PROGRESS.get():
         return lines
-    from tqdm import tqdm
+    from rerank.progress import track
 
-    return tqdm(lines, desc=f"reading {os.path.basename(path) or path}", unit=" lines", unit_scale=True,
-                file=sys.stderr, mininterval=0.5, leave=False)
+    return track(lines, True, f"reading {os.path.basename(path) or path}", unit=" lines", unit_scale=True,
+                 mininterval=0.5)
 
 
 def head_lines(path: str, n: int) -> list[tuple[int, str]]:
