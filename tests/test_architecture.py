@@ -100,3 +100,20 @@ def test_gitignore_keeps_every_project_entry_of_the_root():
     done = subprocess.run(["git", "check-ignore", "--no-index", "--stdin"], cwd=ROOT, input="\n".join(top),
                           capture_output=True, text=True)
     assert not done.stdout.split(), f"tracked but ignored: {done.stdout.split()}"
+
+
+def test_the_wheel_installs_one_import_package(tmp_path):
+    """The built wheel holds one top-level import package, `rerank` (the component folders inside
+    it), and nothing under another project's name: embeddings, mira, nmt and recipes are each a
+    project on the package index."""
+    import zipfile
+
+    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+                           "-w", str(tmp_path), str(ROOT)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    wheel = next(tmp_path.glob("mlmme_rerank-*.whl"))
+    names = zipfile.ZipFile(wheel).namelist()
+    top = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
+    assert top == {"rerank"}, top
+    for component in COMPONENTS:
+        assert f"rerank/{component}/__init__.py" in names, component
