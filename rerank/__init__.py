@@ -5,7 +5,13 @@ The Python API (docs/api.md) is importable from here: `rerank.read_nbest`, `rera
 that `import rerank` (and every `rerank` command) stays fast and loads no model library.
 """
 
+import logging
+
 __version__ = "0.1.0"
+
+# The library reports through the `rerank` logger and prints nothing; a script that configures no
+# logging sees nothing either (the CLI adds its own stderr handler).
+logging.getLogger("rerank").addHandler(logging.NullHandler())
 
 _API = ("NBestList", "read_nbest", "write_nbest", "add_features", "read_references", "read_weights", "tune",
         "TuneResult", "TuneRun", "apply", "first_best", "oracle", "Oracle", "evaluate", "Evaluation",

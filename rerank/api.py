@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from rerank.bleu import make_bleu
 from rerank.errors import InputError
 from rerank.evaluation import ResultTable, evaluate_systems
 from rerank.io import read_lines, read_references
@@ -213,7 +214,7 @@ def tune(nbest: NBestList | PathLike, refs, tuner: str = "mira", metric: str = "
     """Tune feature weights: `runs` runs of the tuner plug-in `tuner` (mira, mert, pro, ...) with seeds
     seed..seed+runs-1, keeping the run with the best tuning score in the metric's direction (the
     lowest TER). `tuner_options`: the tuner's options as keywords (mira: epochs, C, decay, model_bg,
-    no_shuffle; `rerank tune --help`). `output`: write each run's weights file when it ends and the
+    shuffle; `rerank tune --help`). `output`: write each run's weights file when it ends and the
     kept run there (OUTPUT.runK.json for several runs), and reuse run files a call with the same
     settings and inputs wrote (resume after an interruption), as `rerank tune -o` does.
     """
@@ -236,7 +237,7 @@ def tune(nbest: NBestList | PathLike, refs, tuner: str = "mira", metric: str = "
     settings = None
     if output is not None:
         output = os.fspath(output)
-        choices = {"tuner": tuner, "metric": metric, "tokenize": tokenize, "lowercase": lowercase, "lang": lang,
+        choices = {"tuner": tuner, "metric": metric, "seed": seed, "tokenize": tokenize, "lowercase": lowercase, "lang": lang,
                    "init": None if w0 is None else w0.tolist(), "tune": list(tune_features or []), "fix": list(fix or []),
                    "normalize": normalize, "tuner_options": options_record(options)}
         settings = {"options": choices, "version": __version__, "inputs": {"n-best and references": _digest(nbest, refs)}}
@@ -391,6 +392,7 @@ def evaluate(refs, baseline, systems: Mapping[str, object], metrics: Sequence = 
     """
     if isinstance(baseline, tuple) and len(baseline) == 2 and isinstance(baseline[0], str):
         baseline_name, baseline = baseline
+    make_bleu(tokenize)  # an unknown tokenizer is an InputError before any work
     refs = read_references(refs)
     base_runs = _runs(baseline, f"baseline {baseline_name!r}")
     runs = {str(name): _runs(output, f"system {name!r}") for name, output in systems.items()}

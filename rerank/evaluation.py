@@ -93,8 +93,9 @@ class ResultTable:
         cfg = self.config
         alpha = cfg.get("alpha", 0.05)
         both = cfg.get("bootstrap", 0) >= 2
-        tests = ("approximate randomisation p{} < {a} and paired bootstrap bs_p{} < {a} (its interval of the "
-                 "improvement clear of 0)" if both else "approximate randomisation p{} < {a}")
+        level = f"{100 * (1 - alpha):g}%"
+        tests = ("approximate randomisation p{} < {a} and paired bootstrap bs_p{} < {a} (its " + level + " percentile "
+                 "interval of the improvement clear of 0)" if both else "approximate randomisation p{} < {a}")
         lines = [f"{MARK_BASE}: better than {self.baseline} by " + tests.format("", "", a=alpha)]
         if self.second_baseline:
             lines.append(f"{MARK_SECOND}: better than {self.second_baseline} by " + tests.format("\u2021", "2", a=alpha))
@@ -181,7 +182,9 @@ class ResultTable:
 
 
 def _fmt_p(p: float) -> str:
-    return f"{p:.2f}" if p >= 0.01 else f"{p:.4f}" if p >= 0.0001 else f"{p:.1e}"
+    """Two decimals from 0.1 up, else enough digits that a p below alpha = 0.05 or 0.01 never
+    prints as 0.05 or 0.01 (0.0496 stays 0.0496)."""
+    return f"{p:.2f}" if p >= 0.1 else f"{p:.4f}" if p >= 0.0001 else f"{p:.1e}"
 
 
 def _tex(s: str) -> str:

@@ -134,6 +134,8 @@ def test_tune_is_rerank_tune_and_resumes(tmp_path, capsys):
     assert again.weights == pytest.approx(first.weights) and json.loads(path.read_text())["meta"]["best_of_runs"]
     other = rerank.tune(nbest, J_REFS, runs=2, tokenize="none", epochs=3, output=path)
     assert [r.reused for r in other.runs] == [False, False]
+    reseeded = rerank.tune(nbest, J_REFS, runs=2, seed=7, tokenize="none", epochs=3, output=path)
+    assert [r.reused for r in reseeded.runs] == [False, False] and [r.seed for r in reseeded.runs] == [7, 8]
     with pytest.raises(TypeError, match="unknown .*option 'epoch'"):
         rerank.tune(nbest, J_REFS, epoch=2)
     with pytest.raises(InputError, match="unknown tuner"):
@@ -191,3 +193,17 @@ def test_the_library_logs_instead_of_printing(tmp_path, capsys, caplog):
     assert any("removed" in m and "w.run3.json" in m for m in messages), messages   # the earlier third run
     assert any(m.startswith("warning: weights: no weight for") for m in messages), messages
     assert not stale.exists()
+
+
+def test_a_script_that_configures_no_logging_sees_nothing():
+    """The `rerank` logger has a NullHandler: without logging set up by the script, a library
+    warning is not printed by Python's last-resort handler; with logging set up, it is shown."""
+    import subprocess
+    import sys
+
+    emit = "logging.getLogger('rerank.multirun').warning('a library warning')\n"
+    quiet = subprocess.run([sys.executable, "-c", "import logging, rerank\n" + emit], capture_output=True, text=True)
+    shown = subprocess.run([sys.executable, "-c", "import logging, rerank\nlogging.basicConfig()\n" + emit],
+                           capture_output=True, text=True)
+    assert quiet.returncode == shown.returncode == 0
+    assert quiet.stderr == "" and "a library warning" in shown.stderr

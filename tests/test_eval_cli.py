@@ -132,6 +132,7 @@ def test_python_entry_point_second_baseline_and_multeval_rule():
     (lambda t: ["-r", p("ref.de"), "-r", t["short"], "-b", p("cap1.de")], "lines but"),
     (lambda t: ["-r", p("ref.de"), "-b", p("cap1.de"), "--metrics", "bleu,rouge"], "unknown metric"),
     (lambda t: ["-r", p("ref.de"), "-b", p("cap1.de"), "--lang", "xx"], "unknown language"),
+    (lambda t: ["-r", p("ref.de"), "-b", p("cap1.de"), "--tokenize", "bogus"], "unknown BLEU tokenizer 'bogus'"),
     (lambda t: ["-r", p("ref.de"), "-b", p("cap1.de"), p("nonexistent.de")], "no such file"),
     (lambda t: ["-r", p("ref.de"), "-b", p("cap1.de"), "--second-baseline", "zzz"], "not a system name"),
 ])

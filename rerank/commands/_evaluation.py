@@ -123,6 +123,9 @@ def check_options(args) -> tuple[list[str], list[tuple[str, str]]]:
         raise InputError("give one --weights file per --nbest file")
     if args.stratified and args.multeval_compat:
         raise InputError("--stratified and --multeval-compat are two different tests: choose one")
+    from rerank.bleu import make_bleu
+
+    make_bleu(args.tokenize)  # an unknown --tokenize: one line, before any file is read
     if args.bootstrap == 1:
         raise InputError("--bootstrap must be 0 (no s_sel or intervals) or at least 2, got 1")
     return metrics + [n for n in external if n not in metrics], specs
