@@ -30,7 +30,7 @@ from rerank.io import atomic_copy, atomic_write
 
 logger = logging.getLogger(__name__)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
 DOCS = os.path.join(ROOT, "docs", "results")
 DICTIONARY = os.path.join("muse", "en-de.full.txt.gz")
 

@@ -35,7 +35,7 @@ VARIANTS = {  # name -> mbr_scores options; "T=1" is the stronger reranker's own
     "T=1": {}, "T=0.25": {"temperature": 0.25}, "T=0.5": {"temperature": 0.5}, "T=2": {"temperature": 2.0},
     "chrF": {"utility": "chrf"},
 }
-DOCS_JSON = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "results",
+DOCS_JSON = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(__file__))), "docs", "results",
                          "stronger", "mbr_study.json")
 
 

@@ -15,7 +15,7 @@ from rerank.io import atomic_write
 
 FLAVOURS = ["weak", "regular", "optimised"]
 PAPER = {"weak": (25.7, 33.1), "regular": (32.4, 41.9), "optimised": (35.3, 43.2)}  # BLEU, oracle 20-best
-DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "rerank", "data", "multi30k")
+DATA = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(__file__))), "rerank", "data", "multi30k")
 
 
 def _load(path):

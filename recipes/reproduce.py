@@ -39,7 +39,7 @@ from rerank.io import atomic_copy, atomic_write, read_json_object, read_lines
 logger = logging.getLogger(__name__)
 
 CONFIGS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "configs")
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
 FLAVOURS = ("weak", "regular", "optimised")
 SPLITS = {"val": "val", "test_2016": "test_2016_flickr"}
 

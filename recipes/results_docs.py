@@ -18,7 +18,7 @@ import sys
 
 from rerank.io import atomic_write
 
-DOCS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "results")
+DOCS = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(__file__))), "docs", "results")
 PAPER = {"weak": (25.7, 33.1), "regular": (32.4, 41.9), "optimised": (35.3, 43.2)}  # 1-best BLEU, oracle 20-best
 BLOCK = re.compile(r"(<!-- BEGIN (\w[\w-]*) -->\n)(.*?)(<!-- END \2 -->)", re.S)
 
