@@ -19,6 +19,25 @@ clipped matches min(c_i, c_j) = sum_t [c_i >= t][c_j >= t] come from sparse prod
 count-threshold indicator matrices (block-diagonal by sentence), and the formulas run over all
 pairs as numpy arrays. TER needs an edit distance with shifts per pair (sacrebleu, cached on
 distinct string pairs) and is much slower.
+
+Exact MBR runs in blocks of whole sentences of at most `block_pairs` pairs (a list larger than
+that is a block of its own), so its memory is bounded by the largest list, not by the file; the
+result is the same as one computation over the whole file (every pair's utility and every row's
+sum are the same numbers in the same order; tests check it).
+
+`method="aggregate"` is linear-time MBR with reference aggregation (DeNero et al. 2009, "Fast
+consensus decoding over translation forests"; Vamvas & Sennrich 2024, "Linear-time minimum Bayes
+risk decoding with reference aggregation"), for BLEU and chrF: per list, the posterior-weighted
+expected n-gram counts E[c](g) = sum_j p_j c_j(g) (and the expected reference length, or the
+expected n-gram totals for chrF) form one aggregate reference, and each hypothesis is scored once
+against it with the same formula on fractional statistics, clipped matches min(c_i(g), E[c](g)):
+
+    mbr_agg(h_i) = 100 U(h_i, E_p[h])
+
+It equals exact MBR when all posterior mass is on one hypothesis (then E[c] is that hypothesis's
+counts; this includes one-hypothesis lists), and otherwise differs from it because U is not linear
+in the reference's counts (min is concave, so the aggregate's matches are at least the expected
+matches). Time and memory are linear in the list size.
 """
 
 from __future__ import annotations
@@ -96,31 +115,37 @@ def pair_matches(ids, bounds, group, n, I, pair_offsets, offsets) -> tuple[np.nd
     return matches, totals
 
 
-def bleu_utility(tokens: Sequence[Sequence[str]], nbest: NBestList, I, J, pair_offsets) -> np.ndarray:
+def list_of_row(offsets: np.ndarray) -> np.ndarray:
+    """The list (sentence) of every row, int64 (offsets[-1],)."""
+    sizes = np.diff(offsets)
+    return np.repeat(np.arange(len(sizes), dtype=np.int64), sizes)
+
+
+def bleu_utility(tokens: Sequence[Sequence[str]], offsets: np.ndarray, I, J, pair_offsets) -> np.ndarray:
     """Sentence BLEU+1 of every hypothesis against every hypothesis of its list, (P,)."""
     ids, bounds = integer_sequences(tokens)
-    group = nbest.sentence_of_hyp
+    group = list_of_row(offsets)
     stats = np.zeros((len(I), 10))
     lengths = np.diff(bounds).astype(np.float64)
     stats[:, 0], stats[:, 1] = lengths[I], lengths[J]  # sacrebleu layout: sys_len, ref_len, correct 1-4, total 1-4
     for n in range(1, 5):
-        matches, totals = pair_matches(ids, bounds, group, n, I, pair_offsets, nbest.offsets)
+        matches, totals = pair_matches(ids, bounds, group, n, I, pair_offsets, offsets)
         stats[:, 1 + n], stats[:, 5 + n] = matches, totals[I]
     return sentence_bleu_plus1(stats)
 
 
-def chrf_utility(texts: Sequence[str], nbest: NBestList, I, J, pair_offsets, word_order: int = 0) -> np.ndarray:
+def chrf_utility(texts: Sequence[str], offsets: np.ndarray, I, J, pair_offsets, word_order: int = 0) -> np.ndarray:
     """Sentence chrF (sacrebleu's formula: character 1-6-grams without whitespace), in [0, 1]."""
     from rerank.metrics.sacre import CHRFMetric
 
     metric = CHRFMetric(word_order=word_order)
-    group = nbest.sentence_of_hyp
+    group = list_of_row(offsets)
     columns = []
     units = [[c for c in t if not c.isspace()] for t in texts], [t.split() for t in texts]
     for seqs, orders in ((units[0], CHRF_CHAR_ORDER), (units[1], word_order)):
         ids, bounds = integer_sequences(seqs)
         for n in range(1, orders + 1):
-            matches, totals = pair_matches(ids, bounds, group, n, I, pair_offsets, nbest.offsets)
+            matches, totals = pair_matches(ids, bounds, group, n, I, pair_offsets, offsets)
             columns += [totals[I], totals[J], matches]
     return np.asarray(metric.score_from_stats(np.stack(columns, axis=1))) / 100.0
 
@@ -192,31 +217,175 @@ def tokenize_many(texts: Sequence[str], tokenize: str = "13a", chunk: int = 2000
     return out
 
 
-def mbr_scores(nbest: NBestList, scores: np.ndarray, utility: str = "bleu", temperature: float = 1.0,
-               tokenize: str = "13a", lowercase: bool = False) -> np.ndarray:
-    """The mbr feature of every hypothesis, in percent (see the module doc)."""
-    if utility not in UTILITIES:
-        raise InputError(f"unknown MBR utility {utility!r} (known: {', '.join(UTILITIES)})")
-    I, J, pair_offsets = pair_index(nbest.offsets)
-    texts = [h.lower() for h in nbest.hyps] if lowercase else list(nbest.hyps)
+# ---- reference aggregation (method "aggregate") ----------------------------------------------
+
+def char_sequences(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """(ids, bounds) of the non-whitespace characters of every text (chrF's units), as
+    `integer_sequences` gives them but without a Python step per character: the texts' code
+    points come from one UTF-32 encoding, and ids are the ranks of the code points present."""
+    lengths = np.fromiter((len(t) for t in texts), dtype=np.int64, count=len(texts))
+    points = np.frombuffer("".join(texts).encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    present = np.unique(points) if len(points) <= 4096 else np.flatnonzero(np.bincount(points))
+    space = np.fromiter((chr(c).isspace() for c in present.tolist()), dtype=bool, count=len(present))
+    keep = ~np.isin(points, present[space]) if space.any() else np.ones(len(points), dtype=bool)
+    text = np.repeat(np.arange(len(texts), dtype=np.int64), lengths)
+    bounds = np.concatenate([[0], np.cumsum(np.bincount(text[keep], minlength=len(texts)))]).astype(np.int64)
+    kept = present[~space]
+    return np.searchsorted(kept, points[keep]).astype(np.int64), bounds
+
+
+def ngram_counts(ids: np.ndarray, bounds: np.ndarray, group: np.ndarray, n: int
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(rows, cols, counts): for every text, each distinct n-gram in it and how often it occurs;
+    cols are n-gram ids shared only within a group, dense in 0..G-1. Codes are the base-V numbers
+    of the n-grams' unit ids, renumbered densely only where the next step could leave int64."""
+    lengths = np.diff(bounds)
+    count = np.maximum(lengths - n + 1, 0)
+    n_texts = len(lengths)
+    text = np.repeat(np.arange(n_texts, dtype=np.int64), count)
+    if len(text) == 0:
+        return text, text.copy(), text.copy()
+    start = bounds[text] + (np.arange(len(text), dtype=np.int64) - np.repeat(np.cumsum(count) - count, count))
+    vocab = int(ids.max()) + 1
+    code, top = ids[start], vocab
+    for k in range(1, n):
+        if top * vocab >= 2 ** 62:
+            uniq, code = np.unique(code, return_inverse=True)
+            code, top = code.astype(np.int64), len(uniq)
+        code, top = code * vocab + ids[start + k], top * vocab
+    if top * n_texts >= 2 ** 62:
+        uniq, code = np.unique(code, return_inverse=True)
+        code, top = code.astype(np.int64), len(uniq)
+    keys, counts = np.unique(text * top + code, return_counts=True)
+    rows = keys // top
+    _, cols = np.unique(group[rows] * top + keys % top, return_inverse=True)
+    return rows, cols.astype(np.int64), counts.astype(np.float64)
+
+
+def aggregate_matches(ids, bounds, group, p, n) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(n-gram count of every text, its list's expected n-gram count, clipped matches
+    sum_g min(c_i(g), E[c](g)) against its list's aggregate reference), each (T,)."""
+    rows, cols, counts = ngram_counts(ids, bounds, group, n)
+    n_texts = len(bounds) - 1
+    expected = np.bincount(cols, weights=p[rows] * counts, minlength=int(cols.max(initial=-1)) + 1)
+    matches = np.bincount(rows, weights=np.minimum(counts, expected[cols]), minlength=n_texts)
+    totals = np.bincount(rows, weights=counts, minlength=n_texts)
+    return totals, expected_per_list(totals, group, p), matches
+
+
+def expected_per_list(values: np.ndarray, group: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """sum_j p_j values_j over each row's own list, for every row."""
+    return np.bincount(group, weights=p * values, minlength=int(group.max(initial=-1)) + 1)[group]
+
+
+def bleu_aggregate(tokens: Sequence[Sequence[str]], offsets: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """Sentence BLEU+1 of every hypothesis against its list's aggregate reference, (T,)."""
+    ids, bounds = integer_sequences(tokens)
+    group = list_of_row(offsets)
+    lengths = np.diff(bounds).astype(np.float64)
+    stats = np.zeros((len(lengths), 10))
+    stats[:, 0], stats[:, 1] = lengths, expected_per_list(lengths, group, p)
+    for n in range(1, 5):
+        totals, _, matches = aggregate_matches(ids, bounds, group, p, n)
+        stats[:, 1 + n], stats[:, 5 + n] = matches, totals
+    return sentence_bleu_plus1(stats)
+
+
+def chrf_aggregate(texts: Sequence[str], offsets: np.ndarray, p: np.ndarray, word_order: int = 0) -> np.ndarray:
+    """Sentence chrF (sacrebleu's formula) of every hypothesis against its list's aggregate
+    reference (expected character 1-6-gram counts and totals), in [0, 1]."""
+    from rerank.metrics.sacre import CHRFMetric
+
+    metric = CHRFMetric(word_order=word_order)
+    group = list_of_row(offsets)
+    columns = []
+    units = [(char_sequences(texts), CHRF_CHAR_ORDER)]
+    if word_order:
+        units.append((integer_sequences([t.split() for t in texts]), word_order))
+    for (ids, bounds), orders in units:
+        for n in range(1, orders + 1):
+            columns += aggregate_matches(ids, bounds, group, p, n)
+    return np.asarray(metric.score_from_stats(np.stack(columns, axis=1))) / 100.0
+
+
+# ---- the feature -------------------------------------------------------------------------------
+
+METHODS = ("exact", "aggregate")
+BLOCK_PAIRS = 2_000_000   # exact: pairs per block (about 0.2 KB each at the peak)
+BLOCK_HYPS = 100_000      # aggregate: hypotheses per block
+
+
+def sentence_blocks(cost: np.ndarray, budget: int) -> list[tuple[int, int]]:
+    """Consecutive sentence ranges [a, b) whose summed cost is at most budget; a sentence that
+    alone costs more is a block of its own."""
+    blocks, start, total = [], 0, 0
+    for s, c in enumerate(np.asarray(cost).tolist()):
+        if s > start and total + c > budget:
+            blocks.append((start, s))
+            start, total = s, 0
+        total += c
+    if start < len(cost):
+        blocks.append((start, len(cost)))
+    return blocks
+
+
+def block_scores(texts: list[str], offsets: np.ndarray, p: np.ndarray, utility: str, method: str,
+                 tokenize: str) -> np.ndarray:
+    """The mbr feature (in [0, 1]) of the rows of whole lists: texts, offsets from 0, posteriors."""
+    if method == "aggregate":
+        if utility == "bleu":
+            return bleu_aggregate(tokenize_many(texts, tokenize), offsets, p)
+        return chrf_aggregate(texts, offsets, p)
+    I, J, pair_offsets = pair_index(offsets)
     if utility == "bleu":
-        U = bleu_utility(tokenize_many(texts, tokenize), nbest, I, J, pair_offsets)
+        U = bleu_utility(tokenize_many(texts, tokenize), offsets, I, J, pair_offsets)
     elif utility == "chrf":
-        U = chrf_utility(texts, nbest, I, J, pair_offsets)
+        U = chrf_utility(texts, offsets, I, J, pair_offsets)
     else:
         U = ter_utility(texts, I, J)
-    return 100.0 * expected_utility(U, I, posterior(scores, nbest.offsets, temperature)[J], nbest.n_hyps)
+    return expected_utility(U, I, p[J], len(texts))
+
+
+def mbr_scores(nbest: NBestList, scores: np.ndarray, utility: str = "bleu", temperature: float = 1.0,
+               tokenize: str = "13a", lowercase: bool = False, method: str = "exact",
+               block_pairs: int = BLOCK_PAIRS, block_hyps: int = BLOCK_HYPS) -> np.ndarray:
+    """The mbr feature of every hypothesis, in percent (see the module doc), computed a block of
+    whole lists at a time: at most block_pairs pairs (exact) or block_hyps hypotheses (aggregate)."""
+    if utility not in UTILITIES:
+        raise InputError(f"unknown MBR utility {utility!r} (known: {', '.join(UTILITIES)})")
+    if method not in METHODS:
+        raise InputError(f"unknown MBR method {method!r} (known: {', '.join(METHODS)})")
+    if method == "aggregate" and utility == "ter":
+        raise InputError("the aggregate MBR method needs an n-gram utility (bleu or chrf): TER's edit "
+                         "distance has no expected reference to score against; use the exact method for ter")
+    if not (block_pairs >= 1 and block_hyps >= 1):
+        raise InputError(f"MBR block sizes must be >= 1, got {block_pairs} pairs and {block_hyps} hypotheses")
+    if len(scores) != nbest.n_hyps:
+        raise InputError(f"MBR scores: {len(scores)} values for {nbest.n_hyps} hypotheses")
+    offsets = np.asarray(nbest.offsets, dtype=np.int64)
+    sizes = np.diff(offsets)
+    p = posterior(scores, offsets, temperature)
+    out = np.zeros(nbest.n_hyps)
+    cost, budget = (sizes, block_hyps) if method == "aggregate" else (sizes ** 2, block_pairs)
+    for a, b in sentence_blocks(cost, budget):
+        lo, hi = int(offsets[a]), int(offsets[b])
+        if hi > lo:
+            texts = nbest.hyps[lo:hi]
+            texts = [h.lower() for h in texts] if lowercase else list(texts)
+            out[lo:hi] = block_scores(texts, offsets[a:b + 1] - lo, p[lo:hi], utility, method, tokenize)
+    return 100.0 * out
 
 
 @dataclass(frozen=True)
 class MBROptions:
     """Options of the mbr feature (flags of `rerank features`: --mbr-utility, --mbr-temperature,
-    --mbr-score-feature, --mbr-tokenize)."""
+    --mbr-score-feature, --mbr-tokenize, --mbr-method)."""
 
     utility: str = "bleu"             # bleu, chrf or ter
     temperature: float = 1.0          # posterior = softmax(score / T) within each list
     score_feature: str | None = None  # log-probability column, `total`, or None: nmt if present, else total
     tokenize: str = "13a"             # BLEU tokeniser of the bleu utility
+    method: str = "exact"             # exact (all pairs) or aggregate (one aggregate reference per list)
 
 
 class MBRFeature(Feature):
@@ -236,16 +405,22 @@ class MBRFeature(Feature):
                            help="the model log-probability column for the posterior, or `total` for the lists' "
                            "total scores (default: nmt when the list has it, else total)")
         group.add_argument("--mbr-tokenize", default="13a", help="BLEU tokeniser for the bleu utility (default 13a)")
+        group.add_argument("--mbr-method", choices=METHODS, default="exact",
+                           help="exact: every pair of each list (quadratic in the list size); aggregate: each "
+                           "hypothesis against one reference of posterior-expected n-gram counts per list "
+                           "(linear; bleu and chrf only) (default exact)")
 
     def options(self, args):
         return MBROptions(utility=args.mbr_utility, temperature=args.mbr_temperature,
-                          score_feature=args.mbr_score_feature, tokenize=args.mbr_tokenize)
+                          score_feature=args.mbr_score_feature, tokenize=args.mbr_tokenize,
+                          method=args.mbr_method)
 
     def compute(self, nbest, which, context=None, options=None):
         context = context or FeatureContext()
         options = make_options(MBROptions, options)
         return {"mbr": mbr_scores(nbest, self.scores(nbest, options.score_feature, context.nbest_path),
-                                  options.utility, options.temperature, options.tokenize)}
+                                  options.utility, options.temperature, options.tokenize,
+                                  method=options.method)}
 
     @staticmethod
     def scores(nbest: NBestList, name: str | None, path: str) -> np.ndarray:

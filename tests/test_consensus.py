@@ -1,14 +1,18 @@
 """MBR / consensus feature: pairwise utilities equal sacrebleu's, posteriors, expected utility."""
 
+import os
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sacrebleu.metrics import TER
 
+import rerank
 from rerank import consensus as C
 from rerank.bleu import sentence_bleu_plus1
 from rerank.cli import main
+from rerank.errors import InputError
 from rerank.formats import read_nbest
 from rerank.metrics.sacre import BLEUMetric, CHRFMetric
 from rerank.nbest import NBestList
@@ -49,9 +53,9 @@ def utilities(nbest, utility):
         from sacrebleu.metrics import BLEU
 
         tok = BLEU(tokenize="13a").tokenizer
-        return C.bleu_utility([tok(t.rstrip()).split() for t in texts], nbest, I, J, offsets)
+        return C.bleu_utility([tok(t.rstrip()).split() for t in texts], nbest.offsets, I, J, offsets)
     if utility == "chrf":
-        return C.chrf_utility(texts, nbest, I, J, offsets)
+        return C.chrf_utility(texts, nbest.offsets, I, J, offsets)
     return C.ter_utility(texts, I, J)
 
 
@@ -134,3 +138,73 @@ def test_joined_13a_tokenisation_equals_one_call_per_text(batch):
 
     tok = BLEU(tokenize="13a").tokenizer
     assert C.tokenize_many(batch, chunk=4) == [tok(t.rstrip()).split() for t in batch]
+
+
+# ---- blocks: memory bounded by the largest list, results those of the whole file ---------------
+
+SHIPPED = os.path.join(os.path.dirname(rerank.__file__), "data", "multi30k", "optimised.val.20best.gz")
+
+
+def whole_file(nbest, scores, utility):
+    """The mbr column as one computation over every pair of the whole file (the pre-block code path)."""
+    I, J, pair_offsets = C.pair_index(nbest.offsets)
+    texts = list(nbest.hyps)
+    if utility == "bleu":
+        U = C.bleu_utility(C.tokenize_many(texts), nbest.offsets, I, J, pair_offsets)
+    elif utility == "chrf":
+        U = C.chrf_utility(texts, nbest.offsets, I, J, pair_offsets)
+    else:
+        U = C.ter_utility(texts, I, J)
+    return 100.0 * C.expected_utility(U, I, C.posterior(scores, nbest.offsets)[J], nbest.n_hyps)
+
+
+@pytest.fixture(scope="module")
+def shipped_slice():
+    return read_nbest(SHIPPED).select_sentences(range(40))
+
+
+@pytest.mark.parametrize("utility", ["bleu", "chrf"])
+def test_blocks_of_one_several_or_all_sentences_equal_the_whole_file(shipped_slice, utility):
+    nbest, scores = shipped_slice, shipped_slice.column("nmt")
+    reference = whole_file(nbest, scores, utility)
+    for block_pairs in (1, 7 * 20 ** 2, 10 ** 9):  # one list per block, seven lists, the whole file
+        np.testing.assert_array_equal(C.mbr_scores(nbest, scores, utility, block_pairs=block_pairs), reference)
+
+
+def test_ter_blocks_equal_the_whole_file():
+    nbest = make(LISTS)
+    np.testing.assert_array_equal(C.mbr_scores(nbest, nbest.scores, "ter", block_pairs=1),
+                                  whole_file(nbest, nbest.scores, "ter"))
+
+
+def test_no_block_holds_more_pairs_than_the_budget_or_its_largest_list(shipped_slice, monkeypatch):
+    built = []
+    real = C.pair_index
+    monkeypatch.setattr(C, "pair_index", lambda offsets: built.append(int((np.diff(offsets) ** 2).sum())) or real(offsets))
+    nbest = shipped_slice.select_sentences(range(12))
+    C.mbr_scores(nbest, nbest.column("nmt"), block_pairs=1000)
+    assert len(built) == 6 and max(built) <= 1000  # 20-best lists: 400 pairs each, two per block
+    built.clear()
+    C.mbr_scores(nbest, nbest.column("nmt"), block_pairs=10)
+    assert built == [400] * 12  # a list larger than the budget is a block of its own
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.integers(0, 50), max_size=30), st.integers(1, 100))
+def test_sentence_blocks_cover_every_sentence_in_order_within_the_budget(cost, budget):
+    blocks = C.sentence_blocks(np.array(cost, dtype=np.int64), budget)
+    assert [s for a, b in blocks for s in range(a, b)] == list(range(len(cost)))
+    for a, b in blocks:
+        assert b > a and (sum(cost[a:b]) <= budget or b == a + 1)
+    for (a, b), (c, _) in zip(blocks, blocks[1:]):  # greedy: the next sentence did not fit
+        assert sum(cost[a:b]) + cost[c] > budget
+
+
+def test_bad_method_block_size_and_score_count_are_input_errors():
+    nbest = make(LISTS)
+    with pytest.raises(InputError, match="unknown MBR method 'fast'"):
+        C.mbr_scores(nbest, nbest.scores, method="fast")
+    with pytest.raises(InputError, match="block sizes must be >= 1"):
+        C.mbr_scores(nbest, nbest.scores, block_pairs=0)
+    with pytest.raises(InputError, match="3 values for 11 hypotheses"):
+        C.mbr_scores(nbest, np.zeros(3))
