@@ -1,11 +1,19 @@
 """Model features of the `nmt` component as `rerank features` plug-ins:
 
-- `channel`, `channel_norm`: log p(source | hypothesis) under a reverse NMT model (trained with
-  `rerank nmt train` from the target to the source language), and per source token;
-- `lm`, `lm_norm`: log p(hypothesis) under a GRU language model (`rerank lm train`), and per token.
+- `channel`, `channel_norm`: log p(source | hypothesis) under a reverse translation model, and
+  per scored source token;
+- `direct`, `direct_norm`: log p(hypothesis | source) under a second forward model (an ensemble
+  member, a bigger model), and per scored hypothesis token;
+- `r2l`, `r2l_norm`: log p(reversed hypothesis | source) under a right-to-left model (trained on
+  targets whose words are reversed), and per token;
+- `lm`, `lm_norm`: log p(hypothesis) under a language model, and per token.
 
-Scores are computed once per distinct (sentence, hypothesis) pair (n-best lists repeat strings),
-in length-sorted batches, on the CPU or CUDA, with a progress bar on a terminal.
+Each model flag takes a `rerank nmt train` / `rerank lm train` run, a Hugging Face model
+directory (config.json) or a CTranslate2 directory (model.bin); the directory's content decides
+(rerank.nmt.backends). Scores are computed once per distinct (sentence, hypothesis) pair, in
+length-sorted batches (users' models: filled to a token budget), on the CPU or CUDA, with a
+progress bar on a terminal; users' models' scores are cached by model digest and pair
+(FeatureContext.cache).
 """
 
 from __future__ import annotations
@@ -19,84 +27,227 @@ from rerank.device import resolve_device
 from rerank.errors import InputError, needs_neural, require
 from rerank.features import Feature, FeatureContext, make_options
 
-# torch and the models are imported in compute() (nmt/scoring.py), so that listing the plug-ins,
-# which every `rerank` command does, stays cheap.
+# torch and the models are imported in compute() (nmt/scoring.py, nmt/backends.py), so that
+# listing the plug-ins, which every `rerank` command does, stays cheap.
+
+MODEL_FORMS = "a `rerank nmt train` run, a Hugging Face model directory (config.json) or a CTranslate2 directory (model.bin)"
 
 
 @dataclass(frozen=True)
 class ChannelOptions:
-    """Options of the channel feature (flags of `rerank features`: --channel-model, --channel-batch-size)."""
+    """Options of the channel feature (flags of `rerank features`: --channel-model, --channel-...)."""
 
-    model: str | None = None          # reverse NMT run directory (`rerank nmt train`, target -> source)
-    batch_size: int = 64              # pairs per batch
+    model: str | None = None          # reverse model (target -> source): MODEL_FORMS
+    batch_size: int = 64              # pairs per batch (`rerank nmt train` runs)
+    batch_tokens: int = 4096          # padded tokens per batch (Hugging Face and CTranslate2 models)
+    src_prefix: str = ""              # text before every model input (Marian multi-target: ">>eng<< ")
+    src_lang_code: str | None = None  # the model's source language code (NLLB "deu_Latn", M2M "de")
+    tgt_lang_code: str | None = None  # forced first target token (NLLB "eng_Latn", M2M "__en__")
+
+
+@dataclass(frozen=True)
+class DirectOptions(ChannelOptions):
+    """Options of the direct feature (--direct-model ...: a forward model, source -> target)."""
+
+
+@dataclass(frozen=True)
+class R2LOptions(ChannelOptions):
+    """Options of the r2l feature (--r2l-model ...: a forward model trained on word-reversed targets)."""
 
 
 @dataclass(frozen=True)
 class LMOptions:
-    """Options of the lm feature (flags of `rerank features`: --lm-model, --lm-batch-size)."""
+    """Options of the lm feature (flags of `rerank features`: --lm-model, --lm-batch-size, --lm-batch-tokens)."""
 
-    model: str | None = None          # language model run directory (`rerank lm train`)
-    batch_size: int = 128             # hypotheses per batch
+    model: str | None = None          # `rerank lm train` run, HF causal LM directory or CTranslate2 Generator
+    batch_size: int = 128             # hypotheses per batch (`rerank lm train` runs)
+    batch_tokens: int = 4096          # padded tokens per batch (Hugging Face and CTranslate2 models)
 
 
-class ChannelFeature(Feature):
-    columns = ("channel", "channel_norm")
-    description = "log p(source | hypothesis) under a reverse NMT model (--channel-model), and per source token"
+def reverse_words(text: str) -> str:
+    """The words of `text` in reverse order, as a right-to-left model's training targets are made."""
+    return " ".join(reversed(text.split()))
+
+
+class _TranslationFeature(Feature):
+    """A translation-model feature: `name` and `name_norm` from (input, output) pairs of the list."""
+
+    name = ""
+    model_help = ""
     Options = ChannelOptions
-    requires = ("torch", "sacremoses")
+    requires = ("torch",)
 
     def add_arguments(self, group):
-        group.add_argument("--channel-model", metavar="DIR", help="reverse NMT run directory (`rerank nmt train` "
-                           "from the target to the source language; default: none, needed for channel)")
-        group.add_argument("--channel-batch-size", type=positive_int, default=64,
-                           help="pairs per batch (default: %(default)s)")
+        flag = f"--{self.name}"
+        group.add_argument(f"{flag}-model", metavar="DIR", help=f"{self.model_help}: {MODEL_FORMS} (default: none, "
+                           f"needed for {self.name})")
+        group.add_argument(f"{flag}-batch-size", type=positive_int, default=64,
+                           help="pairs per batch for `rerank nmt train` runs (default: %(default)s)")
+        group.add_argument(f"{flag}-batch-tokens", type=positive_int, default=4096,
+                           help="padded tokens per batch for Hugging Face and CTranslate2 models (default: %(default)s)")
+        group.add_argument(f"{flag}-src-prefix", default="", metavar="TEXT",
+                           help="text put before every model input, e.g. a Marian target token '>>deu<< ' (default: none)")
+        group.add_argument(f"{flag}-src-lang-code", metavar="CODE",
+                           help="the model's source language code for NLLB/M2M tokenizers (default: the tokenizer's)")
+        group.add_argument(f"{flag}-tgt-lang-code", metavar="CODE",
+                           help="forced first target token, e.g. NLLB 'eng_Latn' (default: the model's "
+                           "forced_bos_token_id, if any)")
 
     def options(self, args):
-        return ChannelOptions(model=args.channel_model, batch_size=args.channel_batch_size)
+        prefix = self.name.replace("-", "_")
+        return self.Options(**{f: getattr(args, f"{prefix}_{f}") for f in
+                               ("model", "batch_size", "batch_tokens", "src_prefix", "src_lang_code", "tgt_lang_code")})
+
+    def pairs(self, hyp: str, source: str) -> tuple[str, str]:
+        """(model input, model output) of one hypothesis and its source."""
+        raise NotImplementedError
+
+    def languages(self, context: FeatureContext) -> tuple[str, str]:
+        """(input language, output language) the model must translate between."""
+        raise NotImplementedError
 
     def compute(self, nbest, which, context=None, options=None):
         context = context or FeatureContext()
-        options = make_options(ChannelOptions, options)
-        require(self.requires, "the channel feature")
-        with needs_neural("the channel feature"):
+        options = make_options(self.Options, options)
+        what = f"the {self.name} feature"
+        require(self.requires, what)
+        with needs_neural(what):
+            from rerank.nmt.backends import PROJECT, TranslationSettings, model_kind, translation_scores
             from rerank.nmt.scoring import channel_scores, distinct_pairs, set_threads
         if not options.model:
-            raise InputError("channel needs a reverse NMT model (a `rerank nmt train` run directory)")
+            raise InputError(f"{self.name} needs a model ({self.model_help}): {MODEL_FORMS}")
         if context.sources is None:
-            raise InputError("channel needs the source sentences")
+            raise InputError(f"{self.name} needs the source sentences")
         set_threads(context)
         pairs, index = distinct_pairs(nbest)
-        scores, lengths = channel_scores(options.model, [h for _, h in pairs], [context.sources[i] for i, _ in pairs],
-                                         resolve_device(context.device), options.batch_size, context.progress)
-        out = {"channel": scores[index], "channel_norm": (scores / lengths)[index]}
+        inputs, outputs = zip(*(self.pairs(h, context.sources[i]) for i, h in pairs)) if pairs else ((), ())
+        device = resolve_device(context.device)
+        if model_kind(options.model) == PROJECT:
+            check_project_languages(options.model, self.languages(context), self.name)
+            scores, lengths = channel_scores(options.model, list(inputs), list(outputs), device, options.batch_size,
+                                             context.progress)
+        else:
+            from rerank.score_cache import open_cache
+
+            settings = TranslationSettings(options.src_prefix, options.src_lang_code, options.tgt_lang_code,
+                                           options.batch_tokens)
+            cache = open_cache(context.cache)
+            try:
+                scores, lengths = translation_scores(options.model, inputs, outputs, device, context.threads, settings,
+                                                     self.name, context.progress, cache)
+            finally:
+                if cache is not None:
+                    cache.close()
+        out = {self.name: scores[index], f"{self.name}_norm": (scores / np.maximum(lengths, 1))[index]}
         return {name: out[name] for name in which}
+
+
+def check_project_languages(run_dir: str, expected: tuple[str, str], feature: str) -> None:
+    """A `rerank nmt train` run must translate between the languages the feature needs."""
+    from rerank.nmt.checkpoint import read_json
+
+    import os
+
+    train = read_json(os.path.join(run_dir, "config.json")).get("train", {})
+    have = (train.get("src_lang"), train.get("tgt_lang"))
+    if have != expected:
+        raise InputError(f"{feature} needs a {expected[0]} -> {expected[1]} model; this run translates "
+                         f"{have[0]} -> {have[1]}", run_dir)
+
+
+class ChannelFeature(_TranslationFeature):
+    name = "channel"
+    columns = ("channel", "channel_norm")
+    description = "log p(source | hypothesis) under a reverse translation model (--channel-model), and per source token"
+    model_help = "reverse translation model (target -> source language)"
+    Options = ChannelOptions
+
+    def pairs(self, hyp, source):
+        return hyp, source
+
+    def languages(self, context):
+        return context.tgt_lang, context.src_lang
+
+
+class DirectFeature(_TranslationFeature):
+    name = "direct"
+    columns = ("direct", "direct_norm")
+    description = ("log p(hypothesis | source) under a second forward model (--direct-model), and per hypothesis token")
+    model_help = "forward translation model (source -> target language)"
+    Options = DirectOptions
+
+    def pairs(self, hyp, source):
+        return source, hyp
+
+    def languages(self, context):
+        return context.src_lang, context.tgt_lang
+
+
+class R2LFeature(_TranslationFeature):
+    name = "r2l"
+    columns = ("r2l", "r2l_norm")
+    description = ("log p(hypothesis, words reversed | source) under a right-to-left model (--r2l-model), "
+                   "and per token")
+    model_help = "right-to-left translation model (source -> target language, trained on word-reversed targets)"
+    Options = R2LOptions
+
+    def pairs(self, hyp, source):
+        return source, reverse_words(hyp)
+
+    def languages(self, context):
+        return context.src_lang, context.tgt_lang
 
 
 class LMFeature(Feature):
     columns = ("lm", "lm_norm")
-    description = "log p(hypothesis) under a GRU language model (--lm-model), and per token"
+    description = "log p(hypothesis) under a language model (--lm-model), and per token"
     Options = LMOptions
-    requires = ("torch", "sacremoses")
+    requires = ("torch",)
 
     def add_arguments(self, group):
-        group.add_argument("--lm-model", metavar="DIR", help="language model run directory (`rerank lm train`; default: none, needed for lm)")
+        group.add_argument("--lm-model", metavar="DIR", help="language model: a `rerank lm train` run, a Hugging Face "
+                           "causal LM directory (config.json) or a CTranslate2 Generator directory (model.bin) "
+                           "(default: none, needed for lm)")
         group.add_argument("--lm-batch-size", type=positive_int, default=128,
-                           help="hypotheses per batch (default: %(default)s)")
+                           help="hypotheses per batch for `rerank lm train` runs (default: %(default)s)")
+        group.add_argument("--lm-batch-tokens", type=positive_int, default=4096,
+                           help="padded tokens per batch for Hugging Face and CTranslate2 models (default: %(default)s)")
 
     def options(self, args):
-        return LMOptions(model=args.lm_model, batch_size=args.lm_batch_size)
+        return LMOptions(model=args.lm_model, batch_size=args.lm_batch_size, batch_tokens=args.lm_batch_tokens)
 
     def compute(self, nbest, which, context=None, options=None):
         context = context or FeatureContext()
         options = make_options(LMOptions, options)
         require(self.requires, "the lm feature")
         with needs_neural("the lm feature"):
-            from rerank.nmt.lm import LanguageModel
+            from rerank.nmt.backends import PROJECT, lm_scores, model_kind
             from rerank.nmt.scoring import set_threads
         if not options.model:
-            raise InputError("lm needs a language model (a `rerank lm train` run directory)")
+            raise InputError("lm needs a language model: a `rerank lm train` run, a Hugging Face causal LM directory "
+                             "or a CTranslate2 Generator directory")
         set_threads(context)
-        lm = LanguageModel.load(options.model, resolve_device(context.device))
+        device = resolve_device(context.device)
+        if model_kind(options.model) == PROJECT:
+            sums, counts = self._project_scores(nbest, options, context, device)
+        else:
+            from rerank.score_cache import open_cache
+
+            cache = open_cache(context.cache)
+            try:
+                sums, counts = lm_scores(options.model, nbest.hyps, device, context.threads, options.batch_tokens,
+                                         context.progress, cache)
+            finally:
+                if cache is not None:
+                    cache.close()
+        out = {"lm": sums, "lm_norm": sums / np.maximum(counts, 1)}
+        return {name: out[name] for name in which}
+
+    @staticmethod
+    def _project_scores(nbest, options, context, device):
+        with needs_neural("the lm feature"):
+            from rerank.nmt.lm import LanguageModel
+        lm = LanguageModel.load(options.model, device)
         if lm.config.lang != context.tgt_lang:
             raise InputError(f"the language model is for {lm.config.lang!r}, the hypotheses are {context.tgt_lang!r} "
                              "(the target language)", options.model)
@@ -104,5 +255,4 @@ class LMFeature(Feature):
         index = np.array([distinct.setdefault(h, len(distinct)) for h in nbest.hyps], dtype=np.int64)
         sums, counts = lm.score(list(distinct), options.batch_size, context.progress)
         sums, counts = np.asarray(sums), np.asarray(counts, dtype=np.float64)
-        out = {"lm": sums[index], "lm_norm": (sums / counts)[index]}
-        return {name: out[name] for name in which}
+        return sums[index], counts[index]

@@ -28,19 +28,21 @@ def set_threads(context: FeatureContext) -> None:
 
 
 @torch.no_grad()
-def channel_scores(run_dir: str, hyps: list[str], sources: list[str], device="cpu", batch_size: int = 64,
+def channel_scores(run_dir: str, inputs: list[str], outputs: list[str], device="cpu", batch_size: int = 64,
                    progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """(log p(source_i | hyp_i), source tokens incl. </s>) under the reverse model in run_dir."""
+    """(log p(output_i | input_i), output tokens incl. </s>) under the `rerank nmt train` model in
+    run_dir: the channel feature's log p(source | hypothesis) under a reverse model, and the
+    direct and r2l features' log p(hypothesis | source) under a forward one."""
     from rerank.nmt.checkpoint import load_model
 
     model, src_vocab, tgt_vocab, config = load_model(run_dir, "best", device)
     train = config["train"]
-    hyp_ids = encode_lines(hyps, Tokenizer(train["src_lang"]), src_vocab, 200)
-    src_ids = encode_lines(sources, Tokenizer(train["tgt_lang"]), tgt_vocab, 200)
-    scores = np.zeros(len(hyps))
-    for batch in track(length_batches([len(h) for h in hyp_ids], batch_size, shuffle=False), progress, "channel",
+    in_ids = encode_lines(inputs, Tokenizer(train["src_lang"]), src_vocab, 200)
+    out_ids = encode_lines(outputs, Tokenizer(train["tgt_lang"]), tgt_vocab, 200)
+    scores = np.zeros(len(inputs))
+    for batch in track(length_batches([len(h) for h in in_ids], batch_size, shuffle=False), progress, "nmt scores",
                        unit="batch"):
-        src, src_len = pad([hyp_ids[i] for i in batch])
-        tgt, _ = pad([src_ids[i] for i in batch])
+        src, src_len = pad([in_ids[i] for i in batch])
+        tgt, _ = pad([out_ids[i] for i in batch])
         scores[batch] = model.score(src.to(device), src_len.to(device), tgt.to(device)).cpu().numpy()
-    return scores, np.array([len(s) for s in src_ids], dtype=np.float64)
+    return scores, np.array([len(s) for s in out_ids], dtype=np.float64)

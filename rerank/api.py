@@ -115,11 +115,13 @@ def _feature_options(installed: Mapping[str, type], requested: Mapping[str, list
 
 def add_features(nbest: NBestList | PathLike, names: str | Sequence[str], *, sources: Sequence[str] | PathLike | None = None,
                  src_lang: str = "en", tgt_lang: str = "de", device: str = "cpu", threads: int | None = None,
-                 replace: bool = False, progress: bool = False, **options) -> NBestList:
+                 replace: bool = False, progress: bool = False, cache: str | PathLike | None = None,
+                 **options) -> NBestList:
     """The n-best list with the columns `names` (e.g. "mbr" or ["s_s", "mbr"]) of the installed
     feature plug-ins (rerank.plugins) added. `sources`: one source sentence per n-best sentence
     (a list or a file), for the features that need them; `device` (cpu, cuda) and `threads` (torch
-    CPU threads) for the model features; `options`: the plug-ins' options as
+    CPU threads) for the model features; `cache`: a score-cache file for users' models
+    (rerank.score_cache; None, the default here, caches nothing); `options`: the plug-ins' options as
     keywords: the fields of each plug-in's `Options` (mbr: utility, temperature, score_feature,
     tokenize; `mbr_utility=` names the plug-in too). A column the list has already is an error
     unless `replace`."""
@@ -143,7 +145,7 @@ def add_features(nbest: NBestList | PathLike, names: str | Sequence[str], *, sou
     plugin_options = _feature_options(installed, requested, options)
     context = FeatureContext(nbest_path=source, sources=None if sources is None else list(sources), src_lang=src_lang,
                              tgt_lang=tgt_lang, device=device, threads=threads, total_sentences=nbest.n_sentences,
-                             progress=progress)
+                             progress=progress, cache=None if cache is None else os.fspath(cache))
     for plugin, columns in requested.items():
         values = installed[plugin]().compute(nbest, columns, context, plugin_options[plugin])
         check_columns(values, nbest.n_hyps, plugin)

@@ -14,9 +14,16 @@ class InputError(Exception):
         super().__init__(where + problem)
 
 
-# Modules of the `neural` extra (pyproject.toml): the core imports none of them.
+# Modules of the optional extras (pyproject.toml), by extra: the core imports none of them.
 NEURAL_MODULES = frozenset({"torch", "torchvision", "sklearn", "sentencepiece", "sacremoses", "PIL"})
+EXTRA_OF_MODULE = {**{module: "neural" for module in NEURAL_MODULES}, "transformers": "hf", "tokenizers": "hf",
+                   "safetensors": "hf", "ctranslate2": "ct2", "sentence_transformers": "st", "comet": "comet"}
 INSTALL_NEURAL = "pip install 'mlmme-rerank[neural]'"
+
+
+def install_line(module: str) -> str:
+    """The pip command that installs the extra holding `module`."""
+    return f"pip install 'mlmme-rerank[{EXTRA_OF_MODULE.get(module, 'neural')}]'"
 
 
 class MissingDependency(InputError, ImportError):
@@ -28,14 +35,14 @@ class MissingDependency(InputError, ImportError):
     def __init__(self, module: str, what: str | None = None):
         self.module = module
         self.what = what
-        super().__init__(f"{what or 'this'} needs {module}, which is not installed: {INSTALL_NEURAL}")
+        super().__init__(f"{what or 'this'} needs {module}, which is not installed: {install_line(module)}")
 
 
 def missing_neural(exc: BaseException) -> str | None:
-    """The top-level neural module whose absence `exc` reports (a ModuleNotFoundError), else None."""
+    """The top-level module of an extra whose absence `exc` reports (a ModuleNotFoundError), else None."""
     if isinstance(exc, ModuleNotFoundError) and exc.name:
         root = exc.name.split(".")[0]
-        if root in NEURAL_MODULES:
+        if root in EXTRA_OF_MODULE:
             return root
     return None
 
@@ -52,8 +59,8 @@ def require(modules, what: str) -> None:
 
 
 class needs_neural:
-    """`with needs_neural("the s_s feature"):` turns a missing torch/scikit-learn/... import inside
-    into MissingDependency naming what needs it and the install line."""
+    """`with needs_neural("the s_s feature"):` turns a missing torch/scikit-learn/transformers/...
+    import inside into MissingDependency naming what needs it and the extra's install line."""
 
     def __init__(self, what: str):
         self.what = what

@@ -38,6 +38,7 @@ class FeatureContext:
     first_sentence: int = 0           # index of the first sentence of this shard in the whole list
     total_sentences: int | None = None   # sentences in the whole list (the shard is a part of it)
     progress: bool | Callable = False    # rerank.progress: False, True or a callback
+    cache: str | None = None          # score cache file of users' models (rerank.score_cache; None: no cache)
     notes: list[str] = field(default_factory=list)   # things the caller should tell the user
 
 

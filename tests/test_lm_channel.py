@@ -84,11 +84,11 @@ def test_model_features_need_their_models_and_sources(toy, tmp_path, capsys):
     (tmp_path / "in.nbest").write_text("0 ||| w1 w2 ||| nmt= -1 ||| -1\n")
     base = ["features", str(tmp_path / "in.nbest"), "-o", str(tmp_path / "o")]
     assert main(base + ["--which", "lm"]) == 2
-    assert "lm needs a language model (a `rerank lm train` run directory)" in capsys.readouterr().err
+    assert "lm needs a language model: a `rerank lm train` run, a Hugging Face causal LM" in capsys.readouterr().err
     assert main(base + ["--which", "channel", "--channel-model", str(toy / "rev")]) == 2
     assert "channel needs the source sentences" in capsys.readouterr().err
     assert main(base + ["--which", "lm", "--lm-model", str(tmp_path)]) == 2
-    assert "not a language model run directory" in capsys.readouterr().err
+    assert "not a model directory: no config.json" in capsys.readouterr().err
     assert main(base + ["--which", "lm", "--lm-model", str(toy / "lm"), "--tgt-lang", "en"]) == 2
     assert "the language model is for 'de'" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()

@@ -13,6 +13,7 @@ from rerank.errors import InputError, require
 from rerank.features import FeatureContext, check_columns, column_owners, shard_range
 from rerank.io import read_lines
 from rerank.outputs import check_outputs, nbest_outputs
+from rerank.score_cache import default_cache_path
 
 
 def add_parser(subparsers):
@@ -42,6 +43,10 @@ def add_parser(subparsers):
     parser.add_argument("--threads", type=positive_int, default=1, help="torch CPU threads for the model features "
                         "(default: %(default)s: the encoders' small products run fastest on one thread; torch's "
                         "default spins when the cores are shared)")
+    parser.add_argument("--score-cache", metavar="FILE", default=None, help="score cache of users' models (Hugging Face, "
+                        "CTranslate2, sentence-transformers), keyed by model digest and pair, so a re-run costs "
+                        "nothing (default: $RERANK_CACHE_DIR/scores.sqlite or ~/.cache/mlmme-rerank/scores.sqlite)")
+    parser.add_argument("--no-score-cache", action="store_true", help="neither read nor write the score cache")
     parser.add_argument("--replace", action="store_true", help="overwrite columns the n-best has already, in place "
                         "(default: such a column is an error, nothing is written)")
     parser.add_argument("-o", "--output", required=True, help="output n-best file")
@@ -78,7 +83,7 @@ def _default_columns(plugin, args) -> list[str]:
 
 def _plugin_files(args) -> list[str]:
     """Existing files named by any option (the plug-ins' model, image and other inputs)."""
-    options = [v for k, v in vars(args).items() if k != "output"]
+    options = [v for k, v in vars(args).items() if k not in ("output", "score_cache")]
     values = [x for v in options for x in (v if isinstance(v, list) else [v]) if isinstance(x, str)]
     return [v for v in values if os.path.isfile(v)]
 
@@ -108,7 +113,8 @@ def run(args) -> int:
     part = nbest.select_sentences(range(start, end)) if (start, end) != (0, nbest.n_sentences) else nbest
     context = FeatureContext(nbest_path=args.nbest, sources=sources, src_lang=args.src_lang,
                              tgt_lang=args.tgt_lang, device=args.device, threads=args.threads, first_sentence=start,
-                             total_sentences=nbest.n_sentences, progress=show_progress(args))
+                             total_sentences=nbest.n_sentences, progress=show_progress(args),
+                             cache=None if args.no_score_cache else (args.score_cache or default_cache_path()))
     for plugin, which in requested.items():
         feature = features[plugin]()
         columns = feature.compute(part, which, context, feature.options(args))

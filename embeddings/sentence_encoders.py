@@ -1,0 +1,108 @@
+"""`sim`: cosine similarity of the source and the hypothesis under a users' sentence encoder
+(`sentence-transformers`, a local directory), as a `rerank features` plug-in.
+
+Cross-lingual encoders (LaBSE, multilingual MiniLM/mpnet, distilled USE) put a sentence and its
+translation close together, so `sim` rewards hypotheses that keep the source's meaning, the same
+role as this project's s_s under MLMME (embeddings/features.py), with the user's stronger encoder.
+Each distinct source and hypothesis is encoded once, in length-sorted batches, and the embeddings
+are L2-normalised, so `sim` = cos(source, hypothesis) exactly as sentence-transformers' own
+`similarity` (cosine) computes it. Scores are cached by model digest and pair (rerank.score_cache).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from rerank.cliargs import positive_int
+from rerank.device import resolve_device
+from rerank.errors import InputError, needs_neural, require
+from rerank.features import Feature, FeatureContext, make_options
+from rerank.score_cache import model_digest, open_cache
+
+
+@dataclass(frozen=True)
+class SimOptions:
+    """Options of the sim feature (flags of `rerank features`: --sim-model, --sim-batch-size)."""
+
+    model: str | None = None          # sentence-transformers model directory (or a Hugging Face encoder directory)
+    batch_size: int = 64              # sentences per batch
+
+
+def load_sentence_encoder(path: str, device):
+    """A SentenceTransformer from a local directory, offline; a bad directory is an InputError."""
+    import os
+
+    with needs_neural("the sim feature"):
+        from sentence_transformers import SentenceTransformer
+    if not os.path.isdir(path) or not (os.path.isfile(os.path.join(path, "modules.json"))
+                                       or os.path.isfile(os.path.join(path, "config.json"))):
+        raise InputError("not a sentence-transformers model directory (no modules.json or config.json)", path)
+    try:
+        return SentenceTransformer(path, device=str(device), local_files_only=True)
+    except Exception as exc:  # noqa: BLE001 - a model that does not load is bad input
+        raise InputError(f"cannot load the sentence encoder: {type(exc).__name__}: {exc}", path) from None
+
+
+def cosine_pairs(encoder, lefts: list[str], rights: list[str], batch_size: int, progress=False) -> np.ndarray:
+    """cos(left_i, right_i), each distinct sentence encoded once."""
+    texts = list(dict.fromkeys(lefts + rights))
+    position = {t: i for i, t in enumerate(texts)}
+    vectors = encoder.encode(texts, batch_size=batch_size, convert_to_numpy=True, normalize_embeddings=True,
+                             show_progress_bar=bool(progress) and not callable(progress)).astype(np.float64)
+    left = vectors[[position[t] for t in lefts]]
+    right = vectors[[position[t] for t in rights]]
+    return np.einsum("ij,ij->i", left, right)
+
+
+class SimFeature(Feature):
+    columns = ("sim",)
+    description = "cosine of source and hypothesis under a sentence-transformers encoder (--sim-model)"
+    Options = SimOptions
+    requires = ("torch", "sentence_transformers")
+
+    def add_arguments(self, group):
+        group.add_argument("--sim-model", metavar="DIR", help="sentence-transformers model directory, e.g. a "
+                           "multilingual encoder that maps the source and target languages together (default: "
+                           "none, needed for sim)")
+        group.add_argument("--sim-batch-size", type=positive_int, default=64,
+                           help="sentences per batch (default: %(default)s)")
+
+    def options(self, args):
+        return SimOptions(model=args.sim_model, batch_size=args.sim_batch_size)
+
+    def compute(self, nbest, which, context: FeatureContext | None = None, options=None):
+        context = context or FeatureContext()
+        options = make_options(SimOptions, options)
+        require(self.requires, "the sim feature")
+        if not options.model:
+            raise InputError("sim needs a sentence-transformers model directory")
+        if context.sources is None:
+            raise InputError("sim needs the source sentences")
+        import torch
+
+        if context.threads:
+            torch.set_num_threads(context.threads)
+        pairs = list(dict.fromkeys(zip((context.sources[i] for i in nbest.sentence_of_hyp.tolist()), nbest.hyps)))
+        position = {p: i for i, p in enumerate(pairs)}
+        values = np.zeros(len(pairs))
+        cache = open_cache(context.cache)
+        try:
+            namespace = model_digest(options.model) + "\0sim" if cache is not None else ""
+            found = cache.get(namespace, pairs) if cache is not None else {}
+            for i, (value, _) in found.items():
+                values[i] = value
+            todo = [i for i in range(len(pairs)) if i not in found]
+            if todo:
+                encoder = load_sentence_encoder(options.model, resolve_device(context.device))
+                values[todo] = cosine_pairs(encoder, [pairs[i][0] for i in todo], [pairs[i][1] for i in todo],
+                                            options.batch_size, context.progress)
+                if cache is not None:
+                    cache.put(namespace, [pairs[i] for i in todo], values[todo], np.ones(len(todo)))
+        finally:
+            if cache is not None:
+                cache.close()
+        index = np.array([position[p] for p in zip((context.sources[i] for i in nbest.sentence_of_hyp.tolist()),
+                                                    nbest.hyps)], dtype=np.int64)
+        return {"sim": values[index]} if "sim" in which else {}

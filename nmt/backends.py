@@ -1,0 +1,441 @@
+"""Users' own models behind the `channel`, `direct`, `r2l` and `lm` features.
+
+A model is a local directory, and what it holds says what it is (`model_kind`):
+- `model.bin`: a CTranslate2 model (a Translator for a translation model, a Generator for a
+  language model), with the tokenizer files the converter copies (`--copy_files`);
+- `config.json` naming a `model_type`: a Hugging Face `transformers` model and its tokenizer;
+- `config.json` of `rerank nmt train` / `rerank lm train`: this project's GRU models.
+
+Scores are teacher-forced log-probabilities summed over the model's own target tokens, with the
+end-of-sentence token counted as the model counts it:
+- translation models score `log p(output | input)` over the tokens the tokenizer makes of the
+  output as a target, EOS included; a forced first token (NLLB/M2M target-language code, from
+  the model's generation config or `tgt_lang_code`) is fed but not counted, since decoding
+  forces it; tokens the model's generation config bans (Marian's `<pad>`) are outside the
+  softmax, as in decoding and in the CTranslate2 conversion;
+- causal LMs score every token after BOS, with EOS appended when the tokenizer does not add it,
+  so that a sentence that stops early pays for stopping.
+
+`_norm` columns divide by the number of scored tokens. Each distinct (input, output) pair is
+scored once; batches are sorted by length and filled to a token budget; on CUDA the HF models
+run in bf16/fp16, CTranslate2 in float16. Finished pairs go to a cache keyed by the model's
+digest and the pair (rerank/nmt/score_cache.py), so a re-run costs nothing.
+
+transformers, tokenizers and ctranslate2 are imported inside, so the core imports without them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from rerank.errors import InputError, needs_neural
+from rerank.progress import track
+from rerank.score_cache import model_digest
+
+log = logging.getLogger(__name__)
+
+PROJECT, HF, CT2 = "project", "hf", "ct2"
+
+
+@dataclass(frozen=True)
+class TranslationSettings:
+    """How a translation model is fed (each None: taken from the model and its tokenizer)."""
+
+    src_prefix: str = ""               # text before every input (Marian multi-target models: ">>deu<< ")
+    src_lang_code: str | None = None   # tokenizer's source language (NLLB/M2M: "eng_Latn", "en")
+    tgt_lang_code: str | None = None   # forced first target token (NLLB/M2M: "deu_Latn", "__de__")
+    batch_tokens: int = 4096           # padded tokens per batch (inputs + outputs)
+
+
+def model_kind(path: str) -> str:
+    """PROJECT, HF or CT2 for a model directory; InputError naming the path otherwise."""
+    if not os.path.isdir(path):
+        raise InputError("not a model directory (a `rerank nmt/lm train` run, a Hugging Face model directory "
+                         "with config.json, or a CTranslate2 directory with model.bin)", path)
+    if os.path.isfile(os.path.join(path, "model.bin")):
+        return CT2
+    config_path = os.path.join(path, "config.json")
+    if not os.path.isfile(config_path):
+        raise InputError("not a model directory: no config.json (a `rerank nmt/lm train` run or a Hugging Face "
+                         "model) and no model.bin (a CTranslate2 model)", path)
+    try:
+        with open(config_path, encoding="utf-8") as f:
+            config = json.load(f)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"unreadable model config: {exc}", config_path) from None
+    if not isinstance(config, dict):
+        raise InputError("a model config must be a JSON object", config_path)
+    return HF if ("model_type" in config or "architectures" in config) else PROJECT
+
+
+def load_tokenizer(path: str):
+    """The model's own tokenizer, offline. A tokenizer saved by the other transformers major
+    version (5.x configs name classes 4.x lacks) is rebuilt from its portable tokenizer.json and
+    the special tokens of tokenizer_config.json."""
+    with needs_neural("a Hugging Face or CTranslate2 model"):
+        from transformers import AutoTokenizer, PreTrainedTokenizerFast
+    try:
+        return AutoTokenizer.from_pretrained(path, local_files_only=True)
+    except Exception as exc:  # noqa: BLE001 - every loader failure becomes one message or the fallback
+        fast = os.path.join(path, "tokenizer.json")
+        if not os.path.isfile(fast):
+            raise InputError(f"cannot load the model's tokenizer ({type(exc).__name__}: {exc}); a CTranslate2 "
+                             "directory needs the tokenizer files beside model.bin (the converter's copy_files option)",
+                             path) from None
+        log.info("AutoTokenizer failed on %s (%s): using its tokenizer.json", path, exc)
+        return PreTrainedTokenizerFast(tokenizer_file=fast, **_special_tokens(path))
+
+
+def _special_tokens(path: str) -> dict:
+    config_path = os.path.join(path, "tokenizer_config.json")
+    try:
+        with open(config_path, encoding="utf-8") as f:
+            config = json.load(f)
+    except (OSError, json.JSONDecodeError):
+        return {}
+    tokens = {}
+    for key in ("bos_token", "eos_token", "unk_token", "pad_token", "sep_token", "cls_token", "mask_token"):
+        value = config.get(key)
+        if isinstance(value, dict):
+            value = value.get("content")
+        if isinstance(value, str):
+            tokens[key] = value
+    return tokens
+
+
+def token_batches(lengths: Sequence[int], budget: int) -> list[list[int]]:
+    """Indices sorted by length (longest first), cut into batches whose padded size
+    (count x longest) stays within `budget` tokens; a single longer item is a batch of its own."""
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    batches, batch, longest = [], [], 0
+    for i in order:
+        longest_if = max(longest, lengths[i])
+        if batch and longest_if * (len(batch) + 1) > budget:
+            batches.append(batch)
+            batch, longest_if = [], lengths[i]
+        batch.append(i)
+        longest = longest_if
+    if batch:
+        batches.append(batch)
+    return batches
+
+
+def _hf_device_dtype(device):
+    import torch
+
+    if device.type == "cuda":
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    return torch.float32
+
+
+class HFTranslationScorer:
+    """log p(output | input) under a `transformers` encoder-decoder model."""
+
+    def __init__(self, path: str, device, settings: TranslationSettings):
+        with needs_neural("a Hugging Face translation model"):
+            import torch
+            from transformers import AutoModelForSeq2SeqLM
+        self.torch, self.device, self.settings = torch, device, settings
+        self.tokenizer = load_tokenizer(path)
+        try:
+            self.model = AutoModelForSeq2SeqLM.from_pretrained(path, local_files_only=True,
+                                                               dtype=_hf_device_dtype(device)).to(device).eval()
+        except (OSError, ValueError, KeyError) as exc:
+            raise InputError(f"not a Hugging Face encoder-decoder model: {exc}", path) from None
+        config, generation = self.model.config, getattr(self.model, "generation_config", None)
+        self.start = config.decoder_start_token_id
+        if self.start is None and generation is not None:
+            self.start = generation.decoder_start_token_id
+        if self.start is None:
+            raise InputError("the model's config names no decoder_start_token_id", path)
+        self.forced = _forced_bos(self.tokenizer, config, generation, settings.tgt_lang_code, path)
+        self.banned = _banned_tokens(path, config, generation)
+        self.pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        if settings.src_lang_code:
+            if not hasattr(self.tokenizer, "src_lang"):
+                raise InputError(f"source language code {settings.src_lang_code!r} given, but the tokenizer "
+                                 "has no source language (it is not an NLLB/M2M-style tokenizer)", path)
+            self.tokenizer.src_lang = settings.src_lang_code
+        if settings.tgt_lang_code and hasattr(self.tokenizer, "tgt_lang"):
+            self.tokenizer.tgt_lang = settings.tgt_lang_code
+
+    def encode_inputs(self, texts: Sequence[str]) -> list[list[int]]:
+        prefix = self.settings.src_prefix
+        return [self.tokenizer(prefix + t)["input_ids"] for t in texts]
+
+    def encode_outputs(self, texts: Sequence[str]) -> list[list[int]]:
+        """Target token ids as the model emits them (EOS included), without a forced first token."""
+        ids = [self.tokenizer(text_target=t)["input_ids"] for t in texts]
+        if self.forced is not None:
+            ids = [s[1:] if s and s[0] == self.forced else s for s in ids]
+        return ids
+
+    def score_ids(self, inputs: list[list[int]], outputs: list[list[int]]) -> np.ndarray:
+        """Summed log-probabilities of one batch of (input ids, output ids)."""
+        torch = self.torch
+        lead = [self.start] + ([self.forced] if self.forced is not None else [])
+        decoder_in = [lead + out[:-1] for out in outputs]
+        src = _pad(torch, inputs, self.pad)
+        dec = _pad(torch, decoder_in, self.pad)
+        tgt = _pad(torch, [[-1] * (len(lead) - 1) + out for out in outputs], -1)
+        with torch.no_grad():
+            logits = self.model(input_ids=src.to(self.device), attention_mask=(_mask(torch, inputs)).to(self.device),
+                                decoder_input_ids=dec.to(self.device),
+                                decoder_attention_mask=_mask(torch, decoder_in).to(self.device)).logits.float()
+            if self.banned:
+                logits[..., self.banned] = float("-inf")
+            logp = torch.log_softmax(logits, dim=-1)
+            tgt = tgt.to(self.device)
+            picked = logp.gather(-1, tgt.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+            return (picked * (tgt >= 0)).sum(1).double().cpu().numpy()
+
+
+class HFCausalLMScorer:
+    """log p(text) under a `transformers` causal LM: every token after BOS, EOS counted."""
+
+    def __init__(self, path: str, device):
+        with needs_neural("a Hugging Face language model"):
+            import torch
+            from transformers import AutoModelForCausalLM
+        self.torch, self.device = torch, device
+        self.tokenizer = load_tokenizer(path)
+        try:
+            self.model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True,
+                                                              dtype=_hf_device_dtype(device)).to(device).eval()
+        except (OSError, ValueError, KeyError) as exc:
+            raise InputError(f"not a Hugging Face causal language model: {exc}", path) from None
+        self.bos, self.eos = lm_boundaries(self.tokenizer, self.model.config, path)
+        self.pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.eos
+
+    def encode(self, texts: Sequence[str]) -> list[list[int]]:
+        return [lm_ids(self.tokenizer, t, self.bos, self.eos) for t in texts]
+
+    def score_ids(self, ids: list[list[int]]) -> np.ndarray:
+        torch = self.torch
+        batch = _pad(torch, ids, self.pad)
+        with torch.no_grad():
+            logits = self.model(input_ids=batch.to(self.device), attention_mask=_mask(torch, ids).to(self.device)).logits
+            logp = torch.log_softmax(logits[:, :-1].float(), dim=-1)
+            target = _pad(torch, [s[1:] for s in ids], -1).to(self.device)
+            picked = logp.gather(-1, target.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+            return (picked * (target >= 0)).sum(1).double().cpu().numpy()
+
+
+def lm_boundaries(tokenizer, config, path: str) -> tuple[int, int | None]:
+    """(BOS id every text starts from, EOS id appended or None): the tokenizer's, else the config's;
+    GPT-2-style models use their one <|endoftext|> for both."""
+    bos = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else getattr(config, "bos_token_id", None)
+    eos = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else getattr(config, "eos_token_id", None)
+    if isinstance(eos, list):
+        eos = eos[0]
+    if bos is None:
+        bos = eos
+    if bos is None:
+        raise InputError("the language model names no BOS or EOS token, so the first token of a text cannot be "
+                         "scored", path)
+    return bos, eos
+
+
+def lm_ids(tokenizer, text: str, bos: int, eos: int | None) -> list[int]:
+    ids = tokenizer(text, add_special_tokens=True)["input_ids"]
+    if not ids or ids[0] != bos:
+        ids = [bos] + ids
+    if eos is not None and ids[-1] != eos or len(ids) == 1:
+        ids = ids + [eos if eos is not None else bos]
+    return ids
+
+
+def _forced_bos(tokenizer, config, generation, code: str | None, path: str) -> int | None:
+    if code:
+        token_id = tokenizer.convert_tokens_to_ids(code)
+        if token_id is None or token_id == tokenizer.unk_token_id:
+            raise InputError(f"target language code {code!r} is not a token of the model's tokenizer", path)
+        return token_id
+    for source in (generation, config):
+        forced = getattr(source, "forced_bos_token_id", None) if source is not None else None
+        if forced is not None:
+            return forced
+    return None
+
+
+def _banned_tokens(path: str, config, generation) -> list[int]:
+    """Tokens outside the model's softmax: single-token bad_words_ids of the generation config or
+    config.json, and a Marian model's `<pad>`, which the conversion from Marian adds to the
+    vocabulary and decoding never emits (the CTranslate2 converter drops it for the same reason)."""
+    raw = {}
+    try:
+        with open(os.path.join(path, "config.json"), encoding="utf-8") as f:
+            raw = json.load(f)
+    except (OSError, json.JSONDecodeError):
+        pass
+    sources = [getattr(generation, "bad_words_ids", None), getattr(config, "bad_words_ids", None),
+               raw.get("bad_words_ids") if isinstance(raw, dict) else None]
+    banned = [entry[0] for source in sources for entry in (source or [])
+              if isinstance(entry, list) and len(entry) == 1]
+    if getattr(config, "model_type", None) == "marian" and config.pad_token_id is not None:
+        banned.append(config.pad_token_id)
+    return sorted(set(banned))
+
+
+def _pad(torch, rows: list[list[int]], value: int):
+    width = max(len(r) for r in rows)
+    return torch.tensor([r + [value] * (width - len(r)) for r in rows], dtype=torch.long)
+
+
+def _mask(torch, rows: list[list[int]]):
+    width = max(len(r) for r in rows)
+    return torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in rows], dtype=torch.long)
+
+
+class CT2TranslationScorer:
+    """log p(output | input) under a CTranslate2 Translator (`score_batch`), tokenised by the
+    model's own tokenizer copied next to model.bin."""
+
+    def __init__(self, path: str, device, threads: int | None, settings: TranslationSettings):
+        with needs_neural("a CTranslate2 model"):
+            import ctranslate2
+        self.settings = settings
+        self.tokenizer = load_tokenizer(path)
+        cuda = device.type == "cuda"
+        try:
+            self.model = ctranslate2.Translator(path, device="cuda" if cuda else "cpu",
+                                                device_index=device.index or 0 if cuda else 0,
+                                                compute_type="float16" if cuda else "default",
+                                                intra_threads=threads or 0)
+        except (RuntimeError, ValueError) as exc:
+            raise InputError(f"not a CTranslate2 translation model: {exc}", path) from None
+        config = _ct2_config(path)
+        self.eos = config.get("eos_token", self.tokenizer.eos_token)
+        self.forced = None
+        if settings.tgt_lang_code:
+            self.forced = settings.tgt_lang_code
+        if settings.src_lang_code and hasattr(self.tokenizer, "src_lang"):
+            self.tokenizer.src_lang = settings.src_lang_code
+        if settings.tgt_lang_code and hasattr(self.tokenizer, "tgt_lang"):
+            self.tokenizer.tgt_lang = settings.tgt_lang_code
+
+    def encode_inputs(self, texts: Sequence[str]) -> list[list[str]]:
+        prefix = self.settings.src_prefix
+        return [self.tokenizer.convert_ids_to_tokens(self.tokenizer(prefix + t)["input_ids"]) for t in texts]
+
+    def encode_outputs(self, texts: Sequence[str]) -> list[list[str]]:
+        """Target tokens without EOS (score_batch adds it) and without a forced first token."""
+        rows = []
+        for t in texts:
+            tokens = self.tokenizer.convert_ids_to_tokens(self.tokenizer(text_target=t)["input_ids"])
+            if self.forced is not None and tokens and tokens[0] == self.forced:
+                tokens = tokens[1:]
+            if tokens and tokens[-1] == self.eos:
+                tokens = tokens[:-1]
+            rows.append(tokens)
+        return rows
+
+    def score_tokens(self, inputs, outputs, budget: int) -> np.ndarray:
+        lead = [self.forced] if self.forced is not None else []
+        results = self.model.score_batch(inputs, [lead + out for out in outputs], max_batch_size=budget,
+                                         batch_type="tokens")
+        return np.array([sum(r.log_probs[len(lead):]) for r in results], dtype=np.float64)
+
+
+class CT2LMScorer:
+    """log p(text) under a CTranslate2 Generator (`score_batch`): every token after BOS, EOS counted."""
+
+    def __init__(self, path: str, device, threads: int | None):
+        with needs_neural("a CTranslate2 model"):
+            import ctranslate2
+        self.tokenizer = load_tokenizer(path)
+        cuda = device.type == "cuda"
+        try:
+            self.model = ctranslate2.Generator(path, device="cuda" if cuda else "cpu",
+                                               compute_type="float16" if cuda else "default", intra_threads=threads or 0)
+        except (RuntimeError, ValueError) as exc:
+            raise InputError(f"not a CTranslate2 language model: {exc}", path) from None
+        self.bos, self.eos = lm_boundaries(self.tokenizer, None, path)
+
+    def encode(self, texts: Sequence[str]) -> list[list[str]]:
+        return [self.tokenizer.convert_ids_to_tokens(lm_ids(self.tokenizer, t, self.bos, self.eos)) for t in texts]
+
+    def score_tokens(self, tokens, budget: int) -> np.ndarray:
+        results = self.model.score_batch(tokens, max_batch_size=budget, batch_type="tokens")
+        return np.array([sum(r.log_probs) for r in results], dtype=np.float64)
+
+
+def _ct2_config(path: str) -> dict:
+    try:
+        with open(os.path.join(path, "config.json"), encoding="utf-8") as f:
+            config = json.load(f)
+        return config if isinstance(config, dict) else {}
+    except (OSError, json.JSONDecodeError):
+        return {}
+
+
+def translation_scores(path: str, inputs: Sequence[str], outputs: Sequence[str], device, threads: int | None,
+                       settings: TranslationSettings, what: str, progress: bool | Callable = False,
+                       cache=None) -> tuple[np.ndarray, np.ndarray]:
+    """(log p(output_i | input_i), scored output tokens) for a HF or CTranslate2 model directory,
+    each distinct pair once, cached by model digest and pair."""
+    kind = model_kind(path)
+    if kind == PROJECT:
+        raise InputError("a `rerank nmt train` run is scored by rerank.nmt.scoring, not this backend", path)
+    scorer = HFTranslationScorer(path, device, settings) if kind == HF else \
+        CT2TranslationScorer(path, device, threads, settings)
+    tag = json.dumps({"what": what, "settings": settings.__dict__ | {"batch_tokens": None}}, sort_keys=True)
+    return _cached_pairs(scorer, kind, path, tag, list(inputs), list(outputs), settings.batch_tokens, progress, cache,
+                         what)
+
+
+def lm_scores(path: str, texts: Sequence[str], device, threads: int | None, batch_tokens: int = 4096,
+              progress: bool | Callable = False, cache=None) -> tuple[np.ndarray, np.ndarray]:
+    """(log p(text_i), scored tokens) under a HF or CTranslate2 causal LM, each distinct text once."""
+    kind = model_kind(path)
+    if kind == PROJECT:
+        raise InputError("a `rerank lm train` run is scored by rerank.nmt.lm, not this backend", path)
+    scorer = HFCausalLMScorer(path, device) if kind == HF else CT2LMScorer(path, device, threads)
+    return _cached_pairs(scorer, kind, path, json.dumps({"what": "lm"}), [""] * len(texts), list(texts), batch_tokens,
+                         progress, cache, "lm")
+
+
+def _cached_pairs(scorer, kind: str, path: str, tag: str, inputs: list[str], outputs: list[str], budget: int,
+                  progress, cache, what: str) -> tuple[np.ndarray, np.ndarray]:
+    distinct: dict[tuple[str, str], int] = {}
+    index = np.array([distinct.setdefault(pair, len(distinct)) for pair in zip(inputs, outputs)], dtype=np.int64)
+    pairs = list(distinct)
+    sums, counts = np.zeros(len(pairs)), np.zeros(len(pairs))
+    todo = list(range(len(pairs)))
+    namespace = model_digest(path) + "\0" + tag if cache is not None else None
+    if cache is not None:
+        found = cache.get(namespace, pairs)
+        todo = [i for i in todo if i not in found]
+        for i, (value, count) in found.items():
+            sums[i], counts[i] = value, count
+    if todo:
+        lm = isinstance(scorer, (HFCausalLMScorer, CT2LMScorer))
+        out_ids = scorer.encode([pairs[i][1] for i in todo]) if lm else \
+            scorer.encode_outputs([pairs[i][1] for i in todo])
+        in_ids = None if lm else scorer.encode_inputs([pairs[i][0] for i in todo])
+        lengths = [len(o) + (len(in_ids[k]) if in_ids is not None else 0) for k, o in enumerate(out_ids)]
+        scored = np.zeros(len(todo))
+        if kind == CT2:  # CTranslate2 sorts and fills its own token-budget batches
+            chunks = [list(range(k, min(k + 4096, len(todo)))) for k in range(0, len(todo), 4096)]
+            for chunk in track(chunks, progress, what, unit="chunk"):
+                scored[chunk] = (scorer.score_tokens([out_ids[k] for k in chunk], budget) if lm else
+                                 scorer.score_tokens([in_ids[k] for k in chunk], [out_ids[k] for k in chunk], budget))
+        else:
+            for batch in track(token_batches(lengths, budget), progress, what, unit="batch"):
+                scored[batch] = (scorer.score_ids([out_ids[k] for k in batch]) if lm else
+                                 scorer.score_ids([in_ids[k] for k in batch], [out_ids[k] for k in batch]))
+        n_scored = np.array([len(o) - (1 if lm and kind == HF else 0) for o in out_ids], dtype=np.float64)
+        if lm and kind == CT2:
+            n_scored -= 1
+        if not lm and kind == CT2:
+            n_scored += 1   # CTranslate2 output tokens exclude the EOS it scores
+        sums[todo], counts[todo] = scored, n_scored
+        if cache is not None:
+            cache.put(namespace, [pairs[i] for i in todo], scored, n_scored)
+    return sums[index], counts[index]

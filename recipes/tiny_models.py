@@ -1,0 +1,165 @@
+"""Tiny users' models for tests and docs: random weights, built from configs, no download.
+
+    python -m rerank.recipes.tiny_models --out DIR [--text FILE ...] [--seed 0]
+
+writes, under DIR:
+- `tokenizer/`: a BPE tokenizer (Hugging Face `tokenizers`) trained on the text files (default:
+  the Multi30k lines in tests/data/models), with `</s>`, `<unk>` and, last, `<pad>`, as Marian
+  vocabularies have it;
+- `marian-de-en/`: a Marian encoder-decoder (transformers' MarianMTModel, 1+1 layers, width 32),
+  `<pad>` banned from generation (bad_words_ids) as in the OPUS-MT conversions;
+- `marian-de-en-ct2/`: its CTranslate2 conversion, made with CTranslate2's own converter
+  (tokenizer files copied beside model.bin);
+- `gpt2-de/`: a GPT-2 causal LM (1 layer) with `<s>`/`</s>` and its CTranslate2 conversion
+  `gpt2-de-ct2/`;
+- `st-en-de/`: a sentence-transformers encoder (a 1-layer BERT with mean pooling).
+
+The models know no language: their scores are random functions of the tokens. They exist to
+test that each backend's column equals the backend's own computation, and to run the whole
+feature -> tune -> eval chain in docs/models.md. Needs the [hf], [ct2] and [st] extras.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+REPO = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
+DEFAULT_TEXT = [os.path.join(REPO, "tests", "data", "models", f"train.{lang}") for lang in ("en", "de")]
+
+
+def train_tokenizer(lines: list[str], vocab_size: int = 600, lm: bool = False):
+    """A PreTrainedTokenizerFast: BPE on `lines`. Translation style (lm=False): `</s>` appended,
+    `<pad>` the last id. LM style: `<s>` and `</s>` known but not added (GPT-2 style)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Metaspace()
+    tok.decoder = decoders.Metaspace()
+    specials = ["<s>", "</s>", "<unk>"] if lm else ["</s>", "<unk>"]
+    tok.train_from_iterator(lines, trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=specials,
+                                                       show_progress=False))
+    tok.add_special_tokens(["<pad>"])
+    if lm:
+        return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>",
+                                       pad_token="<pad>")
+    tok.post_processor = processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", tok.token_to_id("</s>"))])
+    return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="</s>", unk_token="<unk>", pad_token="<pad>")
+
+
+def build_marian(out: str, tokenizer, seed: int = 0, ban_pad: bool = True, forced_bos: int | None = None) -> str:
+    import torch
+    from transformers import MarianConfig, MarianMTModel
+
+    pad, eos = tokenizer.pad_token_id, tokenizer.eos_token_id
+    config = MarianConfig(vocab_size=len(tokenizer), d_model=32, encoder_layers=1, decoder_layers=1,
+                          encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64,
+                          max_position_embeddings=256, pad_token_id=pad, eos_token_id=eos, decoder_start_token_id=pad,
+                          forced_eos_token_id=eos, bad_words_ids=[[pad]] if ban_pad else None,
+                          forced_bos_token_id=forced_bos)
+    torch.manual_seed(seed)
+    model = MarianMTModel(config).eval()
+    if ban_pad:  # transformers 5 keeps generation settings in generation_config.json only
+        model.generation_config.bad_words_ids = [[pad]]
+    if forced_bos is not None:
+        model.generation_config.forced_bos_token_id = forced_bos
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
+
+
+def build_gpt2(out: str, tokenizer, seed: int = 0) -> str:
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    config = GPT2Config(vocab_size=len(tokenizer), n_positions=256, n_embd=32, n_layer=1, n_head=2,
+                        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+                        pad_token_id=tokenizer.pad_token_id)
+    torch.manual_seed(seed)
+    GPT2LMHeadModel(config).eval().save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
+
+
+def build_sentence_encoder(out: str, tokenizer, seed: int = 0) -> str:
+    import tempfile
+
+    import torch
+    from sentence_transformers import SentenceTransformer
+    from transformers import BertConfig, BertModel
+
+    try:  # sentence-transformers 6 (the old path warns there)
+        from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
+    except ImportError:  # sentence-transformers 5
+        from sentence_transformers.models import Pooling, Transformer
+    bert_dir = tempfile.mkdtemp(prefix="tiny-bert-")
+    config = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=256, pad_token_id=tokenizer.pad_token_id)
+    torch.manual_seed(seed)
+    BertModel(config).eval().save_pretrained(bert_dir)
+    tokenizer.save_pretrained(bert_dir)
+    word = Transformer(bert_dir, max_seq_length=128)
+    width = (word.get_embedding_dimension if hasattr(word, "get_embedding_dimension")
+             else word.get_word_embedding_dimension)()
+    SentenceTransformer(modules=[word, Pooling(width, "mean")], device="cpu").save(out)
+    import shutil
+
+    shutil.rmtree(bert_dir, ignore_errors=True)
+    return out
+
+
+def convert_ct2(model_dir: str, out: str) -> str:
+    """CTranslate2's own converter on a transformers directory, tokenizer files copied beside model.bin."""
+    from ctranslate2.converters import TransformersConverter
+
+    copy = [f for f in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+            if os.path.isfile(os.path.join(model_dir, f))]
+    TransformersConverter(model_dir, copy_files=copy).convert(out, force=True)
+    return out
+
+
+def read_text(paths: list[str]) -> list[str]:
+    lines = []
+    for path in paths:
+        with open(path, encoding="utf-8") as f:
+            lines += [line.strip() for line in f if line.strip()]
+    return lines
+
+
+def build_all(out: str, text: list[str] | None = None, seed: int = 0, ct2: bool = True, st: bool = True) -> dict[str, str]:
+    """Every tiny model under `out`; returns {name: directory}."""
+    os.makedirs(out, exist_ok=True)
+    lines = read_text(text or DEFAULT_TEXT)
+    tokenizer = train_tokenizer(lines)
+    lm_tokenizer = train_tokenizer(lines, lm=True)
+    paths = {"tokenizer": os.path.join(out, "tokenizer")}
+    tokenizer.save_pretrained(paths["tokenizer"])
+    paths["marian"] = build_marian(os.path.join(out, "marian-de-en"), tokenizer, seed)
+    paths["gpt2"] = build_gpt2(os.path.join(out, "gpt2-de"), lm_tokenizer, seed)
+    if ct2:
+        paths["marian_ct2"] = convert_ct2(paths["marian"], os.path.join(out, "marian-de-en-ct2"))
+        paths["gpt2_ct2"] = convert_ct2(paths["gpt2"], os.path.join(out, "gpt2-de-ct2"))
+    if st:
+        paths["st"] = build_sentence_encoder(os.path.join(out, "st-en-de"), tokenizer, seed)
+    return paths
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m rerank.recipes.tiny_models", description=__doc__.split("\n")[0])
+    parser.add_argument("--out", required=True, help="output directory")
+    parser.add_argument("--text", nargs="+", help="tokenizer training text (default: tests/data/models/train.{en,de})")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    import logging
+
+    logging.getLogger("transformers").setLevel(logging.ERROR)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    for name, path in build_all(args.out, args.text, args.seed).items():
+        print(f"{name}\t{path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
