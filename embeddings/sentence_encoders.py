@@ -42,7 +42,8 @@ def load_sentence_encoder(path: str, device):
     try:
         return SentenceTransformer(path, device=str(device), local_files_only=True)
     except Exception as exc:  # noqa: BLE001 - a model that does not load is bad input
-        raise InputError(f"cannot load the sentence encoder: {type(exc).__name__}: {exc}", path) from None
+        message = " ".join(str(exc).split())[:300]
+        raise InputError(f"cannot load the sentence encoder: {type(exc).__name__}: {message}", path) from None
 
 
 def cosine_pairs(encoder, lefts: list[str], rights: list[str], batch_size: int, progress=False) -> np.ndarray:

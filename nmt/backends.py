@@ -85,11 +85,16 @@ def load_tokenizer(path: str):
     except Exception as exc:  # noqa: BLE001 - every loader failure becomes one message or the fallback
         fast = os.path.join(path, "tokenizer.json")
         if not os.path.isfile(fast):
-            raise InputError(f"cannot load the model's tokenizer ({type(exc).__name__}: {exc}); a CTranslate2 "
+            raise InputError(f"cannot load the model's tokenizer ({type(exc).__name__}: {_one_line(exc)}); a CTranslate2 "
                              "directory needs the tokenizer files beside model.bin (the converter's copy_files option)",
                              path) from None
         log.info("AutoTokenizer failed on %s (%s): using its tokenizer.json", path, exc)
         return PreTrainedTokenizerFast(tokenizer_file=fast, **_special_tokens(path))
+
+
+def _one_line(exc: Exception, limit: int = 300) -> str:
+    text = " ".join(str(exc).split())
+    return text if len(text) <= limit else text[:limit] + " ..."
 
 
 def _special_tokens(path: str) -> dict:
@@ -147,7 +152,7 @@ class HFTranslationScorer:
             self.model = AutoModelForSeq2SeqLM.from_pretrained(path, local_files_only=True,
                                                                dtype=_hf_device_dtype(device)).to(device).eval()
         except (OSError, ValueError, KeyError) as exc:
-            raise InputError(f"not a Hugging Face encoder-decoder model: {exc}", path) from None
+            raise InputError(f"not a Hugging Face encoder-decoder model: {_one_line(exc)}", path) from None
         config, generation = self.model.config, getattr(self.model, "generation_config", None)
         self.start = config.decoder_start_token_id
         if self.start is None and generation is not None:
@@ -172,8 +177,8 @@ class HFTranslationScorer:
     def encode_outputs(self, texts: Sequence[str]) -> list[list[int]]:
         """Target token ids as the model emits them (EOS included), without a forced first token."""
         ids = [self.tokenizer(text_target=t)["input_ids"] for t in texts]
-        if self.forced is not None:
-            ids = [s[1:] if s and s[0] == self.forced else s for s in ids]
+        if self.forced is not None and _tokenizer_prefixes(self.tokenizer, self.forced):
+            ids = [s[1:] for s in ids]
         return ids
 
     def score_ids(self, inputs: list[list[int]], outputs: list[list[int]]) -> np.ndarray:
@@ -204,12 +209,15 @@ class HFCausalLMScorer:
             import torch
             from transformers import AutoModelForCausalLM
         self.torch, self.device = torch, device
+        if _raw_config(path).get("is_encoder_decoder"):
+            raise InputError("not a Hugging Face causal language model: an encoder-decoder (translation) model; "
+                             "lm needs a decoder-only LM such as GPT-2 or Llama", path)
         self.tokenizer = load_tokenizer(path)
         try:
             self.model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True,
                                                               dtype=_hf_device_dtype(device)).to(device).eval()
         except (OSError, ValueError, KeyError) as exc:
-            raise InputError(f"not a Hugging Face causal language model: {exc}", path) from None
+            raise InputError(f"not a Hugging Face causal language model: {_one_line(exc)}", path) from None
         self.bos, self.eos = lm_boundaries(self.tokenizer, self.model.config, path)
         self.pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.eos
 
@@ -264,18 +272,18 @@ def _forced_bos(tokenizer, config, generation, code: str | None, path: str) -> i
     return None
 
 
+def _tokenizer_prefixes(tokenizer, token_id: int) -> bool:
+    """Whether the tokenizer puts `token_id` before every target (NLLB/M2M tokenizers add the target
+    language code themselves); then it is the forced token, not a word of the text."""
+    return tokenizer(text_target="")["input_ids"][:1] == [token_id]
+
+
 def _banned_tokens(path: str, config, generation) -> list[int]:
     """Tokens outside the model's softmax: single-token bad_words_ids of the generation config or
     config.json, and a Marian model's `<pad>`, which the conversion from Marian adds to the
     vocabulary and decoding never emits (the CTranslate2 converter drops it for the same reason)."""
-    raw = {}
-    try:
-        with open(os.path.join(path, "config.json"), encoding="utf-8") as f:
-            raw = json.load(f)
-    except (OSError, json.JSONDecodeError):
-        pass
     sources = [getattr(generation, "bad_words_ids", None), getattr(config, "bad_words_ids", None),
-               raw.get("bad_words_ids") if isinstance(raw, dict) else None]
+               _raw_config(path).get("bad_words_ids")]
     banned = [entry[0] for source in sources for entry in (source or [])
               if isinstance(entry, list) and len(entry) == 1]
     if getattr(config, "model_type", None) == "marian" and config.pad_token_id is not None:
@@ -309,8 +317,8 @@ class CT2TranslationScorer:
                                                 compute_type="float16" if cuda else "default",
                                                 intra_threads=threads or 0)
         except (RuntimeError, ValueError) as exc:
-            raise InputError(f"not a CTranslate2 translation model: {exc}", path) from None
-        config = _ct2_config(path)
+            raise InputError(f"not a CTranslate2 translation model: {_one_line(exc)}", path) from None
+        config = _raw_config(path)
         self.eos = config.get("eos_token", self.tokenizer.eos_token)
         self.forced = None
         if settings.tgt_lang_code:
@@ -327,9 +335,11 @@ class CT2TranslationScorer:
     def encode_outputs(self, texts: Sequence[str]) -> list[list[str]]:
         """Target tokens without EOS (score_batch adds it) and without a forced first token."""
         rows = []
+        strip = self.forced is not None and _tokenizer_prefixes(self.tokenizer,
+                                                                self.tokenizer.convert_tokens_to_ids(self.forced))
         for t in texts:
             tokens = self.tokenizer.convert_ids_to_tokens(self.tokenizer(text_target=t)["input_ids"])
-            if self.forced is not None and tokens and tokens[0] == self.forced:
+            if strip:
                 tokens = tokens[1:]
             if tokens and tokens[-1] == self.eos:
                 tokens = tokens[:-1]
@@ -355,7 +365,7 @@ class CT2LMScorer:
             self.model = ctranslate2.Generator(path, device="cuda" if cuda else "cpu",
                                                compute_type="float16" if cuda else "default", intra_threads=threads or 0)
         except (RuntimeError, ValueError) as exc:
-            raise InputError(f"not a CTranslate2 language model: {exc}", path) from None
+            raise InputError(f"not a CTranslate2 language model: {_one_line(exc)}", path) from None
         self.bos, self.eos = lm_boundaries(self.tokenizer, None, path)
 
     def encode(self, texts: Sequence[str]) -> list[list[str]]:
@@ -366,7 +376,8 @@ class CT2LMScorer:
         return np.array([sum(r.log_probs) for r in results], dtype=np.float64)
 
 
-def _ct2_config(path: str) -> dict:
+def _raw_config(path: str) -> dict:
+    """The directory's config.json as a dict ({} if unreadable: the loaders say what is wrong)."""
     try:
         with open(os.path.join(path, "config.json"), encoding="utf-8") as f:
             config = json.load(f)
@@ -383,8 +394,10 @@ def translation_scores(path: str, inputs: Sequence[str], outputs: Sequence[str],
     kind = model_kind(path)
     if kind == PROJECT:
         raise InputError("a `rerank nmt train` run is scored by rerank.nmt.scoring, not this backend", path)
-    scorer = HFTranslationScorer(path, device, settings) if kind == HF else \
-        CT2TranslationScorer(path, device, threads, settings)
+    def scorer():
+        return HFTranslationScorer(path, device, settings) if kind == HF else \
+            CT2TranslationScorer(path, device, threads, settings)
+
     tag = json.dumps({"what": what, "settings": settings.__dict__ | {"batch_tokens": None}}, sort_keys=True)
     return _cached_pairs(scorer, kind, path, tag, list(inputs), list(outputs), settings.batch_tokens, progress, cache,
                          what)
@@ -396,12 +409,14 @@ def lm_scores(path: str, texts: Sequence[str], device, threads: int | None, batc
     kind = model_kind(path)
     if kind == PROJECT:
         raise InputError("a `rerank lm train` run is scored by rerank.nmt.lm, not this backend", path)
-    scorer = HFCausalLMScorer(path, device) if kind == HF else CT2LMScorer(path, device, threads)
+    def scorer():
+        return HFCausalLMScorer(path, device) if kind == HF else CT2LMScorer(path, device, threads)
+
     return _cached_pairs(scorer, kind, path, json.dumps({"what": "lm"}), [""] * len(texts), list(texts), batch_tokens,
                          progress, cache, "lm")
 
 
-def _cached_pairs(scorer, kind: str, path: str, tag: str, inputs: list[str], outputs: list[str], budget: int,
+def _cached_pairs(make_scorer: Callable, kind: str, path: str, tag: str, inputs: list[str], outputs: list[str], budget: int,
                   progress, cache, what: str) -> tuple[np.ndarray, np.ndarray]:
     distinct: dict[tuple[str, str], int] = {}
     index = np.array([distinct.setdefault(pair, len(distinct)) for pair in zip(inputs, outputs)], dtype=np.int64)
@@ -414,7 +429,8 @@ def _cached_pairs(scorer, kind: str, path: str, tag: str, inputs: list[str], out
         todo = [i for i in todo if i not in found]
         for i, (value, count) in found.items():
             sums[i], counts[i] = value, count
-    if todo:
+    if todo:  # the model is loaded only when something is left to score
+        scorer = make_scorer()
         lm = isinstance(scorer, (HFCausalLMScorer, CT2LMScorer))
         out_ids = scorer.encode([pairs[i][1] for i in todo]) if lm else \
             scorer.encode_outputs([pairs[i][1] for i in todo])

@@ -70,6 +70,25 @@ def build_marian(out: str, tokenizer, seed: int = 0, ban_pad: bool = True, force
     return out
 
 
+def build_bart(out: str, tokenizer, seed: int = 0, forced_bos: int | None = None) -> str:
+    """A BART encoder-decoder (nothing banned from its softmax; decoding starts from </s>)."""
+    import torch
+    from transformers import BartConfig, BartForConditionalGeneration
+
+    pad, eos = tokenizer.pad_token_id, tokenizer.eos_token_id
+    config = BartConfig(vocab_size=len(tokenizer), d_model=32, encoder_layers=1, decoder_layers=1,
+                        encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64,
+                        max_position_embeddings=256, pad_token_id=pad, eos_token_id=eos, bos_token_id=eos,
+                        decoder_start_token_id=eos, forced_eos_token_id=eos)
+    torch.manual_seed(seed)
+    model = BartForConditionalGeneration(config).eval()
+    if forced_bos is not None:
+        model.generation_config.forced_bos_token_id = forced_bos
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
+
+
 def build_gpt2(out: str, tokenizer, seed: int = 0) -> str:
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
