@@ -11,6 +11,9 @@ are L2-normalised, so `sim` = cos(source, hypothesis) exactly as sentence-transf
 
 from __future__ import annotations
 
+import json
+import os
+import tempfile
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,6 +22,7 @@ from rerank.cliargs import positive_int
 from rerank.device import resolve_device
 from rerank.errors import InputError, needs_neural, require
 from rerank.features import Feature, FeatureContext, make_options
+from rerank.progress import transformers_bars_off
 from rerank.score_cache import model_digest, open_cache
 
 
@@ -32,8 +36,6 @@ class SimOptions:
 
 def load_sentence_encoder(path: str, device):
     """A SentenceTransformer from a local directory, offline; a bad directory is an InputError."""
-    import os
-
     with needs_neural("the sim feature"):
         from sentence_transformers import SentenceTransformer
     if not os.path.isdir(path) or not (os.path.isfile(os.path.join(path, "modules.json"))
@@ -42,8 +44,44 @@ def load_sentence_encoder(path: str, device):
     try:
         return SentenceTransformer(path, device=str(device), local_files_only=True)
     except Exception as exc:  # noqa: BLE001 - a model that does not load is bad input
-        message = " ".join(str(exc).split())[:300]
-        raise InputError(f"cannot load the sentence encoder: {type(exc).__name__}: {message}", path) from None
+        failure = exc
+    with tempfile.TemporaryDirectory(prefix="rerank-st-") as mirror:
+        if _portable_mirror(path, mirror):
+            try:
+                return SentenceTransformer(mirror, device=str(device), local_files_only=True)
+            except Exception:  # noqa: BLE001 - the first failure is the one to report
+                pass
+    message = " ".join(str(failure).split())[:300]
+    raise InputError(f"cannot load the sentence encoder: {type(failure).__name__}: {message}", path) from None
+
+
+def _portable_mirror(path: str, mirror: str) -> bool:
+    """Link the model's files into `mirror`, with every tokenizer_config.json that names a tokenizer
+    class this transformers lacks (transformers 5 saves "TokenizersBackend", 4.x has no such class)
+    rewritten to the portable PreTrainedTokenizerFast over tokenizer.json. False if nothing to rewrite."""
+    import transformers
+
+    rewritten = False
+    for root, _, names in os.walk(path):
+        target = os.path.join(mirror, os.path.relpath(root, path))
+        os.makedirs(target, exist_ok=True)
+        for name in names:
+            source = os.path.join(root, name)
+            config = None
+            if name == "tokenizer_config.json" and os.path.isfile(os.path.join(root, "tokenizer.json")):
+                with open(source, encoding="utf-8") as f:
+                    config = json.load(f)
+                if hasattr(transformers, str(config.get("tokenizer_class"))):
+                    config = None
+            if config is None:
+                os.symlink(os.path.abspath(source), os.path.join(target, name))
+                continue
+            config["tokenizer_class"] = "PreTrainedTokenizerFast"
+            config.pop("backend", None)
+            with open(os.path.join(target, name), "w", encoding="utf-8") as f:
+                json.dump(config, f)
+            rewritten = True
+    return rewritten
 
 
 def cosine_pairs(encoder, lefts: list[str], rights: list[str], batch_size: int, progress=False) -> np.ndarray:
@@ -96,7 +134,8 @@ class SimFeature(Feature):
                 values[i] = value
             todo = [i for i in range(len(pairs)) if i not in found]
             if todo:
-                encoder = load_sentence_encoder(options.model, resolve_device(context.device))
+                with transformers_bars_off():
+                    encoder = load_sentence_encoder(options.model, resolve_device(context.device))
                 values[todo] = cosine_pairs(encoder, [pairs[i][0] for i in todo], [pairs[i][1] for i in todo],
                                             options.batch_size, context.progress)
                 if cache is not None:

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rerank.errors import InputError, needs_neural
-from rerank.progress import track
+from rerank.progress import track, transformers_bars_off
 from rerank.score_cache import model_digest
 
 log = logging.getLogger(__name__)
@@ -430,7 +430,8 @@ def _cached_pairs(make_scorer: Callable, kind: str, path: str, tag: str, inputs:
         for i, (value, count) in found.items():
             sums[i], counts[i] = value, count
     if todo:  # the model is loaded only when something is left to score
-        scorer = make_scorer()
+        with transformers_bars_off():
+            scorer = make_scorer()
         lm = isinstance(scorer, (HFCausalLMScorer, CT2LMScorer))
         out_ids = scorer.encode([pairs[i][1] for i in todo]) if lm else \
             scorer.encode_outputs([pairs[i][1] for i in todo])

@@ -4,7 +4,7 @@
 
 writes, under DIR:
 - `tokenizer/`: a BPE tokenizer (Hugging Face `tokenizers`) trained on the text files (default:
-  the Multi30k lines in tests/data/models), with `</s>`, `<unk>` and, last, `<pad>`, as Marian
+  the shipped Multi30k val sources and references, rerank/data/multi30k/val.{en,de}.gz), with `</s>`, `<unk>` and, last, `<pad>`, as Marian
   vocabularies have it;
 - `marian-de-en/`: a Marian encoder-decoder (transformers' MarianMTModel, 1+1 layers, width 32),
   `<pad>` banned from generation (bad_words_ids) as in the OPUS-MT conversions;
@@ -25,8 +25,10 @@ import argparse
 import os
 import sys
 
-REPO = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
-DEFAULT_TEXT = [os.path.join(REPO, "tests", "data", "models", f"train.{lang}") for lang in ("en", "de")]
+from rerank.io import read_lines
+from rerank.recipes.demo import data_dir
+
+DEFAULT_TEXT = [os.path.join(data_dir(), "multi30k", f"val.{lang}.gz") for lang in ("en", "de")]
 
 
 def train_tokenizer(lines: list[str], vocab_size: int = 600, lm: bool = False):
@@ -140,11 +142,8 @@ def convert_ct2(model_dir: str, out: str) -> str:
 
 
 def read_text(paths: list[str]) -> list[str]:
-    lines = []
-    for path in paths:
-        with open(path, encoding="utf-8") as f:
-            lines += [line.strip() for line in f if line.strip()]
-    return lines
+    """The non-empty lines of text files (plain or .gz)."""
+    return [line.strip() for path in paths for line in read_lines(path) if line.strip()]
 
 
 def build_all(out: str, text: list[str] | None = None, seed: int = 0, ct2: bool = True, st: bool = True) -> dict[str, str]:
@@ -168,7 +167,7 @@ def build_all(out: str, text: list[str] | None = None, seed: int = 0, ct2: bool 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m rerank.recipes.tiny_models", description=__doc__.split("\n")[0])
     parser.add_argument("--out", required=True, help="output directory")
-    parser.add_argument("--text", nargs="+", help="tokenizer training text (default: tests/data/models/train.{en,de})")
+    parser.add_argument("--text", nargs="+", help="tokenizer training text (default: rerank/data/multi30k/val.{en,de}.gz)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     import logging

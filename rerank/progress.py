@@ -15,6 +15,8 @@ and `close()` (a context manager too); `track(iterable, progress, desc)` iterate
 
 from __future__ import annotations
 
+import contextlib
+
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -121,3 +123,21 @@ def track(iterable: Iterable, progress: Progress, desc: str, total: int | None =
             bar.update(1)
     finally:
         bar.close()
+
+
+@contextlib.contextmanager
+def transformers_bars_off():
+    """transformers' own progress bars (its "Loading weights" bar) off inside the block, so that
+    loading a users' model prints nothing: the library reports through logging and callbacks."""
+    try:
+        from transformers.utils import logging as hf_logging
+    except ImportError:
+        yield
+        return
+    enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if enabled:
+            hf_logging.enable_progress_bar()

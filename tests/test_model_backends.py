@@ -59,7 +59,8 @@ def hf_reference(model_dir: str, source: str, target: str, forced: int | None = 
     tok = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForSeq2SeqLM.from_pretrained(model_dir).eval()
     labels = tok(text_target=target, return_tensors="pt")["input_ids"]
-    inputs = tok(source, return_tensors="pt")
+    encoded = tok(source, return_tensors="pt")
+    inputs = {"input_ids": encoded["input_ids"], "attention_mask": encoded["attention_mask"]}
     start = model.config.decoder_start_token_id
     lead = [start] + ([forced] if forced is not None else [])
     decoder_in = torch.tensor([lead + labels[0, :-1].tolist()])
@@ -120,7 +121,7 @@ def test_marian_pad_is_outside_the_softmax_as_in_decoding(tiny):
     model = AutoModelForSeq2SeqLM.from_pretrained(tiny["marian"]).eval()
     labels = tok(text_target=HYPS[1][0])["input_ids"]
     with torch.no_grad():
-        logits = model(**tok(SOURCES[1], return_tensors="pt"),
+        logits = model(input_ids=tok(SOURCES[1], return_tensors="pt")["input_ids"],
                        decoder_input_ids=torch.tensor([[model.config.decoder_start_token_id] + labels[:-1]])).logits[0]
     keep = [i for i in range(logits.shape[-1]) if i != tok.pad_token_id]
     logp = torch.log_softmax(logits[:, keep], -1)
