@@ -1,21 +1,32 @@
 # Two commands on a fresh machine:  `make demo` (the main job)  and  `make test` (the test suite).
-# Both create .venv on first use with everything: the core and the `neural` extra (torch,
-# scikit-learn). torch is installed first from the pinned CPU wheel: a plain `torch` requirement
+# Both create .venv on first use with everything: the core, the `neural` extra (torch,
+# scikit-learn) and the users'-model backends (transformers 5, CTranslate2, sentence-transformers:
+# extras hf, ct2, st). torch is installed first from the pinned CPU wheel: a plain `torch` requirement
 # with no torch installed would pull a multi-GB CUDA build. `make test-core` runs the core's tests
 # in .venv-core, a venv without torch (`pip install -e '.[test]'`), as CI does.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 CORE_VENV ?= .venv-core
+COMPAT_VENV ?= .venv-compat
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: install demo test test-core lint reproduce bench clean
+.PHONY: install demo test test-core test-compat lint reproduce bench clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q $(TORCH_SPEC)
-	$(PY) -m pip install -q -e '.[neural,test]'
+	$(PY) -m pip install -q -e '.[neural,hf,ct2,st,test]'
+	touch $@
+
+# The other side of the transformers version skew: with unbabel-comet (which needs transformers 4
+# and numpy 1), pip resolves transformers 4.x and sentence-transformers 5.x.
+$(COMPAT_VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(COMPAT_VENV)
+	$(COMPAT_VENV)/bin/python -m pip install -q --upgrade pip
+	$(COMPAT_VENV)/bin/python -m pip install -q $(TORCH_SPEC)
+	$(COMPAT_VENV)/bin/python -m pip install -q -e '.[neural,ct2,st,comet,test]'
 	touch $@
 
 $(CORE_VENV)/.installed: pyproject.toml
@@ -38,6 +49,16 @@ test: $(VENV)/.installed
 test-core: $(CORE_VENV)/.installed
 	$(CORE_VENV)/bin/python -m pytest -q -m "not neural" tests
 
+# The users'-model backends under transformers 4 (and the COMET qe feature, which needs it), and
+# models saved by each transformers major scored under the other (tests/cross_version.py).
+test-compat: $(VENV)/.installed $(COMPAT_VENV)/.installed
+	$(COMPAT_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/test_model_backends.py $(wildcard tests/test_comet_qe.py)
+	rm -rf build/cross-version && mkdir -p build/cross-version
+	$(PY) tests/cross_version.py build build/cross-version/new
+	$(COMPAT_VENV)/bin/python tests/cross_version.py build build/cross-version/old
+	$(COMPAT_VENV)/bin/python tests/cross_version.py check build/cross-version/new
+	$(PY) tests/cross_version.py check build/cross-version/old
+
 # The one-way import layers (import-linter contracts in pyproject.toml). rerank/mira, rerank/nmt, ...
 # are links to the component folders, so the linter (which follows them) sees the one package.
 lint: $(VENV)/.installed
@@ -51,4 +72,4 @@ reproduce: $(VENV)/.installed
 	$(VENV)/bin/rerank recipe reproduce --data-dir $(DATA) --out $(REPRODUCE_OUT) --publish
 
 clean:
-	rm -rf $(VENV) $(CORE_VENV) build *.egg-info
+	rm -rf $(VENV) $(CORE_VENV) $(COMPAT_VENV) build *.egg-info

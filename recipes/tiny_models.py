@@ -12,7 +12,9 @@ writes, under DIR:
   (tokenizer files copied beside model.bin);
 - `gpt2-de/`: a GPT-2 causal LM (1 layer) with `<s>`/`</s>` and its CTranslate2 conversion
   `gpt2-de-ct2/`;
-- `st-en-de/`: a sentence-transformers encoder (a 1-layer BERT with mean pooling).
+- `st-en-de/`: a sentence-transformers encoder (a 1-layer BERT with mean pooling);
+- with --comet, `cometkiwi-tiny/`: a reference-free COMET checkpoint (UnifiedMetric, src + mt)
+  on a 2-layer XLM-R encoder (needs unbabel-comet, extra [comet]).
 
 The models know no language: their scores are random functions of the tokens. They exist to
 test that each backend's column equals the backend's own computation, and to run the whole
@@ -131,6 +133,45 @@ def build_sentence_encoder(out: str, tokenizer, seed: int = 0) -> str:
     return out
 
 
+def build_comet_qe(out: str, lines: list[str], seed: int = 0) -> str:
+    """A reference-free COMET (UnifiedMetric with input segments mt and src, as CometKiwi) on a
+    2-layer XLM-R encoder of width 32, saved as COMET lays a model out (hparams.yaml,
+    checkpoints/model.ckpt), its encoder's config and tokenizer in `out`/encoder (named by
+    pretrained_model, so it loads offline). Needs the [comet] extra."""
+    import pytorch_lightning
+    import torch
+    import yaml
+    from comet.models import UnifiedMetric
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import XLMRobertaConfig, XLMRobertaTokenizerFast
+
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Metaspace()
+    tok.decoder = decoders.Metaspace()
+    tok.train_from_iterator(lines, trainers.BpeTrainer(vocab_size=600, show_progress=False,
+                                                       special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"]))
+    tok.post_processor = processors.TemplateProcessing(single="<s> $A </s>", pair="<s> $A </s> </s> $B </s>",
+                                                       special_tokens=[("<s>", 0), ("</s>", 2)])
+    encoder = os.path.abspath(os.path.join(out, "encoder"))
+    tokenizer = XLMRobertaTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", sep_token="</s>",
+                                        cls_token="<s>", unk_token="<unk>", pad_token="<pad>", mask_token="<mask>")
+    tokenizer.save_pretrained(encoder)
+    XLMRobertaConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                     intermediate_size=64, max_position_embeddings=258, pad_token_id=1, bos_token_id=0,
+                     eos_token_id=2).save_pretrained(encoder)
+    torch.manual_seed(seed)
+    model = UnifiedMetric(pretrained_model=encoder, input_segments=["mt", "src"], hidden_sizes=[32], word_layer=2,
+                          load_pretrained_weights=False, local_files_only=True)
+    hparams = {**dict(model.hparams), "class_identifier": "unified_metric"}
+    os.makedirs(os.path.join(out, "checkpoints"), exist_ok=True)
+    with open(os.path.join(out, "hparams.yaml"), "w", encoding="utf-8") as f:
+        yaml.safe_dump(hparams, f)
+    torch.save({"state_dict": model.state_dict(), "hyper_parameters": dict(model.hparams),
+                "pytorch-lightning_version": pytorch_lightning.__version__},
+               os.path.join(out, "checkpoints", "model.ckpt"))
+    return out
+
+
 def convert_ct2(model_dir: str, out: str) -> str:
     """CTranslate2's own converter on a transformers directory, tokenizer files copied beside model.bin."""
     from ctranslate2.converters import TransformersConverter
@@ -146,8 +187,9 @@ def read_text(paths: list[str]) -> list[str]:
     return [line.strip() for path in paths for line in read_lines(path) if line.strip()]
 
 
-def build_all(out: str, text: list[str] | None = None, seed: int = 0, ct2: bool = True, st: bool = True) -> dict[str, str]:
-    """Every tiny model under `out`; returns {name: directory}."""
+def build_all(out: str, text: list[str] | None = None, seed: int = 0, ct2: bool = True, st: bool = True,
+              comet: bool = False) -> dict[str, str]:
+    """Every tiny model under `out` (the COMET one only with `comet`); returns {name: directory}."""
     os.makedirs(out, exist_ok=True)
     lines = read_text(text or DEFAULT_TEXT)
     tokenizer = train_tokenizer(lines)
@@ -161,6 +203,8 @@ def build_all(out: str, text: list[str] | None = None, seed: int = 0, ct2: bool 
         paths["gpt2_ct2"] = convert_ct2(paths["gpt2"], os.path.join(out, "gpt2-de-ct2"))
     if st:
         paths["st"] = build_sentence_encoder(os.path.join(out, "st-en-de"), tokenizer, seed)
+    if comet:
+        paths["comet"] = build_comet_qe(os.path.join(out, "cometkiwi-tiny"), lines, seed)
     return paths
 
 
@@ -169,12 +213,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True, help="output directory")
     parser.add_argument("--text", nargs="+", help="tokenizer training text (default: rerank/data/multi30k/val.{en,de}.gz)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--comet", action="store_true", help="also a reference-free COMET model (needs the [comet] extra)")
     args = parser.parse_args(argv)
     import logging
 
     logging.getLogger("transformers").setLevel(logging.ERROR)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    for name, path in build_all(args.out, args.text, args.seed).items():
+    for name, path in build_all(args.out, args.text, args.seed, comet=args.comet).items():
         print(f"{name}\t{path}")
     return 0
 

@@ -26,9 +26,14 @@ _DIGESTS: dict[tuple, str] = {}
 
 def model_digest(path: str) -> str:
     """sha256 of a model directory's files, subfolders included (relative names and contents:
-    weights, configs, tokenizer, pooling), memoised per process on their sizes and modification times."""
-    files = []
-    for root, dirs, names in os.walk(path):
+    weights, configs, tokenizer, pooling), or of one model file, memoised per process on their
+    sizes and modification times."""
+    if os.path.isfile(path):  # a single-file model (a COMET .ckpt)
+        path, only = os.path.split(os.path.abspath(path))
+        files = [only]
+    else:
+        files = []
+    for root, dirs, names in os.walk(path) if not files else ():
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         files += [os.path.relpath(os.path.join(root, n), path) for n in names if not n.startswith(".")]
     files.sort()
