@@ -234,39 +234,65 @@ def char_sequences(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     return np.searchsorted(kept, points[keep]).astype(np.int64), bounds
 
 
-def ngram_counts(ids: np.ndarray, bounds: np.ndarray, group: np.ndarray, n: int
-                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(rows, cols, counts): for every text, each distinct n-gram in it and how often it occurs;
-    cols are n-gram ids shared only within a group, dense in 0..G-1. Codes are the base-V numbers
-    of the n-grams' unit ids, renumbered densely only where the next step could leave int64."""
-    lengths = np.diff(bounds)
-    count = np.maximum(lengths - n + 1, 0)
-    n_texts = len(lengths)
-    text = np.repeat(np.arange(n_texts, dtype=np.int64), count)
-    if len(text) == 0:
-        return text, text.copy(), text.copy()
-    start = bounds[text] + (np.arange(len(text), dtype=np.int64) - np.repeat(np.cumsum(count) - count, count))
-    vocab = int(ids.max()) + 1
-    code, top = ids[start], vocab
-    for k in range(1, n):
-        if top * vocab >= 2 ** 62:
-            uniq, code = np.unique(code, return_inverse=True)
-            code, top = code.astype(np.int64), len(uniq)
-        code, top = code * vocab + ids[start + k], top * vocab
-    if top * n_texts >= 2 ** 62:
-        uniq, code = np.unique(code, return_inverse=True)
-        code, top = code.astype(np.int64), len(uniq)
-    keys, counts = np.unique(text * top + code, return_counts=True)
-    rows = keys // top
-    _, cols = np.unique(group[rows] * top + keys % top, return_inverse=True)
-    return rows, cols.astype(np.int64), counts.astype(np.float64)
+class NgramCounter:
+    """The distinct n-grams of every text of a block of whole lists and their counts, order by
+    order (`counts(n)` for n = 1, 2, ... in turn: an order's codes extend the previous order's).
+
+    One sort per order: an n-gram occurrence's key is (list, n-gram code, text within the list)
+    as one int64, so equal keys are one text's occurrences of one n-gram (their count is the run
+    length) and a change of (list, code) starts a new column. Codes are the base-V numbers of the
+    n-grams' unit ids, renumbered densely only where a key could leave int64."""
+
+    def __init__(self, ids: np.ndarray, bounds: np.ndarray, group: np.ndarray):
+        n_texts = len(bounds) - 1
+        self.ids, self.vocab = ids, int(ids.max(initial=0)) + 1
+        text = np.repeat(np.arange(n_texts, dtype=np.int64), np.diff(bounds))
+        self.position = np.arange(len(ids), dtype=np.int64)  # start of every n-gram of the current order
+        self.room = bounds[1:][text] - self.position           # units from there to the end of its text
+        new_list = np.r_[True, group[1:] != group[:-1]] if n_texts else np.zeros(0, dtype=bool)
+        self.first = np.flatnonzero(new_list)                   # first text of every list
+        self.span = int(np.diff(np.r_[self.first, n_texts]).max(initial=1))  # texts in the largest list
+        owner = (np.cumsum(new_list) - 1)[text]
+        self.owner, self.local = owner, text - self.first[owner] if len(text) else text
+        self.code, self.top, self.n = ids.astype(np.int64), self.vocab, 1
+
+    def _compact(self) -> None:
+        uniq, code = np.unique(self.code, return_inverse=True)
+        self.code, self.top = code.astype(np.int64).reshape(-1), max(len(uniq), 1)
+
+    def counts(self, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(rows, cols, counts) of order n: each distinct n-gram of every text (row) and how often
+        it occurs; cols are n-gram ids shared only within a list, dense in 0..G-1."""
+        while self.n < n:
+            keep = self.room >= self.n + 1
+            self.position, self.room = self.position[keep], self.room[keep]
+            self.owner, self.local, self.code = self.owner[keep], self.local[keep], self.code[keep]
+            if self.top * self.vocab >= 2 ** 62:
+                self._compact()
+            self.code = self.code * self.vocab + self.ids[self.position + self.n]
+            self.top *= self.vocab
+            self.n += 1
+        if len(self.code) == 0:
+            return self.code, self.code, np.zeros(0)
+        n_lists = len(self.first)
+        if n_lists * self.top * self.span >= 2 ** 62:
+            self._compact()
+        if n_lists * self.top * self.span >= 2 ** 62:
+            raise InputError(f"too many distinct {n}-grams in one block for the aggregate MBR: use smaller blocks")
+        keys = np.sort((self.owner * self.top + self.code) * self.span + self.local)
+        head = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
+        counts = np.diff(np.r_[head, len(keys)]).astype(np.float64)
+        keys = keys[head]
+        column = keys // self.span
+        cols = np.cumsum(np.r_[True, column[1:] != column[:-1]]) - 1
+        return keys % self.span + self.first[column // self.top], cols, counts
 
 
-def aggregate_matches(ids, bounds, group, p, n) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def aggregate_matches(counter: NgramCounter, group, p, n) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(n-gram count of every text, its list's expected n-gram count, clipped matches
     sum_g min(c_i(g), E[c](g)) against its list's aggregate reference), each (T,)."""
-    rows, cols, counts = ngram_counts(ids, bounds, group, n)
-    n_texts = len(bounds) - 1
+    rows, cols, counts = counter.counts(n)
+    n_texts = len(group)
     expected = np.bincount(cols, weights=p[rows] * counts, minlength=int(cols.max(initial=-1)) + 1)
     matches = np.bincount(rows, weights=np.minimum(counts, expected[cols]), minlength=n_texts)
     totals = np.bincount(rows, weights=counts, minlength=n_texts)
@@ -278,15 +304,36 @@ def expected_per_list(values: np.ndarray, group: np.ndarray, p: np.ndarray) -> n
     return np.bincount(group, weights=p * values, minlength=int(group.max(initial=-1)) + 1)[group]
 
 
-def bleu_aggregate(tokens: Sequence[Sequence[str]], offsets: np.ndarray, p: np.ndarray) -> np.ndarray:
+def token_sequences(texts: Sequence[str], tokenize: str = "13a") -> tuple[np.ndarray, np.ndarray]:
+    """(ids, bounds) of sacrebleu's tokens of every text: `integer_sequences(tokenize_many(texts))`
+    up to the numbering of the ids. For 13a, each distinct whitespace-separated word is tokenised
+    once: 13a's rules look at a character and its neighbours, where any whitespace character acts
+    as the padding space does (neither a digit nor one of . , -), so a text's tokens are its
+    words' tokens in turn (tests check it against one sacrebleu call per text)."""
+    if tokenize != "13a" or any(SEPARATOR in t or "\n" in t for t in texts):
+        return integer_sequences(tokenize_many(texts, tokenize))
+    n_words = np.fromiter((len(t.split()) for t in texts), dtype=np.int64, count=len(texts))
+    words = " ".join(texts).split()
+    distinct = list(dict.fromkeys(words))
+    index = {w: i for i, w in enumerate(distinct)}
+    word = np.fromiter(map(index.__getitem__, words), dtype=np.int64, count=len(words))
+    piece_ids, piece_bounds = integer_sequences(tokenize_many(distinct, tokenize))
+    k, first = np.diff(piece_bounds)[word], piece_bounds[:-1][word]
+    ids = piece_ids[np.repeat(first - (np.cumsum(k) - k), k) + np.arange(int(k.sum()), dtype=np.int64)]
+    per_text = np.bincount(np.repeat(np.arange(len(texts)), n_words), weights=k, minlength=len(texts))
+    return ids, np.concatenate([[0], np.cumsum(per_text)]).astype(np.int64)
+
+
+def bleu_aggregate(texts: Sequence[str], offsets: np.ndarray, p: np.ndarray, tokenize: str = "13a") -> np.ndarray:
     """Sentence BLEU+1 of every hypothesis against its list's aggregate reference, (T,)."""
-    ids, bounds = integer_sequences(tokens)
+    ids, bounds = token_sequences(texts, tokenize)
     group = list_of_row(offsets)
     lengths = np.diff(bounds).astype(np.float64)
     stats = np.zeros((len(lengths), 10))
     stats[:, 0], stats[:, 1] = lengths, expected_per_list(lengths, group, p)
+    counter = NgramCounter(ids, bounds, group)
     for n in range(1, 5):
-        totals, _, matches = aggregate_matches(ids, bounds, group, p, n)
+        totals, _, matches = aggregate_matches(counter, group, p, n)
         stats[:, 1 + n], stats[:, 5 + n] = matches, totals
     return sentence_bleu_plus1(stats)
 
@@ -303,8 +350,9 @@ def chrf_aggregate(texts: Sequence[str], offsets: np.ndarray, p: np.ndarray, wor
     if word_order:
         units.append((integer_sequences([t.split() for t in texts]), word_order))
     for (ids, bounds), orders in units:
+        counter = NgramCounter(ids, bounds, group)
         for n in range(1, orders + 1):
-            columns += aggregate_matches(ids, bounds, group, p, n)
+            columns += aggregate_matches(counter, group, p, n)
     return np.asarray(metric.score_from_stats(np.stack(columns, axis=1))) / 100.0
 
 
@@ -312,7 +360,7 @@ def chrf_aggregate(texts: Sequence[str], offsets: np.ndarray, p: np.ndarray, wor
 
 METHODS = ("exact", "aggregate")
 BLOCK_PAIRS = 2_000_000   # exact: pairs per block (about 0.2 KB each at the peak)
-BLOCK_HYPS = 100_000      # aggregate: hypotheses per block
+BLOCK_HYPS = 1_000        # aggregate: hypotheses per block (small blocks sort in cache: faster)
 
 
 def sentence_blocks(cost: np.ndarray, budget: int) -> list[tuple[int, int]]:
@@ -334,7 +382,7 @@ def block_scores(texts: list[str], offsets: np.ndarray, p: np.ndarray, utility: 
     """The mbr feature (in [0, 1]) of the rows of whole lists: texts, offsets from 0, posteriors."""
     if method == "aggregate":
         if utility == "bleu":
-            return bleu_aggregate(tokenize_many(texts, tokenize), offsets, p)
+            return bleu_aggregate(texts, offsets, p, tokenize)
         return chrf_aggregate(texts, offsets, p)
     I, J, pair_offsets = pair_index(offsets)
     if utility == "bleu":

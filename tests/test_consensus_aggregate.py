@@ -117,7 +117,7 @@ def test_aggregate_matches_are_at_least_the_expected_matches(lists, temperature)
     group = nbest.sentence_of_hyp
     I, J, pair_offsets = C.pair_index(nbest.offsets)
     for n in range(1, 5):
-        _, _, aggregate = C.aggregate_matches(ids, bounds, group, p, n)
+        _, _, aggregate = C.aggregate_matches(C.NgramCounter(ids, bounds, group), group, p, n)
         pairs, _ = C.pair_matches(ids, bounds, group, n, I, pair_offsets, nbest.offsets)
         assert np.all(aggregate >= C.expected_utility(pairs, I, p[J], nbest.n_hyps) - 1e-12)
 
@@ -199,3 +199,26 @@ def test_options_and_flag_select_the_method():
     assert MBRFeature().options(parser.parse_args(["--mbr-method", "aggregate"])).method == "aggregate"
     with pytest.raises(SystemExit):
         parser.parse_args(["--mbr-method", "fast"])
+
+
+awkward_text = st.lists(st.sampled_from(["a", "3.5", "12-4", "x.", ".,", "&quot;", "&amp;", "<skipped>", "-", "Ü",
+                                         "\t", " ", "  ", "\u00a0", "\u3000", "(b)", "1,000", "$", "'s"]),
+                        max_size=12).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(awkward_text, max_size=8))
+def test_token_sequences_equal_one_sacrebleu_call_per_text(texts):
+    """13a word by word (each distinct word tokenised once) gives every text's sacrebleu tokens."""
+    from sacrebleu.metrics import BLEU
+
+    tokenizer = BLEU(tokenize="13a").tokenizer
+    ids, bounds = C.token_sequences(texts)
+    vocab: dict[int, str] = {}
+    for t, text in enumerate(texts):
+        expected = tokenizer(text.rstrip()).split()
+        got = ids[bounds[t]:bounds[t + 1]].tolist()
+        assert len(got) == len(expected)
+        for i, token in zip(got, expected):
+            assert vocab.setdefault(i, token) == token
+    assert len(set(vocab.values())) == len(vocab)
