@@ -190,6 +190,13 @@ def read_text(paths: list[str]) -> list[str]:
 def build_all(out: str, text: list[str] | None = None, seed: int = 0, ct2: bool = True, st: bool = True,
               comet: bool = False) -> dict[str, str]:
     """Every tiny model under `out` (the COMET one only with `comet`); returns {name: directory}."""
+    from rerank.progress import transformers_bars_off
+
+    with transformers_bars_off():
+        return _build_all(out, text, seed, ct2, st, comet)
+
+
+def _build_all(out, text, seed, ct2, st, comet) -> dict[str, str]:
     os.makedirs(out, exist_ok=True)
     lines = read_text(text or DEFAULT_TEXT)
     tokenizer = train_tokenizer(lines)
