@@ -151,11 +151,19 @@ def mbr_study(docs: str) -> str:
     return f"Made by `{study['command']}` (mbr_study.json beside results.json).\n\n{report(study)}\n"
 
 
+def marian_channel(docs: str) -> str:
+    """The Transformer channel model against the GRU one (recipes.marian_channel compare)."""
+    from rerank.recipes.marian_channel import report
+
+    study = _load(docs, os.path.join("stronger", "marian_channel.json"))
+    return f"Made by `{study['command']}` (marian_channel.json beside results.json).\n\n{report(study)}\n"
+
+
 RENDER = {
     "README.md": {"baselines": baselines, "embedding": embedding_model,
                   "gains": lambda docs: gains(_load(docs, "results.json")["experiments"])},
     "stronger.md": {"tables": stronger_tables, "models": stronger_models, "summary": stronger_summary,
-                    "mbr-study": mbr_study},
+                    "mbr-study": mbr_study, "marian-channel": marian_channel},
     "embeddings.md": {"embeddings": embedding_study},
 }
 
