@@ -16,12 +16,14 @@ once, cached by model digest and pair. unbabel-comet 2.2 needs transformers 4 (e
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from dataclasses import dataclass
 
 import numpy as np
 
+from rerank import distributed
 from rerank.cliargs import positive_int
 from rerank.device import resolve_device
 from rerank.errors import InputError, needs_neural, require
@@ -72,20 +74,37 @@ def load_comet(path: str):
 
 
 def comet_scores(model, pairs: list[tuple[str, str]], batch_size: int, device) -> np.ndarray:
-    """The model's segment scores of (source, hypothesis) pairs."""
-    data = [{"src": source, "mt": hyp} for source, hyp in pairs]
-    quiet = [logging.getLogger(name) for name in ("pytorch_lightning", "lightning.pytorch", "lightning")]
-    levels = [logger.level for logger in quiet]
-    for logger in quiet:
-        logger.setLevel(logging.ERROR)
-    try:
-        cuda = device.type == "cuda"
-        out = model.predict(data, batch_size=batch_size, gpus=1 if cuda else 0, progress_bar=False,
-                            accelerator="cuda" if cuda else "cpu")
-    finally:
-        for logger, level in zip(quiet, levels):
-            logger.setLevel(level)
-    return np.asarray(out.scores, dtype=np.float64)
+    """The model's segment scores of (source, hypothesis) pairs, in batches of `batch_size` pairs
+    cut as COMET's own length batching cuts them (its argsort of the source lengths), which COMET
+    is then given in that order to take as they come: a score depends on its batch alone, so under
+    torchrun the ranks score whole batches each (rerank.distributed) and the scores are those of
+    one process."""
+    order = np.argsort([len(source) for source, _ in pairs]).tolist()
+    n_batches = -(-len(order) // batch_size)
+
+    def predict(a: int, b: int) -> np.ndarray:
+        chunk = order[a * batch_size:b * batch_size]
+        data = [{"src": pairs[i][0], "mt": pairs[i][1]} for i in chunk]
+        quiet = [logging.getLogger(name) for name in ("pytorch_lightning", "lightning.pytorch", "lightning")]
+        levels = [logger.level for logger in quiet]
+        for logger in quiet:
+            logger.setLevel(logging.ERROR)
+        try:
+            cuda = device.type == "cuda"
+            # Lightning would take the torchrun variables for a distributed run of its own
+            with distributed.without_launcher_environment() if distributed.active() else contextlib.nullcontext():
+                out = model.predict(data, batch_size=batch_size, gpus=1 if cuda else 0, progress_bar=False,
+                                    accelerator="cuda" if cuda else "cpu", length_batching=False)
+        finally:
+            for logger, level in zip(quiet, levels):
+                logger.setLevel(level)
+        return np.asarray(out.scores, dtype=np.float64)
+
+    scores = np.zeros(len(pairs))
+    weights = [sum(len(pairs[i][0]) + len(pairs[i][1]) for i in order[k * batch_size:(k + 1) * batch_size])
+               for k in range(n_batches)]
+    scores[order] = distributed.concat(distributed.map_parts(predict, n_batches, weights))
+    return scores
 
 
 class QEFeature(Feature):
@@ -122,7 +141,8 @@ class QEFeature(Feature):
         try:
             hparams = os.path.join(os.path.dirname(os.path.dirname(ckpt)), "hparams.yaml")
             namespace = (model_digest(ckpt) + model_digest(hparams) + "\0qe") if cache is not None else ""
-            found = cache.get(namespace, pairs) if cache is not None else {}
+            # under torchrun rank 0 alone has the cache and reads it for all: every rank leaves the same pairs
+            found = distributed.on_main(lambda: cache.get(namespace, pairs) if cache is not None else {})
             for i, (value, _) in found.items():
                 values[i] = value
             todo = [i for i in range(len(pairs)) if i not in found]

@@ -5,7 +5,9 @@ Sentences are processed in chunks of consecutive sentences; inside a chunk every
 hypothesis string is encoded once (n-best lists repeat strings across and within lists), so
 memory stays bounded by the chunk, not the list. A vector does not depend on which strings are
 encoded with it (see embeddings.encoder) and the cosines are summed in float64, so a shard of a
-list (`rerank features --shard`) gets exactly the values of the unsharded run.
+list (`rerank features --shard`) gets exactly the values of the unsharded run, and so do the
+torchrun ranks, which split every chunk into sentence ranges of about equal hypothesis counts
+(rerank.distributed).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rerank import distributed
 from rerank.cliargs import positive_int
 from rerank.errors import InputError, needs_neural, require
 from rerank.features import Feature, FeatureContext, make_options
@@ -69,29 +72,46 @@ def embedding_features(
     if images is not None and len(images) != nbest.n_sentences:
         raise InputError(f"{len(images)} image feature rows for {nbest.n_sentences} n-best sentences")
     out = {name: np.zeros(nbest.n_hyps) for name in which}
-    starts = range(0, nbest.n_sentences, chunk_sentences)
     bar = progress_bar(progress, "features", total=nbest.n_hyps, unit="hyp")
-    for start in starts:
+    for start in range(0, nbest.n_sentences, chunk_sentences):
         end = min(start + chunk_sentences, nbest.n_sentences)
         lo, hi = int(nbest.offsets[start]), int(nbest.offsets[end])
-        sent = nbest.sentence_of_hyp[lo:hi]
-        distinct: dict[str, int] = {}
-        index = np.array([distinct.setdefault(h, len(distinct)) for h in nbest.hyps[lo:hi]], dtype=np.int64)
-        hyp_vecs = encoder.encode(list(distinct), tgt_lang, batch_size=batch_size, device=device, empty="zero")[index]
-        src_vecs = img_vecs = None
-        if sources is not None and {"s_s", "s_i_src"} & set(which):
-            src_vecs = encoder.encode(list(sources[start:end]), src_lang, batch_size=batch_size, device=device, empty="zero")
-        if images is not None and {"s_i", "s_i_src"} & set(which):
-            img_vecs = encoder.encode_images(images[start:end], device=device)
-        local = sent - start
-        if "s_s" in which:
-            out["s_s"][lo:hi] = row_dots(hyp_vecs, src_vecs[local])
-        if "s_i" in which:
-            out["s_i"][lo:hi] = row_dots(hyp_vecs, img_vecs[local])
-        if "s_i_src" in which:
-            out["s_i_src"][lo:hi] = row_dots(src_vecs, img_vecs)[local]
+
+        def columns(a: int, b: int, start=start) -> dict[str, np.ndarray]:
+            return _sentence_columns(nbest, encoder, which, tgt_lang, sources, src_lang, images, start + a, start + b,
+                                     batch_size, device)
+
+        # torchrun: each rank takes sentences of about equal hypothesis counts (rerank.distributed);
+        # a vector does not depend on the sentences encoded with it, so neither do the values
+        parts = distributed.map_parts(columns, end - start, np.diff(nbest.offsets[start:end + 1]))
+        for name in which:
+            out[name][lo:hi] = distributed.concat([part[name] for part in parts])
         bar.update(hi - lo)
     bar.close()
+    return out
+
+
+def _sentence_columns(nbest: NBestList, encoder, which, tgt_lang, sources, src_lang, images, start: int, end: int,
+                      batch_size: int, device) -> dict[str, np.ndarray]:
+    """The columns of the hypotheses of sentences start..end-1, each distinct string encoded once."""
+    lo, hi = int(nbest.offsets[start]), int(nbest.offsets[end])
+    sent = nbest.sentence_of_hyp[lo:hi]
+    distinct: dict[str, int] = {}
+    index = np.array([distinct.setdefault(h, len(distinct)) for h in nbest.hyps[lo:hi]], dtype=np.int64)
+    hyp_vecs = encoder.encode(list(distinct), tgt_lang, batch_size=batch_size, device=device, empty="zero")[index]
+    src_vecs = img_vecs = None
+    if sources is not None and {"s_s", "s_i_src"} & set(which):
+        src_vecs = encoder.encode(list(sources[start:end]), src_lang, batch_size=batch_size, device=device, empty="zero")
+    if images is not None and {"s_i", "s_i_src"} & set(which):
+        img_vecs = encoder.encode_images(images[start:end], device=device)
+    local = sent - start
+    out = {}
+    if "s_s" in which:
+        out["s_s"] = row_dots(hyp_vecs, src_vecs[local])
+    if "s_i" in which:
+        out["s_i"] = row_dots(hyp_vecs, img_vecs[local])
+    if "s_i_src" in which:
+        out["s_i_src"] = row_dots(src_vecs, img_vecs)[local]
     return out
 
 

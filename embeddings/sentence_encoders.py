@@ -18,11 +18,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rerank import distributed
 from rerank.cliargs import positive_int
 from rerank.device import resolve_device
 from rerank.errors import InputError, needs_neural, require
 from rerank.features import Feature, FeatureContext, make_options
-from rerank.progress import transformers_bars_off
+from rerank.progress import track, transformers_bars_off
 from rerank.score_cache import model_digest, open_cache
 
 
@@ -85,11 +86,25 @@ def _portable_mirror(path: str, mirror: str) -> bool:
 
 
 def cosine_pairs(encoder, lefts: list[str], rights: list[str], batch_size: int, progress=False) -> np.ndarray:
-    """cos(left_i, right_i), each distinct sentence encoded once."""
+    """cos(left_i, right_i), each distinct sentence encoded once, in batches of `batch_size`
+    sentences of similar length, cut as sentence-transformers cuts them (its argsort of minus the
+    character count). Each batch is encoded on its own, so a vector depends on its batch alone:
+    under torchrun the ranks encode whole batches each (rerank.distributed) and the cosines are
+    those of one process."""
     texts = list(dict.fromkeys(lefts + rights))
     position = {t: i for i, t in enumerate(texts)}
-    vectors = encoder.encode(texts, batch_size=batch_size, convert_to_numpy=True, normalize_embeddings=True,
-                             show_progress_bar=bool(progress) and not callable(progress)).astype(np.float64)
+    order = np.argsort([-len(t) for t in texts]).tolist()   # the order sentence-transformers sorts in
+    batches = [order[k:k + batch_size] for k in range(0, len(order), batch_size)]
+
+    def encode(a: int, b: int) -> np.ndarray:
+        return np.concatenate([encoder.encode([texts[i] for i in batch], batch_size=len(batch), convert_to_numpy=True,
+                                              normalize_embeddings=True, show_progress_bar=False)
+                               for batch in track(batches[a:b], progress, "sim", unit="batch")])
+
+    parts = distributed.map_parts(encode, len(batches), [sum(len(texts[i]) for i in batch) for batch in batches])
+    vectors = np.zeros((len(texts), parts[0].shape[1] if parts else 0), dtype=np.float32)
+    vectors[order] = distributed.concat(parts, vectors[:0])
+    vectors = vectors.astype(np.float64)
     left = vectors[[position[t] for t in lefts]]
     right = vectors[[position[t] for t in rights]]
     return np.einsum("ij,ij->i", left, right)
@@ -129,7 +144,8 @@ class SimFeature(Feature):
         cache = open_cache(context.cache)
         try:
             namespace = model_digest(options.model) + "\0sim" if cache is not None else ""
-            found = cache.get(namespace, pairs) if cache is not None else {}
+            # under torchrun rank 0 alone has the cache and reads it for all: every rank leaves the same pairs
+            found = distributed.on_main(lambda: cache.get(namespace, pairs) if cache is not None else {})
             for i, (value, _) in found.items():
                 values[i] = value
             todo = [i for i in range(len(pairs)) if i not in found]

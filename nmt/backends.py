@@ -17,9 +17,11 @@ end-of-sentence token counted as the model counts it:
   so that a sentence that stops early pays for stopping.
 
 `_norm` columns divide by the number of scored tokens. Each distinct (input, output) pair is
-scored once; batches are sorted by length and filled to a token budget; on CUDA the HF models
-run in bf16/fp16, CTranslate2 in float16. Finished pairs go to a cache keyed by the model's
-digest and the pair (rerank/nmt/score_cache.py), so a re-run costs nothing.
+scored once; batches are sorted by length and filled to a token budget (CTranslate2 is given
+the same batches, one `score_batch` call each, so a score depends on its batch alone and the
+torchrun ranks, which score whole batches each, give the one-process scores: rerank.distributed);
+on CUDA the HF models run in bf16/fp16, CTranslate2 in float16. Finished pairs go to a cache
+keyed by the model's digest and the pair (rerank/score_cache.py), so a re-run costs nothing.
 
 transformers, tokenizers and ctranslate2 are imported inside, so the core imports without them.
 """
@@ -34,6 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rerank import distributed
 from rerank.errors import InputError, needs_neural
 from rerank.progress import track, transformers_bars_off
 from rerank.score_cache import model_digest
@@ -346,10 +349,10 @@ class CT2TranslationScorer:
             rows.append(tokens)
         return rows
 
-    def score_tokens(self, inputs, outputs, budget: int) -> np.ndarray:
+    def score_tokens(self, inputs, outputs) -> np.ndarray:
+        """Summed log-probabilities of one batch, scored as one batch (the caller's token budget)."""
         lead = [self.forced] if self.forced is not None else []
-        results = self.model.score_batch(inputs, [lead + out for out in outputs], max_batch_size=budget,
-                                         batch_type="tokens")
+        results = self.model.score_batch(inputs, [lead + out for out in outputs], max_batch_size=0)
         return np.array([sum(r.log_probs[len(lead):]) for r in results], dtype=np.float64)
 
 
@@ -371,8 +374,9 @@ class CT2LMScorer:
     def encode(self, texts: Sequence[str]) -> list[list[str]]:
         return [self.tokenizer.convert_ids_to_tokens(lm_ids(self.tokenizer, t, self.bos, self.eos)) for t in texts]
 
-    def score_tokens(self, tokens, budget: int) -> np.ndarray:
-        results = self.model.score_batch(tokens, max_batch_size=budget, batch_type="tokens")
+    def score_tokens(self, tokens) -> np.ndarray:
+        """Summed log-probabilities of one batch, scored as one batch (the caller's token budget)."""
+        results = self.model.score_batch(tokens, max_batch_size=0)
         return np.array([sum(r.log_probs) for r in results], dtype=np.float64)
 
 
@@ -422,31 +426,35 @@ def _cached_pairs(make_scorer: Callable, kind: str, path: str, tag: str, inputs:
     index = np.array([distinct.setdefault(pair, len(distinct)) for pair in zip(inputs, outputs)], dtype=np.int64)
     pairs = list(distinct)
     sums, counts = np.zeros(len(pairs)), np.zeros(len(pairs))
-    todo = list(range(len(pairs)))
     namespace = model_digest(path) + "\0" + tag if cache is not None else None
-    if cache is not None:
-        found = cache.get(namespace, pairs)
-        todo = [i for i in todo if i not in found]
-        for i, (value, count) in found.items():
-            sums[i], counts[i] = value, count
+    # under torchrun rank 0 alone has the cache and reads it for all: every rank leaves the same pairs
+    found = distributed.on_main(lambda: cache.get(namespace, pairs) if cache is not None else {})
+    todo = [i for i in range(len(pairs)) if i not in found]
+    for i, (value, count) in found.items():
+        sums[i], counts[i] = value, count
     if todo:  # the model is loaded only when something is left to score
         with transformers_bars_off():
             scorer = make_scorer()
         lm = isinstance(scorer, (HFCausalLMScorer, CT2LMScorer))
-        out_ids = scorer.encode([pairs[i][1] for i in todo]) if lm else \
-            scorer.encode_outputs([pairs[i][1] for i in todo])
-        in_ids = None if lm else scorer.encode_inputs([pairs[i][0] for i in todo])
+        out_ids, in_ids = _encode_pairs(scorer, lm, [pairs[i] for i in todo])
         lengths = [len(o) + (len(in_ids[k]) if in_ids is not None else 0) for k, o in enumerate(out_ids)]
+        batches = token_batches(lengths, budget)
+
+        def score(a: int, b: int) -> np.ndarray:
+            values = []
+            for batch in track(batches[a:b], progress, what, unit="batch"):
+                outs = [out_ids[k] for k in batch]
+                if kind == CT2:
+                    values.append(scorer.score_tokens(outs) if lm else
+                                  scorer.score_tokens([in_ids[k] for k in batch], outs))
+                else:
+                    values.append(scorer.score_ids(outs) if lm else scorer.score_ids([in_ids[k] for k in batch], outs))
+            return np.concatenate(values)
+
+        # under torchrun each rank scores whole batches, so a pair's batch is the one-process batch
         scored = np.zeros(len(todo))
-        if kind == CT2:  # CTranslate2 sorts and fills its own token-budget batches
-            chunks = [list(range(k, min(k + 4096, len(todo)))) for k in range(0, len(todo), 4096)]
-            for chunk in track(chunks, progress, what, unit="chunk"):
-                scored[chunk] = (scorer.score_tokens([out_ids[k] for k in chunk], budget) if lm else
-                                 scorer.score_tokens([in_ids[k] for k in chunk], [out_ids[k] for k in chunk], budget))
-        else:
-            for batch in track(token_batches(lengths, budget), progress, what, unit="batch"):
-                scored[batch] = (scorer.score_ids([out_ids[k] for k in batch]) if lm else
-                                 scorer.score_ids([in_ids[k] for k in batch], [out_ids[k] for k in batch]))
+        scored[[k for batch in batches for k in batch]] = distributed.concat(distributed.map_parts(
+            score, len(batches), [len(batch) * max(lengths[k] for k in batch) for batch in batches]))
         n_scored = np.array([len(o) - (1 if lm and kind == HF else 0) for o in out_ids], dtype=np.float64)
         if lm and kind == CT2:
             n_scored -= 1
@@ -456,3 +464,17 @@ def _cached_pairs(make_scorer: Callable, kind: str, path: str, tag: str, inputs:
         if cache is not None:
             cache.put(namespace, [pairs[i] for i in todo], scored, n_scored)
     return sums[index], counts[index]
+
+
+def _encode_pairs(scorer, lm: bool, pairs: list[tuple[str, str]]) -> tuple[list, list | None]:
+    """(output token ids or tokens, input ones or None for an LM) of every pair; under torchrun each
+    rank tokenises a part."""
+    def encode(a: int, b: int):
+        outputs = [pair[1] for pair in pairs[a:b]]
+        if lm:
+            return scorer.encode(outputs), None
+        return scorer.encode_outputs(outputs), scorer.encode_inputs([pair[0] for pair in pairs[a:b]])
+
+    parts = distributed.map_parts(encode, len(pairs))
+    out_ids = [ids for part in parts for ids in part[0]]
+    return out_ids, None if lm else [ids for part in parts for ids in part[1]]

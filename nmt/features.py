@@ -13,7 +13,8 @@ directory (config.json) or a CTranslate2 directory (model.bin); the directory's 
 (rerank.nmt.backends). Scores are computed once per distinct (sentence, hypothesis) pair, in
 length-sorted batches (users' models: filled to a token budget), on the CPU or CUDA, with a
 progress bar on a terminal; users' models' scores are cached by model digest and pair
-(FeatureContext.cache).
+(FeatureContext.cache). Under torchrun the ranks share the tokenising and the batches, whole
+batches each, so every score is the one a single process computes (rerank.distributed).
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ from rerank.nmt.checkpoint import read_json, read_vocab, save_tensors
 from rerank.nmt.data import length_batches, pad
 from rerank.nmt.lm_config import LMConfig
 from rerank.nmt.vocab import BOS_ID, EOS_ID, PAD_ID, SubwordVocab, Tokenizer, Vocab
+from rerank import distributed
 from rerank.budget import EpochBudget
 from rerank.device import load_tensors, load_weights
 from rerank.errors import InputError
@@ -111,15 +112,25 @@ class LanguageModel:
 
     @torch.no_grad()
     def score(self, lines: list[str], batch_size: int = 128, progress: bool = False) -> tuple[list[float], list[int]]:
-        """(sum of log-probs incl. </s>, number of scored tokens incl. </s>) of every line."""
-        ids = encode_lines(lines, self.tok, self.vocab)
+        """(sum of log-probs incl. </s>, number of scored tokens incl. </s>) of every line. Under
+        torchrun the ranks tokenise a part of the lines each and score whole batches of the
+        one-process batching (rerank.distributed), so the sums are those of one process."""
+        ids = [s for part in distributed.map_parts(lambda a, b: encode_lines(lines[a:b], self.tok, self.vocab),
+                                                   len(lines)) for s in part]
         sums, counts = [0.0] * len(ids), [len(s) for s in ids]
         batches = length_batches([len(s) for s in ids], batch_size, shuffle=False)
-        for batch in track(batches, progress, "lm", unit="batch"):
-            out, _ = pad([ids[i] for i in batch])
-            totals = self.model.token_logprobs(out.to(self.device)).sum(1).tolist()
-            for i, value in zip(batch, totals):
-                sums[i] = value
+
+        def score(a: int, b: int) -> list[float]:
+            totals = []
+            for batch in track(batches[a:b], progress, "lm", unit="batch"):
+                out, _ = pad([ids[i] for i in batch])
+                totals += self.model.token_logprobs(out.to(self.device)).sum(1).tolist()
+            return totals
+
+        weights = [len(batch) * max(counts[i] for i in batch) for batch in batches]
+        totals = [value for part in distributed.map_parts(score, len(batches), weights) for value in part]
+        for i, value in zip((i for batch in batches for i in batch), totals):
+            sums[i] = value
         return sums, counts
 
 

@@ -11,18 +11,20 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import traceback
 
-from rerank import __version__, plugins, progress
+from rerank import __version__, distributed, plugins, progress
 from rerank.cliargs import reset_command_line, set_command_line, stderr_log
 from rerank.errors import InputError, MissingDependency, missing_neural
 
 
 class OneLineErrors(argparse.ArgumentParser):
     """An argument error is one line, `rerank CMD: error: problem (see rerank CMD --help)`, exit
-    status 2, as for every other bad input; argparse would print the whole usage block first."""
+    status 2, as for every other bad input; argparse would print the whole usage block first.
+    Under torchrun every rank parses the same command line: rank 0 alone says it."""
 
     def error(self, message: str):
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n" if distributed.is_main() else None)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -44,7 +46,8 @@ def main(argv: list[str] | None = None) -> int:
     """Run one command; its exit status. Ctrl-C at any point (plug-in loading, parsing, the
     command) exits 130 with one line and no traceback; bad input exits 2 (argparse's own
     errors raise SystemExit(2) as argparse does); a command that needs the `neural` extra (torch,
-    scikit-learn) on an install without it says in one line what to install, exit status 2."""
+    scikit-learn) on an install without it says in one line what to install, exit status 2. Under
+    torchrun, an error every rank raised together (rerank.distributed) is said once, by rank 0."""
     name = "rerank"
     token = set_command_line(argv)
     restore = _report_on_stderr()
@@ -53,8 +56,9 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
         name = f"rerank {args.command}"
         return int(args.func(args) or 0)
-    except InputError as exc:
-        print(f"{name}: error: {exc}", file=sys.stderr)
+    except (InputError, distributed.PeerFailed) as exc:  # PeerFailed: another rank's traceback is on its stderr
+        if distributed.speaks(exc):
+            print(f"{name}: error: {exc}", file=sys.stderr)
         return 2
     except ModuleNotFoundError as exc:  # a command of the `neural` extra on a core install
         module = missing_neural(exc)
@@ -67,7 +71,13 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"{name}: interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:
+        if not distributed.shared(exc):
+            raise
+        traceback.print_exc()   # this rank's own failure, told before the ranks part (torchrun stops the rest)
+        return 1
     finally:
+        distributed.close()
         restore()
         reset_command_line(token)
 

@@ -2,7 +2,8 @@
 model feature on the same lists (or on lists that share hypotheses: val/test of the same system,
 sharded runs, a second tuning experiment) costs only the lookups.
 
-One SQLite file (stdlib; several processes may share it, as the shards of one list do). A key is
+One SQLite file (stdlib; several processes may share it, as the shards of one list do; the ranks
+of one torchrun run leave it to rank 0). A key is
 the first 16 bytes of sha256(namespace, input, output): the namespace names the model digest and
 everything else that changes a score (feature, language codes, prefixes), so a changed model or
 setting never reads an old value. Values are stored as IEEE doubles, so a cached column equals the
@@ -110,5 +111,10 @@ class ScoreCache:
 
 
 def open_cache(path: str | None) -> ScoreCache | None:
-    """A ScoreCache at `path`, or None for no caching (path None or empty)."""
+    """A ScoreCache at `path`, or None for no caching (path None or empty). Under torchrun
+    (rerank.distributed) rank 0 alone opens it, and reads and writes it for every rank."""
+    from rerank import distributed
+
+    if distributed.active() and not distributed.is_main():
+        return None
     return ScoreCache(path) if path else None

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import sys
 
-from rerank import plugins
+from rerank import distributed, plugins
 from rerank.cliargs import (add_nbest_positional, add_quiet, nbest_inputs, nonnegative_int, positive_int, resolve_nbest,
                             show_progress)
 from rerank.commands._common import FORMAT_HELP, add_nbest_input, add_output_format, load_nbest, write_output
@@ -26,7 +28,8 @@ def add_parser(subparsers):
         + (listing or "none") + ". --shard i/N processes the i-th of N sentence ranges; its ids start at "
         "--id-offset (default 0, so every shard reads as a list of its own; give the shard's first "
         "sentence, printed on stderr, to keep the original ids so that `cat` of the outputs equals "
-        "the unsharded output). " + FORMAT_HELP,
+        "the unsharded output). Under torchrun (torchrun --nproc_per_node N -m rerank features ...) the ranks "
+        "split the model features' work and rank 0 writes the output, the bytes one process writes. " + FORMAT_HELP,
     )
     add_nbest_positional(parser)
     add_nbest_input(parser, positional=False)
@@ -38,8 +41,8 @@ def add_parser(subparsers):
     parser.add_argument("--tgt-lang", default="de", help="hypothesis language (default: %(default)s)")
     parser.add_argument("--shard", help="process shard i of N (e.g. 1/4) of the sentences (default: all of them)")
     parser.add_argument("--id-offset", type=nonnegative_int, default=0, help="id of the first output sentence (default: %(default)s)")
-    parser.add_argument("--device", default="cpu", help="cpu or cuda (falls back to the CPU with a message; "
-                        "default: %(default)s)")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda (falls back to the CPU with a message; under "
+                        "torchrun, cuda is each rank's cuda:LOCAL_RANK; default: %(default)s)")
     parser.add_argument("--threads", type=positive_int, default=1, help="torch CPU threads for the model features "
                         "(default: %(default)s: the encoders' small products run fastest on one thread; torch's "
                         "default spins when the cores are shared)")
@@ -89,8 +92,30 @@ def _plugin_files(args) -> list[str]:
 
 
 def run(args) -> int:
+    """Under torchrun (WORLD_SIZE > 1) every rank runs this: the model features split their work
+    over the ranks (rerank.distributed), rank 0 alone tells and writes; a failure on any rank stops
+    them all at their next exchange."""
     resolve_nbest(args)
     features = plugins.features()
+    with distributed.ranks(), _notes_on_main():
+        return distributed.checked(lambda: _run(args, features))
+
+
+@contextlib.contextmanager
+def _notes_on_main():
+    """The library's notes and warnings (logger `rerank`) on rank 0 only: the other ranks' are the same."""
+    logger = logging.getLogger("rerank")
+    level = logger.level
+    if not distributed.is_main():
+        logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def _run(args, features: dict) -> int:
+    main = distributed.is_main()
     check_outputs(nbest_outputs(args.output, args.out_format), [*nbest_inputs(args), args.src, *_plugin_files(args)])
     requested = _requested(args, features)
     for plugin, which in requested.items():  # a missing extra is said before any work
@@ -107,13 +132,13 @@ def run(args) -> int:
             raise InputError(f"{len(sources)} source lines for {nbest.n_sentences} n-best sentences in {args.nbest}",
                              args.src)
         sources = sources[start:end]
-    if args.shard:
+    if args.shard and main:
         print(f"note: shard {args.shard} holds sentences {start}..{end - 1} (--id-offset {start} keeps their ids)",
               file=sys.stderr)
     part = nbest.select_sentences(range(start, end)) if (start, end) != (0, nbest.n_sentences) else nbest
-    context = FeatureContext(nbest_path=args.nbest, sources=sources, src_lang=args.src_lang,
-                             tgt_lang=args.tgt_lang, device=args.device, threads=args.threads, first_sentence=start,
-                             total_sentences=nbest.n_sentences, progress=show_progress(args),
+    context = FeatureContext(nbest_path=args.nbest, sources=sources, src_lang=args.src_lang, tgt_lang=args.tgt_lang,
+                             device=distributed.local_device(args.device), threads=args.threads, first_sentence=start,
+                             total_sentences=nbest.n_sentences, progress=show_progress(args) and main,
                              cache=None if args.no_score_cache else (args.score_cache or default_cache_path()))
     for plugin, which in requested.items():
         feature = features[plugin]()
@@ -125,7 +150,8 @@ def run(args) -> int:
                 raise InputError(problem + (" (--replace overwrites it)" if column in part.feature_names else ""),
                                  args.nbest)
             part = part.with_feature(column, values, replace=args.replace)
-    for note in context.notes:
-        print(f"note: {note}", file=sys.stderr)
-    write_output(part, args.output, args.out_format, first_id=args.id_offset)
+    if main:
+        for note in context.notes:
+            print(f"note: {note}", file=sys.stderr)
+        write_output(part, args.output, args.out_format, first_id=args.id_offset)
     return 0
