@@ -38,6 +38,7 @@ import numpy as np
 
 from rerank import distributed
 from rerank.errors import InputError, needs_neural
+from rerank.io import read_json_object
 from rerank.progress import track, transformers_bars_off
 from rerank.score_cache import model_digest
 
@@ -67,13 +68,7 @@ def model_kind(path: str) -> str:
     if not os.path.isfile(config_path):
         raise InputError("not a model directory: no config.json (a `rerank nmt/lm train` run or a Hugging Face "
                          "model) and no model.bin (a CTranslate2 model)", path)
-    try:
-        with open(config_path, encoding="utf-8") as f:
-            config = json.load(f)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"unreadable model config: {exc}", config_path) from None
-    if not isinstance(config, dict):
-        raise InputError("a model config must be a JSON object", config_path)
+    config = read_json_object(config_path, "model settings")
     return HF if ("model_type" in config or "architectures" in config) else PROJECT
 
 

@@ -24,20 +24,23 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import math
 import os
 import sys
 import time
 
 DATA = os.path.join("..", "shared", "data", "multi30k", "task1", "raw")
+logger = logging.getLogger(__name__)
 
 
 # ----------------------------------------------------------------------------- training
 
 
 def _log(path: str | None, msg: str) -> None:
+    """An INFO record of this module's logger, and the line with its time in the run's log file."""
     line = time.strftime("%Y-%m-%d %H:%M:%S") + " " + msg
-    print(line, file=sys.stderr, flush=True)
+    logger.info(line)
     if path:
         with open(path, "a", encoding="utf-8") as f:
             f.write(line + "\n")
@@ -457,13 +460,19 @@ def add_compare_arguments(p) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command line of this module, with the log lines (INFO records) on stderr."""
+    from rerank.cliargs import stderr_log
+
+    with stderr_log(logging.INFO):
+        return _main(argv)
+
+
+def _main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m rerank.recipes.marian_channel", description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="command", required=True)
     add_train_arguments(sub.add_parser("train", help="train the Marian de->en channel model"))
     add_compare_arguments(sub.add_parser("compare", help="tune and compare it with the GRU channel"))
     args = ap.parse_args(argv)
-    import logging
-
     logging.getLogger("transformers").setLevel(logging.ERROR)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if args.command == "train":

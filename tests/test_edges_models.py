@@ -123,9 +123,9 @@ def test_a_missing_run_directory_is_named(work, capsys):
     refused(commands("nmt", work)[0][:2] + ["--model", str(work / "none"), "--input", str(work / "val.de")], capsys,
             work, "none: no best.pt in the model directory")
     refused(commands("lm", work)[1][:-1] + [str(work / "none")], capsys, work,
-            "none: not a language model run directory (no config.json)")
+            "none: not a model directory (a `rerank nmt/lm train` run")
     refused(commands("nmt", work)[1][:-1] + [str(work)], capsys, work,
-            f"{work}: not a run directory of `rerank nmt train` (no config.json)")
+            f"{work}: not a model directory: no config.json")
 
 
 def _save(path, array, **kw):
