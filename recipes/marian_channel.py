@@ -372,23 +372,34 @@ def featured_list(args, flavour: str, split: str, n: int, log) -> str:
 
 
 def channel_decisions(nbest, refs) -> dict:
-    """Corpus BLEU of the untuned decision of every channel column (its argmax per list)."""
+    """Corpus BLEU of the untuned decision of each channel score (its argmax per list)."""
     import sacrebleu
 
     from rerank.recipes.experiment import rerank
 
-    return {c: sacrebleu.corpus_bleu(rerank(nbest, {c: 1.0}), refs).score for c in GRU + MARIAN}
+    return {c: sacrebleu.corpus_bleu(rerank(nbest, {c: 1.0}), refs).score for c in (GRU[0], MARIAN[0])}
+
+
+def model_record(model_dir: str) -> dict:
+    """What the trained model is: its training run's history (OUT/history.json beside OUT/model),
+    the epochs it saw and its parameter count."""
+    from transformers import AutoModelForSeq2SeqLM
+
+    with open(os.path.join(os.path.dirname(os.path.abspath(model_dir)), "history.json"), encoding="utf-8") as f:
+        history = json.load(f)
+    from rerank.progress import transformers_bars_off
+
+    with transformers_bars_off():
+        model = AutoModelForSeq2SeqLM.from_pretrained(model_dir, local_files_only=True)
+    return {"best_val_ppl": history["best_val_ppl"], "steps": history["step"], "minutes": history["minutes"],
+            "epochs": history["history"][-1]["epoch"], "parameters": sum(p.numel() for p in model.parameters())}
 
 
 def compare(args, command: str, log) -> dict:
     from rerank import api
     from rerank.recipes.experiment import leading_references, run_experiment
 
-    with open(os.path.join(os.path.dirname(os.path.abspath(args.model)), "history.json"), encoding="utf-8") as f:
-        history = json.load(f)
-    study = {"command": command, "model": {"train_config": "train_config.json beside the model",
-                                           "best_val_ppl": history["best_val_ppl"], "steps": history["step"],
-                                           "minutes": history["minutes"]},
+    study = {"command": command, "model": model_record(args.model),
              "runs": args.runs, "epochs": args.epochs, "seed": args.seed, "lists": {}}
     for flavour in args.flavours.split(","):
         for n in (int(x) for x in args.nbest.split(",")):
@@ -418,7 +429,10 @@ def report(study: dict) -> str:
     channel columns' own argmax BLEU."""
     from rerank.recipes.results_docs import _marks, _score
 
-    lines = ["| list | system | test BLEU | METEOR | TER | val BLEU (mean of runs) |", "|---|---|---|---|---|---|"]
+    m = study["model"]
+    lines = [f"The Marian model: {m['parameters'] / 1e6:.1f} M parameters, {m['steps']} updates ({m['epochs']:.2f} "
+             f"epochs) in {m['minutes']:.0f} minutes, validation perplexity {m['best_val_ppl']:.2f} per target token.", "",
+             "| list | system | test BLEU | METEOR | TER | val BLEU (mean of runs) |", "|---|---|---|---|---|---|"]
     for key, res in study["lists"].items():
         table = res["table"]
         for system in table["systems"]:
@@ -426,12 +440,12 @@ def report(study: dict) -> str:
             val = f"{sum(val) / len(val):.2f}" if val else ""
             cells = [f"{_score(table, system, m):.2f} {_marks(table, system, m)}".rstrip() for m in ("bleu", "meteor", "ter")]
             lines.append(f"| {key} | {system} | {' | '.join(cells)} | {val} |")
-    lines += ["", "The channel column alone (its argmax per list, no tuning), corpus BLEU:", "",
-              "| list | GRU channel (val / test) | GRU channel_norm | Marian channel | Marian channel_norm |",
-              "|---|---|---|---|---|"]
+    lines += ["", "The channel score alone (its argmax per list, no tuning), corpus BLEU, val / test_2016 (`_norm` "
+              "divides by the source's length, the same for the whole list, so its argmax is the same):", "",
+              "| list | GRU channel | Marian channel |", "|---|---|---|"]
     for key, res in study["lists"].items():
         d = res["decision_bleu"]
-        cells = [f"{d['val'][c]:.2f} / {d['test_2016'][c]:.2f}" for c in GRU + MARIAN]
+        cells = [f"{d['val'][c]:.2f} / {d['test_2016'][c]:.2f}" for c in (GRU[0], MARIAN[0])]
         lines.append(f"| {key} | {' | '.join(cells)} |")
     return "\n".join(lines)
 
