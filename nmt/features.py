@@ -34,13 +34,16 @@ from rerank.features import Feature, FeatureContext, make_options
 MODEL_FORMS = "a `rerank nmt train` run, a Hugging Face model directory (config.json) or a CTranslate2 directory (model.bin)"
 
 
+BATCH_TOKENS_HELP = "4,096 on CUDA, 1,024 on the CPU, where smaller batches stay in cache and run faster"
+
+
 @dataclass(frozen=True)
 class ChannelOptions:
     """Options of the channel feature (flags of `rerank features`: --channel-model, --channel-...)."""
 
     model: str | None = None          # reverse model (target -> source): MODEL_FORMS
     batch_size: int = 64              # pairs per batch (`rerank nmt train` runs)
-    batch_tokens: int = 4096          # padded tokens per batch (Hugging Face and CTranslate2 models)
+    batch_tokens: int | None = None   # padded tokens per batch (Hugging Face, CTranslate2); None: by device
     src_prefix: str = ""              # text before every model input (Marian multi-target: ">>eng<< ")
     src_lang_code: str | None = None  # the model's source language code (NLLB "deu_Latn", M2M "de")
     tgt_lang_code: str | None = None  # forced first target token (NLLB "eng_Latn", M2M "__en__")
@@ -62,7 +65,7 @@ class LMOptions:
 
     model: str | None = None          # `rerank lm train` run, HF causal LM directory or CTranslate2 Generator
     batch_size: int = 128             # hypotheses per batch (`rerank lm train` runs)
-    batch_tokens: int = 4096          # padded tokens per batch (Hugging Face and CTranslate2 models)
+    batch_tokens: int | None = None   # padded tokens per batch (Hugging Face, CTranslate2); None: by device
 
 
 def reverse_words(text: str) -> str:
@@ -84,8 +87,8 @@ class _TranslationFeature(Feature):
                            f"needed for {self.name})")
         group.add_argument(f"{flag}-batch-size", type=positive_int, default=64,
                            help="pairs per batch for `rerank nmt train` runs (default: %(default)s)")
-        group.add_argument(f"{flag}-batch-tokens", type=positive_int, default=4096,
-                           help="padded tokens per batch for Hugging Face and CTranslate2 models (default: %(default)s)")
+        group.add_argument(f"{flag}-batch-tokens", type=positive_int, help=f"padded tokens per batch for Hugging Face "
+                           f"and CTranslate2 models (default: {BATCH_TOKENS_HELP})")
         group.add_argument(f"{flag}-src-prefix", default="", metavar="TEXT",
                            help="text put before every model input, e.g. a Marian target token '>>deu<< ' (default: none)")
         group.add_argument(f"{flag}-src-lang-code", metavar="CODE",
@@ -211,8 +214,8 @@ class LMFeature(Feature):
                            "(default: none, needed for lm)")
         group.add_argument("--lm-batch-size", type=positive_int, default=128,
                            help="hypotheses per batch for `rerank lm train` runs (default: %(default)s)")
-        group.add_argument("--lm-batch-tokens", type=positive_int, default=4096,
-                           help="padded tokens per batch for Hugging Face and CTranslate2 models (default: %(default)s)")
+        group.add_argument("--lm-batch-tokens", type=positive_int, help="padded tokens per batch for Hugging Face "
+                           f"and CTranslate2 models (default: {BATCH_TOKENS_HELP})")
 
     def options(self, args):
         return LMOptions(model=args.lm_model, batch_size=args.lm_batch_size, batch_tokens=args.lm_batch_tokens)
