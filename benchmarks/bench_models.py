@@ -1,6 +1,6 @@
 """Hypotheses per second of the users'-model features against a plain loop over the same model.
 
-    python benchmarks/bench_models.py [--sentences 100] [--threads 1] [--json FILE]
+    python benchmarks/bench_models.py [--sentences 100] [--threads 1] [--json FILE] [--budgets 256,1024,4096]
 
 Builds a small random-weight Marian model (d_model 256, 3+3 layers, 4 heads, ffn 1024, a BPE
 vocabulary of about 8,000 trained on tests/data/models) and scores the channel feature,
@@ -97,6 +97,8 @@ def main() -> None:
     ap.add_argument("--sentences", type=int, default=100)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--json")
+    ap.add_argument("--budgets", help="only time the transformers feature at these padded-token budgets, e.g. "
+                    "256,1024,4096 (--channel-batch-tokens), each after an untimed warm-up")
     args = ap.parse_args()
     import logging
 
@@ -120,11 +122,24 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         model = build_small_marian(os.path.join(tmp, "marian"))
         ct2 = convert_ct2(model, os.path.join(tmp, "marian-ct2"))
+        if args.budgets:
+            api.add_features(nbest.select_sentences(range(1)), "channel", sources=sources[:1], channel_model=model,
+                             threads=args.threads)
+            for budget in (int(b) for b in args.budgets.split(",")):
+                t = time.perf_counter()
+                api.add_features(nbest, "channel", sources=sources, channel_model=model, threads=args.threads,
+                                 channel_batch_tokens=budget)
+                seconds = time.perf_counter() - t
+                print(f"batch tokens {budget:6d}: {seconds:6.2f} s, {nbest.n_hyps / seconds:6.0f} hyp/s, "
+                      f"load {os.getloadavg()[0]:.2f}", flush=True)
+            return
         timings = {}
         t = time.perf_counter()
         anchor = plain_loop(model, rows_in, rows_out)
         timings["plain loop (anchor)"] = time.perf_counter() - t
         results = {}
+        api.add_features(nbest.select_sentences(range(1)), "channel", sources=sources[:1], channel_model=model,
+                         threads=args.threads)  # untimed: the plug-ins' imports, once per process
         t = time.perf_counter()
         results["per-list batches"] = per_list_loop(model, rows_in, rows_out, np.diff(nbest.offsets).tolist())
         timings["per-list batches"] = time.perf_counter() - t
@@ -149,7 +164,8 @@ def main() -> None:
         print(f"{k:38s} {timings[k]:8.2f} {record['hyps_per_second'][k]:8.0f} {record['speedup_vs_anchor'][k]:9.2f} "
               f"{diff:11.2e}")
     if args.json:
-        atomic_write(args.json, json.dumps(record, indent=2) + "\n")
+        with atomic_write(args.json) as f:
+            f.write(json.dumps(record, indent=2) + "\n")
 
 
 if __name__ == "__main__":

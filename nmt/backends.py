@@ -114,8 +114,8 @@ def _special_tokens(path: str) -> dict:
 
 def default_batch_tokens(device) -> int:
     """Padded tokens per batch when none is given: 4,096 on CUDA; 1,024 on the CPU, where a batch's
-    logits (tokens x vocabulary) then stay in cache: a third faster than 4,096 for a Marian model
-    with 8,000 pieces on one thread (benchmarks/bench_models.py)."""
+    logits (tokens x vocabulary) stay nearer the cache: a seventh faster than 4,096 for a Marian
+    model with 8,000 pieces on one thread (benchmarks/bench_models.py --budgets)."""
     return 4096 if str(getattr(device, "type", device)).startswith("cuda") else 1024
 
 

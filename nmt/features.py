@@ -34,7 +34,7 @@ from rerank.features import Feature, FeatureContext, make_options
 MODEL_FORMS = "a `rerank nmt train` run, a Hugging Face model directory (config.json) or a CTranslate2 directory (model.bin)"
 
 
-BATCH_TOKENS_HELP = "4,096 on CUDA, 1,024 on the CPU, where smaller batches stay in cache and run faster"
+BATCH_TOKENS_HELP = "4,096 on CUDA, 1,024 on the CPU, where smaller batches run faster"
 
 
 @dataclass(frozen=True)
