@@ -165,13 +165,16 @@ def test_a_real_sigint_exits_130_with_one_line(work):
     """SIGINT to a `rerank convert` reading a pipe (while plug-ins load or the read waits)."""
     code = ("import sys; from rerank.cli import main; print('ready', file=sys.stderr, flush=True); "
             "sys.exit(main(sys.argv[1:]))")
+    # SIG_DFL first: a test run started in the background of a non-interactive shell ignores SIGINT,
+    # the child would inherit that, and Python installs its KeyboardInterrupt handler only when not
     proc = subprocess.Popen([sys.executable, "-c", code, "convert", "-", "-o", str(work / "out")], cwd=ROOT,
-                            stdin=subprocess.PIPE, stderr=subprocess.PIPE, stdout=subprocess.PIPE)
+                            stdin=subprocess.PIPE, stderr=subprocess.PIPE, stdout=subprocess.PIPE,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         assert proc.stderr.readline() == b"ready\n"
         time.sleep(0.5)
         proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=300)  # stdin stays open: an EOF must not race the signal on a loaded machine
+        proc.wait(timeout=300)  # stdin stays open: only the signal ends the read
         err = proc.stderr.read()
     finally:
         proc.kill()
