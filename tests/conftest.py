@@ -46,7 +46,8 @@ NEURAL_TESTS = {
                      "test_demo_says_why_without_the_channel_and_lm_columns"},
     "test_direction.py": {"test_tuners_learn_that_a_lower_ter_is_better[pro]"},
     "test_docs.py": {f"test_doc_shell_blocks_run[{name}]" for name in
-                     ("README.md", "docs/embeddings.md", "docs/nmt.md", "docs/quickstart.md", "docs/tuning.md")},
+                     ("README.md", "docs/embeddings.md", "docs/models.md", "docs/nmt.md", "docs/quickstart.md",
+                      "docs/tuning.md")},
     "test_embedding_study.py": None,
     "test_mira_mert.py": {"test_tuners_reach_the_oracle_when_a_feature_is_sentence_bleu", "test_pro_seeded_and_better_than_uniform",
                           "test_pro_l2_term_is_added_once_for_all_pairs", "test_pro_default_C_is_moses_megam_lambda_one"},
