@@ -132,7 +132,8 @@ def ranks():
             dist.destroy_process_group()
         raise
     _active = False
-    if started:
+    if started:  # every rank past its last exchange before any ends the group (else gloo may abort a peer)
+        dist.barrier()
         dist.destroy_process_group()
 
 
