@@ -1,7 +1,7 @@
 """A Transformer channel model of our own through the Hugging Face path (issue 27, item 6).
 
     python -m rerank.recipes.marian_channel train --out runs/marian [--minutes 50] [--threads 1]
-    python -m rerank.recipes.marian_channel compare --marian-dir runs/marian/features --out runs/marian/compare
+    python -m rerank.recipes.marian_channel compare --model runs/marian/model --out runs/marian/compare [--publish]
 
 `train` trains a small transformers Marian encoder-decoder German -> English on Multi30k (task1
 train, 29,000 pairs) with a joint BPE tokenizer made by recipes/tiny_models.py's
@@ -13,11 +13,11 @@ every N steps); the best model by validation loss is saved as a save_pretrained 
 OUT/model with its tokenizer. `<pad>` is outside the softmax in training as in scoring (the
 backend bans it, as OPUS-MT models ban it from generation).
 
-`compare` tunes "+ channel + lm" (the NMT features + channel, channel_norm, lm, lm_norm) by
-k-best MIRA on val and evaluates on test_2016 twice on the same seeds: with the shipped lists'
-channel columns (the GRU channel model) and with the Marian model's (the lists written by
-`rerank features ... --which channel,channel_norm --channel-model OUT/model --replace`), the lm
-columns the shipped ones in both; it also gives each channel column's own 1-best BLEU.
+`compare` scores the shipped lists with the model through the users'-model backend (columns
+channel_tf, channel_tf_norm beside the shipped GRU channel and lm columns), tunes k-best MIRA on
+val for the systems of `comparison_systems` (each channel alone, each with the LM, both with the
+LM) on the same seeds, evaluates them on test_2016 with significance against the GRU system, and
+gives each channel score's own argmax BLEU; `--publish` renders it into docs/results/stronger.md.
 """
 
 from __future__ import annotations
