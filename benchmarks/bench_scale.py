@@ -2,6 +2,7 @@
 
 Usage: python benchmarks/bench_scale.py [--lines 1000000,10000000] [--commands info,convert,apply,oracle]
            [--repeat 1] [--dir /tmp] [--json out.json]
+       python benchmarks/bench_scale.py --pipeline [--lines 1000000,10000000] [--dir /tmp] [--json out.json]
 
 For each size a Moses list is tiled from the shipped 50-best (benchmarks/bench_read.py, sentence
 ids continued) with its references tiled alike, in a temporary folder under --dir (removed at
@@ -16,6 +17,17 @@ and its wall time and peak resident memory (/usr/bin/time's %e and %M) are recor
 process just before: time / loop is the load-independent cost per line, which stays flat when
 a command is linear. The last table gives, per command, the ratios of the largest size to the
 smallest: time (~ the size ratio when linear), time / loop and peak memory.
+
+--pipeline runs the chain a WMT-size job goes through instead, each step on the previous one's
+output, once per size:
+
+  info      rerank info LIST
+  mbr       rerank features LIST --which mbr --mbr-method aggregate -o MBR.nbest
+  tune      rerank tune MBR.nbest -r REF -o WEIGHTS.json            (k-best batch MIRA)
+  apply     rerank apply MBR.nbest -w WEIGHTS.json -o OUT.txt
+  eval      rerank eval -b OUT.txt -r REF --lang de --meteor-modules exact,stem   (BLEU, METEOR, TER)
+
+(the tiled list is German; Meteor 1.5 has no German paraphrase table)
 """
 
 from __future__ import annotations
@@ -44,6 +56,13 @@ COMMANDS = {
     "apply": ["apply", "{list}", "-w", "{weights}", "-o", "{out}.txt"],
     "oracle": ["oracle", "{list}", "-r", "{ref}", "-o", "{out}.txt"],
 }
+PIPELINE = {
+    "info": ["info", "{list}"],
+    "mbr": ["features", "{list}", "--which", "mbr", "--mbr-method", "aggregate", "-o", "{out}.mbr.nbest"],
+    "tune": ["tune", "{out}.mbr.nbest", "-r", "{ref}", "-o", "{out}.weights.json"],
+    "apply": ["apply", "{out}.mbr.nbest", "-w", "{out}.weights.json", "-o", "{out}.txt"],
+    "eval": ["eval", "-b", "{out}.txt", "-r", "{ref}", "--lang", "de", "--meteor-modules", "exact,stem"],
+}
 
 
 def build_refs(n_sentences: int, path: str) -> None:
@@ -54,26 +73,33 @@ def build_refs(n_sentences: int, path: str) -> None:
             out.writelines(line + "\n" for line in lines[:n_sentences - start])
 
 
-def run_command(argv: list[str]) -> tuple[float, float]:
-    """(wall seconds, peak resident MB) of `rerank ARGV` (outputs discarded), from /usr/bin/time: a
-    child forked from this process would count this process's pages in its own peak."""
+def run_command(argv: list[str], stdout=subprocess.DEVNULL) -> tuple[float, float]:
+    """(wall seconds, peak resident MB) of `rerank ARGV` from /usr/bin/time: a child forked from
+    this process would count this process's pages in its own peak. The n-best cache stays off."""
     env = dict(os.environ, RERANK_CACHE_DIR="")
     with tempfile.NamedTemporaryFile("r", suffix=".time") as timing:
-        child = subprocess.run([TIME, "-o", timing.name, "-f", "%e %M", sys.executable, "-m", "rerank", *argv, "--quiet",
-                                "--no-cache"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+        child = subprocess.run([TIME, "-o", timing.name, "-f", "%e %M", sys.executable, "-m", "rerank", *argv, "--quiet"],
+                               stdout=stdout, stderr=subprocess.PIPE, env=env)
         if child.returncode:
             raise RuntimeError(f"rerank {' '.join(argv)} failed ({child.returncode}): {child.stderr.decode(errors='replace')}")
         seconds, kilobytes = timing.read().split()[-2:]
     return float(seconds), float(kilobytes) / 1024
 
 
-def measure_size(n_lines: int, commands: list[str], repeat: int, folder: str) -> list[dict]:
-    nbest, ref, weights = (os.path.join(folder, name) for name in ("list.nbest", "ref.txt", "weights.json"))
+def build_size(n_lines: int, folder: str) -> tuple[str, str]:
+    """The tiled list of N_LINES lines and its tiled references in FOLDER."""
+    nbest, ref = os.path.join(folder, "list.nbest"), os.path.join(folder, "ref.txt")
     build("moses", n_lines, nbest)
     with open(nbest, "rb") as f:
         f.seek(-300, os.SEEK_END)
         n_sentences = int(f.read().splitlines()[-1].split(b" ||| ")[0]) + 1
     build_refs(n_sentences, ref)
+    return nbest, ref
+
+
+def measure_size(n_lines: int, commands: list[str], repeat: int, folder: str) -> list[dict]:
+    nbest, ref = build_size(n_lines, folder)
+    weights = os.path.join(folder, "weights.json")
     with open(weights, "w") as f:
         json.dump(WEIGHTS, f)
     records = []
@@ -84,7 +110,7 @@ def measure_size(n_lines: int, commands: list[str], repeat: int, folder: str) ->
             loop_start = time.perf_counter()
             bare_loop(nbest)
             loop = time.perf_counter() - loop_start
-            seconds, rss = run_command(argv)
+            seconds, rss = run_command(argv + ["--no-cache"])
             if best is None or seconds / loop < best["seconds"] / best["loop_seconds"]:
                 best = {"command": name, "lines": n_lines, "seconds": seconds, "loop_seconds": loop, "peak_rss_mb": rss}
         for leftover in ("out.nbest", "out.txt"):
@@ -95,6 +121,35 @@ def measure_size(n_lines: int, commands: list[str], repeat: int, folder: str) ->
               f"the loop)  peak {best['peak_rss_mb']:8.0f} MB", flush=True)
     for name in (nbest, ref, weights):
         os.unlink(name)
+    return records
+
+
+def measure_pipeline(n_lines: int, folder: str) -> list[dict]:
+    """Each PIPELINE step on the previous one's output: wall time, peak memory, and the
+    scores `eval` printed."""
+    nbest, ref = build_size(n_lines, folder)
+    out = os.path.join(folder, "out")
+    loop_start = time.perf_counter()
+    bare_loop(nbest)
+    loop = time.perf_counter() - loop_start
+    records = []
+    for name, template in PIPELINE.items():
+        argv = [a.format(list=nbest, out=out, ref=ref) for a in template]
+        with tempfile.TemporaryFile("w+") as printed:
+            seconds, rss = run_command(argv, stdout=printed)
+            printed.seek(0)
+            text = printed.read()
+        record = {"step": name, "lines": n_lines, "seconds": seconds, "loop_seconds": loop, "peak_rss_mb": rss,
+                  "load_1min_after": os.getloadavg()[0],
+                  "command": "rerank " + " ".join(os.path.relpath(a, folder) if a.startswith(folder) else a for a in argv)}
+        if name == "eval":
+            record["printed"] = text
+        records.append(record)
+        print(f"{name:6s} {n_lines:>10,d} lines: {seconds:8.1f} s  peak {rss:8.0f} MB", flush=True)
+    if records[-1].get("printed"):
+        print(records[-1]["printed"], flush=True)
+    for name in os.listdir(folder):
+        os.unlink(os.path.join(folder, name))
     return records
 
 
@@ -116,6 +171,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--lines", default="1000000,10000000", help="comma-separated list sizes (default: %(default)s)")
     ap.add_argument("--commands", default=",".join(COMMANDS), help="comma-separated, of: " + ", ".join(COMMANDS))
+    ap.add_argument("--pipeline", action="store_true", help="time the info, mbr, tune, apply, eval chain instead")
     ap.add_argument("--repeat", type=int, default=1, help="runs per command and size; the lowest time/loop counts (default 1)")
     ap.add_argument("--dir", default=tempfile.gettempdir(), help="where the temporary lists go (default: %(default)s)")
     ap.add_argument("--json", help="write the measurements here")
@@ -123,11 +179,15 @@ def main() -> None:
     records = []
     with tempfile.TemporaryDirectory(dir=args.dir, prefix="bench-scale-") as folder:
         for n_lines in (int(x) for x in args.lines.split(",")):
-            records += measure_size(n_lines, args.commands.split(","), args.repeat, folder)
-    summary(records)
+            if args.pipeline:
+                records += measure_pipeline(n_lines, folder)
+            else:
+                records += measure_size(n_lines, args.commands.split(","), args.repeat, folder)
+    if not args.pipeline:
+        summary(records)
     if args.json:
         with atomic_write(args.json) as out:
-            json.dump({"benchmark": "bench_scale", "machine": platform.platform(), "cpus": os.cpu_count(),
+            json.dump({"benchmark": "bench_scale_pipeline" if args.pipeline else "bench_scale", "machine": platform.platform(), "cpus": os.cpu_count(),
                        "records": records}, out, indent=2)
 
 

@@ -130,10 +130,7 @@ class QEFeature(Feature):
         if context.sources is None:
             raise InputError("qe needs the source sentences")
         ckpt = checkpoint_file(options.model)
-        import torch
-
-        if context.threads:
-            torch.set_num_threads(context.threads)
+        context.use_threads()
         rows = list(zip((context.sources[i] for i in nbest.sentence_of_hyp.tolist()), nbest.hyps))
         pairs = list(dict.fromkeys(rows))
         values = np.zeros(len(pairs))

@@ -16,6 +16,7 @@ operations round alike on every path (tanh is checked in tests/test_embeddings_e
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 
@@ -171,12 +172,12 @@ class Encoder:
         (lengths >= 1, at most `rows` of them), then empty rows. A finished row keeps its state
         (masked update), so the kernels see the same shapes whatever the block holds."""
         w = self._step_weights(lang, device)
-        ids = torch.zeros(rows, max(len(x) for x in batch), dtype=torch.long)
-        lengths = torch.zeros(rows, dtype=torch.long)
-        for i, x in enumerate(batch):
-            ids[i, : len(x)] = torch.as_tensor(x)
-            lengths[i] = len(x)
-        ids, lengths = ids.to(device), lengths.to(device)
+        sizes = np.zeros(rows, dtype=np.int64)
+        sizes[: len(batch)] = [len(x) for x in batch]
+        flat = np.fromiter(itertools.chain.from_iterable(batch), dtype=np.int64, count=int(sizes.sum()))
+        grid = np.zeros((rows, int(sizes.max())), dtype=np.int64)
+        grid[np.repeat(np.arange(rows), sizes), np.arange(len(flat)) - np.repeat(np.cumsum(sizes) - sizes, sizes)] = flat
+        ids, lengths = torch.from_numpy(grid).to(device), torch.from_numpy(sizes).to(device)
         embed = self.model.embed[lang].to(device)
         H = w["w_hh_t"].shape[0]
         h = torch.zeros(rows, H, device=device)

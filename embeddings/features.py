@@ -177,6 +177,7 @@ class MLMMEFeatures(Feature):
         if options.images:
             whole = load_features(options.images, context.total_sentences or nbest.n_sentences)
             images = whole[context.first_sentence:context.first_sentence + nbest.n_sentences]
+        context.use_threads()
         out = {}
         for model_path, prefix in zip(models, prefixes or [""]):
             encoder = Encoder.load(model_path)

@@ -134,10 +134,7 @@ class SimFeature(Feature):
             raise InputError("sim needs a sentence-transformers model directory")
         if context.sources is None:
             raise InputError("sim needs the source sentences")
-        import torch
-
-        if context.threads:
-            torch.set_num_threads(context.threads)
+        context.use_threads()
         pairs = list(dict.fromkeys(zip((context.sources[i] for i in nbest.sentence_of_hyp.tolist()), nbest.hyps)))
         position = {p: i for i, p in enumerate(pairs)}
         values = np.zeros(len(pairs))

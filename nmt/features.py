@@ -117,12 +117,12 @@ class _TranslationFeature(Feature):
         require(self.requires, what)
         with needs_neural(what):
             from rerank.nmt.backends import PROJECT, TranslationSettings, model_kind, translation_scores
-            from rerank.nmt.scoring import channel_scores, distinct_pairs, set_threads
+            from rerank.nmt.scoring import channel_scores, distinct_pairs
         if not options.model:
             raise InputError(f"{self.name} needs a model ({self.model_help}): {MODEL_FORMS}")
         if context.sources is None:
             raise InputError(f"{self.name} needs the source sentences")
-        set_threads(context)
+        context.use_threads()
         pairs, index = distinct_pairs(nbest)
         inputs, outputs = zip(*(self.pairs(h, context.sources[i]) for i, h in pairs)) if pairs else ((), ())
         device = resolve_device(context.device)
@@ -226,11 +226,10 @@ class LMFeature(Feature):
         require(self.requires, "the lm feature")
         with needs_neural("the lm feature"):
             from rerank.nmt.backends import PROJECT, lm_scores, model_kind
-            from rerank.nmt.scoring import set_threads
         if not options.model:
             raise InputError("lm needs a language model: a `rerank lm train` run, a Hugging Face causal LM directory "
                              "or a CTranslate2 Generator directory")
-        set_threads(context)
+        context.use_threads()
         device = resolve_device(context.device)
         if model_kind(options.model) == PROJECT:
             sums, counts = self._project_scores(nbest, options, context, device)

@@ -10,7 +10,6 @@ from rerank.nmt.data import length_batches, pad
 from rerank.nmt.lm import encode_lines
 from rerank.nmt.vocab import Tokenizer
 from rerank import distributed
-from rerank.features import FeatureContext
 from rerank.progress import track
 
 
@@ -20,12 +19,6 @@ def distinct_pairs(nbest) -> tuple[list[tuple[int, str]], np.ndarray]:
     index = np.array([first.setdefault(key, len(first)) for key in zip(nbest.sentence_of_hyp.tolist(), nbest.hyps)],
                      dtype=np.int64)
     return list(first), index
-
-
-def set_threads(context: FeatureContext) -> None:
-    threads = context.threads
-    if threads:
-        torch.set_num_threads(threads)
 
 
 @torch.no_grad()

@@ -15,6 +15,7 @@ import traceback
 
 from rerank import __version__, distributed, plugins, progress
 from rerank.cliargs import reset_command_line, set_command_line, stderr_log
+from rerank.device import prefer_passive_openmp
 from rerank.errors import InputError, MissingDependency, missing_neural
 
 
@@ -49,6 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     scikit-learn) on an install without it says in one line what to install, exit status 2. Under
     torchrun, an error every rank raised together (rerank.distributed) is said once, by rank 0."""
     name = "rerank"
+    prefer_passive_openmp()
     token = set_command_line(argv)
     restore = _report_on_stderr()
     try:

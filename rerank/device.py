@@ -10,6 +10,11 @@
   docs/embeddings.md). The models are small, so more than two threads gain little. The thread
   count changes speed only: GRU and linear layers gave bitwise equal results with 1 and 2
   threads on this torch build.
+- `prefer_passive_openmp`: OMP_WAIT_POLICY=PASSIVE for the command line unless the user set it.
+  torch's OpenMP threads otherwise spin while they wait, and a neighbour that holds a core
+  turns that spinning into the job's time: `rerank features --threads 2` beside a pure-Python
+  busy loop ran at 0.21x its idle speed with 3.7x the CPU time, beside a 2-thread torch job at
+  0.14x with 5.7x; passive, at 0.91x and 0.95x (benchmarks/bench_load.py, docs/features.md).
 - `check_run_dir`: a training --out directory that cannot be made is refused before any work.
 - `load_tensors` / `load_weights`: torch.load(..., weights_only=True) on the CPU, and a
   state_dict checked against the module, every failure an InputError naming the file.
@@ -64,6 +69,12 @@ def default_threads() -> int:
     except (AttributeError, OSError):
         busy = 0.0
     return max(1, min(2, round(cores - busy)))
+
+
+def prefer_passive_openmp() -> None:
+    """Set OMP_WAIT_POLICY=PASSIVE unless it is set (see the module docstring). OpenMP reads it
+    when torch is first imported, so the command line calls this before any command runs."""
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
 def add_torch_options(parser) -> None:

@@ -41,6 +41,16 @@ class FeatureContext:
     cache: str | None = None          # score cache file of users' models (rerank.score_cache; None: no cache)
     notes: list[str] = field(default_factory=list)   # things the caller should tell the user
 
+    def use_threads(self) -> None:
+        """Give torch `threads` CPU threads (unless None). Every plug-in that runs torch calls this
+        before its first operation, so `--threads` means the same for all of them: torch's own
+        default of one thread per core spin-waits whenever a neighbour holds a core (CPU time
+        grows with wall time; docs/features.md, "Under load")."""
+        if self.threads:
+            import torch
+
+            torch.set_num_threads(self.threads)
+
 
 @dataclass(frozen=True)
 class NoOptions:

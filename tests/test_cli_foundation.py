@@ -2,6 +2,7 @@
 
 import gzip
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -215,3 +216,17 @@ def test_an_argument_error_is_one_line(capsys):
     assert stop.value.code == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("rerank tune: error: argument --runs") and "usage:" not in err
+
+
+@pytest.mark.parametrize("user", [None, "ACTIVE"])
+def test_openmp_waits_passively_unless_the_user_says(tmp_path, user):
+    """A torch process started by the command line does not spin-wait beside busy neighbours
+    (rerank.device.prefer_passive_openmp), and a policy the user set is kept."""
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    if user:
+        env["OMP_WAIT_POLICY"] = user
+    probe = ("import os, sys; from rerank.cli import main; "
+             "code = main(['info', sys.argv[1]]); print(code, os.environ['OMP_WAIT_POLICY'])")
+    done = subprocess.run([sys.executable, "-c", probe, write(tmp_path, "in.nbest", GOOD)], env=env,
+                          capture_output=True, text=True, check=True)
+    assert done.stdout.split()[-2:] == ["0", user or "PASSIVE"]

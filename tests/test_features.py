@@ -132,3 +132,22 @@ def test_bad_requests(files, capsys):
     assert main(base + ["--src", str(files / "src.en"), "--images", str(files / "img.npy")]) == 2
     assert "2 feature rows, but the image list has 3 lines" in capsys.readouterr().err
     assert not (files / "o.nbest").exists()
+
+
+def test_threads_flag_reaches_torch_and_leaves_the_values(files):
+    """--threads is torch's thread count while s_s runs (it was ignored, and torch's default of one
+    spinning thread per core made the feature slow beside other jobs); the values do not depend on it."""
+    model = make_model(files / "m.pt")
+    before = torch.get_num_threads()
+    outputs = []
+    try:
+        for threads in (2, 1):
+            torch.set_num_threads(3 - threads)
+            out = files / f"out{threads}.nbest"
+            assert main(["features", str(files / "in.nbest"), "-m", model, "--src", str(files / "src.en"),
+                         "--threads", str(threads), "-o", str(out)]) == 0
+            assert torch.get_num_threads() == threads
+            outputs.append(out.read_bytes())
+    finally:
+        torch.set_num_threads(before)
+    assert outputs[0] == outputs[1]
