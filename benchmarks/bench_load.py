@@ -28,7 +28,6 @@ import argparse
 import json
 import os
 import platform
-import resource
 import subprocess
 import sys
 import tempfile
@@ -36,6 +35,9 @@ import time
 
 ROOT = os.path.dirname(os.path.abspath(os.path.dirname(__file__)))
 sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from bench_torchrun import run_once  # noqa: E402
 
 from rerank.formats import read_nbest, write_nbest  # noqa: E402
 from rerank.io import atomic_write, read_lines  # noqa: E402
@@ -62,18 +64,6 @@ def neighbour(case: str):
     return child
 
 
-def timed(command: list[str], env: dict) -> tuple[float, float]:
-    """(wall seconds, CPU seconds of the command alone) of one successful run."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    done = subprocess.run(command, env=env, capture_output=True, text=True)
-    elapsed = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if done.returncode != 0:
-        sys.exit(f"failed ({done.returncode}): {' '.join(command)}\n{done.stderr[-2000:]}")
-    return elapsed, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-
-
 def run_case(case: str, command: list[str], env: dict, repeat: int) -> dict:
     """Best of `repeat` runs (lowest CPU time, the load-independent one) beside the case's neighbour.
     The neighbour is reaped after the timing, so its CPU time is not in the command's rusage."""
@@ -82,7 +72,7 @@ def run_case(case: str, command: list[str], env: dict, repeat: int) -> dict:
         other = neighbour(case)
         try:
             load = os.getloadavg()[0]
-            wall, cpu = timed(command, env)
+            wall, cpu = run_once(command, env)
         finally:
             if other is not None:
                 other.kill()

@@ -34,22 +34,23 @@ from rerank.io import read_lines  # noqa: E402
 DATA = os.path.join(ROOT, "rerank", "data")
 
 
+def run_once(command: list[str], env: dict) -> tuple[float, float]:
+    """(wall-clock seconds, CPU seconds: user + system of all its processes) of one run of a
+    command, which must succeed."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    done = subprocess.run(command, env=env, capture_output=True, text=True)
+    elapsed = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode != 0:
+        sys.exit(f"failed ({done.returncode}): {' '.join(command)}\n{done.stderr[-2000:]}")
+    return elapsed, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
 def timed(command: list[str], repeat: int) -> tuple[float, float]:
-    """(smallest wall-clock seconds, CPU seconds of that run: user + system of all its processes)
-    of `repeat` runs of a command (it must succeed)."""
+    """(smallest wall-clock seconds, CPU seconds of that run) of `repeat` runs of a command."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    best = (float("inf"), 0.0)
-    for _ in range(repeat):
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        start = time.perf_counter()
-        done = subprocess.run(command, env=env, capture_output=True, text=True)
-        elapsed = time.perf_counter() - start
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        if done.returncode != 0:
-            sys.exit(f"failed ({done.returncode}): {' '.join(command)}\n{done.stderr[-2000:]}")
-        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-        best = min(best, (elapsed, cpu))
-    return best
+    return min(run_once(command, env) for _ in range(repeat))
 
 
 def joined_list(nbests: list[str], srcs: list[str], n: int, out: str, tag: str) -> tuple[str, str, int]:
