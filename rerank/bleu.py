@@ -16,7 +16,7 @@ from sacrebleu.metrics import BLEU
 from rerank.errors import InputError
 from rerank.progress import track
 from rerank.nbest import segment_argmax
-from rerank.sacre_stats import bleu_sentence_stats
+from rerank.ngrams import NgramCounter, sentence_blocks, token_sequences
 
 N_STATS = 10
 SYS_LEN, REF_LEN = 0, 1
@@ -49,19 +49,71 @@ def hypothesis_stats(
 
     hyps: all hypotheses (n_hyps); offsets: CSR pointers (n_sentences + 1);
     refs: refs[k][i] is reference k of sentence i. Returns float64 (n_hyps, 10).
+
+    sacrebleu's statistics (its tokeniser, its closest reference length, its clipping by the
+    largest count in any reference), computed for blocks of whole lists at once as arrays
+    (`block_stats`) rather than one Counter per hypothesis: 5-10x faster on n-best lists;
+    tests/test_metrics_sacre.py checks them against sacrebleu's own per-segment statistics.
     """
     n_sent = len(offsets) - 1
     for k, stream in enumerate(refs):
         if len(stream) != n_sent:
             raise InputError(f"reference set {k + 1} has {len(stream)} lines for {n_sent} sentences")
-    bleu = make_bleu(tokenize, lowercase)
+    make_bleu(tokenize, lowercase)  # an unknown tokenizer is refused before any work
     out = np.zeros((len(hyps), N_STATS))
-    bounds = np.asarray(offsets).tolist()
-    for i in track(range(n_sent), progress, "BLEU statistics", unit="sent"):
-        lo, hi = bounds[i], bounds[i + 1]
-        if hi > lo:
-            out[lo:hi] = bleu_sentence_stats(bleu, hyps[lo:hi], [stream[i] for stream in refs])
+    bounds = np.asarray(offsets, dtype=np.int64)
+    for a, b in track(sentence_blocks(np.diff(bounds), BLOCK_HYPS), progress, "BLEU statistics", unit="block"):
+        lo, hi = int(bounds[a]), int(bounds[b])
+        out[lo:hi] = block_stats(hyps[lo:hi], bounds[a:b + 1] - lo, [stream[a:b] for stream in refs], tokenize,
+                                 lowercase)
     return out
+
+
+BLOCK_HYPS = 100_000  # hypotheses per block of block_stats: bounds its arrays to some 100 MB
+
+
+def block_stats(hyps: Sequence[str], offsets: np.ndarray, refs: Sequence[Sequence[str]], tokenize: str,
+                lowercase: bool) -> np.ndarray:
+    """`hypothesis_stats` of one block of lists. The texts are laid out list by list, its K
+    references first, then its hypotheses; every distinct n-gram of a list gets a column
+    (rerank.ngrams.NgramCounter), its reference count is the largest of the references', and a
+    hypothesis matches min(its count, that) of it, as sacrebleu clips."""
+    n_sent, n_refs = len(offsets) - 1, len(refs)
+    sizes = np.diff(offsets)
+    per_list = sizes + n_refs
+    group = np.repeat(np.arange(n_sent, dtype=np.int64), per_list)
+    first = np.concatenate([[0], np.cumsum(per_list)[:-1]]).astype(np.int64)
+    local = np.arange(len(group), dtype=np.int64) - first[group]
+    is_ref = local < n_refs
+    texts: list[str] = [""] * len(group)
+    ref_at, hyp_at = np.flatnonzero(is_ref).tolist(), np.flatnonzero(~is_ref).tolist()
+    for k, stream in enumerate(refs):
+        for i, row in enumerate(ref_at[k::n_refs]):
+            texts[row] = stream[i]
+    for j, row in enumerate(hyp_at):
+        texts[row] = hyps[j]
+    if lowercase:
+        texts = [t.lower() for t in texts]
+    ids, text_bounds = token_sequences(texts, tokenize)
+    lengths = np.diff(text_bounds)
+    stats = np.zeros((len(texts), N_STATS))
+    hyp_rows = ~is_ref
+    if n_refs:
+        ref_lengths = lengths[is_ref].reshape(n_sent, n_refs)[group[hyp_rows]]
+        hyp_lengths = lengths[hyp_rows]
+        # the closest reference length, the shorter one on a tie (sacrebleu's _get_closest_ref_len)
+        key = np.abs(ref_lengths - hyp_lengths[:, None]) * (int(lengths.max(initial=0)) + 1) + ref_lengths
+        stats[hyp_rows, REF_LEN] = ref_lengths[np.arange(len(key)), key.argmin(axis=1)]
+    stats[:, SYS_LEN] = lengths
+    counter = NgramCounter(ids, text_bounds, group)
+    for n in range(1, 5):
+        rows, cols, counts = counter.counts(n)
+        ref_entry = is_ref[rows]
+        reference = np.zeros(int(cols.max(initial=-1)) + 1)
+        np.maximum.at(reference, cols[ref_entry], counts[ref_entry])
+        stats[:, 1 + n] = np.bincount(rows, weights=np.minimum(counts, reference[cols]), minlength=len(texts))
+        stats[:, 5 + n] = np.bincount(rows, weights=counts, minlength=len(texts))
+    return stats[hyp_rows]
 
 
 def corpus_bleu(stats: np.ndarray) -> float:

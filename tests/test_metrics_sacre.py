@@ -7,6 +7,8 @@ import sys
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sacrebleu.metrics import BLEU, CHRF, TER
 
 from rerank.metrics import make_metric
@@ -130,3 +132,50 @@ def test_sacrebleu_logger_is_left_to_the_process():
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "a warning of the script" in done.stderr and "tokenized period" not in done.stderr
+
+
+WORDS = ["a", "A", "dog", "Dog", "runs", "run", "the", "The", "5,300", "3.5", "U.S.", "-", "--", ".", ",", "'s",
+         "don't", "(", ")", "\"", "&amp;", "über", "ÜBER", "naïve", "x-ray", "1.", "e.g.", "?!", "\t", "\u00a0", ""]
+
+
+def _text(draw_words):
+    return " ".join(draw_words)
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.data(), tokenize=st.sampled_from(["13a", "none", "intl", "char"]), lowercase=st.booleans(),
+       n_refs=st.integers(1, 3))
+def test_hypothesis_stats_equal_sacrebleus_per_segment_statistics(data, tokenize, lowercase, n_refs):
+    """rerank.bleu.hypothesis_stats (arrays over blocks of whole lists) gives sacrebleu's own
+    statistics of every hypothesis: lengths, the closest reference length, clipped matches."""
+    from rerank.bleu import hypothesis_stats
+
+    text = st.lists(st.sampled_from(WORDS), max_size=9).map(_text) | st.text(max_size=12)
+    sizes = data.draw(st.lists(st.integers(0, 5), min_size=1, max_size=6))
+    hyps = [data.draw(text) for _ in range(sum(sizes))]
+    refs = [[data.draw(text) for _ in sizes] for _ in range(n_refs)]
+    offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    got = hypothesis_stats(hyps, offsets, refs, tokenize, lowercase)
+    bleu = BLEU(tokenize=tokenize, lowercase=lowercase)
+    expect = np.zeros((len(hyps), 10))
+    for i in range(len(sizes)):
+        lo, hi = offsets[i], offsets[i + 1]
+        if hi > lo:
+            expect[lo:hi] = bleu_sentence_stats(bleu, hyps[lo:hi], [stream[i] for stream in refs])
+    np.testing.assert_array_equal(got, expect)
+
+
+def test_hypothesis_stats_on_real_lists_in_several_blocks(monkeypatch):
+    """The Joshua n-best lists with 4 references, cut into blocks of a few lists: sacrebleu's numbers."""
+    from rerank import bleu as B
+    from rerank.formats import read_nbest, read_references
+
+    folder = os.path.join(os.path.dirname(__file__), "data", "joshua10")
+    nbest = read_nbest(os.path.join(folder, "nbest.joshua"))
+    refs = read_references([os.path.join(folder, f"ref.{k}") for k in range(4)], nbest.n_sentences)
+    monkeypatch.setattr(B, "BLOCK_HYPS", 20)  # 82 hypotheses: blocks of two to four lists
+    got = B.hypothesis_stats(nbest.hyps, nbest.offsets, refs)
+    bleu = BLEU()
+    for i in range(nbest.n_sentences):
+        lo, hi = nbest.offsets[i], nbest.offsets[i + 1]
+        assert got[lo:hi].tolist() == bleu_sentence_stats(bleu, nbest.hyps[lo:hi], [r[i] for r in refs])
