@@ -13,11 +13,14 @@ TORCH_SPEC ?= torch==2.13.0
 
 .PHONY: install demo test test-core test-compat lint reproduce bench clean
 
+# The last step indexes Meteor's paraphrase table (pycocoevalcap's) into the user's cache, so that
+# the first METEOR run does not (about 15 s; it says so and succeeds when there is no table).
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q $(TORCH_SPEC)
 	$(PY) -m pip install -q -e '.[neural,hf,ct2,st,test]'
+	$(PY) -m rerank.metrics.meteor.paraphrase
 	touch $@
 
 # The other side of the transformers version skew: with unbabel-comet (which needs transformers 4

@@ -4,9 +4,13 @@ that is reused, rebuilt when corrupt or stale, and skipped when it cannot be wri
 import gzip
 import os
 import shutil
+import subprocess
+import sys
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import rerank.metrics.meteor.paraphrase as para
 from rerank.metrics.meteor import MeteorMetric
@@ -153,3 +157,151 @@ def test_native_meteor_equals_with_and_without_cache(cache, tmp_path):
     assert len(cache) == 1
     np.testing.assert_array_equal(built, cached)
     assert built[:, 16:20].sum() > 0 and built[:, 0].tolist() == stored[:, 0].tolist()
+
+
+# ---- the vectorised builder against the straightforward one -------------------------------------
+
+def reference_arrays(path):
+    """The index arrays built the plain way (dicts over the split lines; the builder before it was
+    vectorised): ids in order of first appearance over the phrase lines, then the paraphrase lines."""
+    with gzip.open(path, "rb") as fh:
+        lines = fh.read().split(b"\n")
+    refs, pars = lines[1::3], lines[2::3]
+    count = min(len(refs), len(pars))
+    word_id, phrase_id, phrases = {}, {}, []
+
+    def pid(line):
+        key = tuple(word_id.setdefault(w, len(word_id)) for w in line.split())
+        if key and key not in phrase_id:
+            phrase_id[key] = len(phrases)
+            phrases.append(key)
+        return phrase_id[key] if key else -1
+
+    ref_ids = [pid(r) for r in refs[:count]]
+    par_ids = [pid(q) for q in pars[:count]]
+    max_len = max(map(len, phrases), default=0)
+    weights = para.hash_weights(max_len)
+    hashes = [sum((w + 1) * weights[k] for k, w in enumerate(p)) % (1 << 64) for p in phrases]
+    order = sorted(range(len(phrases)), key=lambda p: (hashes[p], p))
+    rank = {old: new for new, old in enumerate(order)}
+    entries = [[] for _ in order]
+    for r, q in zip(ref_ids, par_ids):
+        if r >= 0 and q >= 0:
+            entries[rank[r]].append(rank[q])
+    offsets = lambda lists: np.cumsum([0] + [len(x) for x in lists]).tolist()  # noqa: E731
+    return {"words": list(b"\n".join(word_id)), "phrase_hash": [hashes[p] for p in order],
+            "phrase_off": offsets([phrases[p] for p in order]), "phrase_words": [w for p in order for w in phrases[p]],
+            "entry_off": offsets(entries), "entry_par": [q for e in entries for q in e]}, max_len
+
+
+WORDS = [b"a", b"b", b"ab", b"the", b"dog", b"caf\xc3\xa9", "日本語".encode(), b"x\x00y", b"\xff\xfe",
+         b"seven77", b"eight888", b"fifteen-bytes15", b"sixteen-bytes-16", b"a-word-of-twenty-four-b",
+         b"w" * 40, b"z" * 300]  # lengths around the key widths (7, 8, 15, 16, 24 bytes) and past 240
+SPACES = [b" ", b"  ", b"\t", b" \t ", b"\r", b"\x0b", b"\x0c"]
+
+
+@st.composite
+def tables(draw):
+    """A paraphrase table's text: triples (probability, phrase, paraphrase) over a small pool of
+    phrases (so lines repeat, next to each other and apart), with single spaces only or with
+    extra, leading and trailing whitespace; empty phrases; possibly a cut last triple."""
+    canonical = draw(st.booleans())
+    pool = []
+    for _ in range(draw(st.integers(1, 8))):
+        words = draw(st.lists(st.sampled_from(WORDS), max_size=8))
+        if canonical:
+            pool.append(b" ".join(words))
+        else:
+            seps = draw(st.lists(st.sampled_from(SPACES), min_size=len(words) + 1, max_size=len(words) + 1))
+            lead, trail = (draw(st.sampled_from([b""] + SPACES)) for _ in range(2))
+            pool.append(lead + b"".join(w + s for w, s in zip(words, seps[1:])).rstrip(b"".join(SPACES)) + trail
+                        if draw(st.booleans()) else lead + seps[0].join(words) + trail)
+    phrase = st.sampled_from(pool)
+    triples = []
+    for ref in draw(st.lists(phrase, max_size=12)):
+        for par in draw(st.lists(phrase, min_size=1, max_size=3)):  # a phrase's paraphrases together
+            triples.append(b"0.5\n" + ref + b"\n" + par + b"\n")
+    text = b"".join(triples)
+    return text[:draw(st.integers(0, len(text)))] if draw(st.booleans()) else text
+
+
+def assert_same_index(path, sentences):
+    arrays, max_len = para.build_arrays(path)
+    want, want_len = reference_arrays(path)
+    assert max_len == want_len
+    for name in para.ARRAYS:
+        assert arrays[name].tolist() == want[name], name
+    index = para.ParaphraseIndex(arrays, max_len)
+    plain = grouped(text_entries(path))
+    assert index_table(index) == plain  # the same entries per phrase, in file order
+    occurring = ngrams(sentences, max_len)
+    assert index.select(sentences).table == grouped((r, q) for r, q in text_entries(path)
+                                                    if r in occurring and q in occurring)
+    return plain
+
+
+def as_sentences(text):
+    return [[w.decode("utf-8", "surrogateescape") for w in line.split()] for line in text.split(b"\n")]
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=tables(), collide=st.booleans())
+def test_builder_equals_the_plain_builder(tmp_path, text, collide):
+    """The same arrays as the dict-based builder on tables with repeated words and lines, odd
+    whitespace, empty phrases, UTF-8 and non-UTF-8 bytes, words past every key width; also when
+    every hash collides (the exact comparisons then decide everything)."""
+    table = tmp_path / "table.gz"
+    with gzip.open(table, "wb") as fh:
+        fh.write(text)
+    with pytest.MonkeyPatch.context() as mp:
+        if collide:
+            mp.setattr(para, "_MIX", (0, 0))  # every line, word and phrase hashes to 0
+            mp.setattr(para, "hash_weights", lambda n: [1 << 63] * n)  # phrase hashes 0 or 2**63
+        assert_same_index(str(table), as_sentences(text))
+
+
+def test_builder_equals_the_plain_builder_on_the_shipped_table(cache):
+    entries = assert_same_index(TABLE, sentences())
+    assert sum(map(len, entries.values())) == 28683
+
+
+@settings(max_examples=200, deadline=None)
+@given(high=st.lists(st.integers(0, 3), max_size=300), data=st.data())
+def test_argsort_stable_equals_numpys(high, data):
+    """Values that share their high bits (beside the positions) or fit below them."""
+    shift = data.draw(st.sampled_from([0, 20, 50, 62]))
+    low = data.draw(st.lists(st.integers(0, (1 << 12) - 1), min_size=len(high), max_size=len(high)))
+    values = np.array([(h << shift) + (x if shift > 12 else 0) for h, x in zip(high, low)], dtype=np.uint64)
+    assert para._argsort_stable(values).tolist() == np.argsort(values, kind="stable").tolist()
+
+
+def test_tables_read_as_gzip_reads_them(tmp_path):
+    """Several gzip members with zero padding between and after them; a cut file is an error."""
+    text = b"0.5\nbig dog\nlarge dog\n0.2\ndog\nhound\n"
+    packed = gzip.compress(text[:10]) + b"\0\0" + gzip.compress(text[10:]) + b"\0"
+    table = tmp_path / "t.gz"
+    table.write_bytes(packed)
+    with gzip.open(table, "rb") as fh:
+        assert para._read_gzip(str(table)) == fh.read() == text
+    table.write_bytes(packed[:len(packed) // 2])
+    with pytest.raises(EOFError):
+        para._read_gzip(str(table))
+
+
+def test_index_built_ahead_by_the_module_command(cache, tmp_path, capsys):
+    """`python -m rerank.metrics.meteor.paraphrase [RESOURCES]` builds every table's index into the
+    cache (make install runs it), then finds it up to date; without a table it says so and succeeds."""
+    folder = tmp_path / "meteor"
+    (folder / "data").mkdir(parents=True)
+    shutil.copy(TABLE, folder / "data" / "paraphrase-en.gz")
+    assert para.main([str(folder)]) == 0
+    table = str(folder / "data" / "paraphrase-en.gz")
+    assert f"built into {para.index_file(table)}" in capsys.readouterr().out and len(cache) == 1
+    assert para.load_index(para.index_file(table), para.fingerprint(table)).n_entries == 28683
+    para._OPEN.clear()
+    assert para.main([str(folder)]) == 0
+    assert "is up to date" in capsys.readouterr().out and len(cache) == 1
+    (folder / "data" / "paraphrase-en.gz").unlink()
+    run = subprocess.run([sys.executable, "-m", "rerank.metrics.meteor.paraphrase", str(folder)],
+                         capture_output=True, text=True, env={**os.environ, "XDG_CACHE_HOME": str(tmp_path / "xdg")})
+    assert run.returncode == 0 and "nothing to build (no paraphrase-XX.gz" in run.stdout, run

@@ -18,18 +18,25 @@ too: a match needs both phrases in the texts, so alignments equal those of the w
 Cache: $XDG_CACHE_HOME/mlmme-rerank (default ~/.cache/mlmme-rerank), one file per table path. It
 is used while its header matches the table's size, mtime and SHA-256 of its first and last MiB and
 the payload's SHA-256 matches; otherwise it is rebuilt and written atomically (temporary file,
-then rename). Where no cache can be written the index is built in memory.
+then rename). Where no cache can be written the index is built in memory. `make install` builds it
+ahead (`python -m rerank.metrics.meteor.paraphrase`, see `main`).
+
+The build works on the decompressed table as one byte buffer, in numpy: lines are found by their
+newlines, equal lines (then words, then phrases) are numbered by first appearance through a
+64-bit hash of their bytes, and every item is compared byte for byte with the first one of its
+hash, so a hash collision costs time, never an entry. It gives the arrays of the dict-based builder
+it replaces (about 2.5 times slower on English; the tests keep it as their reference).
 """
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import json
 import logging
 import mmap
 import os
 import tempfile
+import zlib
 
 import numpy as np
 
@@ -62,39 +69,319 @@ def fingerprint(path: str) -> dict:
     return {"path": os.path.abspath(path), "size": st.st_size, "mtime_ns": st.st_mtime_ns, "head": head, "tail": tail}
 
 
-def _entries(path: str) -> tuple[list[bytes], np.ndarray, np.ndarray]:
-    """(distinct raw phrase lines, raw ids of each entry's phrase and of its paraphrase), file order."""
-    with gzip.open(path, "rb") as fh:
-        lines = fh.read().split(b"\n")
-    refs, pars = lines[1::3], lines[2::3]
-    count = min(len(refs), len(pars))
-    del lines
-    raw: dict[bytes, int] = {}
-    ref_raw = np.fromiter((raw.setdefault(r, len(raw)) for r in refs[:count]), dtype=np.int64, count=count)
-    par_raw = np.fromiter((raw.setdefault(q, len(raw)) for q in pars[:count]), dtype=np.int64, count=count)
-    return list(raw), ref_raw, par_raw
+WHITESPACE = b" \t\n\r\x0b\x0c"  # the bytes bytes.split() splits words on
+_SPACE = np.zeros(256, dtype=bool)
+_SPACE[list(WHITESPACE)] = True
+NEWLINE = 10
+ROW = 24  # the bytes of an item read at once (3 little-endian uint64 words; a first read may be narrower)
+LONG = 240  # items longer than this are hashed and compared in Python (no table has any)
+_KEEP = np.array([[(1 << (8 * min(8, max(0, k - j)))) - 1 for j in range(0, ROW, 8)] for k in range(ROW + 1)],
+                 dtype=np.uint64)  # row k: the words that keep the first k bytes of ROW
+_MIX = (0xBF58476D1CE4E5B9, 0x94D049BB133111EB)  # splitmix64's multipliers
+SHORT_WORD = 15  # a word up to this long is its own key: bytes 0-7, bytes 8-14 with its length in byte 15
 
 
-def _phrases(raw_lines: list[bytes]):
-    """Word ids of the distinct phrases (by their words), and the phrase id of each raw line (-1: empty)."""
-    word_id: dict[bytes, int] = {}
-    key_id: dict[tuple, int] = {}
-    flat: list[int] = []
-    lengths: list[int] = []
-    of_raw = np.empty(len(raw_lines), dtype=np.int64)
-    for k, line in enumerate(raw_lines):
-        words = line.split()
-        if not words:
-            of_raw[k] = -1
-            continue
-        key = tuple([word_id.setdefault(w, len(word_id)) for w in words])
-        pid = key_id.get(key)
-        if pid is None:
-            pid = key_id[key] = len(key_id)
-            flat.extend(key)
-            lengths.append(len(key))
-        of_raw[k] = pid
-    return list(word_id), np.array(flat, dtype=np.int64), np.array(lengths, dtype=np.int64), of_raw
+def _read_gzip(path: str) -> bytes:
+    """The decompressed contents of a gzip file, members concatenated (as gzip.open reads it)."""
+    with open(path, "rb") as fh:
+        raw = fh.read()
+    parts = []
+    while raw:
+        unzip = zlib.decompressobj(31)
+        parts.append(unzip.decompress(raw))
+        if not unzip.eof:
+            raise EOFError(f"{path}: compressed file ended before the end-of-stream marker was reached")
+        raw = unzip.unused_data.lstrip(b"\x00")  # gzip allows zero padding between and after members
+    return b"".join(parts)
+
+
+def _padded(data) -> np.ndarray:
+    """The bytes of `data` as uint8 followed by ROW zero bytes (item reads may run past the end)."""
+    out = np.zeros(len(data) + ROW, dtype=np.uint8)
+    out[:len(data)] = np.frombuffer(data, dtype=np.uint8)
+    return out
+
+
+def _find_byte(buf: np.ndarray, end: int, byte: int, chunk: int = 1 << 20) -> np.ndarray:
+    """Positions of `byte` in buf[:end], ascending (in cache-sized chunks: faster than one pass)."""
+    parts = [np.flatnonzero(buf[k:min(k + chunk, end)] == byte) + k for k in range(0, end, chunk)]
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+
+def _rows(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray, skip: int, width: int) -> np.ndarray:
+    """Bytes [skip, skip + width) of each item as an (n, width / 8) uint64 matrix, zero past the item's
+    end (buf needs `width` readable bytes after the end of every item: ROW bytes of padding)."""
+    window = np.lib.stride_tricks.as_strided(buf, shape=(len(buf) - width + 1, width), strides=(1, 1),
+                                             writeable=False)
+    rows = window[starts + skip].view("<u8")
+    rows &= np.take(_KEEP[:, :width // 8], np.clip(lengths - skip, 0, width), axis=0)
+    return rows
+
+
+def _tiers(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray, width: int) -> list:
+    """The items' bytes as (items or None for all, rows) per tier: tier 0 holds bytes [0, width) of
+    every item, the next ones ROW bytes each of the items that long (up to LONG bytes)."""
+    tiers = [(None, _rows(buf, starts, lengths, 0, width))]
+    sel = np.flatnonzero((lengths > width) & (lengths <= LONG))
+    for skip in range(width, LONG, ROW):
+        if skip > width:
+            sel = sel[lengths[sel] > skip]
+        if not len(sel):
+            break
+        tiers.append((sel, _rows(buf, starts[sel], lengths[sel], skip, ROW)))
+    return tiers
+
+
+def _item_hash(tiers: list, lengths: np.ndarray) -> np.ndarray:
+    """A 64-bit hash of each item's length and rows: equal items, equal hashes."""
+    h = lengths.astype(np.uint64) * np.uint64(_MIX[1])
+    for sel, rows in tiers:
+        part = h if sel is None else h[sel]
+        for j in range(rows.shape[1]):
+            part ^= rows[:, j]
+            part *= np.uint64(_MIX[0])
+            part ^= part >> np.uint64(31)
+        if sel is not None:
+            h[sel] = part
+    h ^= h >> np.uint64(30)
+    h *= np.uint64(_MIX[1])
+    h ^= h >> np.uint64(31)
+    return h
+
+
+def _differ(rows: np.ndarray, other: np.ndarray) -> np.ndarray:
+    out = rows[:, 0] != other[:, 0]
+    for j in range(1, rows.shape[1]):
+        out |= rows[:, j] != other[:, j]
+    return out
+
+
+def _distinct(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray, width: int = ROW):
+    """Items buf[start:start + length] numbered by content in order of first appearance: (the id of
+    each item, the first item of each id). Items are grouped by a 64-bit hash, then every item is
+    compared byte for byte with its group's first item; a group holding different items (a hash
+    collision) is split by the items' bytes. `width` (a multiple of 8, at most ROW): the bytes of
+    each item read in one go, about the usual item's length."""
+    n = len(starts)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    starts, lengths = starts.astype(np.int64), lengths.astype(np.int64)
+    data = memoryview(buf)
+    item = lambda i: data[starts[i]:starts[i] + lengths[i]].tobytes()  # noqa: E731
+    tiers = _tiers(buf, starts, lengths, width)
+    h = _item_hash(tiers, lengths)
+    long = np.flatnonzero(lengths > LONG)
+    for i in long.tolist():
+        h[i] = int.from_bytes(hashlib.blake2b(item(i), digest_size=8).digest(), "little")
+    # sort (hash, item) as one uint64: the high bits of the hash, the item number in the low bits
+    bits = max(1, (n - 1).bit_length())
+    low = np.uint64((1 << bits) - 1)
+    key = (h & ~low) | np.arange(n, dtype=np.uint64)
+    del h
+    key.sort()
+    order = (key & low).astype(np.int64)  # items by hash, in file order within a hash
+    new = np.empty(n, dtype=bool)
+    new[0] = True
+    key >>= np.uint64(bits)
+    np.not_equal(key[1:], key[:-1], out=new[1:])
+    del key
+    heads = order[new]  # each group's first item
+    first = np.zeros(n, dtype=bool)
+    first[heads] = True
+    rank = np.cumsum(first) - 1
+    ids = np.empty(n, dtype=np.int64)
+    ids[order] = rank[heads][np.cumsum(new) - 1]
+    del order, new, rank
+    leads = np.flatnonzero(first)  # the first item of each id
+    # every other item against the first of its id: length, its first row, further bytes, long ones in Python
+    others = np.flatnonzero(~first)
+    lead = leads[ids[others]]
+    differ = lengths[others] != lengths[lead]
+    rows = tiers[0][1]
+    differ |= _differ(rows[others], rows[leads][ids[others]])
+    del tiers, rows
+    for skip in range(width, min(LONG, int(lengths.max())), ROW):
+        k = np.flatnonzero(~differ & (lengths[others] > skip) & (lengths[others] <= LONG))
+        mine, theirs = others[k], lead[k]
+        differ[k] = _differ(_rows(buf, starts[mine], lengths[mine], skip, ROW),
+                            _rows(buf, starts[theirs], lengths[theirs], skip, ROW))
+    for k in np.flatnonzero(~differ & (lengths[others] > LONG)).tolist():
+        differ[k] = item(int(others[k])) != item(int(lead[k]))
+    if differ.any():  # hash collisions: the items of these ids numbered anew by their bytes
+        lead = leads[ids]
+        bad = np.flatnonzero(np.isin(ids, ids[others[differ]]))  # ascending: the first of equal items first
+        seen: dict[bytes, int] = {}
+        lead[bad] = [seen.setdefault(item(i), i) for i in bad.tolist()]
+        first[:] = False
+        first[lead] = True
+        ids = (np.cumsum(first) - 1)[lead]
+        leads = np.flatnonzero(first)
+    return ids, leads
+
+
+def _word_ids(text: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Words text[start:start + length] numbered by content in order of first appearance: (the id of
+    each, the first word of each id). A word up to SHORT_WORD bytes is its own 16-byte key: the words
+    are sorted by a hash of it, the first word of each hash goes into an open-addressing table
+    (linear probing), and every word is looked up there by its exact key. Longer words, and any whose
+    key is not in the table (a hash shared with another word), are numbered in a dict."""
+    n = len(starts)
+    rep = np.full(n, -1, dtype=np.int64)  # the first word of the same content (-1: to the dict)
+    short = np.flatnonzero(lengths <= SHORT_WORD)
+    m = len(short)
+    if m:
+        rows = _rows(text, starts[short], lengths[short], 0, 16)
+        k0, k1 = rows[:, 0].copy(), rows[:, 1] | (lengths[short].astype(np.uint64) << np.uint64(56))
+        del rows
+        h = k0 * np.uint64(_MIX[0])
+        h ^= h >> np.uint64(31)
+        h ^= k1
+        h *= np.uint64(_MIX[1])
+        h ^= h >> np.uint64(29)
+        bits = max(1, (m - 1).bit_length())  # (high bits of the hash, word) in one uint64, sorted
+        low = np.uint64((1 << bits) - 1)
+        key = (h & ~low) | np.arange(m, dtype=np.uint64)
+        key.sort()
+        new = np.empty(m, dtype=bool)
+        new[0] = True
+        np.not_equal(key[1:] >> np.uint64(bits), key[:-1] >> np.uint64(bits), out=new[1:])
+        heads = (key[new] & low).astype(np.int64)  # the first word of each hash: distinct keys
+        del key, new
+        shift = np.uint64(64 - max(10, (2 * len(heads)).bit_length()))  # a table at most half full
+        size = 1 << (64 - int(shift))
+        table = np.full(size, -1, dtype=np.int64)  # a head in each taken slot
+        slot = (h[heads] >> shift).astype(np.int64)
+        pending = np.arange(len(heads))
+        while len(pending):
+            at = slot[pending]
+            free = table[at] < 0
+            table[at[free]] = heads[pending[free]]  # of the heads that want a free slot, one takes it
+            pending = pending[table[at] != heads[pending]]
+            slot[pending] = (slot[pending] + 1) & (size - 1)
+        taken = np.flatnonzero(table >= 0)
+        table_k0, table_k1 = np.zeros(size, dtype=np.uint64), np.zeros(size, dtype=np.uint64)
+        table_k0[taken], table_k1[taken] = k0[table[taken]], k1[table[taken]]
+        slot = (h >> shift).astype(np.int64)
+        del h
+        found = table[slot]
+        hit = (table_k0[slot] == k0) & (table_k1[slot] == k1) & (found >= 0)
+        pending = np.flatnonzero(~hit)
+        while len(pending):  # probe on until the key or a free slot
+            at = (slot[pending] + 1) & (size - 1)
+            slot[pending] = at
+            held = table[at]
+            hit = (table_k0[at] == k0[pending]) & (table_k1[at] == k1[pending]) & (held >= 0)
+            found[pending] = np.where(hit, held, -1)
+            pending = pending[~hit & (held >= 0)]
+        rep[short] = np.where(found >= 0, short[np.maximum(found, 0)], -1)
+    data, seen = memoryview(text), {}
+    for i in np.flatnonzero(rep < 0).tolist():  # ascending: the first of equal words first
+        rep[i] = seen.setdefault(data[starts[i]:starts[i] + lengths[i]].tobytes(), i)
+    first = np.zeros(n, dtype=bool)
+    first[rep] = True
+    return (np.cumsum(first) - 1)[rep], np.flatnonzero(first)
+
+
+def _gather(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray, sep: int | None) -> np.ndarray:
+    """The items buf[start:start + length] one after another, each followed by byte `sep` if given."""
+    width = lengths + (sep is not None)
+    total = int(width.sum())
+    offsets = np.cumsum(width) - width
+    out = buf[np.repeat(starts - offsets, width) + np.arange(total)]
+    if sep is not None:
+        out[offsets + lengths] = sep
+    return out
+
+
+def _equal_rows(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Whether each item (after the first) equals the one before it."""
+    rows = _rows(buf, starts, lengths, 0, ROW)
+    same = (lengths[1:] == lengths[:-1]) & ~_differ(rows[1:], rows[:-1])
+    del rows
+    k, skip = np.flatnonzero(same & (lengths[1:] > ROW)), ROW
+    while len(k):  # pairs equal so far and longer than skip
+        same[k] = ~_differ(_rows(buf, starts[k + 1], lengths[k + 1], skip, ROW),
+                           _rows(buf, starts[k], lengths[k], skip, ROW))
+        skip += ROW
+        k = k[same[k] & (lengths[k] > skip)]
+    return same
+
+
+def _entries(data: bytes):
+    """The distinct raw phrase lines (a buffer, their starts and lengths; order of first appearance
+    among the phrase lines, then the paraphrase lines) and the raw ids of each entry's two lines."""
+    buf = _padded(data)
+    ends = np.append(_find_byte(buf, len(data), NEWLINE), len(data))  # the lines of data.split(b"\\n")
+    starts = np.append(0, ends[:-1] + 1)
+    lengths = ends - starts
+    count = min(len(starts[1::3]), len(starts[2::3]))
+    ref_s, ref_n = starts[1::3][:count], lengths[1::3][:count]
+    par_s, par_n = starts[2::3][:count], lengths[2::3][:count]
+    del starts, ends, lengths
+    # a table lists a phrase's paraphrases together: a phrase line equal to the one before needs no look-up
+    same = np.zeros(count, dtype=bool)
+    if count > 1:
+        same[1:] = _equal_rows(buf, ref_s, ref_n)
+    runs = np.flatnonzero(~same)
+    line_s, line_n = np.concatenate([ref_s[runs], par_s]), np.concatenate([ref_n[runs], par_n])
+    ids, leads = _distinct(buf, line_s, line_n)
+    ref_raw = ids[:len(runs)][np.cumsum(~same) - 1]
+    return buf, line_s[leads], line_n[leads], ref_raw, ids[len(runs):]
+
+
+def _phrases(buf: np.ndarray, line_s: np.ndarray, line_n: np.ndarray):
+    """The words (joined by newlines), the word ids and lengths of the distinct phrases (by their
+    words), and the phrase id of each raw line (-1: no words). Ids in order of first appearance."""
+    text = _gather(buf, line_s, line_n, NEWLINE)  # each line ended by a newline
+    space = _SPACE[text]
+    begin = ~space
+    begin[1:] &= space[:-1]
+    end = ~space
+    end[:-1] &= space[1:]
+    word_s = np.flatnonzero(begin)
+    word_n = np.flatnonzero(end) + 1 - word_s
+    del begin, end
+    per_line = np.diff(np.searchsorted(word_s, np.cumsum(line_n + 1) - 1), prepend=0)
+    spoken = np.flatnonzero(per_line)
+    # lines whose words are separated by single spaces: distinct lines are distinct phrases
+    gaps = int(space.sum()) - len(line_s)
+    canonical = gaps == len(word_s) - len(spoken) and int(np.count_nonzero(text == 32)) == gaps
+    del space
+    text = _padded(text)
+    word, word_first = _word_ids(text, word_s, word_n)
+    words = _gather(text, word_s[word_first], word_n[word_first], NEWLINE)[:-1]
+    of_raw = np.full(len(line_s), -1, dtype=np.int64)
+    if canonical:
+        of_raw[spoken] = np.arange(len(spoken))
+        return words, word, per_line[spoken], of_raw
+    line_start = np.cumsum(per_line) - per_line
+    ids = _padded(word.astype("<u4").view(np.uint8))
+    phrase, phrase_first = _distinct(ids, line_start[spoken] * 4, per_line[spoken] * 4, 16)
+    of_raw[spoken] = phrase
+    lengths = per_line[spoken][phrase_first]
+    return words, _gather(word, line_start[spoken][phrase_first], lengths, None), lengths, of_raw
+
+
+def _argsort_stable(values: np.ndarray) -> np.ndarray:
+    """np.argsort(values, kind="stable") of non-negative integers, by np.sort of (value, position)
+    packed in one uint64 (several times faster): exact where the values fit beside the position,
+    else by their high bits, and the runs that share those are ordered in Python."""
+    n = len(values)
+    bits = max(1, (n - 1).bit_length())
+    low = np.uint64((1 << bits) - 1)
+    values = values.astype(np.uint64)
+    exact = n == 0 or int(values.max()) < (1 << (64 - bits))
+    key = (values << np.uint64(bits) if exact else values & ~low) | np.arange(n, dtype=np.uint64)
+    key.sort()
+    order = (key & low).astype(np.int64)
+    if not exact:
+        key >>= np.uint64(bits)
+        tied = np.flatnonzero(key[1:] == key[:-1])  # positions p, p + 1 that share their high bits
+        if len(tied):
+            cut = np.flatnonzero(np.diff(tied) != 1)
+            for a, b in zip(np.append(tied[0], tied[cut + 1]).tolist(), (np.append(tied[cut], tied[-1]) + 2).tolist()):
+                order[a:b] = sorted(order[a:b].tolist(), key=lambda i: (int(values[i]), i))
+    return order
 
 
 def _smallest(values: np.ndarray, *dtypes) -> np.ndarray:
@@ -107,9 +394,9 @@ def _smallest(values: np.ndarray, *dtypes) -> np.ndarray:
 
 def build_arrays(path: str) -> tuple[dict[str, np.ndarray], int]:
     """The index arrays of a text table, and its longest phrase (in words)."""
-    raw_lines, ref_raw, par_raw = _entries(path)
-    words, flat, lengths, of_raw = _phrases(raw_lines)
-    del raw_lines
+    buf, line_s, line_n, ref_raw, par_raw = _entries(_read_gzip(path))
+    words, flat, lengths, of_raw = _phrases(buf, line_s, line_n)
+    del buf
     ref, par = of_raw[ref_raw], of_raw[par_raw]
     keep = (ref >= 0) & (par >= 0)
     ref, par = ref[keep], par[keep]
@@ -119,16 +406,16 @@ def build_arrays(path: str) -> tuple[dict[str, np.ndarray], int]:
     weights = np.array(hash_weights(max_len), dtype=np.uint64)
     hashes = np.add.reduceat((flat + 1).astype(np.uint64) * weights[pos], starts) if len(starts) else \
         np.zeros(0, dtype=np.uint64)  # uint64 arithmetic wraps: the sum mod 2**64, as _grams computes it
-    order = np.argsort(hashes, kind="stable")  # new phrase id -> old
+    order = _argsort_stable(hashes)  # new phrase id -> old
     rank = np.empty_like(order)
     rank[order] = np.arange(len(order))
     new_lengths = lengths[order]
     new_off = np.concatenate([[0], np.cumsum(new_lengths)]).astype(np.int64)
     gather = np.repeat(starts[order] - new_off[:-1], new_lengths) + np.arange(len(flat))
     ref, par = rank[ref], rank[par]
-    grouped = np.argsort(ref, kind="stable")
+    grouped = _argsort_stable(ref)
     entry_off = np.concatenate([[0], np.cumsum(np.bincount(ref, minlength=len(order)))]).astype(np.int64)
-    arrays = {"words": np.frombuffer(b"\n".join(words), dtype=np.uint8), "phrase_hash": hashes[order],
+    arrays = {"words": words, "phrase_hash": hashes[order],
               "phrase_off": _smallest(new_off, np.uint32), "phrase_words": _smallest(flat[gather], np.uint16, np.uint32),
               "entry_off": _smallest(entry_off, np.uint32), "entry_par": _smallest(par[grouped], np.uint32)}
     return arrays, max_len
@@ -205,14 +492,19 @@ def load_index(file: str, source: dict) -> "ParaphraseIndex | None":
 _OPEN: dict[str, tuple[dict, "ParaphraseIndex"]] = {}  # table path -> (source fingerprint, index)
 
 
+def index_file(path: str) -> str:
+    """Where the index of the table at `path` is cached."""
+    name = hashlib.sha256(os.path.abspath(path).encode("utf-8", "surrogateescape")).hexdigest()[:24]
+    return os.path.join(cache_dir(), f"paraphrase-{name}.idx")
+
+
 def open_index(path: str) -> "ParaphraseIndex":
     """The index of the text table at `path`: from the cache, else built (and cached if possible)."""
     source = fingerprint(path)
     known = _OPEN.get(source["path"])
     if known is not None and known[0] == source:
         return known[1]
-    name = hashlib.sha256(source["path"].encode("utf-8", "surrogateescape")).hexdigest()[:24]
-    file = os.path.join(cache_dir(), f"paraphrase-{name}.idx")
+    file = index_file(path)
     index = load_index(file, source)
     if index is None:
         logger.warning("METEOR: indexing the paraphrase table %s once, into %s (about the table's size; "
@@ -305,3 +597,49 @@ class Paraphrases:
             if pars:
                 out.extend((end - start, par) for par in pars)
         return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m rerank.metrics.meteor.paraphrase [RESOURCES]`: build the index of every paraphrase
+    table of a Meteor distribution into the cache now, so that no METEOR run has to (`make install`
+    does this). Without a table (or without pycocoevalcap's jar, the default) there is nothing to do."""
+    import argparse
+    import time
+
+    from rerank.metrics.meteor.resources import PARA_NAMES, MeteorResourceError, load_resources
+
+    ap = argparse.ArgumentParser(prog="python -m rerank.metrics.meteor.paraphrase", description=main.__doc__)
+    ap.add_argument("resources", nargs="?", help="meteor-1.5.jar or a folder of Meteor 1.5 resources "
+                                                 "(default: the jar of the pycocoevalcap package)")
+    args = ap.parse_args(argv)
+    try:
+        resources = load_resources(args.resources)
+    except MeteorResourceError as err:
+        if args.resources:
+            ap.error(str(err))
+        print(f"METEOR paraphrase index: nothing to build ({err})")
+        return 0
+    tables = {}
+    for lang in PARA_NAMES:
+        try:
+            tables[lang] = resources.paraphrase_path(lang)
+        except MeteorResourceError:
+            pass
+    if not tables:
+        print(f"METEOR paraphrase index: nothing to build (no paraphrase-XX.gz in {resources.base_dir}/data)")
+        return 0
+    for lang, path in tables.items():
+        file = index_file(path)
+        if load_index(file, fingerprint(path)) is not None:
+            print(f"METEOR paraphrase index ({lang}): {file} is up to date (table {path})")
+            continue
+        start = time.perf_counter()
+        index = open_index(path)
+        where = file if index._buffer is not None else "memory only (the cache folder cannot be written)"
+        print(f"METEOR paraphrase index ({lang}): built into {where} in {time.perf_counter() - start:.1f} s "
+              f"(table {path})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
