@@ -18,8 +18,14 @@ without work, so the CPU column is what shows them.
 The list is the shipped optimised test_2016 50-best (--nbest/--src for another) and the model
 the shipped mlmme-small; --sentences cuts the list.
 
+--idle-cost measures what passive waiting costs on an idle machine instead: a decoder-like loop of
+small torch operations (a GRU cell on 60 rows, an 8,000-word output layer, log-softmax and top-5,
+--steps times), the worst case for threads that sleep between operations, with 1 and 2 threads,
+OMP_WAIT_POLICY ACTIVE and PASSIVE, each in a fresh process (the policy is read at start-up).
+
     python benchmarks/bench_load.py [--threads 1,2] [--omp-wait default,passive] [--cases idle,python,torch]
            [--sentences N] [--repeat 1] [--json out.json]
+    python benchmarks/bench_load.py --idle-cost [--steps 1000] [--json out.json]
 """
 
 from __future__ import annotations
@@ -51,6 +57,37 @@ NEIGHBOURS = {
               "while True:\n"
               "    torch.tanh(a @ b)\n"),
 }
+
+
+SMALL_OPS = ("import sys, time, torch\n"
+             "torch.set_num_threads(int(sys.argv[1]))\n"
+             "torch.manual_seed(0)\n"
+             "cell, out = torch.nn.GRUCell(256, 512), torch.nn.Linear(512, 8000)\n"
+             "x, h = torch.randn(60, 256), torch.zeros(60, 512)\n"
+             "with torch.no_grad():\n"
+             "    start = time.perf_counter()\n"
+             "    for _ in range(int(sys.argv[2])):\n"
+             "        h = cell(x, h)\n"
+             "        out(h).log_softmax(-1).topk(5)\n"
+             "print(time.perf_counter() - start)\n")
+
+
+def idle_cost(steps: int) -> list[dict]:
+    """Seconds of the small-operation loop per thread count and wait policy, on this machine as it is."""
+    records = []
+    for threads in (1, 2):
+        for policy in ("ACTIVE", "PASSIVE"):
+            env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+            env["OMP_WAIT_POLICY"] = policy
+            load = os.getloadavg()[0]
+            done = subprocess.run([sys.executable, "-c", SMALL_OPS, str(threads), str(steps)], env=env,
+                                  capture_output=True, text=True, check=True)
+            seconds = float(done.stdout.split()[-1])
+            records.append({"threads": threads, "omp_wait": policy, "steps": steps, "seconds": seconds,
+                            "load_1min_before": load})
+            print(f"small operations, {threads} thread(s), OMP_WAIT_POLICY={policy:7s}: {seconds:6.2f} s "
+                  f"(load {load:.2f})", flush=True)
+    return records
 
 
 def neighbour(case: str):
@@ -94,9 +131,14 @@ def main() -> None:
                         "sets), active, passive (default: %(default)s)")
     parser.add_argument("--cases", default=",".join(NEIGHBOURS), help="comma-separated, of: " + ", ".join(NEIGHBOURS))
     parser.add_argument("--repeat", type=int, default=1, help="runs per measurement; the lowest CPU time counts")
+    parser.add_argument("--idle-cost", action="store_true", help="time the small-operation loop instead (see above)")
+    parser.add_argument("--steps", type=int, default=1000, help="steps of the --idle-cost loop (default: %(default)s)")
     parser.add_argument("--json", help="write the measurements here")
     args = parser.parse_args()
 
+    if args.idle_cost:
+        write_json(args.json, "bench_load --idle-cost", idle_cost(args.steps))
+        return
     records = []
     with tempfile.TemporaryDirectory(prefix="bench-load-") as tmp:
         nbest = read_nbest(args.nbest)
@@ -129,10 +171,14 @@ def main() -> None:
                     print(f"--threads {threads} OMP_WAIT_POLICY={policy:8s} {case:6s}: {r['wall_seconds']:6.1f} s wall "
                           f"({r['hyps_per_second']:6,.0f} hyp/s), {r['cpu_seconds']:6.1f} s CPU, load "
                           f"{r['load_1min_before']:.2f}{ratios}", flush=True)
-    if args.json:
-        with atomic_write(args.json) as out:
-            json.dump({"benchmark": "bench_load", "machine": platform.platform(), "cpus": os.cpu_count(),
-                       "records": records}, out, indent=2)
+    write_json(args.json, "bench_load", records)
+
+
+def write_json(path: str | None, name: str, records: list[dict]) -> None:
+    if path:
+        with atomic_write(path) as out:
+            json.dump({"benchmark": name, "machine": platform.platform(), "cpus": os.cpu_count(), "records": records},
+                      out, indent=2)
 
 
 if __name__ == "__main__":
