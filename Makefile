@@ -20,7 +20,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q $(TORCH_SPEC)
 	$(PY) -m pip install -q -e '.[neural,hf,ct2,st,test]'
-	$(PY) -m rerank.metrics.meteor.paraphrase
+	$(PY) -m rerank.metrics.meteor
 	touch $@
 
 # The other side of the transformers version skew: with unbabel-comet (which needs transformers 4

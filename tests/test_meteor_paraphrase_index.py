@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import rerank.metrics.meteor.paraphrase as para
+from rerank.metrics.meteor.__main__ import main as build_ahead
 from rerank.metrics.meteor import MeteorMetric
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "eval")
@@ -289,19 +290,19 @@ def test_tables_read_as_gzip_reads_them(tmp_path):
 
 
 def test_index_built_ahead_by_the_module_command(cache, tmp_path, capsys):
-    """`python -m rerank.metrics.meteor.paraphrase [RESOURCES]` builds every table's index into the
+    """`python -m rerank.metrics.meteor [RESOURCES]` builds every table's index into the
     cache (make install runs it), then finds it up to date; without a table it says so and succeeds."""
     folder = tmp_path / "meteor"
     (folder / "data").mkdir(parents=True)
     shutil.copy(TABLE, folder / "data" / "paraphrase-en.gz")
-    assert para.main([str(folder)]) == 0
+    assert build_ahead([str(folder)]) == 0
     table = str(folder / "data" / "paraphrase-en.gz")
     assert f"built into {para.index_file(table)}" in capsys.readouterr().out and len(cache) == 1
     assert para.load_index(para.index_file(table), para.fingerprint(table)).n_entries == 28683
     para._OPEN.clear()
-    assert para.main([str(folder)]) == 0
+    assert build_ahead([str(folder)]) == 0
     assert "is up to date" in capsys.readouterr().out and len(cache) == 1
     (folder / "data" / "paraphrase-en.gz").unlink()
-    run = subprocess.run([sys.executable, "-m", "rerank.metrics.meteor.paraphrase", str(folder)],
+    run = subprocess.run([sys.executable, "-m", "rerank.metrics.meteor", str(folder)],
                          capture_output=True, text=True, env={**os.environ, "XDG_CACHE_HOME": str(tmp_path / "xdg")})
     assert run.returncode == 0 and "nothing to build (no paraphrase-XX.gz" in run.stdout, run

@@ -19,7 +19,7 @@ Cache: $XDG_CACHE_HOME/mlmme-rerank (default ~/.cache/mlmme-rerank), one file pe
 is used while its header matches the table's size, mtime and SHA-256 of its first and last MiB and
 the payload's SHA-256 matches; otherwise it is rebuilt and written atomically (temporary file,
 then rename). Where no cache can be written the index is built in memory. `make install` builds it
-ahead (`python -m rerank.metrics.meteor.paraphrase`, see `main`).
+ahead (`python -m rerank.metrics.meteor`, rerank/metrics/meteor/__main__.py).
 
 The build works on the decompressed table as one byte buffer, in numpy: lines are found by their
 newlines, equal lines (then words, then phrases) are numbered by first appearance through a
@@ -597,49 +597,3 @@ class Paraphrases:
             if pars:
                 out.extend((end - start, par) for par in pars)
         return out
-
-
-def main(argv: list[str] | None = None) -> int:
-    """`python -m rerank.metrics.meteor.paraphrase [RESOURCES]`: build the index of every paraphrase
-    table of a Meteor distribution into the cache now, so that no METEOR run has to (`make install`
-    does this). Without a table (or without pycocoevalcap's jar, the default) there is nothing to do."""
-    import argparse
-    import time
-
-    from rerank.metrics.meteor.resources import PARA_NAMES, MeteorResourceError, load_resources
-
-    ap = argparse.ArgumentParser(prog="python -m rerank.metrics.meteor.paraphrase", description=main.__doc__)
-    ap.add_argument("resources", nargs="?", help="meteor-1.5.jar or a folder of Meteor 1.5 resources "
-                                                 "(default: the jar of the pycocoevalcap package)")
-    args = ap.parse_args(argv)
-    try:
-        resources = load_resources(args.resources)
-    except MeteorResourceError as err:
-        if args.resources:
-            ap.error(str(err))
-        print(f"METEOR paraphrase index: nothing to build ({err})")
-        return 0
-    tables = {}
-    for lang in PARA_NAMES:
-        try:
-            tables[lang] = resources.paraphrase_path(lang)
-        except MeteorResourceError:
-            pass
-    if not tables:
-        print(f"METEOR paraphrase index: nothing to build (no paraphrase-XX.gz in {resources.base_dir}/data)")
-        return 0
-    for lang, path in tables.items():
-        file = index_file(path)
-        if load_index(file, fingerprint(path)) is not None:
-            print(f"METEOR paraphrase index ({lang}): {file} is up to date (table {path})")
-            continue
-        start = time.perf_counter()
-        index = open_index(path)
-        where = file if index._buffer is not None else "memory only (the cache folder cannot be written)"
-        print(f"METEOR paraphrase index ({lang}): built into {where} in {time.perf_counter() - start:.1f} s "
-              f"(table {path})")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
