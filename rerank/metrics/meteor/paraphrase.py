@@ -78,7 +78,6 @@ LONG = 240  # items longer than this are hashed and compared in Python (no table
 _KEEP = np.array([[(1 << (8 * min(8, max(0, k - j)))) - 1 for j in range(0, ROW, 8)] for k in range(ROW + 1)],
                  dtype=np.uint64)  # row k: the words that keep the first k bytes of ROW
 _MIX = (0xBF58476D1CE4E5B9, 0x94D049BB133111EB)  # splitmix64's multipliers
-SHORT_WORD = 15  # a word up to this long is its own key: bytes 0-7, bytes 8-14 with its length in byte 15
 
 
 def _read_gzip(path: str) -> bytes:
@@ -219,69 +218,6 @@ def _distinct(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray, width: i
     return ids, leads
 
 
-def _word_ids(text: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Words text[start:start + length] numbered by content in order of first appearance: (the id of
-    each, the first word of each id). A word up to SHORT_WORD bytes is its own 16-byte key: the words
-    are sorted by a hash of it, the first word of each hash goes into an open-addressing table
-    (linear probing), and every word is looked up there by its exact key. Longer words, and any whose
-    key is not in the table (a hash shared with another word), are numbered in a dict."""
-    n = len(starts)
-    rep = np.full(n, -1, dtype=np.int64)  # the first word of the same content (-1: to the dict)
-    short = np.flatnonzero(lengths <= SHORT_WORD)
-    m = len(short)
-    if m:
-        rows = _rows(text, starts[short], lengths[short], 0, 16)
-        k0, k1 = rows[:, 0].copy(), rows[:, 1] | (lengths[short].astype(np.uint64) << np.uint64(56))
-        del rows
-        h = k0 * np.uint64(_MIX[0])
-        h ^= h >> np.uint64(31)
-        h ^= k1
-        h *= np.uint64(_MIX[1])
-        h ^= h >> np.uint64(29)
-        bits = max(1, (m - 1).bit_length())  # (high bits of the hash, word) in one uint64, sorted
-        low = np.uint64((1 << bits) - 1)
-        key = (h & ~low) | np.arange(m, dtype=np.uint64)
-        key.sort()
-        new = np.empty(m, dtype=bool)
-        new[0] = True
-        np.not_equal(key[1:] >> np.uint64(bits), key[:-1] >> np.uint64(bits), out=new[1:])
-        heads = (key[new] & low).astype(np.int64)  # the first word of each hash: distinct keys
-        del key, new
-        shift = np.uint64(64 - max(10, (2 * len(heads)).bit_length()))  # a table at most half full
-        size = 1 << (64 - int(shift))
-        table = np.full(size, -1, dtype=np.int64)  # a head in each taken slot
-        slot = (h[heads] >> shift).astype(np.int64)
-        pending = np.arange(len(heads))
-        while len(pending):
-            at = slot[pending]
-            free = table[at] < 0
-            table[at[free]] = heads[pending[free]]  # of the heads that want a free slot, one takes it
-            pending = pending[table[at] != heads[pending]]
-            slot[pending] = (slot[pending] + 1) & (size - 1)
-        taken = np.flatnonzero(table >= 0)
-        table_k0, table_k1 = np.zeros(size, dtype=np.uint64), np.zeros(size, dtype=np.uint64)
-        table_k0[taken], table_k1[taken] = k0[table[taken]], k1[table[taken]]
-        slot = (h >> shift).astype(np.int64)
-        del h
-        found = table[slot]
-        hit = (table_k0[slot] == k0) & (table_k1[slot] == k1) & (found >= 0)
-        pending = np.flatnonzero(~hit)
-        while len(pending):  # probe on until the key or a free slot
-            at = (slot[pending] + 1) & (size - 1)
-            slot[pending] = at
-            held = table[at]
-            hit = (table_k0[at] == k0[pending]) & (table_k1[at] == k1[pending]) & (held >= 0)
-            found[pending] = np.where(hit, held, -1)
-            pending = pending[~hit & (held >= 0)]
-        rep[short] = np.where(found >= 0, short[np.maximum(found, 0)], -1)
-    data, seen = memoryview(text), {}
-    for i in np.flatnonzero(rep < 0).tolist():  # ascending: the first of equal words first
-        rep[i] = seen.setdefault(data[starts[i]:starts[i] + lengths[i]].tobytes(), i)
-    first = np.zeros(n, dtype=bool)
-    first[rep] = True
-    return (np.cumsum(first) - 1)[rep], np.flatnonzero(first)
-
-
 def _gather(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray, sep: int | None) -> np.ndarray:
     """The items buf[start:start + length] one after another, each followed by byte `sep` if given."""
     width = lengths + (sep is not None)
@@ -348,7 +284,7 @@ def _phrases(buf: np.ndarray, line_s: np.ndarray, line_n: np.ndarray):
     canonical = gaps == len(word_s) - len(spoken) and int(np.count_nonzero(text == 32)) == gaps
     del space
     text = _padded(text)
-    word, word_first = _word_ids(text, word_s, word_n)
+    word, word_first = _distinct(text, word_s, word_n, 16)  # words are short: 16 bytes read at once
     words = _gather(text, word_s[word_first], word_n[word_first], NEWLINE)[:-1]
     of_raw = np.full(len(line_s), -1, dtype=np.int64)
     if canonical:
