@@ -119,6 +119,13 @@ def default_batch_tokens(device) -> int:
     return 4096 if str(getattr(device, "type", device)).startswith("cuda") else 1024
 
 
+def _target_log_probs(torch, logits, targets) -> np.ndarray:
+    """Per row, the sum of log p(target) over its targets (>= 0; -1 pads): the log-softmax taken at
+    the targets alone, logit - logsumexp, with no (tokens x vocabulary) output."""
+    picked = logits.gather(-1, targets.clamp(min=0).unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)
+    return (picked * (targets >= 0)).sum(1).double().cpu().numpy()
+
+
 def token_batches(lengths: Sequence[int], budget: int) -> list[list[int]]:
     """Indices sorted by length (longest first), cut into batches whose padded size
     (count x longest) stays within `budget` tokens; a single longer item is a batch of its own."""
@@ -200,9 +207,7 @@ class HFTranslationScorer:
                                 decoder_attention_mask=_mask(torch, decoder_in).to(self.device)).logits.float()
             if self.banned:
                 logits[..., self.banned] = float("-inf")
-            tgt = tgt.to(self.device)  # log-softmax at the targets alone: no (tokens x vocabulary) output
-            picked = logits.gather(-1, tgt.clamp(min=0).unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)
-            return (picked * (tgt >= 0)).sum(1).double().cpu().numpy()
+            return _target_log_probs(torch, logits, tgt.to(self.device))
 
 
 class HFCausalLMScorer:
@@ -235,8 +240,7 @@ class HFCausalLMScorer:
             logits = self.model(input_ids=batch.to(self.device), attention_mask=_mask(torch, ids).to(self.device)).logits
             logits = logits[:, :-1].float()
             target = _pad(torch, [s[1:] for s in ids], -1).to(self.device)
-            picked = logits.gather(-1, target.clamp(min=0).unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)
-            return (picked * (target >= 0)).sum(1).double().cpu().numpy()
+            return _target_log_probs(torch, logits, target)
 
 
 def lm_boundaries(tokenizer, config, path: str) -> tuple[int, int | None]:
