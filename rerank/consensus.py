@@ -53,7 +53,7 @@ from rerank.errors import InputError
 from rerank.features import Feature, FeatureContext, make_options
 from rerank.metrics.registry import objective
 from rerank.nbest import NBestList
-from rerank.ngrams import NgramCounter, integer_sequences, sentence_blocks, token_sequences, tokenize_many  # noqa: F401
+from rerank.ngrams import NgramCounter, integer_sequences, sentence_blocks, token_sequences, tokenize_many
 
 UTILITIES = ("bleu", "chrf", "ter")
 CHRF_CHAR_ORDER, CHRF_BETA = 6, 2.0

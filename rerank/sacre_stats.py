@@ -1,10 +1,10 @@
 """Per-segment sufficient statistics from sacrebleu: the one module that calls its private methods.
 
 sacrebleu's public API scores a corpus (`corpus_score`) or one sentence (`sentence_score`); it
-has no call that returns the statistics of every segment, which the tuners (one row per n-best
-hypothesis) and the significance tests (one row per sentence) sum over and over. Scoring each
-hypothesis with the public `sentence_score` gives the same numbers but re-reads the references of
-its sentence every time, 3x slower on the Joshua n-best lists. So the private methods are used
+has no call that returns the statistics of every segment, which the significance tests (one row
+per sentence) sum over and over (the tuners' per-hypothesis BLEU statistics are rerank.bleu's
+arrays, checked against `sentence_score`). Scoring each segment with the public `sentence_score`
+gives the same numbers but re-reads the references every time. So the private methods are used
 here, behind this adapter: pyproject.toml bounds sacrebleu above (< 2.7) and
 tests/test_metrics_sacre.py checks these statistics against `corpus_score` / `sentence_score`, so
 an upgrade that changes the private methods fails loudly there instead of changing scores.
@@ -16,16 +16,6 @@ import logging
 from collections.abc import Sequence
 
 from sacrebleu.metrics.base import Metric as SacreMetric
-from sacrebleu.metrics.bleu import BLEU
-
-
-def bleu_sentence_stats(bleu: BLEU, hyps: Sequence[str], refs: Sequence[str]) -> list[list[int]]:
-    """BLEU statistics [sys_len, ref_len, correct_1..4, total_1..4] of several hypotheses of one
-    sentence against its references (the references are tokenised and counted once)."""
-    ref_info = bleu._extract_reference_info([bleu._preprocess_segment(r) for r in refs])
-    segment = bleu._compute_segment_statistics
-    preprocess = bleu._preprocess_segment
-    return [segment(preprocess(h), ref_info) for h in hyps]
 
 
 class _DropTokenizedPeriodWarning(logging.Filter):

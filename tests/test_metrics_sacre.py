@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from sacrebleu.metrics import BLEU, CHRF, TER
 
 from rerank.metrics import make_metric
-from rerank.sacre_stats import bleu_sentence_stats, corpus_segment_stats
+from rerank.sacre_stats import corpus_segment_stats
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "eval")
 
@@ -20,6 +20,12 @@ DATA = os.path.join(os.path.dirname(__file__), "data", "eval")
 def lines(name):
     with open(os.path.join(DATA, name), encoding="utf-8") as fh:
         return fh.read().splitlines()
+
+
+def sacrebleu_stats(bleu: BLEU, hyp: str, refs: list[str]) -> list[int]:
+    """sacrebleu's public statistics of one segment: [sys_len, ref_len, correct 1-4, total 1-4]."""
+    score = bleu.sentence_score(hyp, refs)
+    return [score.sys_len, score.ref_len, *score.counts, *score.totals]
 
 
 def sacrebleu_cli(ref, hyp, *extra):
@@ -89,15 +95,11 @@ def test_private_statistics_equal_the_public_api(tokenize):
     hyps = lines("cap1.en")[:12]
     refs = [lines("ref.en")[:12], lines("cap3.en")[:12]]
     bleu = BLEU(tokenize=tokenize)
-    rows = [bleu_sentence_stats(bleu, [h, h.upper()], [r[i] for r in refs]) for i, h in enumerate(hyps)]
-    for i, (h, pair) in enumerate(zip(hyps, rows)):
-        for text, stats in zip((h, h.upper()), pair):
-            public = bleu.sentence_score(text, [r[i] for r in refs])
-            assert stats == [public.sys_len, public.ref_len, *public.counts, *public.totals]
     corpus = np.asarray(corpus_segment_stats(bleu, hyps, refs)).sum(axis=0)
     public = bleu.corpus_score(hyps, refs)
     assert corpus.tolist() == [public.sys_len, public.ref_len, *public.counts, *public.totals]
-    assert corpus.tolist() == np.sum([pair[0] for pair in rows], axis=0).tolist()
+    assert corpus.tolist() == np.sum([sacrebleu_stats(bleu, h, [r[i] for r in refs]) for i, h in enumerate(hyps)],
+                                     axis=0).tolist()
     ter = TER()
     edits, ref_len = np.asarray(corpus_segment_stats(ter, hyps, refs)).sum(axis=0)
     public = ter.corpus_score(hyps, refs)
@@ -161,7 +163,7 @@ def test_hypothesis_stats_equal_sacrebleus_per_segment_statistics(data, tokenize
     for i in range(len(sizes)):
         lo, hi = offsets[i], offsets[i + 1]
         if hi > lo:
-            expect[lo:hi] = bleu_sentence_stats(bleu, hyps[lo:hi], [stream[i] for stream in refs])
+            expect[lo:hi] = [sacrebleu_stats(bleu, h, [stream[i] for stream in refs]) for h in hyps[lo:hi]]
     np.testing.assert_array_equal(got, expect)
 
 
@@ -178,4 +180,4 @@ def test_hypothesis_stats_on_real_lists_in_several_blocks(monkeypatch):
     bleu = BLEU()
     for i in range(nbest.n_sentences):
         lo, hi = nbest.offsets[i], nbest.offsets[i + 1]
-        assert got[lo:hi].tolist() == bleu_sentence_stats(bleu, nbest.hyps[lo:hi], [r[i] for r in refs])
+        assert got[lo:hi].tolist() == [sacrebleu_stats(bleu, h, [r[i] for r in refs]) for h in nbest.hyps[lo:hi]]
