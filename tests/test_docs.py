@@ -11,22 +11,26 @@ toml, python, json) are shown, not run.
 The temporary folder stands for the repository root, from which a reader copies the blocks
 into a shell: it holds `rerank/data`, a copy of the data the package ships (Multi30k En→De
 n-best lists, sources and references in rerank/data/multi30k, the embedding model
-rerank/data/models/mlmme-small.pt, the Joshua example rerank/data/examples), so the docs give
+rerank/data/models/mlmme-small.pt, the Joshua example rerank/data/examples), with the Multi30k
+files cut to their first DOC_SENTENCES sentences (the commands are the reader's, the data
+smaller: every block still runs every code path it shows), so the docs give
 paths relative to the repository root (`rerank/data/multi30k/val.en.gz`), and a block cannot
 write into the repository. PATH starts with the bin folder of the Python running the tests, so
 `rerank` is the installed command and `python` the Python running the tests (a `python - <<'EOF'`
 block runs a script: docs/api.md); torch and BLAS get one thread, matplotlib no display.
 
 Nothing a block prints is compared (scores move when the code or the data change): a block
-passes when it exits with status 0 within BLOCK_TIMEOUT seconds. The whole test takes about two
-minutes of CPU (four of wall clock on two cores shared with other jobs), most of it the start-up
-of the ~35 commands; a block that needs more belongs in a ```text block with a sentence saying
+passes when it exits with status 0 within BLOCK_TIMEOUT seconds. The whole test takes about a
+minute of CPU, most of it the start-up of the ~35 commands and the training of the tiny models
+of docs/models.md, docs/nmt.md and docs/embeddings.md; a block that needs more belongs in a ```text block with a sentence saying
 why it is not run (hours of training, a GPU, data that does not ship).
 
 So that no command escapes: a fence must name its language (sh to run it, text to only show
 it), and a command must not sit in an indented code block, which no test would run.
 """
 
+import gzip
+import itertools
 import os
 import re
 import shutil
@@ -42,6 +46,10 @@ ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = Path("rerank") / "data"  # what a doc block may read, relative to the repository root
 RUN_LANGS = {"sh", "bash", "shell", "console"}
 BLOCK_TIMEOUT = 120
+# The blocks run on the first 300 sentences of each shipped Multi30k file (of 1,014 val and 1,000
+# test_2016): the same commands a reader runs, on data small enough for the suite; 300 is the
+# largest slice a block takes (docs/api.md's `select_sentences(range(300))`).
+DOC_SENTENCES = 300
 OPENING = re.compile(r"^( {0,3})(`{3,}|~{3,})[ \t]*([^\s`]*)")
 INDENTED_COMMAND = re.compile(r"^(?: {4,}|\t)\$? ?(rerank|torchrun|python3?|pip|make)\s")
 
@@ -126,10 +134,26 @@ def block_env() -> dict:
 
 @pytest.fixture(scope="module")
 def shipped(tmp_path_factory) -> Path:
-    """A copy of the shipped data, at the path it has in the repository."""
+    """A copy of the shipped data, at the path it has in the repository, with every Multi30k text
+    and n-best list cut to its first DOC_SENTENCES sentences."""
     root = tmp_path_factory.mktemp("shipped")
     shutil.copytree(ROOT / SHIPPED, root / SHIPPED)
+    for path in sorted((root / SHIPPED / "multi30k").glob("*.gz")):
+        cut_to_first_sentences(path, DOC_SENTENCES)
     return root / SHIPPED.parts[0]
+
+
+def cut_to_first_sentences(path: Path, n: int) -> None:
+    """Keep the first n sentences of a gzipped text file (n lines) or Moses n-best list (the lines
+    of sentence ids 0..n-1, which come first)."""
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        lines = f.readlines()
+    if " ||| " in lines[0]:
+        kept = list(itertools.takewhile(lambda line: int(line.split(" ||| ", 1)[0]) < n, lines))
+    else:
+        kept = lines[:n]
+    with gzip.open(path, "wt", encoding="utf-8") as f:
+        f.writelines(kept)
 
 
 def run_block(block: Block, cwd: Path, env: dict) -> tuple[str | None, float]:
@@ -147,7 +171,12 @@ def run_block(block: Block, cwd: Path, env: dict) -> tuple[str | None, float]:
             f"{result.stderr[-3000:]}\n--- stdout (end):\n{result.stdout[-1500:]}"), seconds
 
 
-@pytest.mark.parametrize("name", markdown_files())
+# The docs whose blocks run the models or the PRO tuner (torch, scikit-learn): their cases are marked `neural`.
+NEURAL_DOCS = {"README.md", "docs/embeddings.md", "docs/models.md", "docs/nmt.md", "docs/quickstart.md", "docs/tuning.md"}
+
+
+@pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.neural) if name in NEURAL_DOCS else name
+                                  for name in markdown_files()])
 def test_doc_shell_blocks_run(name, shipped, tmp_path):
     markdown = (ROOT / name).read_text(encoding="utf-8")
     (tmp_path / shipped.name).symlink_to(shipped, target_is_directory=True)
