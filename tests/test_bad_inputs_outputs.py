@@ -9,6 +9,8 @@ import pytest
 from tests.test_bad_inputs_common import BINARY, FILES, key, refused, succeeds, work  # noqa: F401 (work: a fixture)
 from tests.test_features import make_model
 
+pytestmark = pytest.mark.neural
+
 EVAL = "eval -r {ref_txt} -b {base_txt} {sys_txt} --metrics bleu,ter --ar 20 --bootstrap 0 --quiet"
 TUNE = "tune {in_nbest} -r {ref_txt} --epochs 2 --quiet"
 # name -> (command line with {O} for the output under test, its valid value, an input of the command)

@@ -21,6 +21,8 @@ from rerank.features import FeatureContext
 from rerank.nbest import NBestList
 from rerank.recipes import tiny_models
 
+pytestmark = pytest.mark.neural
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 SOURCES = ["A man is riding a bike.", "Two dogs run on the grass."]
 HYPS = [["Ein Mann fährt Fahrrad.", "Ein Mann fährt.", "Ein Mann fährt Fahrrad."], ["Zwei Hunde rennen.", "Hunde."]]

@@ -4,6 +4,7 @@ import json
 import os
 
 import numpy as np
+import pytest
 import sacrebleu
 
 from rerank.recipes.demo import BASE_FEATURES, MODEL_FEATURES, MODEL_SOURCE, data_dir, run_demo, shipped_lists
@@ -24,6 +25,7 @@ def test_shipped_assets_are_complete():
     assert os.path.exists(os.path.join(data_dir(), "models", "mlmme-small.pt"))
 
 
+@pytest.mark.neural
 def test_demo_quick_run(tmp_path, capsys):
     out = tmp_path / "demo"
     code = main(["demo", "--sentences", "40", "--runs", "2", "--epochs", "3", "--ar", "300", "--bootstrap", "50",
@@ -83,6 +85,7 @@ def _quick_demo(lists, out=None):
                     sentences=20, lists_dir=str(lists))
 
 
+@pytest.mark.neural
 def test_demo_adds_the_channel_and_lm_systems_when_the_lists_carry_them(tmp_path, caplog):
     caplog.set_level("INFO", logger="rerank")
     lists, out = _lists_with(tmp_path, MODEL_FEATURES), tmp_path / "out"
@@ -103,6 +106,7 @@ def test_demo_adds_the_channel_and_lm_systems_when_the_lists_carry_them(tmp_path
     assert "are not run" not in caplog.text  # the demo's log: INFO records (the command shows them)
 
 
+@pytest.mark.neural
 def test_demo_says_why_without_the_channel_and_lm_columns(tmp_path, caplog):
     caplog.set_level("INFO", logger="rerank")
     report = _quick_demo(_lists_with(tmp_path, ["channel", "channel_norm"]))

@@ -14,6 +14,8 @@ from rerank.nmt.lm import LanguageModel
 from rerank.cli import main
 from tests.edges_helpers import refused
 
+pytestmark = pytest.mark.neural
+
 # kind -> (model argument, weights file, config file, vocabulary file) inside a copy of the toy runs
 FILES = {
     "embed": ("emb.pt", "emb.pt", "emb.json", "emb.json"),

@@ -13,6 +13,8 @@ from rerank.device import default_threads, resolve_device
 from rerank.errors import InputError
 from tests.edges_helpers import refused
 
+pytestmark = pytest.mark.neural
+
 EMBED_DATA = os.path.join(os.path.dirname(__file__), "data", "embeddings", "multi30k")
 
 

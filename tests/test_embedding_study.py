@@ -14,6 +14,8 @@ from rerank.recipes.results_docs import RENDER
 from rerank.io import read_lines
 from tests.conftest import PACKAGE_DATA
 
+pytestmark = pytest.mark.neural  # the study trains embedding models (torch), which the imports do not show
+
 TINY = {"preset": "tiny", "languages": ["en", "de"], "sources": ["task2", "task1"], "comparable_per_image": 1,
         "contrastive": "max", "min_freq": 1, "batch_size": 16, "max_epochs": 1, "select_images": 10,
         "checkpoint_minutes": 1000, "max_minutes": None}

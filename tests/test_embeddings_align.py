@@ -20,6 +20,8 @@ from rerank.embeddings.vocab import Vocab
 from rerank.errors import InputError
 from tests.cli_helpers import run, write
 
+pytestmark = pytest.mark.neural
+
 HERE = os.path.dirname(__file__)
 DATA = os.path.join(HERE, "data", "embeddings", "multi30k")
 MUSE = os.path.join(HERE, "data", "embeddings", "muse-en-de.slice.txt")

@@ -15,6 +15,8 @@ from rerank.embeddings.backretrieval import average_ranks, backretrieval_ranks, 
 from rerank.embeddings.encoder import Encoder
 from tests.cli_helpers import run, write
 
+pytestmark = pytest.mark.neural
+
 HERE = os.path.dirname(__file__)
 MODEL = os.path.join(os.path.dirname(HERE), "rerank", "data", "models", "mlmme-small.pt")
 EN = ["A dog runs on the beach.", "Two men play football on grass.", "A woman rides a red bicycle.",

@@ -11,6 +11,8 @@ from rerank.embeddings.encoder import Encoder
 from rerank.embeddings.evaluate import read_sts
 from rerank.cli import main
 
+pytestmark = pytest.mark.neural
+
 HERE = os.path.dirname(__file__)
 DATA = os.path.join(HERE, "data", "embeddings", "multi30k")
 STS = os.path.join(HERE, "data", "embeddings", "sts")

@@ -13,6 +13,8 @@ from rerank.embeddings.tokenize import tokenize
 from rerank.embeddings.train import train
 from rerank.errors import InputError
 
+pytestmark = pytest.mark.neural
+
 TINY = {"preset": "tiny", "min_freq": 1, "batch_size": 16, "checkpoint_minutes": 1e9, "contrastive": "max",
         "validate": False, "max_epochs": 1, "disjoint_halves": True}
 

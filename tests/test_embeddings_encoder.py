@@ -10,6 +10,8 @@ from rerank.embeddings.tokenize import tokenize
 from rerank.embeddings.vocab import Vocab
 from rerank.errors import InputError
 
+pytestmark = pytest.mark.neural
+
 SENTS = ["A man rides a bike.", "Two dogs play in the snow!", "A girl, in a red coat, walks.", "Hello", "a MAN rides"]
 DE = ["Ein Mann fährt Fahrrad.", "Zwei Hunde spielen im Schnee.", "Ein Mädchen geht.", "Hallo", "ein Mann"]
 

@@ -6,6 +6,8 @@ import pytest
 from rerank.embeddings.evaluate import image_sentence_ranks, paired_ranks, read_sts, recall_summary, sts_pearson
 from rerank.errors import InputError
 
+pytestmark = pytest.mark.neural
+
 
 def test_paired_ranks_and_recalls():
     q = np.array([[1.0, 0.0], [0.0, 1.0], [0.6, 0.8]])

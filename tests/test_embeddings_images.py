@@ -10,6 +10,8 @@ from rerank.embeddings.images import MEAN, STD, ResNet50, VGG19, build_backbone,
 from rerank.cli import main
 from rerank.errors import InputError
 
+pytestmark = pytest.mark.neural
+
 
 
 @pytest.fixture(scope="module")

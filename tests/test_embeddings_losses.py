@@ -5,6 +5,8 @@ import torch
 
 from rerank.embeddings.losses import mlmme_loss, pair_loss
 
+pytestmark = pytest.mark.neural
+
 A = torch.tensor([[1.0, 0.0], [0.0, 1.0], [0.6, 0.8]])
 B = torch.tensor([[0.8, 0.6], [0.0, 1.0], [1.0, 0.0]])
 # scores a_i.b_j = [[.8, 0, 1], [.6, 1, 0], [.96, .8, .6]], positives (.8, 1, .6), margin .2

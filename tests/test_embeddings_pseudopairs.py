@@ -16,6 +16,8 @@ from rerank.embeddings.train import train
 from rerank.errors import InputError
 from tests.cli_helpers import run, write
 
+pytestmark = pytest.mark.neural
+
 HERE = os.path.dirname(__file__)
 DATA = os.path.join(HERE, "data", "embeddings", "multi30k")
 MODEL = os.path.join(os.path.dirname(HERE), "rerank", "data", "models", "mlmme-small.pt")

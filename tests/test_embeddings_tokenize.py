@@ -12,6 +12,8 @@ from sacremoses import MosesTokenizer
 from rerank.embeddings.tokenize import _Moses, tokenize
 from rerank.formats import read_nbest
 
+pytestmark = pytest.mark.neural
+
 LANGS = ("en", "de", "fr", "cs")
 DATA = Path(__file__).parent / "data"
 SHIPPED = Path(__file__).parent.parent / "rerank" / "data" / "multi30k" / "optimised.test_2016.50best.gz"

@@ -17,6 +17,8 @@ from rerank.embeddings.evaluate import evaluate, image_sentence_ranks, paired_ra
 from rerank.embeddings.train import train
 from rerank.errors import InputError
 
+pytestmark = pytest.mark.neural
+
 HERE = os.path.dirname(__file__)
 DATA = os.path.join(HERE, "data", "embeddings", "multi30k")
 STS = os.path.join(HERE, "data", "embeddings", "sts")

@@ -13,6 +13,8 @@ from rerank.embeddings.vocab import Vocab
 from rerank.cli import main
 from rerank.formats import read_nbest
 
+pytestmark = pytest.mark.neural
+
 SOURCES = ["two men are walking .", "a dog runs on the grass .", "a girl is reading a book ."]
 NBEST = """\
 0 ||| zwei männer gehen . ||| nmt= -1.5 ||| -1.5

@@ -14,6 +14,8 @@ from rerank.nmt.lm import LanguageModel
 from rerank.cli import main
 from rerank.formats import read_nbest
 
+pytestmark = pytest.mark.neural
+
 WORDS = [f"w{i}" for i in range(8)]
 
 

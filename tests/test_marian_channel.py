@@ -5,9 +5,12 @@ import json
 import os
 
 import numpy as np
+import pytest
 import torch
 
 from rerank.recipes import marian_channel as M
+
+pytestmark = pytest.mark.neural
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "models")
 TINY = ["--vocab-size", "300", "--d-model", "16", "--layers", "1", "--heads", "2", "--ffn", "32",

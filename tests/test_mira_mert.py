@@ -103,6 +103,7 @@ def test_mert_other_metric_chrf():
     assert res.best_score > res.initial_score
 
 
+@pytest.mark.neural
 def test_tuners_reach_the_oracle_when_a_feature_is_sentence_bleu():
     nbest, refs = list_with_reference()
     data = prepare(nbest, refs, tokenize="none")
@@ -139,6 +140,7 @@ def test_pro_pair_sampling():
         np.testing.assert_array_equal(mine, expect[i])
 
 
+@pytest.mark.neural
 def test_pro_seeded_and_better_than_uniform():
     nbest, refs = joshua(0, 50)
     data = prepare(nbest, refs, tokenize="none")
@@ -150,6 +152,7 @@ def test_pro_seeded_and_better_than_uniform():
     assert a.best_score == pytest.approx(tuned, abs=1e-9) and tuned > uniform
 
 
+@pytest.mark.neural
 @pytest.mark.parametrize("n_sent", [1, 2, 4])
 def test_pro_l2_term_is_added_once_for_all_pairs(n_sent):
     """n_sent lists of a right (feature 1) and a wrong (feature 0) hypothesis; keep=1 keeps one pair
@@ -163,6 +166,7 @@ def test_pro_l2_term_is_added_once_for_all_pairs(n_sent):
     assert res.weights[0] == pytest.approx(math.log(3), abs=1e-4)
 
 
+@pytest.mark.neural
 def test_pro_default_C_is_moses_megam_lambda_one():
     """Two lists, two features, default C = 1: the weights minimise MegaM's objective with lambda = 1,
     sum over the 4 examples of log(1 + exp(-y w.x)) + |w|^2 / 2 (scipy on the written-out sum)."""

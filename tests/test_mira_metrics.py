@@ -27,6 +27,7 @@ def test_fixed_gains_are_sentence_scores_times_mean_list_length():
     np.testing.assert_allclose(gains[1], [-1.0 * 4])
 
 
+@pytest.mark.neural
 @pytest.mark.parametrize("metric", ["chrf", "ter"])
 def test_mira_and_pro_reach_the_reference_for_other_metrics(metric):
     nbest, refs = list_with_reference(n=20)

@@ -8,6 +8,8 @@ import pytest
 
 from rerank.cli import main
 
+pytestmark = pytest.mark.neural  # `rerank nmt` trains and runs NMT models (torch), which the imports do not show
+
 WORDS = [f"w{i}" for i in range(10)]
 LINE = re.compile(r"^(\d+) \|\|\| (.*) \|\|\| nmt= (\S+) nmt_norm= (\S+) len= (\S+) \|\|\| (\S+)$")
 

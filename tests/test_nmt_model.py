@@ -11,6 +11,8 @@ from rerank.nmt.data import pad
 from rerank.nmt.train import load_model, make_config, train
 from rerank.nmt.vocab import EOS_ID
 
+pytestmark = pytest.mark.neural
+
 WORDS = [f"w{i}" for i in range(12)]
 
 

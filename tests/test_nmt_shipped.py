@@ -65,6 +65,7 @@ def test_recorded_bleu_matches_shipped_lists():
     assert checked > 0
 
 
+@pytest.mark.neural
 def test_nmt_oracle_is_the_rerank_oracle(tmp_path, capsys):
     """`nmt translate --ref` and `rerank oracle` pick the same hypotheses (sentence BLEU+1)."""
     from rerank.nmt.translate import oracle_bleu

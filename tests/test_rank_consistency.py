@@ -160,7 +160,7 @@ def _apply_score(tmp_path, capsys, weights: str, metric: str, nbest: str = f"{J}
     ("bleu", "mira", ["--epochs", "5"]),
     ("bleu", "mira", ["--epochs", "5", "--normalize", "l1"]),
     ("ter", "mira", ["--epochs", "5"]),
-    ("chrf", "pro", []),
+    pytest.param("chrf", "pro", [], marks=pytest.mark.neural),  # PRO fits with scikit-learn
 ])
 def test_tuned_score_is_apply_score(tmp_path, capsys, metric, tuner, extra):
     weights = tmp_path / "w.json"

@@ -2,7 +2,11 @@
 
 import json
 
+import pytest
+
 from rerank.cli import main
+
+pytestmark = pytest.mark.neural  # the recipe trains NMT and embedding models (torch), which the imports do not show
 
 
 def test_recipe_runs_and_resumes(mini_multi30k, tmp_path, capsys):

@@ -15,6 +15,8 @@ from rerank.errors import InputError
 from rerank.formats import read_nbest, write_nbest
 from rerank.nbest import NBestList
 
+pytestmark = pytest.mark.neural  # the recipe trains NMT, LM and embedding models (torch), which the imports do not show
+
 SHIPPED_COLUMNS = ["nmt", "nmt_norm", "len", "channel", "channel_norm", "lm", "lm_norm"]
 
 TINY = {

@@ -15,6 +15,7 @@ RECORD = {"channel": {"epochs": 4, "best_epoch": 4, "val_bleu_greedy": 30.03},
           "lm": {"epochs": 6, "stopped": "max-epochs", "val_perplexity": 28.67}, "embedding": "mlmme-small.pt"}
 
 
+@pytest.mark.neural
 def test_reuse_columns_takes_channel_and_lm_from_the_lists(tmp_path):
     (tmp_path / "published.json").write_text(json.dumps({"command": "x", "models": RECORD, "experiments": {}}))
     args = ["--reuse-columns", "--models-record", str(tmp_path / "published.json"), "--out", str(tmp_path / "run"),
@@ -39,6 +40,7 @@ def test_reuse_columns_takes_channel_and_lm_from_the_lists(tmp_path):
     assert "steps run: 0 (none); steps reused: 3" in (tmp_path / "run" / "stronger.log").read_text()
 
 
+@pytest.mark.neural
 def test_reuse_columns_names_a_missing_column_and_model(tmp_path, capsys):
     """Lists without the LM columns and no LM model: one error line, exit status 2."""
     from rerank.formats import write_nbest
