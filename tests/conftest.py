@@ -3,13 +3,16 @@
 One torch thread, so the suite's speed does not collapse when other processes share the cores
 (torch's OpenMP threads spin when oversubscribed).
 
-Tests that need the `neural` extra (torch, scikit-learn, ...) carry the marker `neural`: every
-test of a module that imports torch, scikit-learn, rerank.embeddings, rerank.nmt or the toy
-models (tests.edges_helpers) at its top, every test that uses the `toy` models, and the tests
-marked by hand. A core install (no torch) runs `pytest -m "not neural"`: those tests are
-deselected, counted and named in the summary, never skipped in silence. A module that imports
-torch cannot even be collected there: it is collected as one placeholder test, marked neural,
-that fails with the install line when run without the marker's deselection.
+Tests that need the `neural` extra (torch, scikit-learn, ...) carry the marker `neural` in their
+own module: `pytestmark = pytest.mark.neural` where every test of the module needs it,
+`@pytest.mark.neural` on a test, `pytest.param(..., marks=pytest.mark.neural)` on a case. This
+file registers the marker and adds it to no test; tests/test_markers.py fails naming a test that
+needs torch by its imports (neural_module: NEURAL_IMPORT at the module's top, itself or through
+another tests module) or the `toy` models, and is not marked. A core install (no torch) runs
+`pytest -m "not neural"`: the marked tests are deselected, counted and named in the summary, never
+skipped in silence. A module that imports torch (neural_module) cannot even be collected there:
+it is collected as one placeholder test, marked neural, that fails with the install line when run
+without the marker's deselection.
 """
 
 import gzip
@@ -35,31 +38,11 @@ if HAVE_NEURAL:
     torch.set_num_threads(1)
 
 PACKAGE_DATA = Path(__file__).parent.parent / "rerank" / "data" / "multi30k"
+# A module that imports one of these at its top, itself or through another tests module
+# (neural_module), cannot be imported without the neural extra: the rule of the placeholder below and
+# of tests/test_markers.py, which checks that such a module is marked.
 NEURAL_IMPORT = re.compile(r"^(?:import|from)\s+(?:torch|sklearn|sentencepiece|sacremoses|rerank\.embeddings|"
                            r"rerank\.nmt|tests\.edges_helpers)\b", re.MULTILINE)
-NEURAL_FIXTURES = {"toy"}   # conftest's toy models (and `work`, a copy of them)
-# Tests that need torch or scikit-learn through a command, a recipe or the PRO tuner, which their
-# imports do not show: module -> test names (with parameters, or without for all of them), or
-# None for every test of the module.
-NEURAL_TESTS = {
-    "test_demo.py": {"test_demo_quick_run", "test_demo_adds_the_channel_and_lm_systems_when_the_lists_carry_them",
-                     "test_demo_says_why_without_the_channel_and_lm_columns"},
-    "test_direction.py": {"test_tuners_learn_that_a_lower_ter_is_better[pro]"},
-    "test_docs.py": {f"test_doc_shell_blocks_run[{name}]" for name in
-                     ("README.md", "docs/embeddings.md", "docs/models.md", "docs/nmt.md", "docs/quickstart.md",
-                      "docs/tuning.md")},
-    "test_embedding_study.py": None,
-    "test_mira_mert.py": {"test_tuners_reach_the_oracle_when_a_feature_is_sentence_bleu", "test_pro_seeded_and_better_than_uniform",
-                          "test_pro_l2_term_is_added_once_for_all_pairs", "test_pro_default_C_is_moses_megam_lambda_one"},
-    "test_mira_metrics.py": {"test_mira_and_pro_reach_the_reference_for_other_metrics"},
-    "test_nmt_cli.py": None,
-    "test_nmt_shipped.py": {"test_nmt_oracle_is_the_rerank_oracle"},
-    "test_rank_consistency.py": {"test_tuned_score_is_apply_score[chrf-pro-extra3]"},
-    "test_recipe.py": None,
-    "test_reproduce.py": None,
-    "test_stronger_reuse.py": {"test_reuse_columns_takes_channel_and_lm_from_the_lists",
-                               "test_reuse_columns_names_a_missing_column_and_model"},
-}
 _deselected: list[str] = []
 
 
@@ -70,13 +53,13 @@ def pytest_configure(config):
 TESTS_IMPORT = re.compile(r"^(?:from|import)\s+tests\.(\w+)", re.MULTILINE)
 
 
-def _neural_module(path: Path, seen: frozenset = frozenset()) -> bool:
+def neural_module(path: Path, seen: frozenset = frozenset()) -> bool:
     """The module imports a neural module at its top, itself or through another tests module."""
     if path.suffix != ".py" or not path.is_file() or path in seen:
         return False
     text = path.read_text(encoding="utf-8")
     return bool(NEURAL_IMPORT.search(text)) or any(
-        _neural_module(path.parent / f"{name}.py", seen | {path}) for name in TESTS_IMPORT.findall(text))
+        neural_module(path.parent / f"{name}.py", seen | {path}) for name in TESTS_IMPORT.findall(text))
 
 
 class NeedsNeural(pytest.Item):
@@ -98,21 +81,9 @@ class NeuralModule(pytest.File):
 
 
 def pytest_pycollect_makemodule(module_path, parent):
-    if not HAVE_NEURAL and module_path.name.startswith("test_") and _neural_module(module_path):
+    if not HAVE_NEURAL and module_path.name.startswith("test_") and neural_module(module_path):
         return NeuralModule.from_parent(parent, path=module_path)
     return None
-
-
-def pytest_collection_modifyitems(config, items):
-    neural_files: dict[Path, bool] = {}
-    for item in items:
-        path = Path(str(item.fspath))
-        if path not in neural_files:
-            neural_files[path] = _neural_module(path)
-        listed = NEURAL_TESTS.get(path.name, ())
-        if (neural_files[path] or NEURAL_FIXTURES & set(getattr(item, "fixturenames", ())) or listed is None
-                or item.name in listed or getattr(item, "originalname", None) in listed):
-            item.add_marker(pytest.mark.neural)
 
 
 def pytest_deselected(items):
@@ -146,10 +117,11 @@ def pytest_terminal_summary(terminalreporter):
             + ", ".join(f"{name} ({count})" for name, count in sorted(modules.items())))
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def toy(tmp_path_factory):
-    """Toy data and tiny trained embedding, NMT and LM models (tests.edges_helpers), once per module.
-    A test module may define its own `toy`."""
+    """Toy data and tiny trained embedding, NMT and LM models (tests.edges_helpers), once per test
+    process; read only (a test that changes files works on `work`, its own copy). A test module may
+    define its own `toy`."""
     from tests.edges_helpers import train_runs, write_toy_data
 
     d = tmp_path_factory.mktemp("toy")

@@ -22,9 +22,11 @@ from rerank.io import read_lines
 from rerank.nbest import NBestList
 from rerank.nmt import backends
 from rerank.nmt.backends import TranslationSettings, model_kind, token_batches, translation_scores
-from rerank.nmt.features import ChannelFeature, DirectFeature, LMFeature, R2LFeature, reverse_words
+from rerank.nmt.features import ChannelFeature, DirectFeature, R2LFeature, reverse_words
 from rerank.recipes import tiny_models
 from rerank.score_cache import ScoreCache
+
+pytestmark = pytest.mark.neural
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 SOURCES = ["A man in a red shirt is riding a bike.", "Two dogs run on the grass.", "A girl is climbing a tree."]
