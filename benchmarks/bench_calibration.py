@@ -119,8 +119,8 @@ class Calibration:
 
     def prepare(self):
         np = self.np
-        import rerank.metrics.external  # noqa: F401  (every library module the run uses, loaded once at the start)
-        import rerank.evaluation  # noqa: F401
+        import rerank.metrics.external  # every library module the run uses, loaded once at the start
+        import rerank.evaluation
         import rerank.significance  # noqa: F401
         import sacrebleu.significance  # noqa: F401
         from rerank.formats import read_nbest
@@ -408,7 +408,6 @@ class Calibration:
         return float(kstest(np.clip(p - u * step, 0.0, 1.0), "uniform").pvalue)
 
     def summary(self):
-        np = self.np
         a = self.args
         null = {}
         bands = {alpha: self.band(alpha, a.sims) for alpha in ALPHAS}
@@ -449,7 +448,8 @@ class Calibration:
         return {"command": self.command(), "nbest": NBEST, "references": REFS, "sentences": self.n, "top": a.top,
                 "sims": a.sims, "power_sims": a.power_sims, "trials": a.trials, "resamples": a.resamples,
                 "sacrebleu_sims": min(a.sacrebleu_sims, a.sims), "mixed_sims": a.mixed_sims, "seed": a.seed,
-                "threads": a.threads, "layouts": [label(x) for x in LAYOUTS], "redraw": REDRAW, "metrics": METRICS, "tests": TESTS, "alphas": ALPHAS,
+                "threads": a.threads, "layouts": [label(x) for x in LAYOUTS], "redraw": REDRAW, "metrics": METRICS,
+                "tests": TESTS, "alphas": ALPHAS,
                 "targets": TARGETS,
                 "signatures": {m: self.metrics[m].signature() for m in METRICS if m != "segchrf"},
                 "segchrf": "sentence chrF of each hypothesis (sacrebleu CHRF statistics), as external segment scores",

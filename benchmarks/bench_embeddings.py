@@ -25,13 +25,13 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from rerank.embeddings.data import epoch_tuples, load_comparable  # noqa: E402
-from rerank.embeddings.encoder import Encoder  # noqa: E402
-from rerank.embeddings.model import MLMME, PRESETS, ModelConfig  # noqa: E402
-from rerank.embeddings.tokenize import tokenize  # noqa: E402
-from rerank.embeddings.train import Trainer, resolve_config  # noqa: E402
-from rerank.embeddings.vocab import Vocab  # noqa: E402
-from rerank.io import atomic_write  # noqa: E402
+from rerank.embeddings.data import epoch_tuples, load_comparable
+from rerank.embeddings.encoder import Encoder
+from rerank.embeddings.model import MLMME, PRESETS, ModelConfig
+from rerank.embeddings.tokenize import tokenize
+from rerank.embeddings.train import Trainer, resolve_config
+from rerank.embeddings.vocab import Vocab
+from rerank.io import atomic_write
 
 
 def reference_gru(model: MLMME, ids: list[list[int]], batch_size: int) -> float:
@@ -95,7 +95,8 @@ def write_results(rows: list[dict], threads: int, out: str) -> None:
     with atomic_write(out + ".json") as f:
         json.dump({"threads": threads, "load_average_1min": load, "rows": rows}, f, indent=1)
     lines = [f"Embedding speed, {threads} threads (1-min load average at the end: {load:.1f})", "",
-             "| preset | encode sent/s | plain nn.GRU sent/s | ratio | tokenise sent/s | train s/step (b128) | s/epoch 58k | s/epoch 174k |",
+             "| preset | encode sent/s | plain nn.GRU sent/s | ratio | tokenise sent/s | train s/step (b128) "
+             "| s/epoch 58k | s/epoch 174k |",
              "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['preset']} | {r['encode_sent_per_s']:.0f} | {r['reference_gru_sent_per_s']:.0f} | "

@@ -21,14 +21,14 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from rerank.embeddings.encoder import Encoder  # noqa: E402
-from rerank.embeddings.model import MLMME, PRESETS, ModelConfig  # noqa: E402
-from rerank.embeddings.tokenize import tokenize  # noqa: E402
-from rerank.embeddings.vocab import Vocab  # noqa: E402
-from rerank.recipes.demo import data_dir, shipped_lists  # noqa: E402
-from rerank.embeddings.features import embedding_features, row_dots  # noqa: E402
-from rerank.formats import read_nbest  # noqa: E402
-from rerank.io import read_lines  # noqa: E402
+from rerank.embeddings.encoder import Encoder
+from rerank.embeddings.model import MLMME, PRESETS, ModelConfig
+from rerank.embeddings.tokenize import tokenize
+from rerank.embeddings.vocab import Vocab
+from rerank.recipes.demo import data_dir, shipped_lists
+from rerank.embeddings.features import embedding_features, row_dots
+from rerank.formats import read_nbest
+from rerank.io import read_lines
 
 
 def random_encoder(preset: str, sources, hyps) -> Encoder:

@@ -18,9 +18,9 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from rerank.consensus import mbr_scores  # noqa: E402
-from rerank.formats import read_nbest  # noqa: E402
-from rerank.io import atomic_write  # noqa: E402
+from rerank.consensus import mbr_scores
+from rerank.formats import read_nbest
+from rerank.io import atomic_write
 
 SHIPPED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "rerank", "data", "multi30k",
                        "optimised.test_2016.50best.gz")

@@ -394,8 +394,10 @@ def main() -> None:
     ap.add_argument("--sizes", default="20,50,200,1000")
     ap.add_argument("--utilities", default="bleu,chrf")
     ap.add_argument("--temperature", type=float, default=1.0)
-    ap.add_argument("--sentences", type=parse_counts, default={}, help="n:sentences,... (default 20:1000,50:1000,200:100,1000:10)")
-    ap.add_argument("--mbrs-sentences", type=parse_counts, default={}, help="n:sentences for mbrs exact (default 20:100,50:40,200:5,1000:1)")
+    ap.add_argument("--sentences", type=parse_counts, default={},
+                    help="n:sentences,... (default 20:1000,50:1000,200:100,1000:10)")
+    ap.add_argument("--mbrs-sentences", type=parse_counts, default={},
+                    help="n:sentences for mbrs exact (default 20:100,50:40,200:5,1000:1)")
     ap.add_argument("--mbrs-python", help="python of an environment with mbrs installed")
     ap.add_argument("--scale", help="SENTENCESxN: also time aggregate MBR on a synthetic list of that size, e.g. 3000x1000")
     ap.add_argument("--no-cells", action="store_true", help="only the --scale (and --tuning) runs")

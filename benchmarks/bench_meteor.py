@@ -27,13 +27,13 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from rerank.io import atomic_write  # noqa: E402
-from rerank.metrics.meteor import MeteorMetric  # noqa: E402
-from rerank.metrics.meteor import paraphrase  # noqa: E402
-from rerank.metrics.meteor.jar import java_available  # noqa: E402
-from rerank.metrics.meteor.resources import load_resources  # noqa: E402
+from rerank.io import atomic_write
+from rerank.metrics.meteor import MeteorMetric
+from rerank.metrics.meteor import paraphrase
+from rerank.metrics.meteor.jar import java_available
+from rerank.metrics.meteor.resources import load_resources
 
 
 def read(path, n):

@@ -13,10 +13,11 @@ the end). Each command runs in a subprocess, without the n-best cache:
   apply    rerank apply LIST -w WEIGHTS.json -o OUT.txt
   oracle   rerank oracle LIST -r REF -o OUT.txt
 
-and its wall time and peak resident memory (/usr/bin/time's %e and %M) are recorded, next to the bare Python loop over the same file (bench_read.bare_loop) timed in this
-process just before: time / loop is the load-independent cost per line, which stays flat when
-a command is linear. The last table gives, per command, the ratios of the largest size to the
-smallest: time (~ the size ratio when linear), time / loop and peak memory.
+and its wall time and peak resident memory (/usr/bin/time's %e and %M) are recorded, next to the
+bare Python loop over the same file (bench_read.bare_loop) timed in this process just before:
+time / loop is the load-independent cost per line, which stays flat when a command is linear.
+The last table gives, per command, the ratios of the largest size to the smallest: time (~ the
+size ratio when linear), time / loop and peak memory.
 
 --pipeline runs the chain a WMT-size job goes through instead, each step on the previous one's
 output, once per size:
@@ -43,9 +44,9 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_read import DATA, bare_loop, build  # noqa: E402
+from bench_read import DATA, bare_loop, build
 
-from rerank.io import atomic_write  # noqa: E402
+from rerank.io import atomic_write
 
 TIME = "/usr/bin/time"  # GNU time: wall time and the peak resident memory of the command alone
 REFS = os.path.join(DATA, "multi30k", "test_2016_flickr.de.gz")  # the references of the tiled 50-best
@@ -187,8 +188,8 @@ def main() -> None:
         summary(records)
     if args.json:
         with atomic_write(args.json) as out:
-            json.dump({"benchmark": "bench_scale_pipeline" if args.pipeline else "bench_scale", "machine": platform.platform(), "cpus": os.cpu_count(),
-                       "records": records}, out, indent=2)
+            json.dump({"benchmark": "bench_scale_pipeline" if args.pipeline else "bench_scale",
+                       "machine": platform.platform(), "cpus": os.cpu_count(), "records": records}, out, indent=2)
 
 
 if __name__ == "__main__":

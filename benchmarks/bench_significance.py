@@ -21,12 +21,12 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
-from sacrebleu.metrics import BLEU, TER  # noqa: E402
-from sacrebleu.significance import PairedTest  # noqa: E402
+from sacrebleu.metrics import BLEU, TER
+from sacrebleu.significance import PairedTest
 
-from rerank.metrics import make_metric  # noqa: E402
-from rerank.significance import approximate_randomization  # noqa: E402
-from rerank.sacre_stats import corpus_segment_stats  # noqa: E402
+from rerank.metrics import make_metric
+from rerank.significance import approximate_randomization
+from rerank.sacre_stats import corpus_segment_stats
 
 
 def read(path, n):

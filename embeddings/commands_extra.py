@@ -131,7 +131,7 @@ def run_backretrieval(args: argparse.Namespace) -> int:
     vs = enc.encode(src, args.src_lang, args.batch_size, device)
     vt = enc.encode(tgt, args.tgt_lang, args.batch_size, device)
     ranks, _ = backretrieval_ranks(vs, vt, si, ti)
-    result = {"backretrieval": recalls(ranks, args.k)}
+    result: dict[str, object] = {"backretrieval": recalls(ranks, args.k)}
     if args.parallel:
         result["xlr"] = recalls(paired_ranks(vs, vt), args.k)
     c = corr(vs, vt, si, ti, args.corr_pairs)

@@ -20,6 +20,7 @@ Unknown keys, and numbers out of their range, are errors naming the key.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from rerank.errors import InputError
 
@@ -38,7 +39,7 @@ PRESETS = {
     "tiny": {"word_dim": 32, "hidden_dim": 32, "joint_dim": 32},  # smoke tests only
 }
 
-DEFAULTS = {
+DEFAULTS: dict[str, Any] = {
     "preset": "cpu", "languages": ["en", "de"], "sources": ["task2", "task1"], "comparable_per_image": 5,
     "image_features": {"train": None, "val": None}, "min_freq": 2, "max_vocab": None, "max_len": 50,
     "dropout": 0.5, "init_std": 0.01, "beta": 0.5, "margin": 0.2, "contrastive": "random", "negatives": 5,

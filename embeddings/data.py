@@ -181,7 +181,7 @@ def disjoint_captions(data_dir: str, split: str, languages: list[str], sources: 
     keep = languages_kept(n, languages, True, aligned_images)
     t1 = load_translated(data_dir, split, languages) if "task1" in sources else {}
     t2 = load_comparable(data_dir, split, languages) if "task2" in sources else {}
-    out = {lang: [] for lang in languages}
+    out: dict[str, list[str]] = {lang: [] for lang in languages}
     for i, kept in enumerate(keep):
         if len(kept) == 1:
             lang = kept[0]
@@ -230,8 +230,8 @@ def build_pools(data_dir: str, split: str, languages: list[str], sources: list[s
         missing = [lang for lang in languages if lang not in TASK2_LANGS]
         if missing:
             raise InputError(f"comparable Multi30k (task2) has only en and de captions, not {missing}; drop task2 or the language")
-        cap = load_comparable(data_dir, split, languages)
-        _add_comparable(pools, {lang: [add(lang, col) for col in cap[lang]] for lang in languages}, keep,
+        comparable = load_comparable(data_dir, split, languages)
+        _add_comparable(pools, {lang: [add(lang, col) for col in comparable[lang]] for lang in languages}, keep,
                         comparable_per_image, comparable_pairs)
     if extra_pairs:
         first = n

@@ -22,7 +22,7 @@ from rerank.cliargs import positive_int
 from rerank.errors import InputError, needs_neural, require
 from rerank.features import Feature, FeatureContext, make_options
 from rerank.nbest import NBestList
-from rerank.progress import progress_bar
+from rerank.progress import Progress, progress_bar
 
 FEATURES = ("s_s", "s_i", "s_i_src")
 
@@ -61,7 +61,7 @@ def embedding_features(
     chunk_sentences: int = 2000,
     batch_size: int = 256,
     device: str = "cpu",
-    progress: bool = False,
+    progress: Progress = False,
 ) -> dict[str, np.ndarray]:
     """Feature name -> (n_hyps,) float64 similarities. Empty hypotheses score 0."""
     from rerank.device import resolve_device

@@ -9,6 +9,7 @@ Their state_dict keys equal torchvision's, so torchvision weight files
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -100,7 +101,7 @@ def _torchvision_model(backbone: str):
     try:
         import torchvision  # noqa: F401
         from torchvision import models
-    except Exception:  # broken or missing torchvision: use the plain definitions
+    except Exception:  # noqa: BLE001 - broken or missing torchvision: use the plain definitions
         return None
     if backbone == "vgg19-fc7":
         net = models.vgg19(weights=None)
@@ -110,7 +111,7 @@ def _torchvision_model(backbone: str):
     return net, lambda m, x: m(x)
 
 
-def build_backbone(backbone: str, weights: str, use_torchvision: bool = True) -> tuple[nn.Module, callable]:
+def build_backbone(backbone: str, weights: str, use_torchvision: bool = True) -> tuple[nn.Module, Callable]:
     """Network for `backbone` with weights loaded from the file `weights`; (model, forward fn)."""
     if backbone not in BACKBONES:
         raise InputError(f"unknown backbone {backbone!r}: expected one of {', '.join(BACKBONES)}")

@@ -15,7 +15,7 @@ import itertools
 
 import torch
 
-from rerank.embeddings.config import MODES  # noqa: E402 (the contrastive modes)
+from rerank.embeddings.config import MODES  # the contrastive modes
 
 
 def pair_loss(a: torch.Tensor, b: torch.Tensor, margin: float, mode: str,

@@ -16,7 +16,7 @@ from functools import lru_cache
 
 from sacremoses import MosesTokenizer
 
-from rerank.embeddings.config import LANGUAGES  # noqa: E402 (the tokeniser languages)
+from rerank.embeddings.config import LANGUAGES  # the tokeniser languages
 
 
 class _Moses(MosesTokenizer):

@@ -11,6 +11,7 @@ import logging
 import os
 import time
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -140,8 +141,8 @@ class Trainer:
         self.ddp = DistributedDataParallel(self.model) if D.active() else None
         self.opt = torch.optim.Adam(self.model.parameters(), lr=c["lr"])
         torch.manual_seed(c["seed"] + 7919 * (self.rank + 1))   # dropout stream, per rank
-        self.state = {"epoch": 0, "batch": 0, "step": 0, "best": -math.inf, "bad_epochs": 0,
-                      "elapsed": 0.0, "epoch_seconds": [], "history": [], "status": "running"}
+        self.state: dict[str, Any] = {"epoch": 0, "batch": 0, "step": 0, "best": -math.inf, "bad_epochs": 0,
+                                      "elapsed": 0.0, "epoch_seconds": [], "history": [], "status": "running"}
         if resume and os.path.exists(self.ckpt_path):
             self._restore()
             self.log(f"resumed from {self.ckpt_path}: epoch {self.state['epoch']}, batch {self.state['batch']}, step {self.state['step']}")

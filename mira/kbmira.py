@@ -159,6 +159,6 @@ def kbmira(data: TuningData, w0: np.ndarray | None = None, *, C: float = 0.01, e
             on_epoch(record)
         if best_score is None or data.metric.better(score, best_score):
             best_score, best_w, best_epoch = score, avg, epoch
-    if best_epoch == 0:
+    if best_epoch == 0 or best_score is None:  # (None only without epochs, when best_epoch is 0 too)
         best_score = initial
     return MiraResult(best_w, best_epoch, initial, best_score, history)

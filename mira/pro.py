@@ -87,7 +87,7 @@ def pro(data: TuningData, w0: np.ndarray | None = None, *, seed: int = 1, sample
     cols = [diff[:, tuned]]
     fixed_part = diff[:, ~tuned] @ w_init[~tuned] if (~tuned).any() else None
     use_fixed = fixed_part is not None and np.any(fixed_part != 0)
-    if use_fixed:
+    if use_fixed and fixed_part is not None:  # (use_fixed implies it)
         cols.append(fixed_part[:, None])
     Xp = np.hstack(cols)
     y = (sbleu[j1] > sbleu[j2]).astype(np.int64)

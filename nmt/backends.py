@@ -130,7 +130,9 @@ def token_batches(lengths: Sequence[int], budget: int) -> list[list[int]]:
     """Indices sorted by length (longest first), cut into batches whose padded size
     (count x longest) stays within `budget` tokens; a single longer item is a batch of its own."""
     order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
-    batches, batch, longest = [], [], 0
+    batches: list[list[int]] = []
+    batch: list[int] = []
+    longest = 0
     for i in order:
         longest_if = max(longest, lengths[i])
         if batch and longest_if * (len(batch) + 1) > budget:

@@ -39,7 +39,7 @@ def read_vocab(path: str, size: int | None = None):
         raise InputError("not a vocabulary: the word list repeats entries", path)
     try:
         vocab = vocab_from_data(data)
-    except Exception as exc:  # KeyError, ValueError, binascii.Error, SentencePiece's RuntimeError/OSError ...
+    except Exception as exc:  # noqa: BLE001 - KeyError, ValueError, binascii.Error, SentencePiece's RuntimeError/OSError ...
         raise InputError(f"not a vocabulary ({type(exc).__name__}: {exc})", path) from None
     if size is not None and len(vocab) != size:
         raise InputError(f"the vocabulary has {len(vocab)} entries, the model was built with {size}: "

@@ -61,10 +61,12 @@ def length_batches(lengths: list[int], batch_size: int, shuffle: bool, rng: rand
     """Indices grouped into batches of similar length (stable sort); batch order shuffled if asked."""
     order = sorted(range(len(lengths)), key=lambda i: (lengths[i], i))
     if shuffle:
+        assert rng is not None, "shuffle needs rng"
         # sort within noisy length buckets so batches differ between epochs
         noisy = {i: lengths[i] + rng.random() * 2 for i in order}
         order = sorted(order, key=lambda i: noisy[i])
     batches = [order[i: i + batch_size] for i in range(0, len(order), batch_size)]
     if shuffle:
+        assert rng is not None
         rng.shuffle(batches)
     return batches

@@ -257,5 +257,4 @@ class LMFeature(Feature):
         distinct: dict[str, int] = {}
         index = np.array([distinct.setdefault(h, len(distinct)) for h in nbest.hyps], dtype=np.int64)
         sums, counts = lm.score(list(distinct), options.batch_size, context.progress)
-        sums, counts = np.asarray(sums), np.asarray(counts, dtype=np.float64)
-        return sums[index], counts[index]
+        return np.asarray(sums)[index], np.asarray(counts, dtype=np.float64)[index]

@@ -100,6 +100,8 @@ def _saved_config(cfg: TrainConfig, out_dir: str) -> TrainConfig:
 
 def _new_model(cfg: TrainConfig, train_src, train_tgt, out_dir: str, device: str):
     """Build the vocabularies and a fresh model; write vocab.{src,tgt}.json and config.json."""
+    src_vocab: Vocab | SubwordVocab
+    tgt_vocab: Vocab | SubwordVocab
     if cfg.subword:
         src_vocab = SubwordVocab.build(train_src, cfg.subword_size, cfg.subword, cfg.seed)
         tgt_vocab = SubwordVocab.build(train_tgt, cfg.subword_size, cfg.subword, cfg.seed)

@@ -18,12 +18,15 @@ import sys
 import time
 from importlib import resources
 
+import numpy as np
+
 from rerank.embeddings.features import embedding_features
 from rerank.recipes.experiment import SystemSpec, run_experiment
 from rerank.consensus import mbr_scores
 from rerank.errors import InputError
 from rerank.formats import read_nbest, read_references, write_nbest
 from rerank.io import atomic_write, read_lines
+from rerank.nbest import NBestList
 
 logger = logging.getLogger(__name__)
 
@@ -183,7 +186,7 @@ def write_html_report(result, test, test_refs, out_dir: str, title: str) -> str:
 
     table = result.table
     outputs = {table.baseline: [first_best(test)], **result.outputs}
-    nbests = {table.baseline: (test, None)}
+    nbests: dict[str, tuple[NBestList, np.ndarray | None]] = {table.baseline: (test, None)}
     for name, weights in result.weights.items():
         w = weight_vector(weights[0], test.feature_names, warn=lambda _: None)
         nbests[name] = (test, model_scores(test, w))

@@ -12,11 +12,15 @@ import json
 import os
 import re
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from rerank.bleu import oracle
 from rerank.io import atomic_write
 from rerank.nbest import NBestList
 from rerank.weights import best_rows, weight_vector, write_weights
+
+if TYPE_CHECKING:
+    from rerank.evaluation import ResultTable
 
 logger = logging.getLogger(__name__)
 
@@ -29,7 +33,7 @@ class SystemSpec:
 
 @dataclass
 class ExperimentResult:
-    table: object  # rerank.evaluation.ResultTable
+    table: ResultTable
     weights: dict[str, list[dict[str, float]]]
     dev_scores: dict[str, list[float]]
     oracle_bleu: float

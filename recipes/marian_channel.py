@@ -29,6 +29,7 @@ import math
 import os
 import sys
 import time
+from typing import Any
 
 DATA = os.path.join("..", "shared", "data", "multi30k", "task1", "raw")
 logger = logging.getLogger(__name__)
@@ -114,7 +115,9 @@ def epoch_batches(pairs, budget: int, seed: int, epoch: int) -> list[list[int]]:
     g = torch.Generator().manual_seed(seed * 100003 + epoch)
     order = torch.randperm(len(pairs), generator=g).tolist()
     order.sort(key=lambda i: (len(pairs[i][1]), len(pairs[i][0])))
-    batches, batch, ls, lt = [], [], 0, 0
+    batches: list[list[int]] = []
+    batch: list[int] = []
+    ls, lt = 0, 0
     for i in order:
         s, t = len(pairs[i][0]), len(pairs[i][1])
         if batch and (max(ls, s) + max(lt, t)) * (len(batch) + 1) > budget:
@@ -204,7 +207,7 @@ def train(args) -> dict:
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=config["lr"], betas=tuple(config["betas"]), eps=1e-9,
                             weight_decay=config["weight_decay"])
-    state = {"step": 0, "epoch": 0, "batch": 0, "seconds": 0.0, "best_val": None, "history": []}
+    state: dict[str, Any] = {"step": 0, "epoch": 0, "batch": 0, "seconds": 0.0, "best_val": None, "history": []}
     if resuming:
         ckpt = torch.load(ckpt_path, weights_only=True)
         model.load_state_dict(ckpt["model"])

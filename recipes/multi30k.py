@@ -22,6 +22,7 @@ import platform
 import sys
 import time
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -81,7 +82,7 @@ class Recipe:
         self.nmt_preset, self.embed_preset = PRESETS[cfg.preset]
         self.start = time.time()
         os.makedirs(cfg.out, exist_ok=True)
-        self.images = self._find_image_features() if cfg.image_features else None
+        self.images = self._find_image_features(cfg.image_features) if cfg.image_features else None
         self.steps = Steps(self.log)
         self._nmt_runs: dict[str, str] = {}
 
@@ -95,13 +96,13 @@ class Recipe:
     def path(self, *parts: str) -> str:
         return os.path.join(self.cfg.out, *parts)
 
-    def _find_image_features(self) -> dict[str, str]:
+    def _find_image_features(self, directory: str) -> dict[str, str]:
         found = {}
         for split in ("train", "val", "test_2016_flickr"):
-            names = sorted(f for f in os.listdir(self.cfg.image_features) if f.startswith(split) and f.endswith((".npy", ".npz")))
+            names = sorted(f for f in os.listdir(directory) if f.startswith(split) and f.endswith((".npy", ".npz")))
             if not names:
-                raise InputError(f"no image features for split {split!r} (expected {split}*.npy)", self.cfg.image_features)
-            found[split] = os.path.join(self.cfg.image_features, names[0])
+                raise InputError(f"no image features for split {split!r} (expected {split}*.npy)", directory)
+            found[split] = os.path.join(directory, names[0])
         return found
 
     # --- 1. embedding models -------------------------------------------------------------
@@ -113,7 +114,7 @@ class Recipe:
         if self.images is None:
             self.log("NO IMAGE FEATURES: training one text-only MLMME model (R_ML only, beta = 0); VSE and the "
                      "beta sweep need image features (--image-features DIR) and are skipped")
-            specs = {"MLMME-text": {"languages": "en,de", "beta": None}}
+            specs: dict[str, dict[str, Any]] = {"MLMME-text": {"languages": "en,de", "beta": None}}
         else:
             specs = {"VSE": {"languages": "de", "beta": 1.0}}
             for beta in self.cfg.betas:
@@ -138,6 +139,7 @@ class Recipe:
         if self.cfg.embed_max_epochs:
             config["max_epochs"] = self.cfg.embed_max_epochs
         if spec["beta"] is not None:
+            assert self.images is not None  # models with images (a beta) are trained only with image features
             config["beta"] = spec["beta"]
             config["image_features"] = {"train": self.images["train"], "val": self.images["val"]}
         resolved = {"data_dir": os.path.abspath(self.cfg.data_dir), **resolve_config(config)}
@@ -230,7 +232,7 @@ class Recipe:
         nbest = read_nbest(self.nbest_path(flavour, split, n))
         sources = read_lines(source_path)
         images = np.array(load_features(self.images[SPLITS[split]], nbest.n_sentences)) if self.images else None
-        for name, model in models.items():
+        for model in models.values():
             encoder = Encoder.load(model["path"])
             which = ["s_s", "s_i"] if model["images"] else ["s_s"]
             if "en" not in encoder.languages:  # VSE is monolingual (German): only s_i

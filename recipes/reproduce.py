@@ -26,8 +26,9 @@ from __future__ import annotations
 import logging
 import json
 import os
-import sys
 import time
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -86,7 +87,7 @@ class Reproduction:
             self.steps.finish("embedding export", exported, inputs, {"dtype": "float16"}, started)
         return exported
 
-    def train_embedding(self, label: str, config: dict, run: str, inputs: list[str] = ()) -> str:
+    def train_embedding(self, label: str, config: dict, run: str, inputs: Sequence[str] = ()) -> str:
         """One `embed train` step with a DONE marker (inputs: files it starts from); its model.pt."""
         from rerank.embeddings.train import resolve_config, train
 
@@ -119,8 +120,8 @@ class Reproduction:
             started, resume = self.steps.begin("German LM", out, resolved)
             val = read_lines(os.path.join(self.raw, "val.de.gz"))
             state = train_lm(cfg, read_training_text(files), val, out, self.device, resume=resume, log=self.log)
-            self.steps.finish("German LM", out, [], resolved, started,
-                              **{k: state.get(k) for k in ("epoch", "best_ppl", "stopped")})
+            stats: dict[str, Any] = {k: state.get(k) for k in ("epoch", "best_ppl", "stopped")}
+            self.steps.finish("German LM", out, [], resolved, started, **stats)
         return out
 
     def channel(self) -> str:

@@ -15,12 +15,13 @@ import functools
 import json
 import os
 import time
+from collections.abc import Sequence
 
 from rerank.io import atomic_write, file_digest
 
 
 @functools.lru_cache(maxsize=None)
-def _sha256(path: str, size: int, mtime_ns: int) -> str:
+def _sha256(path: str, size: int, mtime_ns: int) -> str | None:
     """SHA-256 of a file; cached on (path, size, mtime), so the embedding model and the sources,
     inputs of many steps, are read once per run."""
     return file_digest(path)
@@ -30,7 +31,7 @@ def _start_record(out: str, directory: bool) -> str:
     return os.path.join(out, "step.config.json") if directory else out + ".config.json"
 
 
-def file_digests(paths: list[str]) -> list[list[str]]:
+def file_digests(paths: list[str]) -> list[list[str | None]]:
     """[file name, SHA-256] of each input, to tell a reusable output from a stale one."""
     out = []
     for path in paths:
@@ -78,7 +79,7 @@ class Steps:
         return True
 
     def start(self, name: str, out: str, config: dict | None = None, directory: bool = False,
-              inputs: list[str] = ()) -> float:
+              inputs: Sequence[str] = ()) -> float:
         """Write the resolved config and the inputs' digests beside (or into) the output before the
         step runs; returns the start time."""
         if config is not None:
@@ -89,7 +90,7 @@ class Steps:
         return time.time()
 
     def begin(self, name: str, out: str, config: dict, directory: bool = False,
-              inputs: list[str] = ()) -> tuple[float, bool]:
+              inputs: Sequence[str] = ()) -> tuple[float, bool]:
         """`start` for a training step: (start time, whether its checkpoint may be resumed), the
         latter judged against the previous start's record before `start` replaces it."""
         resume = self.resumable(name, out, list(inputs), config, directory)

@@ -33,7 +33,7 @@ def table_rows(summary: dict) -> list[tuple[str, dict[str, str]]]:
     return rows
 
 
-def mira_runs(config: dict) -> int:
+def mira_runs(config: dict) -> int | None:
     """The MIRA runs of an experiment: `runs` of its evaluation config, one count per system (the
     NMT 1-best has one) or, in results made before each pair was tested on its own runs, one number."""
     runs = config.get("runs")

@@ -23,6 +23,7 @@ import logging
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -34,6 +35,10 @@ from rerank.metrics import make_metric
 from rerank.multirun import TuneResult, TuneRun
 from rerank.nbest import NBestList
 from rerank.significance import approximate_randomization, paired_bootstrap
+
+if TYPE_CHECKING:
+    from rerank.features import Feature
+    from rerank.tuning import Tuner
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +98,7 @@ def first_best(nbest: NBestList | PathLike) -> list[str]:
 
 # ---- plug-in options: keywords -> the namespace plug-ins read ---------------------------------
 
-def _feature_options(installed: Mapping[str, type], requested: Mapping[str, list[str]], options: dict) -> dict:
+def _feature_options(installed: Mapping[str, type[Feature]], requested: Mapping[str, list[str]], options: dict) -> dict:
     """{plug-in: {field: value}} from keywords: a keyword that is a field of a plug-in's `Options`
     goes to it (`utility=`), and one prefixed with the plug-in's name to it alone (`mbr_utility=`);
     any other keyword is an error naming the known fields."""
@@ -198,7 +203,7 @@ def _digest(nbest: NBestList, refs: list[list[str]]) -> str:
     return h.hexdigest()
 
 
-def _tuner_options(cls: type, keywords: dict):
+def _tuner_options(cls: type[Tuner], keywords: dict):
     """A tuner's `Options` from keywords (mira: epochs=10, C=0.01, ...); unknown ones are errors."""
     from dataclasses import fields
 

@@ -45,6 +45,8 @@ class EpochBudget:
     def epoch_done(self, timed: bool = True) -> float:
         """Seconds since the last allows_epoch(); added to the mean unless `timed` is False
         (an epoch resumed mid-way: part of it ran in an earlier invocation)."""
+        if self._epoch_start is None:
+            raise RuntimeError("epoch_done() before allows_epoch()")
         seconds = self.clock() - self._epoch_start
         if timed:
             self.epoch_seconds.append(seconds)

@@ -233,7 +233,7 @@ def chrf_aggregate(texts: Sequence[str], offsets: np.ndarray, p: np.ndarray, wor
 
     metric = CHRFMetric(word_order=word_order)
     group = list_of_row(offsets)
-    columns = []
+    columns: list[np.ndarray] = []
     units = [(char_sequences(texts), CHRF_CHAR_ORDER)]
     if word_order:
         units.append((integer_sequences([t.split() for t in texts]), word_order))

@@ -128,7 +128,7 @@ def load_tensors(path: str, what: str = "model file"):
         raise InputError(f"{what} not found" if not os.path.isdir(path) else f"{what} is a directory", path)
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # torch raises many types: UnpicklingError, RuntimeError, EOFError, ...
+    except Exception as exc:  # noqa: BLE001 - torch raises many types: UnpicklingError, RuntimeError, EOFError, ...
         raise InputError(f"cannot read the {what}: {_unreadable(path, exc)}", path) from None
 
 

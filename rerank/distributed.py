@@ -33,8 +33,12 @@ import datetime
 import logging
 import os
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from rerank.errors import InputError, needs_neural
+
+if TYPE_CHECKING:
+    import numpy as np
 
 log = logging.getLogger(__name__)
 
@@ -173,7 +177,7 @@ def _exchange(fn: Callable, send: Callable) -> tuple[object, list]:
     result, error = None, None
     try:
         result = fn()
-    except Exception as exc:  # noqa: BLE001 - every failure is told to the other ranks, then raised
+    except Exception as exc:  # every failure is told to the other ranks, then raised
         if getattr(exc, _SHARED, False):
             raise   # raised on every rank at an inner exchange: no rank waits for another
         error = exc
@@ -187,7 +191,7 @@ def _exchange(fn: Callable, send: Callable) -> tuple[object, list]:
     return result, [value for _, value in parts]
 
 
-def bounds(n: int, size: int, weights: Sequence[float] | None = None) -> list[int]:
+def bounds(n: int, size: int, weights: Sequence[float] | np.ndarray | None = None) -> list[int]:
     """Cut points 0 = b_0 <= b_1 <= ... <= b_size = n of `size` contiguous parts of range(n), of
     about equal total weight (a unit goes to the part its weight's midpoint falls in)."""
     if weights is None:
@@ -204,7 +208,7 @@ def bounds(n: int, size: int, weights: Sequence[float] | None = None) -> list[in
     return cuts
 
 
-def map_parts(fn: Callable[[int, int], object], n: int, weights: Sequence[float] | None = None) -> list:
+def map_parts(fn: Callable[[int, int], object], n: int, weights: Sequence[float] | np.ndarray | None = None) -> list:
     """The results of `fn(start, stop)` on the non-empty parts of range(n), in order: one part
     per rank (`bounds`), each computed by its rank; one part, fn(0, n), without ranks."""
     if not _active:

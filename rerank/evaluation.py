@@ -121,7 +121,10 @@ class ResultTable:
     def to_text(self) -> str:
         header, rows = self._rows()
         widths = [max(len(r[i]) for r in [header] + rows) for i in range(len(header))]
-        fmt = lambda r: "  ".join(s.ljust(w) for s, w in zip(r, widths)).rstrip()
+
+        def fmt(r):
+            return "  ".join(s.ljust(w) for s, w in zip(r, widths)).rstrip()
+
         out = [fmt(header), "  ".join("-" * w for w in widths)] + [fmt(r) for r in rows]
         return "\n".join(out + [""] + self._legend()) + "\n"
 

@@ -126,7 +126,7 @@ def shard_range(n_sentences: int, shard: str | None) -> tuple[int, int]:
     return (i - 1) * n_sentences // n, i * n_sentences // n
 
 
-def column_owners(features: dict[str, type]) -> dict[str, str]:
+def column_owners(features: dict[str, type[Feature]]) -> dict[str, str]:
     """Column name -> name of the plug-in that computes it; a column claimed twice is an error."""
     owners: dict[str, str] = {}
     for plugin, cls in features.items():

@@ -23,7 +23,8 @@ import socket
 import sys
 import tempfile
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
+from typing import Any
 
 from rerank.errors import InputError
 
@@ -61,8 +62,8 @@ def _gunzipped(raw):
 class _Stdin:
     """Standard input, opened once: lines looked at by `head_lines` wait in `pending`."""
 
-    source = None
-    stream = None
+    source: Any = None  # sys.stdin.buffer when opened
+    stream: Any = None  # source, or the gzip file reading it
     pending: collections.deque = collections.deque()
 
     @classmethod
@@ -140,7 +141,7 @@ def reading_progress(enabled: bool):
         _PROGRESS.reset(token)
 
 
-def iter_lines(path: str) -> Iterator[tuple[int, str]]:
+def iter_lines(path: str) -> Generator[tuple[int, str], None, None]:
     """Yield (1-based line number, line without its newline) of a text or gzip'd file, "-" for stdin.
 
     Bytes that are not UTF-8 and broken gzip data raise InputError naming the file and line;

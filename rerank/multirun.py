@@ -127,7 +127,10 @@ def _reusable(path: str, r: int, settings: dict, feature_names: list[str]) -> Tu
     weights = read_weights(path)
     if sorted(weights) != sorted(feature_names):
         return None
-    return TuneRun(r, meta.get("seed"), meta["tuned_score"], meta.get("initial_score"),
+    seed, initial_score = meta.get("seed"), meta.get("initial_score")
+    if seed is None or initial_score is None:  # not a run's file (every run writes both): tune it again
+        return None
+    return TuneRun(r, seed, meta["tuned_score"], initial_score,
                    {name: weights[name] for name in feature_names}, meta.get("curve", []), meta, path, reused=True)
 
 
@@ -152,7 +155,7 @@ def options_record(options) -> dict:
     """A tuner's options as weights.json records them (a dataclass of options or a dict)."""
     from dataclasses import asdict, is_dataclass
 
-    return asdict(options) if is_dataclass(options) else dict(options or {})
+    return asdict(options) if is_dataclass(options) and not isinstance(options, type) else dict(options or {})
 
 
 def _one_run(data: TuningData, tuner: Tuner, tuner_name: str, w0: np.ndarray, r: int, seed: int, runs: int,
@@ -197,13 +200,15 @@ def tune_runs(data: TuningData, tuner: Tuner, *, tuner_name: str, runs: int = 1,
         raise ValueError(f"normalize={normalize!r} would rescale fixed features; use normalize='none' when some "
                          "features are fixed")
     w0 = np.zeros(len(data.feature_names)) if w0 is None else np.asarray(w0, dtype=np.float64)
-    paths = run_paths(output, runs) if output else [None] * runs
+    paths: list[str | None] = [None] * runs
     reused: dict[int, TuneRun] = {}
     if output:
+        files = run_paths(output, runs)
+        paths = list(files)
         if runs > 1 and settings is not None and None not in settings.get("inputs", {}).values():
-            reused = {r: run for r, path in enumerate(paths, start=1)
+            reused = {r: run for r, path in enumerate(files, start=1)
                       if (run := _reusable(path, r, settings, data.feature_names)) is not None}
-        _clear_stale(output, runs, paths, reused)
+        _clear_stale(output, runs, files, reused)
     results = []
     for r, (path, s) in enumerate(zip(paths, run_seeds(seed, runs)), start=1):
         if r in reused:

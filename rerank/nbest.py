@@ -197,9 +197,9 @@ class NBestList:
             row = int(np.flatnonzero(~np.isfinite(self.scores))[0])
             raise InputError(f"total score is {self.scores[row]} on hypothesis {row} (sentence {self._sentence_of(row)}): "
                              "values must be finite")
-        row = self.hyps.first_containing("\n")
-        if row is not None:
-            raise InputError(f"hypothesis {row} (sentence {self._sentence_of(row)}) contains a line break")
+        broken = self.hyps.first_containing("\n")
+        if broken is not None:
+            raise InputError(f"hypothesis {broken} (sentence {self._sentence_of(broken)}) contains a line break")
 
     def _sentence_of(self, row: int) -> int:
         return int(np.searchsorted(self.offsets, row, side="right")) - 1
@@ -298,11 +298,11 @@ class NBestList:
         missing = {name: self.missing[name] for name in names if name in self.missing}
         return NBestList(self.offsets, self.hyps, self.features[:, columns], list(names), [], self.scores, missing)
 
-    def select_sentences(self, indices: Sequence[int]) -> NBestList:
+    def select_sentences(self, indices: Sequence[int] | np.ndarray) -> NBestList:
         """The sub-list of the given sentences, in the given order, renumbered from 0."""
-        indices = np.asarray(indices, dtype=np.int64)
-        starts, ends = self.offsets[indices], self.offsets[indices + 1]
-        rows = np.concatenate([np.arange(s, e) for s, e in zip(starts, ends)]) if len(indices) else np.zeros(0, np.int64)
+        ids = np.asarray(indices, dtype=np.int64)
+        starts, ends = self.offsets[ids], self.offsets[ids + 1]
+        rows = np.concatenate([np.arange(s, e) for s, e in zip(starts, ends)]) if len(ids) else np.zeros(0, np.int64)
         offsets = np.concatenate([[0], np.cumsum(ends - starts)])
         scores = None if self.scores is None else self.scores[rows]
         return NBestList(offsets, self.hyps.take(rows), self.features[rows], list(self.feature_names), list(self.groups), scores)

@@ -40,7 +40,8 @@ def tokenize_many(texts: Sequence[str], tokenize: str = "13a", chunk: int = 2000
     for start in range(0, len(texts), chunk):
         part = texts[start:start + chunk]
         tokens = tokenizer(f" {SEPARATOR} ".join(t.rstrip() for t in part)).split()
-        pieces, current = [], []
+        pieces: list[list[str]] = []
+        current: list[str] = []
         for token in tokens:
             if token == SEPARATOR:
                 pieces.append(current)

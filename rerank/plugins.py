@@ -14,10 +14,16 @@ never names a plug-in: it loads what is installed. See docs/plugins.md.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cache
 from importlib.metadata import EntryPoint, entry_points
+from typing import TYPE_CHECKING, Any
 
 from rerank.errors import InputError
+
+if TYPE_CHECKING:
+    from rerank.features import Feature
+    from rerank.tuning import Tuner
 
 GROUPS = ("rerank.commands", "rerank.features", "rerank.tuners")
 
@@ -37,7 +43,7 @@ def _entries(group: str) -> list[EntryPoint]:
 
 
 @cache
-def load(group: str) -> dict[str, object]:
+def load(group: str) -> dict[str, Any]:
     """name -> loaded object of every plug-in installed in `group`, sorted by name."""
     if group not in GROUPS:
         raise ValueError(f"unknown plug-in group {group!r}")
@@ -45,19 +51,19 @@ def load(group: str) -> dict[str, object]:
     for ep in _entries(group):
         try:
             loaded[ep.name] = ep.load()
-        except Exception as exc:  # a broken plug-in names itself instead of a traceback
+        except Exception as exc:  # noqa: BLE001 - a broken plug-in names itself instead of a traceback
             raise PluginError(f"cannot load plug-in {ep.name!r} ({ep.value}) of {group}: "
                               f"{type(exc).__name__}: {exc}") from None
     return loaded
 
 
-def commands() -> dict[str, object]:
+def commands() -> dict[str, Callable]:
     return load("rerank.commands")
 
 
-def features() -> dict[str, object]:
+def features() -> dict[str, type[Feature]]:
     return load("rerank.features")
 
 
-def tuners() -> dict[str, object]:
+def tuners() -> dict[str, type[Tuner]]:
     return load("rerank.tuners")

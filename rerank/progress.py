@@ -19,7 +19,7 @@ import contextlib
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sized
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +114,7 @@ def track(iterable: Iterable, progress: Progress, desc: str, total: int | None =
     if not progress:
         yield from iterable
         return
-    if total is None and hasattr(iterable, "__len__"):
+    if total is None and isinstance(iterable, Sized):
         total = len(iterable)
     bar = progress_bar(progress, desc, total, unit=unit, leave=leave, **bar_options)
     try:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from typing import Any
 
 from sacrebleu.metrics.base import Metric as SacreMetric
 
@@ -44,6 +45,6 @@ def clear_tokenizer_cache(metric: SacreMetric) -> None:
     up to 65,536 tokenised lines per tokeniser class for the life of the process)."""
     tokenizer = getattr(metric, "tokenizer", None)
     for obj in [tokenizer, *getattr(tokenizer, "__dict__", {}).values()]:
-        call = getattr(type(obj), "__call__", None)
+        call: Any = getattr(type(obj), "__call__", None)  # noqa: B004 - the method, for its lru_cache
         if hasattr(call, "cache_clear"):
             call.cache_clear()

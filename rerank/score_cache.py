@@ -81,7 +81,7 @@ class ScoreCache:
     def get(self, namespace: str, pairs: Sequence[tuple[str, str]]) -> dict[int, tuple[float, float]]:
         """Position in `pairs` -> (value, count) of the pairs the cache holds."""
         keys = [self.key(namespace, p) for p in pairs]
-        where = {}
+        where: dict[bytes, list[int]] = {}
         for i, k in enumerate(keys):
             where.setdefault(k, []).append(i)
         found: dict[int, tuple[float, float]] = {}

@@ -27,6 +27,7 @@ import itertools
 import math
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import overload
 
 import numpy as np
 
@@ -136,6 +137,13 @@ def _multeval_masks(rng: np.random.Generator, batch: int, n: int, runs: int):
     return wx, wy
 
 
+@overload
+def approximate_randomization(metrics: Metric, stats_a, stats_b, trials: int = ..., seed: int | None = ...,
+                              stratified: bool = ..., multeval_compat: bool = ..., batch_size: int = ...) -> ARResult: ...
+@overload
+def approximate_randomization(metrics: Sequence[Metric], stats_a, stats_b, trials: int = ..., seed: int | None = ...,
+                              stratified: bool = ..., multeval_compat: bool = ...,
+                              batch_size: int = ...) -> list[ARResult]: ...
 def approximate_randomization(metrics: Metric | Sequence[Metric], stats_a, stats_b, trials: int = 10000,
                               seed: int | None = 12345, stratified: bool = False, multeval_compat: bool = False,
                               batch_size: int = 2000) -> ARResult | list[ARResult]:
@@ -168,7 +176,7 @@ def approximate_randomization(metrics: Metric | Sequence[Metric], stats_a, stats
     if stratified and multeval_compat:
         raise ValueError("choose the stratified split or MultEval's rules, not both")
     single = isinstance(metrics, Metric)
-    if single:
+    if isinstance(metrics, Metric):
         metrics, stats_a, stats_b = [metrics], [stats_a], [stats_b]
     a_list, b_list = _paired_runs(stats_a, stats_b)
     if not (stratified or multeval_compat):  # one unit per sentence: the average of each system's runs

@@ -50,7 +50,8 @@ def merge_duplicates(nbest: NBestList) -> np.ndarray:
     """
     _, pair = unique_strings(nbest)
     bits = np.ascontiguousarray(nbest.features).view(np.uint64).reshape(nbest.features.shape)
-    multipliers = np.random.default_rng(0).integers(1, 2 ** 63, size=bits.shape[1], dtype=np.uint64) * np.uint64(2) + np.uint64(1)
+    multipliers = (np.random.default_rng(0).integers(1, 2 ** 63, size=nbest.features.shape[1], dtype=np.uint64)
+                   * np.uint64(2) + np.uint64(1))
     with np.errstate(over="ignore"):
         key = (bits * multipliers).sum(axis=1, dtype=np.uint64) ^ (pair.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15))
     found = _first_of_equal(key, lambda r, f: (pair[r] == pair[f]) & (bits[r] == bits[f]).all(axis=1))
@@ -110,6 +111,7 @@ class TuningMetric:
 
     def value_of(self, objective: float) -> float:
         """The metric's own value of an objective (TER of -TER)."""
+        assert self.info is not None  # set by __post_init__
         return float(self.info.sign * objective)
 
     def better(self, a: float, b: float) -> bool:
@@ -139,7 +141,7 @@ def _unique_strings_loop(nbest: NBestList) -> tuple[np.ndarray, np.ndarray]:
     """unique_strings one row at a time (after a hash collision)."""
     first: dict = {}
     inverse = np.empty(nbest.n_hyps, dtype=np.int64)
-    rows = []
+    rows: list[int] = []
     sentence = nbest.sentence_of_hyp.tolist()
     for row, (i, hyp) in enumerate(zip(sentence, nbest.hyps)):
         key = (i, hyp)
@@ -297,7 +299,7 @@ def _varies_within_sentence(nbest: NBestList) -> np.ndarray:
     starts = nbest.offsets[:-1]
     hi = np.maximum.reduceat(nbest.features, starts, axis=0)
     lo = np.minimum.reduceat(nbest.features, starts, axis=0)
-    return (hi > lo).any(axis=0)
+    return np.asarray((hi > lo).any(axis=0))
 
 
 def normalize(w: np.ndarray, how: str, tuned: np.ndarray) -> np.ndarray:
@@ -327,7 +329,7 @@ def weight_shares(data: TuningData, w: np.ndarray) -> dict[str, float]:
 
 def degenerate(shares: dict[str, float], threshold: float = 0.95) -> str | None:
     """The feature holding at least `threshold` of the weighted spread, if any (with several tuned features)."""
-    top = max(shares, key=shares.get, default=None)
+    top = max(shares, key=lambda name: shares[name], default=None)
     return top if top is not None and len(shares) > 1 and shares[top] >= threshold else None
 
 

@@ -129,7 +129,7 @@ def _merge_weights(groups: dict, single: list, path: str) -> dict[str, float]:
     """Groups expanded to columns (`tm_0`, `tm_1`; a single value keeps the name) and the single weights."""
     weights: dict[str, float] = {}
     origin: dict[str, str] = {}
-    entries = []
+    entries: list[tuple[str, float, int, str]] = []
     for group, (number, values) in groups.items():
         names = [group] if len(values) == 1 else [f"{group}_{k}" for k in range(len(values))]
         where = f"line {number}" if len(values) == 1 else f"line {number}, as a column of the group {group!r}"

@@ -115,5 +115,6 @@ def test_the_wheel_installs_one_import_package(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     top = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
     assert top == {"rerank"}, top
+    assert "rerank/py.typed" in names  # PEP 561: the package's type hints are for its users too
     for component in COMPONENTS:
         assert f"rerank/{component}/__init__.py" in names, component

@@ -59,7 +59,7 @@ def counter_aggregate(nbest, scores, utility, temperature=1.0):
             for n, counter in enumerate(grams[k]):
                 for g, c in counter.items():
                     expected[n][g] += p[r] * c
-        for k, r in enumerate(rows):
+        for k in range(len(rows)):
             matches = [sum(min(c, expected[n][g]) for g, c in grams[k][n].items()) for n in range(len(expected))]
             totals = [sum(counter.values()) for counter in grams[k]]
             if utility == "bleu":

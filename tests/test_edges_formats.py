@@ -84,7 +84,8 @@ BAD_PLAIN = [  # (sizes, ids, features TSV) -> message
 @pytest.mark.parametrize("sizes,ids,features,message", BAD_PLAIN)
 def test_bad_plain_input_is_an_error(tmp_path, capsys, sizes, ids, features, message):
     args = ["convert", write(tmp_path, "hyps", "a\nb\nc\n"), "--format", "plain", "-o", tmp_path / "out"]
-    for option, name, text in (("--plain-sizes", "sizes", sizes), ("--plain-ids", "ids", ids), ("--plain-features", "features.tsv", features)):
+    for option, name, text in (("--plain-sizes", "sizes", sizes), ("--plain-ids", "ids", ids),
+                               ("--plain-features", "features.tsv", features)):
         if text is not None:
             args += [option, write(tmp_path, name, text)]
     code, _, err = run(args, capsys)
@@ -129,7 +130,8 @@ MISSING = "feature OOVPenalty missing on 11 of 82 lines, read as 0 (strict readi
 
 
 @pytest.mark.parametrize("command", [["info"], ["convert", "-o", "{tmp}/o.nbest"], ["oracle", "-r", "{ref}", "--tokenize", "none"],
-                                     ["apply", "-w", "{w}", "-o", "{tmp}/best"], ["add-feature", "--name", "x", "--scores", "{s}", "-o", "{tmp}/o"]])
+                                     ["apply", "-w", "{w}", "-o", "{tmp}/best"],
+                                     ["add-feature", "--name", "x", "--scores", "{s}", "-o", "{tmp}/o"]])
 def test_every_command_says_which_features_were_missing(tmp_path, capsys, command):
     nbest = read_nbest(JOSHUA)
     fills = {"tmp": tmp_path, "ref": Path(JOSHUA).parent / "ref.0",
@@ -184,4 +186,5 @@ def test_write_output_keeps_shard_ids_and_says_what_it_drops(tmp_path, capsys):
     out = tmp_path / "shard.out"
     assert write_output(nbest, str(out), "fairseq", first_id=7) == [str(out)]
     assert out.read_text() == "H-7\t3.0\ta b\nH-7\t2.0\ta c\nH-8\t1.0\td\n"
-    assert capsys.readouterr().err == f"note: {out}: fairseq lines hold one score (feature nmt, else the total): features f, g are not written\n"
+    assert capsys.readouterr().err == (f"note: {out}: fairseq lines hold one score (feature nmt, else the total): "
+                                       "features f, g are not written\n")

@@ -81,7 +81,8 @@ def test_zero_signs_and_means_as_strided_columns():
         stats = column_stats(features)
         for k in range(width):
             column = features[:, k]
-            assert json.dumps(stats[k]) == json.dumps({"min": float(column.min()), "mean": float(column.mean()), "max": float(column.max())})
+            assert json.dumps(stats[k]) == json.dumps({"min": float(column.min()), "mean": float(column.mean()),
+                                                       "max": float(column.max())})
 
 
 def test_white_space_lead_bytes_cover_str_isspace():

@@ -163,7 +163,8 @@ def test_runs_and_segment_scores(tmp_path):
     text = out.read_text(encoding="utf-8")
     assert "runs: base 1, good 3" in text and "(first run of each)" in text
     gains = cols["good.run1"] - cols["base"]
-    top = int(np.argmax(np.where(np.array(read(os.path.join(EVAL, "cap1.en"))) != np.array(read(os.path.join(EVAL, "good.en.run1"))), gains, -9)))
+    changed = np.array(read(os.path.join(EVAL, "cap1.en"))) != np.array(read(os.path.join(EVAL, "good.en.run1")))
+    top = int(np.argmax(np.where(changed, gains, -9)))
     assert re.search(r"sentence (\d+): gain", text).group(1) == str(top + 1)
     assert f"{gains[top]:+.4f}" in text and "by sentence-level comet" in text
 

@@ -71,7 +71,8 @@ def test_joshua_config_weights_and_its_parameters_skipped(tmp_path):
 
 
 def test_apply_reproduces_the_decoder_ranking_with_a_moses_ini(tmp_path, capsys):
-    lines = "0 ||| a ||| tm= 1 0 lm= -2 ||| 0\n0 ||| b ||| tm= 0 1 lm= -1 ||| 0\n1 ||| c ||| tm= 0 0 lm= 0 ||| 0\n1 ||| d ||| tm= 2 2 lm= -9 ||| 0\n"
+    lines = ("0 ||| a ||| tm= 1 0 lm= -2 ||| 0\n0 ||| b ||| tm= 0 1 lm= -1 ||| 0\n"
+             "1 ||| c ||| tm= 0 0 lm= 0 ||| 0\n1 ||| d ||| tm= 2 2 lm= -9 ||| 0\n")
     nbest = write(tmp_path, "n.nbest", lines)
     ini = write(tmp_path, "moses.ini", "[weight]\ntm= 1 -1\nlm= 0.5\n")
     assert main(["apply", nbest, "-w", ini, "-o", str(tmp_path / "best")]) == 0
@@ -87,7 +88,8 @@ BAD = [
     ("a= 1 x\n", r"w:1: weight of 'a': 'x' is not a number"),
     ("a= 1e400\n", r"w:1: weight of 'a': 1e400 is too large for a 64-bit float"),
     ("a nan\n", r"w:1: weight of 'a' is nan"),
-    ("hello world again\n", r"w:1: cannot read 'hello world again' as weights \(weights formats: JSON .*moses.ini \[weight\] section.*Joshua config"),
+    ("hello world again\n",
+     r"w:1: cannot read 'hello world again' as weights \(weights formats: JSON .*moses.ini \[weight\] section.*Joshua config"),
     ("[feature]\nKENLM\n", r"w: a moses.ini-style file without a \[weight\] section \(weights formats: JSON"),
     ("[weight]\nLM0 0.5\n", r"w:2: expected `name= v1 v2` in the \[weight\] section"),
     ("# only a comment\n\n", r"w: no weights found \(weights formats: JSON"),

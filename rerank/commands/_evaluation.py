@@ -8,6 +8,7 @@ import glob
 import os
 import re
 import sys
+from collections.abc import Sequence
 
 from rerank.cliargs import nonnegative_int, positive_int, probability, show_progress
 from rerank.errors import InputError
@@ -41,7 +42,8 @@ def add_evaluation_arguments(p) -> None:
     p.add_argument("--lowercase", action="store_true", help="case-insensitive BLEU and chrF (as sacrebleu -lc)")
     p.add_argument("--ter-case-sensitive", action="store_true", help="case-sensitive TER (sacrebleu's default is insensitive)")
     g = p.add_argument_group("METEOR")
-    g.add_argument("--meteor-backend", choices=["native", "jar"], default="native", help="native scorer or the Meteor 1.5 jar (Java; default: %(default)s)")
+    g.add_argument("--meteor-backend", choices=["native", "jar"], default="native",
+                   help="native scorer or the Meteor 1.5 jar (Java; default: %(default)s)")
     g.add_argument("--meteor-modules", help="e.g. exact,stem (default: the language's modules)")
     g.add_argument("--meteor-resources", help="Meteor 1.5 jar or directory with function/, synonym/, paraphrase-XX.gz "
                    "(default: the jar shipped with pycocoevalcap)")
@@ -49,10 +51,12 @@ def add_evaluation_arguments(p) -> None:
     g.add_argument("--meteor-no-norm", action="store_true", help="do not apply Meteor's -norm tokenisation/lowercasing")
     s = p.add_argument_group("significance")
     s.add_argument("--ar", type=positive_int, default=10000, metavar="N", help="approximate randomisation trials (default: %(default)s)")
-    s.add_argument("--bootstrap", type=nonnegative_int, default=1000, metavar="N", help="bootstrap resamples for s_sel and CIs; 0: none (default: %(default)s)")
+    s.add_argument("--bootstrap", type=nonnegative_int, default=1000, metavar="N",
+                   help="bootstrap resamples for s_sel and CIs; 0: none (default: %(default)s)")
     s.add_argument("--seed", type=nonnegative_int, default=12345, help="random seed (default: %(default)s)")
     s.add_argument("--alpha", type=probability, default=0.05, help="significance level for the marks (default: %(default)s)")
-    s.add_argument("--second-baseline", metavar="NAME", help="a system name: also test every other system against it (\u2021; default: none)")
+    s.add_argument("--second-baseline", metavar="NAME",
+                   help="a system name: also test every other system against it (\u2021; default: none)")
     s.add_argument("--holm", action="store_true", help="Holm-Bonferroni correction across systems x metrics")
     s.add_argument("--stratified", action="store_true",
                    help="Clark et al.'s stratified randomisation: split each sentence's pooled run outputs (exact for "
@@ -66,7 +70,7 @@ def add_evaluation_arguments(p) -> None:
                    "default: the p-value that inverts the bootstrap interval)")
 
 
-def evaluate(args, outputs: list, keep_nbest: bool = False, extra_inputs: tuple = ()):
+def evaluate(args, outputs: list, keep_nbest: bool = False, extra_inputs: Sequence = ()):
     """Check the options, refuse outputs that are inputs (also `extra_inputs`), read every input and
     score the systems with `rerank.api.evaluate`; `keep_nbest`: keep the n-best lists of --nbest
     systems in the result (rerank.api.Evaluation, with the files read in `sources`)."""

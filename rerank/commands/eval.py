@@ -78,9 +78,9 @@ def run(args) -> int:
 
     from rerank.evaluation import plot_deltas
 
-    output, config, _ = _outputs(args)
+    _, config, _ = _outputs(args)
     with output_group():  # the table, its config and the plot, or none of them
-        with atomic_write(output) as fh:
+        with atomic_write(args.output) as fh:
             fh.write(table.render(_table_format(args)))
         if config is not None:
             with atomic_write(config) as fh:

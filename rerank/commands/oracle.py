@@ -19,7 +19,8 @@ def add_parser(subparsers):
     )
     add_nbest_input(parser)
     parser.add_argument("-r", "--ref", action="append", required=True, help="reference file (repeat for several references)")
-    parser.add_argument("-o", "--output", help="write the oracle hypotheses here, one per sentence (- for stdout; default: only the BLEU is printed)")
+    parser.add_argument("-o", "--output", help="write the oracle hypotheses here, one per sentence "
+                        "(- for stdout; default: only the BLEU is printed)")
     parser.add_argument("--tokenize", default="13a", help="BLEU tokeniser as sacrebleu -tok, as `rerank tune` and `rerank eval` "
                         "(default: %(default)s; none for pre-tokenised text)")
     parser.add_argument("--lowercase", action="store_true", help="lowercase before scoring (default: case-sensitive)")

@@ -40,7 +40,8 @@ def add_parser(subparsers):
         "tokenisation. " + FORMAT_HELP,
         epilog="Example: rerank tune dev.nbest --ref dev.ref --tuner mira --runs 3 -o w.json "
         "(writes w.run1.json .. w.run3.json, each when its run ends, and w.json = the run with the best tuning "
-        "score in the metric's direction (the lowest TER), with the same metadata, at the end). Run again after an interruption: a run file with the same "
+        "score in the metric's direction (the lowest TER), with the same metadata, at the end). "
+        "Run again after an interruption: a run file with the same "
         "settings and inputs (sha256 recorded in its meta) is reused, and said so; the others are removed first "
         "and redone, as are run files beyond --runs and the old w.json, so the files never mix two invocations.",
     )

@@ -16,6 +16,7 @@ plain:   one hypothesis per line, plus a sentence-id (or list-size) file and a f
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from functools import partial
 
 import numpy as np
@@ -26,14 +27,14 @@ from rerank.formats.common import ReadReport
 from rerank.formats.fairseq import FAIRSEQ_LINE, read_fairseq, write_fairseq
 from rerank.formats.moses import iter_moses_lines, parse_feature_field, parse_features_fast, read_moses, write_moses
 from rerank.formats.plain import read_plain, write_plain
-from rerank.io import head_lines, read_references  # noqa: F401 (read_references: the one reader, in rerank.io)
+from rerank.io import head_lines, read_references  # read_references: the one reader, in rerank.io
 from rerank.nbest import NBestList
 
 __all__ = ["FORMATS", "ReadReport", "detect_format", "write_losses", "iter_moses_lines", "parse_feature_field", "parse_features_fast",
            "read_fairseq", "read_moses", "read_nbest", "read_plain", "read_references", "write_nbest"]
 
 # format -> writer(nbest, path, first_id=...) returning the paths written
-_WRITERS = {
+_WRITERS: dict[str, Callable[..., list[str]]] = {
     "moses": partial(write_moses, style="moses"),
     "joshua": partial(write_moses, style="joshua"),
     "fairseq": write_fairseq,

@@ -30,6 +30,7 @@ import os
 import stat
 import sys
 import zlib
+from typing import Any
 
 import numpy as np
 
@@ -140,7 +141,7 @@ def write_entry(file: str, key: str, nbest: NBestList, report: ReadReport) -> No
     start = _aligned(len(head))
     with atomic_write(file, "wb", grouped=False) as out:
         out.write(head + bytes(start - len(head)))
-        for name, a in arrays.items():
+        for a in arrays.values():
             out.write(_raw(a))
             out.write(bytes(_aligned(a.nbytes) - a.nbytes))
 
@@ -167,9 +168,11 @@ def load_entry(file: str, key: str) -> tuple[NBestList, ReadReport] | None:
             header, start = found
             if os.fstat(fh.fileno()).st_size != start + header["payload"]:
                 return None
-            arrays, crc = {}, 0
+            arrays: dict[str, Any] = {}
+            crc = 0
             for name, (offset, dtype, shape) in header["arrays"].items():
                 fh.seek(start + offset)
+                a: bytes | np.ndarray
                 if name == "hyp_bytes":  # read as bytes, the StringColumn's buffer
                     a = fh.read(int(np.prod(shape)))
                     if np.dtype(dtype) != np.uint8 or len(a) != np.prod(shape):

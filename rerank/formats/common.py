@@ -14,8 +14,8 @@ class ReadReport:
 
     extra_fields_lines: int = 0
     ignored_lines: int = 0
-    fairseq_refs: list[str] | None = None
-    fairseq_sources: list[str] | None = None
+    fairseq_refs: list[str | None] | None = None  # per sentence; None: the sentence has no T- line
+    fairseq_sources: list[str | None] | None = None  # per sentence; None: no S- line
     notes: list[str] = field(default_factory=list)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -98,8 +99,9 @@ class _FeatureTable:
             cols = self._layout_cols[layout]
             if len(cols):
                 block = np.array([self._rows[r][1] for r in rows], dtype=np.float64)
-                dense[np.ix_(rows, cols)] = block
-                present[np.ix_(rows, cols)] = True
+                cells = np.ix_(np.asarray(rows), cols)
+                dense[cells] = block
+                present[cells] = True
         self._chunks.append((dense, present))
         self._rows = []
 
@@ -158,7 +160,7 @@ _PAIR = re.compile(r"([^\s=]+)=([^\s=]+)")
 _GROUP_NAME = re.compile(r"(?:^|\s+)([^\s=]+)=(?=\s|$)")
 
 
-def parse_features_fast(text: str):
+def parse_features_fast(text: str) -> tuple[tuple[str, ...], tuple[int, ...], list[float]] | None:
     """(names, widths, values) of a well-formed feature field, or None.
 
     None sends the line to `parse_feature_field`, which accepts the same input and names
@@ -166,6 +168,7 @@ def parse_features_fast(text: str):
     expressions and C-level splits instead of a Python loop over tokens).
     """
     text = text.strip()
+    raw: Sequence[str]
     if "= " not in text and not text.endswith("="):  # Joshua: name=value pairs only
         pairs = _PAIR.findall(text)
         if len(pairs) != len(text.split()):
@@ -192,7 +195,7 @@ def parse_features_fast(text: str):
     return names, widths, values
 
 
-def _feature_row(text: str, path: str, line: int):
+def _feature_row(text: str, path: str, line: int) -> tuple[tuple[str, ...], tuple[int, ...], list[float]]:
     """(names, widths, values) of a feature field: the fast path, else the checking parser."""
     parsed = parse_features_fast(text)
     if parsed is None:
@@ -207,7 +210,8 @@ def _split_fields(text: str, path: str, line: int, first: tuple[int, int] | None
         raise InputError("empty line (expected `id ||| hypothesis ||| features ||| total`)", path, line)
     fields = text.split("|||")
     if len(fields) < 3:
-        raise InputError(f"{len(fields)} '|||'-separated fields, expected at least 3 (id ||| hypothesis ||| features [||| total])", path, line)
+        raise InputError(f"{len(fields)} '|||'-separated fields, expected at least 3 "
+                         "(id ||| hypothesis ||| features [||| total])", path, line)
     if first is not None and int(len(fields) >= 4) != first[0]:
         expect = "4 (with a total score)" if first[0] else "3 (no total score)"
         raise InputError(f"{len(fields)} '|||'-separated fields, but line {first[1]} had {expect}", path, line)

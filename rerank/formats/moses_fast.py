@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import io
 import re
+from typing import Any
 
 import numpy as np
 
@@ -108,7 +109,7 @@ def _joshua(fields: list[str], joined: str) -> list[tuple[np.ndarray, tuple, np.
 def _columns(layout: tuple, state: dict) -> np.ndarray:
     """The columns of a layout's values; new groups add columns as the line reader does."""
     names, widths = layout
-    cols = []
+    cols: list[int] = []
     for group, width in zip(names, widths):
         columns = [group] if width == 1 else [f"{group}_{k}" for k in range(width)]
         known = state["widths"].get(group)
@@ -228,7 +229,7 @@ def _blocks(path: str):
             rest = data[cut:]
         if rest:
             yield rest
-    except Exception:  # broken gzip, I/O errors: the line reader names the line
+    except Exception:  # noqa: BLE001 - broken gzip, I/O errors: the line reader names the line
         raise _Unusual from None
     finally:
         stream.close()
@@ -273,8 +274,8 @@ def read_moses_fast(path: str, strict: bool = False) -> tuple[NBestList, int] | 
     by line: standard input, anything unusual, and a missing feature with `strict`)."""
     if path == "-":
         return None
-    state = {"fields": None, "index": {}, "widths": {}, "groups": [], "ids": [], "hyps": io.BytesIO(), "lengths": [],
-             "values": [], "present": [], "totals": []}
+    state: dict[str, Any] = {"fields": None, "index": {}, "widths": {}, "groups": [], "ids": [], "hyps": io.BytesIO(),
+                             "lengths": [], "values": [], "present": [], "totals": []}
     try:
         for data in _blocks(path):
             _block(data, state)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import io
 import os
+from typing import Any
 
 import numpy as np
 
@@ -25,8 +26,8 @@ from rerank.nbest import NBestList, StringColumn, feature_name_problem
 
 def _state(layout: dict | None = None) -> dict:
     """A block parser state, seeded with the columns of `layout` (pass 2) or empty (pass 1)."""
-    state = {"fields": None, "index": {}, "widths": {}, "groups": [], "ids": [], "hyps": io.BytesIO(), "lengths": [],
-             "values": [], "present": [], "totals": []}
+    state: dict[str, Any] = {"fields": None, "index": {}, "widths": {}, "groups": [], "ids": [], "hyps": io.BytesIO(),
+                             "lengths": [], "values": [], "present": [], "totals": []}
     if layout is not None:
         state.update(fields=layout["fields"], index=dict(layout["index"]), widths=dict(layout["widths"]),
                      groups=list(layout["groups"]))

@@ -8,7 +8,7 @@ import numpy as np
 from rerank.errors import InputError
 from rerank.formats.common import format_value, parse_count, parse_number
 from rerank.io import atomic_write, iter_lines, output_group, read_lines
-from rerank.nbest import NBestList, check_feature_name
+from rerank.nbest import NBestList, StringColumn, check_feature_name
 
 
 def read_plain(path: str, ids: str | None = None, sizes: str | None = None, features: str | None = None,
@@ -25,13 +25,14 @@ def read_plain(path: str, ids: str | None = None, sizes: str | None = None, feat
             raise InputError(f"list sizes add up to {counts.sum()} but {path} has {len(hyps)} hypotheses", sizes)
     else:
         counts = np.ones(len(hyps), dtype=np.int64)
-    matrix, names = np.zeros((len(hyps), 0)), []
+    matrix = np.zeros((len(hyps), 0))
+    names: list[str] = []
     if features:
         matrix, names = _read_feature_matrix(features, feature_names)
         if len(matrix) != len(hyps):
             raise InputError(f"{len(matrix)} feature rows for {len(hyps)} hypotheses in {path}", features)
     offsets = np.concatenate([[0], np.cumsum(counts)])
-    return NBestList(offsets, hyps, matrix, names)
+    return NBestList(offsets, StringColumn.from_strings(hyps), matrix, names)
 
 
 def _counts_from_ids(ids: str, n_hyps: int, path: str) -> np.ndarray:
@@ -45,7 +46,8 @@ def _counts_from_ids(ids: str, n_hyps: int, path: str) -> np.ndarray:
     steps = np.diff(values)
     bad = np.flatnonzero((steps < 0) | (steps > 1))
     if len(bad):
-        raise InputError(f"sentence id {values[bad[0] + 1]} after {values[bad[0]]}: ids must run 0, 0, 1, ... without gaps", ids, int(bad[0]) + 2)
+        raise InputError(f"sentence id {values[bad[0] + 1]} after {values[bad[0]]}: ids must run 0, 0, 1, ... without gaps",
+                         ids, int(bad[0]) + 2)
     return np.bincount(values) if len(values) else np.zeros(0, np.int64)
 
 

@@ -117,8 +117,8 @@ def read_segment_scores(name: str, path: str, n: int | None = None, higher_is_be
     if not rows:
         raise InputError("no rows of scores below the header", path, 1)
     if n is not None and len(rows) != n:
-        line = n + 2 if len(rows) > n else last
-        raise InputError(f"{len(rows)} rows of scores but the references have {n} lines", path, line)
+        at = n + 2 if len(rows) > n else last
+        raise InputError(f"{len(rows)} rows of scores but the references have {n} lines", path, at)
     values = np.array(rows, dtype=np.float64)
     return SegmentScoresMetric(name, {c: values[:, j] for j, c in enumerate(header)}, source=path,
                                higher_is_better=higher_is_better, digest=file_digest(path))

@@ -19,11 +19,17 @@ Pen = gamma * (chunks / mean(matched hyp words, matched ref words))^beta, score 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from rerank.metrics.base import Metric
 from rerank.metrics.meteor.resources import LANG_NAMES, MeteorResourceError, load_resources
+
+if TYPE_CHECKING:  # imported when first used: a metric that is only named loads none of them
+    from rerank.metrics.meteor.aligner import Aligner
+    from rerank.metrics.meteor.jar import MeteorJar
+    from rerank.metrics.meteor.paraphrase import Paraphrases
 
 # Meteor 1.5 "rank" task parameters (alpha, beta, gamma, delta) and module weights (positional).
 PARAMETERS = {
@@ -121,15 +127,15 @@ class MeteorMetric(Metric):
         self.nonbreaking = self.res.nonbreaking_prefixes(lang)
         self.synonyms = self.res.synonyms(lang) if "synonym" in modules else None
         self.paraphrase_path = self.res.paraphrase_path(lang) if "paraphrase" in modules else None
-        self._paraphrases = None
+        self._paraphrases: Paraphrases | None = None
         self._sentences: set[tuple[str, ...]] = set()  # the word sequences the paraphrases were selected for
-        self._jar = None
+        self._jar: MeteorJar | None = None
         if backend == "jar":
             from rerank.metrics.meteor.jar import MeteorJar
 
             self._jar = MeteorJar(jar or (self.res.location if self.res.is_jar else None), lang, modules,
                                   normalize=normalize, lowercase=lowercase)
-        self._aligner = None
+        self._aligner: Aligner | None = None
         self._words: dict[str, list[str]] = {}
 
     # ---- text preparation ----------------------------------------------------------------
@@ -176,7 +182,7 @@ class MeteorMetric(Metric):
     # ---- Metric interface ----------------------------------------------------------------
     def sentence_stats(self, hyps, refs):
         refs = [list(r) for r in refs]
-        if self.backend == "jar":
+        if self._jar is not None:  # the jar backend
             return summable(self._jar.stats(list(hyps), refs))
         from rerank.metrics.meteor.aligner import alignment_stats
 
@@ -192,7 +198,7 @@ class MeteorMetric(Metric):
             for stream in refs:
                 w2 = self.words(stream[i])
                 st = alignment_stats(w1, w2, aligner.align(w1, w2), len(self.modules), self.function_words)
-                sc = meteor_score(st, self.params, self.weights)
+                sc = float(meteor_score(st, self.params, self.weights))
                 if sc > best_score:
                     best, best_score = st, sc
             out[i] = best
@@ -224,7 +230,7 @@ class MeteorStemmer:
         self.lang = lang
         self._stemmer = snowballstemmer.stemmer(LANG_NAMES[lang])
 
-    def stemWord(self, word: str) -> str:  # noqa: N802 (snowballstemmer's spelling)
+    def stemWord(self, word: str) -> str:  # snowballstemmer's spelling
         stem = self._stemmer.stemWord(word)
         if self.lang == "de" and stem.endswith("nis") and word.startswith(stem + "s"):
             stem += "s"

@@ -40,6 +40,15 @@ class Match:
 
 class _Path:
     __slots__ = ("matches", "used1", "used2", "matches1", "matches2", "chunks", "distance", "idx", "last_end")
+    matches: list[Match | None]
+    used1: list[bool]
+    used2: list[bool]
+    matches1: int
+    matches2: int
+    chunks: int
+    distance: int
+    idx: int
+    last_end: int
 
     def copy(self) -> "_Path":
         p = _Path.__new__(_Path)
@@ -104,7 +113,7 @@ class Aligner:
     def candidates(self, w1: list[str], w2: list[str]):
         """All candidate matches by reference start, and per-word coverage counts."""
         n1, n2 = len(w1), len(w2)
-        matches = [[] for _ in range(n2)]
+        matches: list[list[Match]] = [[] for _ in range(n2)]
         cov1, cov2 = [0] * n1, [0] * n2
 
         def add(m: Match):
@@ -189,10 +198,9 @@ class Aligner:
                 if path.used2[current]:
                     if current < path.idx:
                         next_paths.append(path)
-                    elif path.matches[path.idx] is not None:  # a fixed match starts here
-                        m = path.matches[path.idx]
-                        path.take(m, weights)
-                        path.distance += abs(m.start - m.match_start)
+                    elif (fixed := path.matches[path.idx]) is not None:  # a fixed match starts here
+                        path.take(fixed, weights)
+                        path.distance += abs(fixed.start - fixed.match_start)
                         next_paths.append(path)
                     continue
                 for m in matches[current]:

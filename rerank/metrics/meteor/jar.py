@@ -61,7 +61,7 @@ class MeteorJar:
             self.cmd.append("-norm")
         elif lowercase:
             self.cmd.append("-lower")
-        self._proc = None
+        self._proc: subprocess.Popen[str] | None = None
         self._stderr: _Drain | None = None
 
     def _process(self):
@@ -99,7 +99,8 @@ class MeteorJar:
     def close(self) -> None:
         if self._proc is not None:
             try:
-                self._proc.stdin.close()
+                if self._proc.stdin is not None:  # always: the process is started with stdin=PIPE
+                    self._proc.stdin.close()
             except OSError:
                 pass
             try:
@@ -111,7 +112,7 @@ class MeteorJar:
     def __del__(self):
         try:
             self.close()
-        except Exception:
+        except Exception:  # noqa: BLE001 - a finaliser never raises
             pass
 
 

@@ -120,7 +120,7 @@ def _rows(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray, skip: int, w
 def _tiers(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray, width: int) -> list:
     """The items' bytes as (items or None for all, rows) per tier: tier 0 holds bytes [0, width) of
     every item, the next ones ROW bytes each of the items that long (up to LONG bytes)."""
-    tiers = [(None, _rows(buf, starts, lengths, 0, width))]
+    tiers: list[tuple[np.ndarray | None, np.ndarray]] = [(None, _rows(buf, starts, lengths, 0, width))]
     sel = np.flatnonzero((lengths > width) & (lengths <= LONG))
     for skip in range(width, LONG, ROW):
         if skip > width:
@@ -165,7 +165,7 @@ def _distinct(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray, width: i
     if n == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     starts, lengths = starts.astype(np.int64), lengths.astype(np.int64)
-    data = memoryview(buf)
+    data = buf.data  # a memoryview of the array
     item = lambda i: data[starts[i]:starts[i] + lengths[i]].tobytes()  # noqa: E731
     tiers = _tiers(buf, starts, lengths, width)
     h = _item_hash(tiers, lengths)
@@ -204,8 +204,8 @@ def _distinct(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray, width: i
         mine, theirs = others[k], lead[k]
         differ[k] = _differ(_rows(buf, starts[mine], lengths[mine], skip, ROW),
                             _rows(buf, starts[theirs], lengths[theirs], skip, ROW))
-    for k in np.flatnonzero(~differ & (lengths[others] > LONG)).tolist():
-        differ[k] = item(int(others[k])) != item(int(lead[k]))
+    for j in np.flatnonzero(~differ & (lengths[others] > LONG)).tolist():
+        differ[j] = item(int(others[j])) != item(int(lead[j]))
     if differ.any():  # hash collisions: the items of these ids numbered anew by their bytes
         lead = leads[ids]
         bad = np.flatnonzero(np.isin(ids, ids[others[differ]]))  # ascending: the first of equal items first
@@ -373,7 +373,7 @@ def _layout(arrays: dict[str, np.ndarray]) -> tuple[dict, int]:
 def _payload(arrays: dict[str, np.ndarray], layout: dict, size: int):
     """The payload's byte blocks: each array, then zero padding to the next array's offset."""
     for k, name in enumerate(ARRAYS):
-        block = memoryview(np.ascontiguousarray(arrays[name])).cast("B")
+        block = np.ascontiguousarray(arrays[name]).data.cast("B")
         yield block
         end = layout[ARRAYS[k + 1]][0] if k + 1 < len(ARRAYS) else size
         yield bytes(end - layout[name][0] - len(block))
@@ -476,7 +476,8 @@ class ParaphraseIndex:
 
     def _grams(self, sentences) -> dict[tuple[int, ...], int]:
         """Word-id n-grams (up to the longest phrase) of the sentences, with their hashes."""
-        ids, weights, grams = self.word_ids, hash_weights(self.max_len), {}
+        ids, weights = self.word_ids, hash_weights(self.max_len)
+        grams: dict[tuple, int] = {}  # keys stop before a word without id: no None in them
         for words in sentences:
             wid = [ids.get(w) for w in words]
             for start in range(len(wid)):
@@ -527,7 +528,8 @@ class Paraphrases:
 
     def paths(self, words: list[str], start: int) -> list[tuple[int, tuple[str, ...]]]:
         """(length, paraphrase words) of every table phrase that starts at words[start], shortest first."""
-        out, get = [], self.table.get
+        out: list[tuple[int, tuple[str, ...]]] = []
+        get = self.table.get
         for end in range(start + 1, min(len(words), start + self.max_len) + 1):
             pars = get(tuple(words[start:end]))
             if pars:
