@@ -62,10 +62,13 @@ test-compat: $(VENV)/.installed $(COMPAT_VENV)/.installed
 	$(COMPAT_VENV)/bin/python tests/cross_version.py check build/cross-version/new
 	$(PY) tests/cross_version.py check build/cross-version/old
 
-# The one-way import layers (import-linter contracts in pyproject.toml). rerank/mira, rerank/nmt, ...
-# are links to the component folders, so the linter (which follows them) sees the one package.
+# The one-way import layers (import-linter contracts in pyproject.toml; rerank/mira, rerank/nmt, ...
+# are links to the component folders, so the linter, which follows them, sees the one package), ruff
+# over the repository and mypy on the package `rerank`, both configured in pyproject.toml.
 lint: $(VENV)/.installed
 	$(VENV)/bin/lint-imports
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 
 # Every model, list, table and figure of docs/results from the data (about seven and a half hours on two
 # CPU cores; resumable: run it again after a stop). DATA is the data root (multi30k/, sts/).
