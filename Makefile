@@ -44,13 +44,19 @@ install: $(VENV)/.installed
 demo: $(VENV)/.installed
 	$(VENV)/bin/rerank demo
 
+# The suite on every core (pytest-xdist; TEST_WORKERS=0 runs it in one process). Each worker takes
+# whole test modules (--dist loadfile), so a module's fixtures (trained toy models, statistics) are
+# built once. PYTEST_ADDOPTS adds options (.ci/run selects the tests that need torch with it).
+TEST_WORKERS ?= auto
+PYTEST_PARALLEL = -n $(TEST_WORKERS) --dist loadfile
 test: $(VENV)/.installed
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q $(PYTEST_PARALLEL) tests
 
-# The core without torch or scikit-learn: the tests marked `neural` (tests/conftest.py) are
-# deselected, and counted and named in the summary.
+# The core without torch or scikit-learn: the tests marked `neural` (each test module marks its own;
+# tests/test_markers.py fails on a test that needs torch and is not marked) are deselected, and
+# tests/conftest.py counts and names them in the summary.
 test-core: $(CORE_VENV)/.installed
-	$(CORE_VENV)/bin/python -m pytest -q -m "not neural" tests
+	$(CORE_VENV)/bin/python -m pytest -q $(PYTEST_PARALLEL) -m "not neural" tests
 
 # The users'-model backends under transformers 4 (and the COMET qe feature, which needs it), and
 # models saved by each transformers major scored under the other (tests/cross_version.py).

@@ -90,6 +90,20 @@ def pytest_deselected(items):
     _deselected.extend(item.nodeid for item in items if item.get_closest_marker("neural"))
 
 
+def pytest_sessionfinish(session):
+    """A pytest-xdist worker hands the tests it deselected to the controller, which writes the summary."""
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["neural_deselected"] = list(_deselected)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """(pytest-xdist's controller) Every worker collects and deselects the whole suite: one worker's list."""
+    if not _deselected:
+        _deselected.extend(getattr(node, "workeroutput", {}).get("neural_deselected", []))
+
+
 # Test modules of a backend that cannot share the environment of the others: unbabel-comet needs
 # transformers 4 and numpy 1, .venv has transformers 5 (`make test-compat` runs them in .venv-compat).
 # Where the backend is missing they are not collected, and the summary names them.

@@ -30,7 +30,7 @@ def test_fixed_gains_are_sentence_scores_times_mean_list_length():
 @pytest.mark.neural
 @pytest.mark.parametrize("metric", ["chrf", "ter"])
 def test_mira_and_pro_reach_the_reference_for_other_metrics(metric):
-    nbest, refs = list_with_reference(n=20)
+    nbest, refs = list_with_reference(n=10)   # sacrebleu's TER: sentences 10 and 11 alone take seconds
     data = prepare(nbest, refs, metric=metric, tokenize="none")
     best = 100.0 if metric == "chrf" else 0.0  # the reference itself is in every list
     for weights, score in ((r.weights, r.best_score) for r in (kbmira(data, seed=1, epochs=10), pro(data, seed=1))):
