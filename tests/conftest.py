@@ -144,6 +144,17 @@ def toy(tmp_path_factory):
     return d
 
 
+@pytest.fixture(scope="session")
+def tiny(tmp_path_factory):
+    """The tiny users' models of rerank.recipes.tiny_models (a Marian and its CTranslate2 conversion,
+    a GPT-2 and its conversion, a sentence-transformers encoder; random weights), once per test
+    process; read only. {name: directory}."""
+    from rerank.recipes import tiny_models
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    return tiny_models.build_all(str(tmp_path_factory.mktemp("tiny")))
+
+
 @pytest.fixture
 def work(toy, tmp_path):
     """A private copy of the toy data and models (tests corrupt them)."""

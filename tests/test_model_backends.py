@@ -44,11 +44,6 @@ def one_thread():
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    return tiny_models.build_all(str(tmp_path_factory.mktemp("tiny")))
-
-
-@pytest.fixture(scope="module")
 def nbest():
     return NBestList.from_lists(HYPS, [-np.arange(len(h), dtype=float) for h in HYPS], ["nmt"])
 

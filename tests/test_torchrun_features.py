@@ -21,7 +21,6 @@ from rerank import api, distributed
 from rerank.cli import main
 from rerank.errors import InputError
 from rerank.io import read_lines
-from rerank.recipes import tiny_models
 from rerank.score_cache import ScoreCache
 
 pytestmark = pytest.mark.neural
@@ -44,14 +43,10 @@ def lists(tmp_path_factory):
     return d
 
 
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    return tiny_models.build_all(str(tmp_path_factory.mktemp("tiny")))
-
-
 def environment(**extra) -> dict:
-    return {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1",
+    """The ranks' environment: one thread, offline, and Python's fault handler, so that a rank that
+    aborts in native code leaves its Python stack in the test's failure message."""
+    return {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "PYTHONFAULTHANDLER": "1",
             "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""), **extra}
 
 
@@ -180,3 +175,18 @@ def test_cuda_is_each_ranks_own_gpu_and_the_timeout_is_checked(monkeypatch):
         monkeypatch.setenv(distributed.TIMEOUT_ENV, bad)
         with pytest.raises(InputError, match="must be a number of seconds > 0"):
             distributed.timeout_seconds()
+
+
+def test_a_rank_exits_without_the_interpreters_teardown_and_one_process_as_usual(monkeypatch, capsys):
+    """exit_process: one process raises SystemExit (atexit handlers and finalisers run); a process that
+    joined a group flushes its streams and leaves through os._exit with the same status."""
+    with pytest.raises(SystemExit) as raised:
+        distributed.exit_process(2)
+    assert raised.value.code == 2
+    left = []
+    monkeypatch.setattr(distributed, "_joined", True)
+    monkeypatch.setattr(distributed.os, "_exit", left.append)
+    monkeypatch.setattr(distributed.logging, "shutdown", lambda: left.append("logs flushed"))
+    print("written before the exit", end="")
+    distributed.exit_process(3)
+    assert left == ["logs flushed", 3] and capsys.readouterr().out == "written before the exit"
