@@ -1,6 +1,5 @@
-"""`python -m rerank`, which torchrun's ranks run too (rerank.distributed.exit_process)."""
+"""`python -m rerank`, which torchrun's ranks run too (rerank.cli.exit_process)."""
 
-from rerank import distributed
-from rerank.cli import main
+from rerank.cli import exit_process, main
 
-distributed.exit_process(main())
+exit_process(main())

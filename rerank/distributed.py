@@ -32,9 +32,8 @@ import contextlib
 import datetime
 import logging
 import os
-import sys
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING
 
 from rerank.errors import InputError, needs_neural
 
@@ -48,7 +47,7 @@ DEFAULT_TIMEOUT = 6 * 3600.0
 _SHARED = "rerank_shared"     # attribute of an exception every rank raised at the same exchange
 _active = False               # inside ranks(), with a process group of more than one rank
 _closing: list = []           # torch.distributed, when ranks() left its group for close() to end
-_joined = False               # this process started a process group (exit_process ends it with os._exit)
+_joined = False               # this process started a process group (rerank.cli.exit_process: os._exit)
 
 
 class PeerFailed(RuntimeError):
@@ -157,19 +156,9 @@ def close() -> None:
         dist.destroy_process_group()
 
 
-def exit_process(status: int) -> NoReturn:
-    """End the process with `status`. A process that was a rank of a process group skips the
-    interpreter's teardown (os._exit, once stdout, stderr and the log handlers are flushed): its
-    outputs are written and its group ended, but a native library's thread still running while the
-    C++ static objects are destroyed made a finished rank abort now and then ('terminate called
-    without an active exception', SIGABRT: 1 run in 5 of the users'-model torchrun test beside a
-    busy neighbour), and torchrun then stops its peers and fails the run."""
-    if not _joined:
-        raise SystemExit(status)
-    for stream in (sys.stdout, sys.stderr):
-        stream.flush()
-    logging.shutdown()
-    os._exit(status)
+def joined() -> bool:
+    """This process started a process group (a torchrun rank of more than one)."""
+    return _joined
 
 
 def _describe(error: BaseException | None):

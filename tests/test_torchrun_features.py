@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from rerank import api, distributed
+from rerank import api, cli, distributed
 from rerank.cli import main
 from rerank.errors import InputError
 from rerank.io import read_lines
@@ -181,12 +181,12 @@ def test_a_rank_exits_without_the_interpreters_teardown_and_one_process_as_usual
     """exit_process: one process raises SystemExit (atexit handlers and finalisers run); a process that
     joined a group flushes its streams and leaves through os._exit with the same status."""
     with pytest.raises(SystemExit) as raised:
-        distributed.exit_process(2)
+        cli.exit_process(2)
     assert raised.value.code == 2
     left = []
     monkeypatch.setattr(distributed, "_joined", True)
-    monkeypatch.setattr(distributed.os, "_exit", left.append)
-    monkeypatch.setattr(distributed.logging, "shutdown", lambda: left.append("logs flushed"))
+    monkeypatch.setattr(cli.os, "_exit", left.append)
+    monkeypatch.setattr(cli.logging, "shutdown", lambda: left.append("logs flushed"))
     print("written before the exit", end="")
-    distributed.exit_process(3)
+    cli.exit_process(3)
     assert left == ["logs flushed", 3] and capsys.readouterr().out == "written before the exit"
