@@ -86,6 +86,19 @@ def pytest_pycollect_makemodule(module_path, parent):
     return None
 
 
+# The slowest modules (pytest --durations, summed per module; the docs test about a third of the
+# suite), run first: pytest-xdist hands whole modules to the workers in collection order, and the
+# longest first keeps one worker from starting a long module while the other has finished.
+SLOW_FIRST = ("test_docs.py", "test_torchrun_features.py", "test_recipe.py", "test_multiref.py",
+              "test_embeddings_images.py", "test_embeddings_train.py", "test_roundtrip_properties.py",
+              "test_calibration.py", "test_demo.py", "test_gpu_check.py")
+
+
+def pytest_collection_modifyitems(items):
+    rank = {name: i for i, name in enumerate(SLOW_FIRST)}
+    items.sort(key=lambda item: rank.get(Path(str(item.fspath)).name, len(SLOW_FIRST)))   # stable
+
+
 def pytest_deselected(items):
     _deselected.extend(item.nodeid for item in items if item.get_closest_marker("neural"))
 
