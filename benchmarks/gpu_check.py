@@ -36,6 +36,7 @@ import sys
 import tempfile
 import time
 import traceback
+from functools import cache
 
 import numpy as np
 
@@ -61,6 +62,14 @@ IMAGE_NOTE = ("s_i: no image features ship and the shipped model is text-only: s
 
 def shipped(*parts: str) -> str:
     return os.path.join(ROOT, "rerank", "data", *parts)
+
+
+@cache
+def multi30k(name: str) -> list[str]:
+    """The lines of a shipped Multi30k text file, read once for all the parts (callers only slice)."""
+    from rerank.io import read_lines
+
+    return read_lines(shipped("multi30k", name))
 
 
 def seed_all(seed: int) -> None:
@@ -154,12 +163,11 @@ def image_model(path: str, seed: int) -> str:
 
 def part_features(ctx) -> dict:
     import rerank
-    from rerank.io import read_lines
 
     s = ctx.size
     nbest = rerank.read_nbest(shipped("multi30k", s["feat_list"])).select_sentences(range(s["feat_sentences"]))
     nbest = nbest.select_features(["nmt"])
-    sources = read_lines(shipped("multi30k", s["feat_src"]))[:nbest.n_sentences]
+    sources = multi30k(s["feat_src"])[:nbest.n_sentences]
     model = image_model(os.path.join(ctx.tmp, "mlmme-image.pt"), ctx.seed)
     images = os.path.join(ctx.tmp, "images.npy")
     np.save(images, np.random.default_rng(ctx.seed).normal(size=(nbest.n_sentences, IMAGE_DIM)).astype(np.float32))
@@ -184,12 +192,10 @@ def part_features(ctx) -> dict:
 
 # ---- 2. embedding training ---------------------------------------------------------------------
 
-def embedding_data(folder: str, pairs: int) -> str:
-    """A Multi30k-layout folder (task1 train) from the shipped val and test_2016 captions."""
-    from rerank.io import read_lines
-
-    en = read_lines(shipped("multi30k", "val.en.gz")) + read_lines(shipped("multi30k", "test_2016_flickr.en.gz"))
-    de = read_lines(shipped("multi30k", "val.de.gz")) + read_lines(shipped("multi30k", "test_2016_flickr.de.gz"))
+def embedding_data(folder: str, pairs: int) -> int:
+    """A Multi30k-layout folder (task1 train) from the shipped val and test_2016 captions; the pairs written."""
+    en = multi30k("val.en.gz") + multi30k("test_2016_flickr.en.gz")
+    de = multi30k("val.de.gz") + multi30k("test_2016_flickr.de.gz")
     n = min(pairs, len(en))
     os.makedirs(os.path.join(folder, "task1", "raw"), exist_ok=True)
     os.makedirs(os.path.join(folder, "task1", "image_splits"), exist_ok=True)
@@ -197,7 +203,7 @@ def embedding_data(folder: str, pairs: int) -> str:
                         ("image_splits/train.txt", [f"{i}.jpg" for i in range(n)])):
         with open(os.path.join(folder, "task1", name), "w", encoding="utf-8") as f:
             f.write("\n".join(lines) + "\n")
-    return folder
+    return n
 
 
 def part_embedding_training(ctx) -> dict:
@@ -205,9 +211,9 @@ def part_embedding_training(ctx) -> dict:
     from rerank.embeddings.train import Trainer, resolve_config
 
     s = ctx.size
-    data = embedding_data(os.path.join(ctx.tmp, "emb-data"), s["emb_pairs"])
+    data = os.path.join(ctx.tmp, "emb-data")
+    n = embedding_data(data, s["emb_pairs"])
     feats = os.path.join(ctx.tmp, "emb-images.npy")
-    n = min(s["emb_pairs"], 2014)
     np.save(feats, np.random.default_rng(ctx.seed).normal(size=(n, IMAGE_DIM)).astype(np.float32))
     cfg = resolve_config({"preset": s["emb_preset"], "sources": ["task1"], "image_features": {"train": feats},
                           "beta": 0.5, "dropout": 0.0, "init_std": 0.1, "lr": 1e-3, "contrastive": "sum",
@@ -256,17 +262,15 @@ def train_nmt(ctx, out_dir: str) -> dict:
     """A small NMT trained briefly on the CPU (seconds of the run go to the part's notes)."""
     import torch
 
-    from rerank.io import read_lines
     from rerank.nmt.train import make_config, train
 
     s = ctx.size
-    m30k = lambda name: read_lines(shipped("multi30k", name))  # noqa: E731
     torch.set_num_threads(ctx.threads)
     cfg = make_config(size=s["nmt_preset"], flavour="weak", max_epochs=s["nmt_epochs"], patience=s["nmt_epochs"],
                       min_freq=1, seed=ctx.seed)
     start = time.perf_counter()
-    state = train(cfg, (m30k("val.en.gz")[:s["nmt_train"]], m30k("val.de.gz")[:s["nmt_train"]]),
-                  (m30k("test_2016_flickr.en.gz")[-s["nmt_val"]:], m30k("test_2016_flickr.de.gz")[-s["nmt_val"]:]),
+    state = train(cfg, (multi30k("val.en.gz")[:s["nmt_train"]], multi30k("val.de.gz")[:s["nmt_train"]]),
+                  (multi30k("test_2016_flickr.en.gz")[-s["nmt_val"]:], multi30k("test_2016_flickr.de.gz")[-s["nmt_val"]:]),
                   out_dir, device="cpu", resume=False, progress=False)
     return {"seconds": round(time.perf_counter() - start, 2), "epochs": state["epoch"],
             "val_bleu": round(state["best_bleu"], 2)}
@@ -292,14 +296,13 @@ def nbest_lists(model, src_vocab, lines: list[str], beam: int, batch_size: int, 
 def part_nmt_nbest(ctx) -> dict:
     import torch
 
-    from rerank.io import read_lines
     from rerank.nmt.train import load_model
 
     s = ctx.size
     run_dir = os.path.join(ctx.tmp, "nmt")
     trained = train_nmt(ctx, run_dir)
     model, src_vocab, _, _ = load_model(run_dir, "best", "cpu")
-    lines = read_lines(shipped("multi30k", "test_2016_flickr.en.gz"))[:s["nmt_sentences"]]
+    lines = multi30k("test_2016_flickr.en.gz")[:s["nmt_sentences"]]
 
     def run(device):
         torch.set_num_threads(ctx.threads)
@@ -359,13 +362,12 @@ def build_marian(out: str, ctx) -> str:
 
 def part_channel(ctx) -> dict:
     import rerank
-    from rerank.io import read_lines
 
     s = ctx.size
     model = build_marian(os.path.join(ctx.tmp, "marian-de-en"), ctx)
     nbest = rerank.read_nbest(shipped("multi30k", "optimised.val.20best.gz")).select_sentences(range(s["ch_sentences"]))
     nbest = nbest.select_features(["nmt"])
-    sources = read_lines(shipped("multi30k", "val.en.gz"))[:nbest.n_sentences]
+    sources = multi30k("val.en.gz")[:nbest.n_sentences]
 
     def run(device):
         import torch
