@@ -52,15 +52,19 @@ PathLike = str | os.PathLike
 # ---- n-best lists -------------------------------------------------------------------------------
 
 def read_nbest(path: PathLike, format: str | None = None, *, strict: bool = False, cache: bool | str | None = None,
-               **plain_options) -> NBestList:
-    """Read an n-best list (moses, joshua, fairseq, plain; gzip'd or not); `format=None` detects it.
+               post_process: str | None = None, unescape: str | None = None, **options) -> NBestList:
+    """Read an n-best list in any format of the table (docs/formats.md: moses, joshua, marian,
+    fairseq, sockeye, opennmt, jsonl, plain and plug-ins; gzip'd or not); `format=None` detects it.
     `strict`: a feature missing on some line is an error (default: read as 0, logged).
-    `plain_options` (plain lists): ids, sizes, features, feature_names; fairseq: fairseq_field."""
+    `post_process` ('sentencepiece', 'subword_nmt') and `unescape` ('html') undo subword
+    segmentation and Moses escaping. `options`, the formats' reading options: plain lists' ids,
+    sizes, features, feature_names; fairseq_field; OpenNMT's nbest_size or src."""
     from rerank.formats import ReadReport, read_nbest as read
 
     path, report = os.fspath(path), ReadReport()
     try:
-        return read(path, fmt=format, strict=strict, report=report, cache=cache, **plain_options)
+        return read(path, fmt=format, strict=strict, report=report, cache=cache, post_process=post_process,
+                    unescape=unescape, **options)
     finally:
         for note in report.notes:
             log.warning("%s: %s", path, note)

@@ -7,20 +7,10 @@ import argparse
 import contextlib
 import contextvars
 import logging
-import os
 import shlex
 import sys
 
 from rerank.errors import InputError
-
-
-def nbest_inputs(args: argparse.Namespace) -> list[str | None]:
-    """The files an n-best read (rerank.commands._common.load_nbest) may open: the list, the
-    plain format's side files given, and PATH.ids / PATH.features.tsv it reads when none are."""
-    side = []
-    if args.nbest and args.nbest != "-" and args.in_format in (None, "plain"):
-        side = [p for p in (args.nbest + ".ids", args.nbest + ".features.tsv") if os.path.exists(p)]
-    return [args.nbest, args.plain_ids, args.plain_sizes, args.plain_features, *side]
 
 
 def add_nbest_positional(parser) -> None:

@@ -14,6 +14,15 @@ class InputError(Exception):
         super().__init__(where + problem)
 
 
+class NeedsOption(InputError):
+    """Input that a reading option settles: `options` names the keywords (such as `format`,
+    `nbest_size`) that would; the command line adds their flags to the message."""
+
+    def __init__(self, problem: str, path: str | None = None, line: int | None = None, options: tuple[str, ...] = ()):
+        self.options = options
+        super().__init__(problem, path, line)
+
+
 # Modules of the optional extras (pyproject.toml), by extra: the core imports none of them.
 NEURAL_MODULES = frozenset({"torch", "torchvision", "sklearn", "sentencepiece", "sacremoses", "PIL"})
 EXTRA_OF_MODULE = {**{module: "neural" for module in NEURAL_MODULES}, "transformers": "hf", "tokenizers": "hf",

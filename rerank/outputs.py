@@ -14,10 +14,12 @@ from rerank.errors import InputError
 
 
 def nbest_outputs(path: str | None, fmt: str) -> list[str | None]:
-    """The files `write_nbest(..., path, fmt)` writes: plain adds PATH.ids and PATH.features.tsv."""
-    if path is None or path == "-" or fmt != "plain":
+    """The files `write_nbest(..., path, fmt)` writes (plain adds PATH.ids and PATH.features.tsv)."""
+    from rerank.formats import get_format
+
+    if path is None or path == "-":
         return [path]
-    return [path, path + ".ids", path + ".features.tsv"]
+    return list(get_format(fmt).output_paths(path))
 
 
 def _same(a: str, b: str) -> bool:

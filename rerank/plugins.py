@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from rerank.features import Feature
     from rerank.tuning import Tuner
 
-GROUPS = ("rerank.commands", "rerank.features", "rerank.tuners")
+GROUPS = ("rerank.commands", "rerank.features", "rerank.tuners", "rerank.formats")
 
 
 class PluginError(InputError):

@@ -111,13 +111,15 @@ def test_cli_output_unchanged_on_edge_cases(tmp_path, capsys):
     path = write(tmp_path, "e.nbest", "\n".join(lines) + "\n")
     code, out, _ = run(["info", path], capsys)
     assert code == 0 and out == (
-        f"file:        {path}\nsentences:   3\nhypotheses:  5\nlist size:   min 1  mean 1.67  max 3\ntotal score: yes\n"
+        f"file:        {path}\nformat:      moses (detected)\n"
+        "sentences:   3\nhypotheses:  5\nlist size:   min 1  mean 1.67  max 3\ntotal score: yes\n"
         "features:    2\n  f  min 1  mean 2e+299  max 1e+300\n  g  min -0  mean 0  max -0\nproblems:    \n"
         "  - 2 empty hypotheses\n  - 1 hypotheses repeat an earlier string of the same list\n"
         "  - 2 sentences have fewer than 3 hypotheses\n  - constant features (cannot affect ranking): g\n")
     from rerank.formats import read_nbest
     code, out, _ = run(["info", path, "--json"], capsys)
-    assert code == 0 and out == json.dumps(reference_summary(read_nbest(path)), indent=2) + "\n"
+    read = {"format": "moses", "detected": True, "text": {"post_process": "none", "unescape": "none"}}
+    assert code == 0 and out == json.dumps({**read, **reference_summary(read_nbest(path))}, indent=2) + "\n"
 
 
 def test_string_column_iterates_in_blocks_as_strings():

@@ -137,3 +137,35 @@ def test_plugins_whose_options_clash_are_named(monkeypatch, capsys):
     assert main(["info", "x"]) == 2
     err = capsys.readouterr().err
     assert "options of the installed plug-ins clash" in err and "--model" in err and "Traceback" not in err
+
+
+TSV = "0\ta b c\tnmt=-1.0,len=3.0\n0\ta b\tnmt=-2.0,len=2.0\n1\tx\tnmt=-1.0,len=1.0\n1\tx y z w\tnmt=-3.0,len=4.0\n"
+
+
+def test_an_installed_format_is_detected_read_converted_and_tuned(site, tmp_path):
+    (tmp_path / "in.tsv").write_text(TSV)
+    (tmp_path / "ref").write_text("a b\nx y z w\n")
+    assert "tsv-nbest" in rerank(site, "convert", "--help").stdout  # --format and --to come from the table
+    info = rerank(site, "info", tmp_path / "in.tsv", "--json")
+    assert info.returncode == 0, info.stderr
+    summary = json.loads(info.stdout)
+    assert summary["format"] == "tsv-nbest" and summary["detected"] and summary["hypotheses"] == 4
+    assert list(summary["features"]) == ["nmt", "len"]
+    moses = rerank(site, "convert", tmp_path / "in.tsv", "--to", "moses", "-o", tmp_path / "out.nbest")
+    assert moses.returncode == 0, moses.stderr
+    assert read_nbest(str(tmp_path / "out.nbest")).column("len").tolist() == [3.0, 2.0, 1.0, 4.0]
+    back = rerank(site, "convert", tmp_path / "out.nbest", "--to", "tsv-nbest", "-o", tmp_path / "back.tsv")
+    assert back.returncode == 0 and (tmp_path / "back.tsv").read_text() == TSV  # the round trip
+    tuned = rerank(site, "tune", "--nbest", tmp_path / "in.tsv", "-r", tmp_path / "ref", "--tokenize", "none",
+                   "-o", tmp_path / "w.json")
+    assert tuned.returncode == 0, tuned.stderr
+    saved = json.loads((tmp_path / "w.json").read_text())
+    # the reference is the second hypothesis of each list, which a negative nmt weight picks: BLEU 100
+    assert saved["meta"]["tuned_score"] == pytest.approx(100.0)
+
+
+def test_without_the_package_its_format_is_unknown(tmp_path, capsys):
+    (tmp_path / "in.tsv").write_text(TSV)
+    assert main(["info", str(tmp_path / "in.tsv")]) == 2
+    err = capsys.readouterr().err
+    assert "cannot tell the n-best format" in err and "tried" in err and "--format" in err

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from rerank.errors import InputError
 from rerank.io import read_lines
-from rerank.formats import ReadReport, read_nbest, read_plain, write_nbest
+from rerank.formats import ReadReport, format_names, get_format, read_nbest, read_plain, write_nbest
 from rerank.nbest import NBestList, feature_name_problem
 from rerank.weights import model_scores, read_weights, write_weights
 from tests.cli_helpers import run
@@ -70,6 +70,10 @@ def _named_lists(draw, hyps, names, with_scores):
     return NBestList(base.offsets, base.hyps, values.reshape(base.n_hyps, len(columns)), columns, groups, base.scores)
 
 
+WRITERS = format_names(writable=True)  # every format the table can write (tests/test_format_table.py: all of them here)
+GROUPED = ("moses", "joshua", "jsonl")  # the formats that keep a group `tm= a b` as one
+
+
 def _expected(nbest: NBestList, fmt: str) -> NBestList:
     """What `fmt` holds of `nbest` (the test names what it leaves out)."""
     if fmt == "plain":  # no totals, flat columns
@@ -89,7 +93,7 @@ def _read_back(path: str, fmt: str, **options) -> NBestList:
 
 # --- the format writers: gzip, awkward names and text, empty lists ------------------------------------
 
-@pytest.mark.parametrize("fmt", ["moses", "joshua", "plain", "fairseq"])
+@pytest.mark.parametrize("fmt", WRITERS)
 @SETTINGS
 @given(data=st.data())
 def test_every_format_reads_back_gzipped_with_awkward_names_and_text(tmp_path_factory, fmt, data):
@@ -101,10 +105,10 @@ def test_every_format_reads_back_gzipped_with_awkward_names_and_text(tmp_path_fa
         with gzip.open(path, "rb") as fh:
             fh.read()  # really gzip'd
     again = _read_back(path, fmt)
-    assert_identical(again, _expected(nbest, fmt), groups=fmt in ("moses", "joshua"))
+    assert_identical(again, _expected(nbest, fmt), groups=fmt in GROUPED)
 
 
-@pytest.mark.parametrize("fmt", ["moses", "joshua", "plain", "fairseq"])
+@pytest.mark.parametrize("fmt", WRITERS)
 @SETTINGS
 @given(nbest=nbest_lists(hyps=NO_PIPES.filter(lambda h: not h.endswith("\r"))), data=st.data())
 def test_a_sentence_without_hypotheses_is_refused_by_every_writer(tmp_path_factory, fmt, nbest, data):
@@ -121,7 +125,7 @@ def test_a_sentence_without_hypotheses_is_refused_by_every_writer(tmp_path_facto
 
 # --- the cache and the two-pass reader ------------------------------------------------------------------
 
-@pytest.mark.parametrize("fmt", ["moses", "joshua", "fairseq"])
+@pytest.mark.parametrize("fmt", [name for name in WRITERS if get_format(name).cached])
 @SETTINGS
 @given(nbest=nbest_lists(hyps=TRICKY.filter(lambda h: not h.endswith("\r"))), gz=st.booleans())
 def test_a_cached_read_equals_a_parse(tmp_path_factory, fmt, nbest, gz):
@@ -176,7 +180,7 @@ def test_convert_streamed_equals_convert_whole(tmp_path_factory, capsys, nbest, 
 
 # --- the commands ----------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("to", ["moses", "joshua", "plain", "fairseq"])
+@pytest.mark.parametrize("to", WRITERS)
 @FEW
 @given(nbest=_lists(hyps=TRICKY.filter(lambda h: not h.endswith("\r"))))
 def test_convert_to_every_format_reads_back(tmp_path_factory, capsys, to, nbest):
@@ -186,7 +190,7 @@ def test_convert_to_every_format_reads_back(tmp_path_factory, capsys, to, nbest)
     out = str(folder / "out")
     code, _, err = run(["convert", source, "-o", out, "--to", to], capsys)
     assert code == 0, err
-    assert_identical(_read_back(out, to), _expected(nbest, to), groups=to in ("moses", "joshua"))
+    assert_identical(_read_back(out, to), _expected(nbest, to), groups=to in GROUPED)
     if to == "plain":  # and as a command reads it: the side files found beside it
         assert_identical(read_nbest(out, "plain"), _expected(nbest, to), groups=False)
 

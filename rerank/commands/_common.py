@@ -5,54 +5,96 @@ from __future__ import annotations
 import argparse
 import sys
 
-from rerank.errors import InputError
-from rerank.formats import FORMATS, ReadReport, read_nbest, write_losses, write_nbest
+from rerank.errors import InputError, NeedsOption
+from rerank.formats import (POST_PROCESS, UNESCAPE, ReadReport, format_names, formats, get_format, read_nbest,
+                            reading_options, write_losses, write_nbest)
 from rerank.io import reading_progress
 from rerank.nbest import NBestList
 
-FORMAT_HELP = (
-    "n-best formats: moses (`id ||| hyp ||| name= v1 v2 ||| total`), joshua (`name=value`), "
-    "fairseq (fairseq-generate/interactive S-/T-/H-/D- lines), plain (one hypothesis per line "
-    "with --plain-ids or --plain-sizes and --plain-features). Input may be gzip'd; - is stdin."
-)
+def format_help() -> str:
+    """The formats' one-line layouts, from the format table (plug-ins included)."""
+    layouts = "; ".join(f"{name} ({record.layout})" for name, record in formats().items())
+    return (f"n-best formats: {layouts}. The format is detected from the first lines unless --format is given. "
+            "Input may be gzip'd; - is stdin.")
 
 
-def add_nbest_input(parser: argparse.ArgumentParser, positional: bool = True) -> None:
+# the reading options' command-line dest (`--src` of the features command is its own)
+_DEST = "nbest_option_"
+
+
+def add_nbest_input(parser: argparse.ArgumentParser, positional: bool = True, owned: dict[str, str] | None = None) -> None:
+    """The n-best input options: --format and every format's reading options (from the format
+    table), --strict, the text's post-processing and the cache. `owned`: reading options the
+    command has an option for itself (reader keyword -> its dest), such as the features command's
+    --src."""
     if positional:
         parser.add_argument("nbest", help="input n-best file")
     group = parser.add_argument_group("n-best input")
-    group.add_argument("--format", dest="in_format", choices=FORMATS, help="input format (default: detected)")
+    group.add_argument("--format", dest="in_format", choices=format_names(), help="input format (default: detected)")
     group.add_argument("--strict", action="store_true", help="a feature missing on some line is an error (default: fill with 0 and report)")
-    group.add_argument("--fairseq-field", choices=["auto", "H", "D"], default="auto",
-                       help="fairseq lines to read hypotheses from: H (tokenised), D (detokenised), auto = D if present "
-                       "(default: %(default)s)")
-    group.add_argument("--plain-ids", help="plain format: file with the sentence id of each hypothesis (default: NBEST.ids if present)")
-    group.add_argument("--plain-sizes", help="plain format: file with the list size of each sentence (default: none)")
-    group.add_argument("--plain-features", help="plain format: features as TSV with a header of names, or .npy (default: "
-                       "NBEST.features.tsv if present)")
-    group.add_argument("--feature-names", help="plain format with .npy features: comma-separated column names (default: f0, f1, ...)")
+    owned = dict(owned or {})
+    for option in reading_options():
+        if option.key in owned:
+            continue
+        group.add_argument(option.flag, dest=_DEST + option.key, metavar=option.metavar, type=option.type,
+                           choices=option.choices, default=option.default, help=option.help)
+    group.add_argument("--post-process", choices=POST_PROCESS, default="none",
+                       help="undo subword segmentation in the hypotheses, as fairseq's --post-process: sentencepiece "
+                       "(`▁` -> space), subword_nmt (join `@@ `) (default: %(default)s)")
+    group.add_argument("--unescape", choices=UNESCAPE, default="none",
+                       help="undo Moses/Marian escaping in the hypotheses: html (&amp; &lt; &gt; &quot; &apos; &#124; "
+                       "&#91; &#93;) (default: %(default)s)")
     group.add_argument("--cache", action=argparse.BooleanOptionalAction, default=None,
-                       help="keep the parsed list in a binary cache keyed by the file's SHA-256 and reuse it (Moses, "
-                       "Joshua, fairseq; folder: $RERANK_CACHE_DIR, else ~/.cache/mlmme-rerank/nbest) (default: on "
+                       help="keep the parsed list in a binary cache keyed by the file's SHA-256 and reuse it (single-file "
+                       "formats; folder: $RERANK_CACHE_DIR, else ~/.cache/mlmme-rerank/nbest) (default: on "
                        "when RERANK_CACHE_DIR is set, else off)")
+    parser.set_defaults(nbest_owned_options=owned)
+
+
+def read_options(args: argparse.Namespace) -> dict:
+    """The formats' reading options given on the command line, by the reader's keyword."""
+    owned = getattr(args, "nbest_owned_options", {})
+    return {option.key: getattr(args, owned.get(option.key, _DEST + option.key), None) for option in reading_options()}
+
+
+def with_flags(exc: NeedsOption) -> InputError:
+    """The error with the flags that give the options it needs (`--format NAME`, `--nbest-size N`, ...)."""
+    flags = {option.key: f"{option.flag} {option.metavar or option.key.upper()}" for option in reading_options()}
+    flags["format"] = "--format NAME"
+    named = " or ".join(flags.get(key, key) for key in exc.options)
+    return InputError(f"{exc.problem} ({named})", exc.path, exc.line)
+
+
+def nbest_inputs(args: argparse.Namespace) -> list[str | None]:
+    """The files an n-best read (`load_nbest`) may open: the list and its format's side files."""
+    options = read_options(args)
+    paths: list[str | None] = [args.nbest]
+    if args.nbest and args.in_format is not None:
+        record = get_format(args.in_format)
+        paths += record.side_inputs(args.nbest, options) if record.side_inputs is not None else []
+    elif args.nbest:  # not known yet which format: every format's side files
+        paths += [p for r in formats().values() if r.side_inputs is not None for p in r.side_inputs(args.nbest, options)]
+    paths += [v for k, v in options.items() if k == "src" and v]
+    return list(dict.fromkeys(paths))
 
 
 def load_nbest(args: argparse.Namespace, path: str | None = None, allow_empty: bool = False) -> tuple[NBestList, ReadReport]:
     """The n-best list of `path` (default `args.nbest`) read with the input options.
 
-    What the reader noticed (features missing on some lines and read as 0, ignored lines, ...)
-    is printed on stderr; a list without hypotheses is an error unless `allow_empty`.
+    What the reader noticed (features missing on some lines and read as 0, ignored lines, text
+    that looks segmented or escaped, ...) is printed on stderr; a list without hypotheses is an
+    error unless `allow_empty`.
     """
     path = path or args.nbest
     report = ReadReport()
     progress = not getattr(args, "quiet", False) and sys.stderr.isatty()
     try:
         with reading_progress(progress):
-            nbest = read_nbest(
-                path, fmt=args.in_format, strict=args.strict, report=report, cache=getattr(args, "cache", None),
-                fairseq_field=args.fairseq_field, ids=args.plain_ids, sizes=args.plain_sizes,
-                features=args.plain_features, feature_names=args.feature_names.split(",") if args.feature_names else None,
-            )
+            nbest = read_nbest(path, fmt=args.in_format, strict=args.strict, report=report, cache=getattr(args, "cache", None),
+                               post_process=getattr(args, "post_process", None), unescape=getattr(args, "unescape", None),
+                               **read_options(args))
+    except NeedsOption as exc:
+        raise with_flags(exc) from None
     finally:
         for note in report.notes:
             print(f"note: {path}: {note}", file=sys.stderr)
@@ -69,5 +111,5 @@ def write_output(nbest: NBestList, path: str, fmt: str, first_id: int = 0) -> li
 
 
 def add_output_format(parser: argparse.ArgumentParser, default: str = "moses") -> None:
-    parser.add_argument("--to", dest="out_format", choices=FORMATS, default=default,
+    parser.add_argument("--to", dest="out_format", choices=format_names(writable=True), default=default,
                         help=f"output n-best format (default: {default}); plain writes OUT, OUT.ids and OUT.features.tsv")

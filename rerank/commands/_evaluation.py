@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 
 from rerank.cliargs import nonnegative_int, positive_int, probability, show_progress
-from rerank.errors import InputError
+from rerank.errors import InputError, NeedsOption
 from rerank.io import read_lines, read_references
 from rerank.metrics import METRIC_NAMES
 from rerank.outputs import check_outputs
@@ -27,7 +27,15 @@ def add_evaluation_arguments(p) -> None:
     p.add_argument("--nbest", action="append", default=[], metavar="[NAME=]F",
                    help="a system from an n-best list: 1-best under --weights (repeatable, pairs with --weights; default: none)")
     p.add_argument("--weights", action="append", default=[], metavar="W", help="weights file for the matching --nbest (default: none)")
-    p.add_argument("--nbest-format", help="format of the --nbest lists (default: detected)")
+    from rerank.formats import POST_PROCESS, UNESCAPE, format_names
+
+    p.add_argument("--nbest-format", choices=format_names(), help="format of the --nbest lists (default: detected)")
+    p.add_argument("--nbest-size", type=int, metavar="N", help="hypotheses per sentence of --nbest lists in the opennmt "
+                   "format (default: their lines / the references' lines)")
+    p.add_argument("--post-process", choices=POST_PROCESS, default="none", help="undo subword segmentation in the "
+                   "--nbest lists' hypotheses: sentencepiece (`\u2581`), subword_nmt (`@@ `) (default: %(default)s)")
+    p.add_argument("--unescape", choices=UNESCAPE, default="none", help="undo Moses escaping (&apos; &quot; ...) in "
+                   "the --nbest lists' hypotheses (default: %(default)s)")
     p.add_argument("--metrics", default="bleu,meteor,ter", help=f"comma-separated: {', '.join(METRIC_NAMES)} or a "
                    "--segment-scores NAME (default: %(default)s)")
     p.add_argument("--segment-scores", action="append", default=[], metavar="NAME=FILE.tsv",
@@ -90,6 +98,8 @@ def evaluate(args, outputs: list, keep_nbest: bool = False, extra_inputs: Sequen
         raise InputError(str(exc)) from None
     ev.table.config["sources"] = sources
     ev.table.config["references"] = args.ref
+    if args.nbest:
+        ev.table.config["nbest_text"] = {"post_process": args.post_process, "unescape": args.unescape}
     if segment_specs:
         ev.table.config["segment_scores"] = dict(segment_specs)
     ev.sources, ev.nbests = sources, nbests
@@ -230,7 +240,7 @@ def _read_systems(args, baseline_spec: tuple, resolved: list, n: int, keep_nbest
     for spec, wpath in zip(args.nbest, args.weights):
         name, path = _split_name(spec)
         name = name or os.path.basename(path)
-        hyps, nbest, scores = _nbest_hypotheses(path, wpath, args.nbest_format)
+        hyps, nbest, scores = _nbest_hypotheses(path, wpath, args)
         if len(hyps) != n:
             raise InputError(f"n-best list has {len(hyps)} sentences but the references have {n} ({args.ref[0]})", path)
         if name in systems or name == bname:
@@ -253,15 +263,21 @@ def _meteor_options(args) -> dict:
     return opts
 
 
-def _nbest_hypotheses(path: str, weights_path: str, fmt: str | None) -> tuple:
+def _nbest_hypotheses(path: str, weights_path: str, args) -> tuple:
     """(1-best, n-best list, model score of every hypothesis) of an n-best list under weights; the
-    reader's notes (missing features...) on stderr."""
+    reader's notes (missing features...) on stderr. An OpenNMT list's size comes from --nbest-size or
+    the references' line count (one source per reference line)."""
     from rerank.formats import ReadReport, read_nbest
     from rerank.weights import best_rows, model_scores, read_weights, weight_vector
 
     report = ReadReport()
     try:
-        nbest = read_nbest(path, fmt=fmt, report=report)
+        nbest = read_nbest(path, fmt=args.nbest_format, report=report, post_process=args.post_process,
+                           unescape=args.unescape, nbest_size=args.nbest_size,
+                           src=None if args.nbest_size else args.ref[0])
+    except NeedsOption as exc:
+        flags = {"format": "--nbest-format NAME", "nbest_size": "--nbest-size N"}
+        raise InputError(f"{exc.problem} ({' or '.join(flags[k] for k in exc.options if k in flags)})", exc.path) from None
     finally:
         for note in report.notes:
             print(f"note: {path}: {note}", file=sys.stderr)

@@ -1,9 +1,11 @@
 """Commands over an n-best list in bounded memory: a regular Moses/Joshua file read in two passes
-(rerank.formats.moses_stream) instead of whole, when every output is Moses/Joshua.
+(rerank.formats.moses_stream) instead of whole, when every output is Moses/Joshua (the formats whose
+record says `streamed`).
 
 The output is the one the whole-list path writes, byte for byte, with the same notes; anything
-else (standard input, a FIFO, fairseq or plain input or output, the n-best cache, an input the
-bulk reader hands over to the line reader) takes the whole-list path (`scan` returns None).
+else (standard input, a FIFO, another format in or out, the n-best cache, post-processed text or text the
+whole read would give hints about, an input the bulk reader hands over to the line reader) takes the
+whole-list path (`scan` returns None).
 """
 
 from __future__ import annotations
@@ -12,30 +14,33 @@ import sys
 
 import numpy as np
 
-from rerank.formats import ReadReport, detect_format
+from rerank.formats import ReadReport, detect_format, formats
 from rerank.formats.cache import cache_dir
 from rerank.formats import moses, moses_stream
+from rerank.formats.text import file_may_need_hints
 from rerank.io import reading_progress
 from rerank.weights import SCORE_ROWS, window_scores
 
-STREAMED_FORMATS = ("moses", "joshua")
 
 
 def scan(args, out_formats: list[str]) -> dict | None:
     """The layout of `args.nbest` (its notes printed as `load_nbest` prints them) if it can be
     streamed to `out_formats`, else None."""
     path = args.nbest
-    if any(fmt not in STREAMED_FORMATS for fmt in out_formats) or args.in_format not in (None, *STREAMED_FORMATS):
+    streamed = [name for name, record in formats().items() if record.streamed]
+    if any(fmt not in streamed for fmt in out_formats) or args.in_format not in (None, *streamed):
         return None
     if cache_dir(getattr(args, "cache", None)) is not None or path == "-":
         return None
+    if getattr(args, "post_process", "none") != "none" or getattr(args, "unescape", "none") != "none":
+        return None  # the text changes: read whole
     report = ReadReport()
     try:
         with reading_progress(not getattr(args, "quiet", False) and sys.stderr.isatty()):  # as load_nbest
             fmt = args.in_format or detect_format(path, report)
     except Exception:  # noqa: BLE001 - the whole-list path gives the error
         return None
-    if fmt not in STREAMED_FORMATS or report.notes:
+    if fmt not in streamed or report.notes or file_may_need_hints(path):  # hints are notes of the whole read
         return None
     layout = moses_stream.scan_moses(path, args.strict)
     if layout is None:

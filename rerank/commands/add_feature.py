@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from rerank.cliargs import nbest_inputs
-from rerank.commands._common import FORMAT_HELP, add_nbest_input, add_output_format, load_nbest, write_output
+
+from rerank.commands._common import format_help, nbest_inputs, add_nbest_input, add_output_format, load_nbest, write_output
 from rerank.errors import InputError
 from rerank.io import iter_lines
 from rerank.nbest import NBestList, check_feature_name
@@ -17,7 +17,7 @@ def add_parser(subparsers):
         "add-feature", help="add a feature column from a file of scores",
         description="Join one float per hypothesis (or one per sentence, broadcast to its "
         "hypotheses) as a new named feature column, in order. Give --name/--scores once per "
-        "column. Score files: one number per line (text, gzip'd) or a 1-D .npy. " + FORMAT_HELP,
+        "column. Score files: one number per line (text, gzip'd) or a 1-D .npy. " + format_help(),
     )
     add_nbest_input(parser)
     parser.add_argument("--name", action="append", required=True, help="name of the new feature column")

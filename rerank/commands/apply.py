@@ -6,8 +6,8 @@ from __future__ import annotations
 import contextlib
 import sys
 
-from rerank.cliargs import add_quiet, nbest_inputs
-from rerank.commands._common import FORMAT_HELP, add_nbest_input, add_output_format, load_nbest, write_output
+from rerank.cliargs import add_quiet
+from rerank.commands._common import format_help, nbest_inputs, add_nbest_input, add_output_format, load_nbest, write_output
 from rerank.commands._stream import scan, scored_chunks, write_chunks
 from rerank.errors import InputError
 from rerank.io import atomic_write, output_group, read_references
@@ -28,7 +28,7 @@ def add_parser(subparsers):
         "{\"feature\": weight} (or {\"weights\": {...}}) or Moses `name= v1 v2` lines; a weight for a "
         "feature the n-best lacks is an error, a feature without weight gets 0 with a warning. "
         "With --ref (repeatable: several references), the 1-best and the first hypotheses of the lists "
-        "are scored as `rerank eval` scores them. " + FORMAT_HELP,
+        "are scored as `rerank eval` scores them. " + format_help(),
     )
     add_nbest_input(parser)
     add_quiet(parser)

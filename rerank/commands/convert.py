@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from rerank.commands._common import FORMAT_HELP, add_nbest_input, add_output_format, load_nbest, write_output
+from rerank.commands._common import format_help, nbest_inputs, add_nbest_input, add_output_format, load_nbest, write_output
 from rerank.commands._stream import scan, write_chunks
-from rerank.cliargs import add_quiet, nbest_inputs
+from rerank.cliargs import add_quiet
 from rerank.errors import InputError
 from rerank.formats import moses_stream
 from rerank.io import atomic_write, output_group
@@ -17,7 +17,7 @@ def add_parser(subparsers):
         description="Read an n-best list in one format and write it in another, keeping every "
         "hypothesis, its order and its features (a fairseq H/D score becomes feature `nmt`); what "
         "the output format cannot hold (features in fairseq, totals in plain) is named on stderr. "
-        + FORMAT_HELP,
+        + format_help(),
     )
     add_nbest_input(parser)
     add_quiet(parser)

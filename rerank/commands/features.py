@@ -8,9 +8,9 @@ import os
 import sys
 
 from rerank import distributed, plugins
-from rerank.cliargs import (add_nbest_positional, add_quiet, nbest_inputs, nonnegative_int, positive_int, resolve_nbest,
+from rerank.cliargs import (add_nbest_positional, add_quiet, nonnegative_int, positive_int, resolve_nbest,
                             show_progress)
-from rerank.commands._common import FORMAT_HELP, add_nbest_input, add_output_format, load_nbest, write_output
+from rerank.commands._common import format_help, nbest_inputs, add_nbest_input, add_output_format, load_nbest, write_output
 from rerank.errors import InputError, require
 from rerank.features import FeatureContext, check_columns, column_owners, shard_range
 from rerank.io import read_lines
@@ -29,10 +29,10 @@ def add_parser(subparsers):
         "--id-offset (default 0, so every shard reads as a list of its own; give the shard's first "
         "sentence, printed on stderr, to keep the original ids so that `cat` of the outputs equals "
         "the unsharded output). Under torchrun (torchrun --nproc_per_node N -m rerank features ...) the ranks "
-        "split the model features' work and rank 0 writes the output, the bytes one process writes. " + FORMAT_HELP,
+        "split the model features' work and rank 0 writes the output, the bytes one process writes. " + format_help(),
     )
     add_nbest_positional(parser)
-    add_nbest_input(parser, positional=False)
+    add_nbest_input(parser, positional=False, owned={"src": "src"})
     parser.add_argument("--which", help="comma-separated columns to add (default: those the given options ask for, "
                         "e.g. s_s for -m MODEL, plus s_i with --images)")
     parser.add_argument("--src", help="source sentences, one per n-best sentence (raw text; default: none, "

@@ -7,7 +7,9 @@ import json
 import numpy as np
 
 from rerank.cliargs import add_quiet
-from rerank.commands._common import FORMAT_HELP, add_nbest_input, load_nbest
+from rerank.commands._common import format_help, add_nbest_input, load_nbest
+from rerank.formats import ReadReport
+from rerank.formats.text import text_hints
 from rerank.nbest import NBestList, StringColumn
 
 def add_parser(subparsers):
@@ -15,15 +17,17 @@ def add_parser(subparsers):
         "info", help="print counts and problems of an n-best list",
         description="Print the number of sentences and hypotheses, list sizes, feature names and "
         "ranges, and problems found (empty hypotheses, duplicate hypotheses, missing features, "
-        "lists shorter than the longest). " + FORMAT_HELP,
+        "lists shorter than the longest). " + format_help(),
     )
     add_nbest_input(parser)
     add_quiet(parser)
     parser.add_argument("--json", action="store_true", help="print the summary as JSON")
     parser.set_defaults(func=run)
 
-def summarize(nbest: NBestList) -> dict:
-    """Counts, list sizes, per-feature min/mean/max and problems, computed over the arrays."""
+def summarize(nbest: NBestList, report: ReadReport | None = None) -> dict:
+    """Counts, list sizes, per-feature min/mean/max and problems, computed over the arrays; with the
+    read's `report`, the format (and whether it was detected), what each column means where the
+    format says it, the post-processing applied, and hints for text that looks segmented or escaped."""
     sizes = nbest.sizes
     empty = count_blank(nbest.hyps)
     duplicates = count_repeats(nbest.hyps, nbest.offsets)
@@ -46,7 +50,16 @@ def summarize(nbest: NBestList) -> dict:
     constant = [n for n, f in features.items() if f["min"] == f["max"]]
     if constant and nbest.n_hyps > 1:
         problems.append(f"constant features (cannot affect ranking): {', '.join(constant)}")
-    return {
+    read = {}
+    if report is not None:
+        problems += text_hints(nbest, report.text.get("post_process"), report.text.get("unescape"))
+        if report.detected is not None and report.detected_lines == 1:
+            problems.append(f"format {report.detected} guessed from the file's only line (--format sets it)")
+        for name, meaning in report.columns.items():
+            if name in features:
+                features[name]["meaning"] = meaning
+        read = {"format": report.format, "detected": report.detected is not None, "text": report.text}
+    return {**read,
         "sentences": nbest.n_sentences,
         "hypotheses": nbest.n_hyps,
         "list_size": {"min": int(sizes.min()), "mean": float(sizes.mean()), "max": int(sizes.max())} if len(sizes) else None,
@@ -155,13 +168,17 @@ def _fingerprints(buffer: bytes, offsets: np.ndarray) -> np.ndarray:
 
 
 def run(args) -> int:
-    nbest, _ = load_nbest(args, allow_empty=True)
-    info = summarize(nbest)
+    nbest, report = load_nbest(args, allow_empty=True)
+    info = summarize(nbest, report)
     if args.json:
         print(json.dumps(info, indent=2))
         return 0
     size = info["list_size"]
     print(f"file:        {args.nbest}")
+    print(f"format:      {info['format']}{' (detected)' if info['detected'] else ''}")
+    text = [f"{k.replace('_', '-')} {v}" for k, v in info["text"].items() if v != "none"]
+    if text:
+        print(f"text:        {', '.join(text)}")
     print(f"sentences:   {info['sentences']}")
     print(f"hypotheses:  {info['hypotheses']}")
     print(f"list size:   min {size['min']}  mean {size['mean']:.2f}  max {size['max']}" if size else "list size:   -")
@@ -171,7 +188,8 @@ def run(args) -> int:
     for name, f in info["features"].items():
         miss = f"  missing {f['missing']}" if f["missing"] else ""
         ranges = f"  min {f['min']:.6g}  mean {f['mean']:.6g}  max {f['max']:.6g}" if f["min"] is not None else ""
-        print(f"  {name:<{width}}{ranges}{miss}")
+        meaning = f"  ({f['meaning']})" if f.get("meaning") else ""
+        print(f"  {name:<{width}}{ranges}{miss}{meaning}")
     print("problems:    " + ("none" if not info["problems"] else ""))
     for p in info["problems"]:
         print(f"  - {p}")

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from rerank.bleu import make_bleu
-from rerank.cliargs import add_quiet, nbest_inputs, show_progress
-from rerank.commands._common import FORMAT_HELP, add_nbest_input, load_nbest
+from rerank.cliargs import add_quiet, show_progress
+from rerank.commands._common import format_help, nbest_inputs, add_nbest_input, load_nbest
 from rerank.io import atomic_write, read_references
 from rerank.outputs import check_outputs
 
@@ -15,7 +15,7 @@ def add_parser(subparsers):
         description="Pick, for every sentence, the hypothesis with the highest sentence-level "
         "BLEU+1 (Lin & Och 2004; ties go to the earlier hypothesis) against the references, write "
         "those hypotheses, and print the corpus BLEU of the picks next to that of the first "
-        "hypothesis of every list. Corpus BLEU is sacrebleu's. " + FORMAT_HELP,
+        "hypothesis of every list. Corpus BLEU is sacrebleu's. " + format_help(),
     )
     add_nbest_input(parser)
     parser.add_argument("-r", "--ref", action="append", required=True, help="reference file (repeat for several references)")

@@ -11,9 +11,9 @@ import numpy as np
 
 from rerank import __version__, plugins
 from rerank.bleu import bleu_signature, make_bleu
-from rerank.cliargs import (add_nbest_positional, add_quiet, nbest_inputs, nonnegative_int, positive_int, resolve_nbest,
+from rerank.cliargs import (add_nbest_positional, add_quiet, nonnegative_int, positive_int, resolve_nbest,
                             show_progress, stderr_log)
-from rerank.commands._common import FORMAT_HELP, add_nbest_input, load_nbest
+from rerank.commands._common import format_help, nbest_inputs, add_nbest_input, load_nbest
 from rerank.errors import InputError, require
 from rerank.metrics import make_metric
 from rerank.io import file_digest, read_references
@@ -37,7 +37,7 @@ def add_parser(subparsers):
         "of the installed tuners (entry-point group rerank.tuners): "
         + "; ".join(f"{name}: {cls.description}" for name, cls in tuners.items())
         + ". The BLEU is sacrebleu's corpus BLEU, equal to `rerank eval`'s for the same 1-best and "
-        "tokenisation. " + FORMAT_HELP,
+        "tokenisation. " + format_help(),
         epilog="Example: rerank tune dev.nbest --ref dev.ref --tuner mira --runs 3 -o w.json "
         "(writes w.run1.json .. w.run3.json, each when its run ends, and w.json = the run with the best tuning "
         "score in the metric's direction (the lowest TER), with the same metadata, at the end). "
@@ -145,7 +145,7 @@ def _meta(args) -> dict:
     return {"command": sys.argv, "nbest": os.path.abspath(args.nbest), "references": [os.path.abspath(x) for x in args.ref],
             "sentences": args.sentences, "metric": args.metric, "tokenize": args.tokenize, "lowercase": args.lowercase,
             "signature": metric_signature(args.metric, args.tokenize, args.lowercase, args.lang, len(args.ref)),
-            "init": args.init}
+            "init": args.init, "nbest_text": {"post_process": args.post_process, "unescape": args.unescape}}
 
 
 def _print_run(args, metric: str, run: TuneRun) -> None:

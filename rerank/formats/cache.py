@@ -2,13 +2,13 @@
 
 Opt-in: `rerank CMD --cache` or the environment variable RERANK_CACHE_DIR (which also names
 the folder; default $XDG_CACHE_HOME/mlmme-rerank/nbest, i.e. ~/.cache/mlmme-rerank/nbest).
-Moses, Joshua and fairseq files are cached (plain lists come with side files: never).
+Every single-file format whose record says `cached` is cached (plain lists come with side files: never).
 
 An entry `KEY.nbc` is a header and raw little-endian arrays at 64-byte aligned offsets (each
 one `np.memmap`-able): ``MAGIC, header length (8 bytes), JSON header, arrays``. The header
 holds the key, the array layout, the feature names and groups, the missing counts, what the
 reader reported, and the CRC-32 of the arrays. The key hashes the file's bytes (as stored,
-gzip'd or not), the read options (format, strict, fairseq field), the source of the reading
+gzip'd or not), the read options (format, strict, the format's options), the source of the reading
 code (rerank/formats, rerank/nbest.py, rerank/io.py) and the Python and numpy versions: a
 changed file or reader never meets an old entry.
 
@@ -200,6 +200,7 @@ def _merge(report: ReadReport, part: ReadReport) -> None:
         report.fairseq_refs = part.fairseq_refs
     if part.fairseq_sources is not None:
         report.fairseq_sources = part.fairseq_sources
+    report.columns.update(part.columns)
     report.notes.extend(part.notes)
 
 

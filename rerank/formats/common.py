@@ -17,6 +17,11 @@ class ReadReport:
     fairseq_refs: list[str | None] | None = None  # per sentence; None: the sentence has no T- line
     fairseq_sources: list[str | None] | None = None  # per sentence; None: no S- line
     notes: list[str] = field(default_factory=list)
+    format: str | None = None  # the format read
+    detected: str | None = None  # the format detection chose (None: given)
+    detected_lines: int = 0  # the non-empty lines detection saw
+    text: dict = field(default_factory=dict)  # the post-processing applied to the hypotheses
+    columns: dict = field(default_factory=dict)  # what a column of the format means, by name (its direction)
 
 
 def parse_number(token: str, what: str, path: str, line: int) -> float:

@@ -13,10 +13,12 @@ import numpy as np
 
 from rerank.errors import InputError
 from rerank.formats.common import ReadReport, format_value, parse_number
+from rerank.formats.record import NBestFormat, ReadOption, Sample
 from rerank.io import atomic_write, iter_lines
 from rerank.nbest import NBestList, StringColumnBuilder
 
 FAIRSEQ_LINE = re.compile(r"^([A-Z])-(\d+)\t")
+_KINDS = "STHDP"  # the lines that make a file fairseq output (W- and A- lines come with them)
 
 # kind -> sentence id -> [(line number, tab-separated fields after the tag), ...]
 _Lines = dict[str, dict[int, list[tuple[int, list[str]]]]]
@@ -89,3 +91,39 @@ def write_fairseq(nbest: NBestList, path: str, first_id: int = 0) -> list[str]:
             score = nbest.features[row, score_col] if score_col is not None else (nbest.scores[row] if nbest.scores is not None else 0.0)
             out.write(f"H-{sent[row]}\t{format_value(score)}\t{hyp}\n")
     return [path]
+
+
+def detect_fairseq(sample: Sample) -> bool | str:
+    """An S-/T-/H-/D-/P- line among the first lines, after log lines at most (a first line in
+    another n-best layout, `|||`, is not fairseq output)."""
+    for k, (_, text) in enumerate(sample.lines):
+        match = FAIRSEQ_LINE.match(text)
+        if match and match.group(1) in _KINDS:
+            return f"read as fairseq output: skipped {k} log line(s) before the first S-/T-/H-/D-/P- line" if k else True
+        if k == 0 and "|||" in text:
+            return False
+    return False
+
+
+def fairseq_losses(nbest: NBestList) -> list[str]:
+    notes = []
+    dropped = [n for n in nbest.feature_names if n != "nmt"]
+    if dropped:
+        notes.append(f"fairseq lines hold one score (feature nmt, else the total): features {', '.join(dropped)} are not written")
+    if "nmt" in nbest.feature_names and nbest.scores is not None and not np.array_equal(nbest.scores, nbest.column("nmt")):
+        notes.append("fairseq lines hold one score: the total scores are not written (the H-line score is feature nmt)")
+    if "nmt" not in nbest.feature_names and nbest.scores is None:
+        notes.append("no feature nmt and no total score: every H-line score is 0")
+    return notes
+
+
+def _read(path: str, *, strict: bool = False, report: ReadReport | None = None, fairseq_field: str | None = None) -> NBestList:
+    return read_fairseq(path, field=fairseq_field or "auto", report=report)
+
+
+FAIRSEQ = NBestFormat(
+    name="fairseq", layout="S-i / T-i / H-i / D-i lines, tab-separated (`H-i<TAB>score<TAB>hypothesis`), ids in any order",
+    producers="fairseq-generate, fairseq-interactive", read=_read, write=write_fairseq, detect=detect_fairseq,
+    detect_order=10, cached=True, losses=fairseq_losses,
+    options=(ReadOption("fairseq_field", "--fairseq-field", "fairseq lines to read hypotheses from: H (tokenised), D "
+                        "(detokenised), auto = D if present (default: auto)", choices=("auto", "H", "D")),))

@@ -11,12 +11,14 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
+from functools import partial
 
 import numpy as np
 
 from rerank.errors import InputError
 from rerank.formats.common import ReadReport, parse_number
 from rerank.formats.moses_fast import read_moses_fast
+from rerank.formats.record import NBestFormat, Sample
 from rerank.io import atomic_write, iter_lines
 from rerank.nbest import NBestList, StringColumnBuilder, check_feature_name
 
@@ -257,8 +259,9 @@ def _notes(report: ReadReport, missing: dict[str, int], n_hyps: int) -> None:
                         for name, count in missing.items())
 
 
-def read_moses_lines(path: str, strict: bool = False, report: ReadReport | None = None) -> NBestList:
-    """Moses or Joshua n-best, line by line (the errors name the first bad line and its problem)."""
+def read_moses_lines(path: str, strict: bool = False, report: ReadReport | None = None, lines=None) -> NBestList:
+    """Moses or Joshua n-best, line by line (the errors name the first bad line and its problem);
+    `lines`: (number, text) pairs to read instead of the file's (a reader that rewrites lines)."""
     report = report if report is not None else ReadReport()
     table = _FeatureTable(path)
     hyps = StringColumnBuilder()
@@ -266,7 +269,7 @@ def read_moses_lines(path: str, strict: bool = False, report: ReadReport | None 
     totals: list[float] = []
     first: tuple[int, int] | None = None  # (has a total score, line) of the first line
     previous_id = -1
-    for number, text in iter_lines(path):
+    for number, text in iter_lines(path) if lines is None else lines:
         fields = _split_fields(text, path, number, first)
         has_total = len(fields) >= 4
         if first is None:
@@ -323,3 +326,31 @@ def write_moses(nbest: NBestList, path: str, style: str = "moses", first_id: int
         for line in iter_moses_lines(nbest, style=style, first_id=first_id):
             out.write(line + "\n")
     return [path]
+
+
+def moses_fields(sample: Sample) -> list[str] | None:
+    """The `|||` fields of the first line, when it is a line of the Moses layout."""
+    return sample.first.split("|||") if "|||" in sample.first else None
+
+
+def _is_joshua(fields: list[str]) -> bool:
+    tokens = fields[2].split() if len(fields) > 2 else []
+    return bool(tokens) and not any(t.endswith("=") for t in tokens)
+
+
+def _read(path: str, *, strict: bool = False, report: ReadReport | None = None) -> NBestList:
+    return read_moses(path, strict=strict, report=report)
+
+
+MOSES = NBestFormat(
+    name="moses", layout="id ||| hypothesis ||| name= v1 v2 name2= v3 ||| total (total optional; trailing fields ignored)",
+    producers="Moses (-n-best-list), Marian (--n-best), Joshua's dense style, kbmira/MERT tools",
+    read=_read, write=partial(write_moses, style="moses"),
+    detect=lambda sample: (fields := moses_fields(sample)) is not None and not _is_joshua(fields),
+    detect_order=42, streamed=True, cached=True)
+
+JOSHUA = NBestFormat(
+    name="joshua", layout="id ||| hypothesis ||| name=v name2=v ||| total (a feature may be absent on some lines)",
+    producers="Joshua, cdec", read=_read, write=partial(write_moses, style="joshua"),
+    detect=lambda sample: (fields := moses_fields(sample)) is not None and _is_joshua(fields),
+    detect_order=41, streamed=True, cached=True)

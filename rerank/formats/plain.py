@@ -3,10 +3,14 @@ features file (TSV with a header of names, or .npy)."""
 
 from __future__ import annotations
 
+import os
+import re
+
 import numpy as np
 
 from rerank.errors import InputError
-from rerank.formats.common import format_value, parse_count, parse_number
+from rerank.formats.common import ReadReport, format_value, parse_count, parse_number
+from rerank.formats.record import NBestFormat, ReadOption, Sample
 from rerank.io import atomic_write, iter_lines, output_group, read_lines
 from rerank.nbest import NBestList, StringColumn, check_feature_name
 
@@ -123,3 +127,61 @@ def write_plain(nbest: NBestList, path: str, first_id: int = 0) -> list[str]:
             for row in nbest.features:
                 out.write("\t".join(format_value(v) for v in row) + "\n")
     return [path, path + ".ids", path + ".features.tsv"]
+
+
+def _side_files(path: str, options: dict, report: ReadReport | None) -> dict:
+    """`options` with the side files found beside a plain list (PATH.ids, PATH.features.tsv, as
+    `write_plain` writes them) for the ones not given (said in `report`)."""
+    found = []
+    if path != "-" and not options.get("ids") and not options.get("sizes") and os.path.isfile(path + ".ids"):
+        options["ids"] = path + ".ids"
+        found.append(f"sentence ids from {options['ids']}")
+    if path != "-" and not options.get("features") and os.path.isfile(path + ".features.tsv"):
+        options["features"] = path + ".features.tsv"
+        found.append(f"features from {options['features']}")
+    if found and report is not None:
+        report.notes.append(f"plain list: read {' and '.join(found)} (found beside it)")
+    return options
+
+
+def _read(path: str, *, strict: bool = False, report: ReadReport | None = None, **options) -> NBestList:
+    options = _side_files(path, dict(options), report)
+    names = options.get("feature_names")
+    return read_plain(path, ids=options.get("ids"), sizes=options.get("sizes"), features=options.get("features"),
+                      feature_names=names.split(",") if isinstance(names, str) else names)
+
+
+def _json_like(text: str) -> bool:
+    """A JSON object, or the start of one (`{"key": ...`, broken or not)."""
+    return re.match(r'\s*\{\s*("|\})', text) is not None
+
+
+def detect_plain(sample: Sample) -> bool:
+    """Plain text only when the first lines have no other structure: no tab (scores, fields), no
+    `|||` and nothing like a JSON object."""
+    return not any("\t" in text or "|||" in text or _json_like(text) for _, text in sample.lines)
+
+
+def _side_inputs(path: str, options: dict) -> list[str]:
+    given = [options.get(k) for k in ("ids", "sizes", "features")]
+    found = [] if path == "-" or options.get("ids") or options.get("sizes") else [path + ".ids"]
+    found += [] if path == "-" or options.get("features") else [path + ".features.tsv"]
+    return [p for p in given if p] + [p for p in found if os.path.exists(p)]
+
+
+PLAIN = NBestFormat(
+    name="plain", layout="one hypothesis per line, with a sentence-id or list-size file and a features file (TSV with a "
+    "header of names, or .npy)", producers="any decoder's text output, with side files (--plain-ids/--plain-sizes)",
+    read=_read, write=write_plain, detect=detect_plain, detect_order=90,
+    losses=lambda nbest: ["plain lists have no total score: the totals are not written"] if nbest.scores is not None else [],
+    outputs=lambda path: [path, path + ".ids", path + ".features.tsv"], side_inputs=_side_inputs,
+    options=(
+        ReadOption("ids", "--plain-ids", "plain format: file with the sentence id of each hypothesis (default: NBEST.ids "
+                   "if present)", metavar="FILE"),
+        ReadOption("sizes", "--plain-sizes", "plain format: file with the list size of each sentence (default: none)",
+                   metavar="FILE"),
+        ReadOption("features", "--plain-features", "plain format: features as TSV with a header of names, or .npy "
+                   "(default: NBEST.features.tsv if present)", metavar="FILE"),
+        ReadOption("feature_names", "--feature-names", "plain format with .npy features: comma-separated column names "
+                   "(default: f0, f1, ...)", metavar="A,B"),
+    ))

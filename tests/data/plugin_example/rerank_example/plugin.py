@@ -1,4 +1,4 @@
-"""One feature, one tuner and one command, each registered in pyproject.toml."""
+"""One feature, one tuner, one command and one n-best format, each registered in pyproject.toml."""
 
 from dataclasses import dataclass
 
@@ -6,6 +6,7 @@ import numpy as np
 
 from rerank.errors import InputError
 from rerank.features import Feature
+from rerank.formats import NBestFormat
 from rerank.tuning import TuneResult, Tuner
 
 
@@ -66,3 +67,50 @@ def _count(args):
     nbest = read_nbest(args.nbest)
     print(f"{nbest.n_sentences} sentences, {nbest.n_hyps} hypotheses")
     return 0
+
+
+# ---- a format: `tsv-nbest`, one `sentence<TAB>hypothesis<TAB>name=value,...` line per hypothesis ----
+
+def read_tsv_nbest(path, *, strict=False, report=None):
+    """Hypotheses of sentence 0, 0, 1, ... with their named scores; every line names the same scores."""
+    from rerank.io import iter_lines
+    from rerank.nbest import NBestList
+
+    hyps, sentences, rows, names = [], [], [], None
+    for number, text in iter_lines(path):
+        parts = text.split("\t")
+        if len(parts) != 3 or not parts[0].isdigit():
+            raise InputError("expected `sentence<TAB>hypothesis<TAB>name=value,...`", path, number)
+        pairs = [item.split("=", 1) for item in parts[2].split(",") if item]
+        if names is None:
+            names = [name for name, _ in pairs]
+        elif [name for name, _ in pairs] != names:
+            raise InputError(f"the scores are not {','.join(names)} as on the first line", path, number)
+        sentences.append(int(parts[0]))
+        hyps.append(parts[1])
+        rows.append([float(value) for _, value in pairs])
+    sizes = np.bincount(sentences) if sentences else np.zeros(0, dtype=np.int64)
+    if (np.diff(sentences) < 0).any() or (sizes == 0).any():
+        raise InputError("sentence numbers must run 0, 0, 1, ... without gaps", path)
+    offsets = np.concatenate([[0], np.cumsum(sizes)])
+    return NBestList(offsets, hyps, np.array(rows, dtype=np.float64).reshape(len(hyps), len(names or [])), names or [])
+
+
+def write_tsv_nbest(nbest, path, first_id=0):
+    from rerank.io import atomic_write
+
+    with atomic_write(path) as out:
+        for row, (sentence, hyp) in enumerate(zip(nbest.sentence_of_hyp + first_id, nbest.hyps)):
+            scores = ",".join(f"{name}={value!r}" for name, value in zip(nbest.feature_names, nbest.features[row].tolist()))
+            out.write(f"{sentence}\t{hyp}\t{scores}\n")
+    return [path]
+
+
+def _looks_like_tsv_nbest(sample):
+    parts = sample.first.split("\t")
+    return len(parts) == 3 and parts[0].isdigit() and "=" in parts[2]
+
+
+TSV_NBEST = NBestFormat(
+    name="tsv-nbest", layout="sentence<TAB>hypothesis<TAB>name=value,name=value", producers="the example plug-in",
+    read=read_tsv_nbest, write=write_tsv_nbest, detect=_looks_like_tsv_nbest, detect_order=45)

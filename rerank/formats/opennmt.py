@@ -1,0 +1,115 @@
+"""OpenNMT-py and eole n-best output: N consecutive lines per source sentence.
+
+`onmt_translate -n_best N` writes the N hypotheses of each source on consecutive lines;
+`-with_score` adds a tab and the hypothesis' score (its log-probability as the beam ranked it,
+after the length penalty: higher is better), and eole adds a second tab and its estimator's
+value. The file does not say N: it comes from the list size given (`nbest_size`) or from the line
+count and the source file (`src`). The score becomes the column `score`, eole's estimator `estim`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rerank.errors import InputError, NeedsOption
+from rerank.formats.common import ReadReport
+from rerank.formats.record import NBestFormat, ReadOption, Sample
+from rerank.io import iter_lines, read_lines
+from rerank.nbest import NBestList, StringColumnBuilder
+
+COLUMNS = ("score", "estim")
+MEANINGS = {"score": "the decoder's score of the hypothesis (log-probability after length penalty; higher is better)",
+            "estim": "eole's estimator value (higher is better)"}
+
+
+def _number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def scored_fields(text: str) -> int:
+    """How many tab-separated numbers end the line (0, 1: `-with_score`, 2: eole's score and estimator)."""
+    parts = text.split("\t")
+    count = 0
+    while count < min(2, len(parts) - 1) and _number(parts[-1 - count]):
+        count += 1
+    return count
+
+
+def detect_opennmt(sample: Sample) -> bool:
+    """Every first line ends in one or two tab-separated numbers (as many on each), or the lines
+    are bare text and the list size was given."""
+    counts = {scored_fields(text) for _, text in sample.lines}
+    if counts == {0}:
+        return not any("\t" in text for _, text in sample.lines) and bool(sample.options.get("nbest_size"))
+    return len(counts) == 1
+
+
+def _list_size(path: str, n_lines: int, nbest_size, src) -> int:
+    if nbest_size is not None:
+        size = int(nbest_size)
+        if size < 1:
+            raise InputError(f"the list size must be a positive integer, not {nbest_size}", path)
+        if n_lines % size:
+            raise InputError(f"{n_lines} lines are not a whole number of lists of {size} (OpenNMT writes N lines per "
+                             "source)", path)
+        if src:
+            n_src = len(read_lines(src))
+            if n_src * size != n_lines:
+                raise InputError(f"{n_lines} lines for {n_src} sources of {src} are not {size} per source", path)
+        return size
+    if not src:
+        raise NeedsOption("an OpenNMT/eole n-best file does not say its list size: give it, or the source sentences "
+                          "(N = lines / sources)", path, options=("nbest_size", "src"))
+    n_src = len(read_lines(src))
+    if not n_src or n_lines % n_src:
+        raise InputError(f"{n_lines} lines are not a whole number of lists for the {n_src} sources of {src}", path)
+    return n_lines // n_src
+
+
+def read_opennmt(path: str, *, strict: bool = False, report: ReadReport | None = None, nbest_size=None,
+                 src: str | None = None) -> NBestList:
+    """N lines per source: `hypothesis`, `hypothesis<TAB>score` or (eole) `hypothesis<TAB>score<TAB>estim`."""
+    hyps = StringColumnBuilder()
+    values: list[list[float]] = []
+    width: tuple[int, int] | None = None  # (numbers per line, the first line)
+    for number, text in iter_lines(path):
+        count = scored_fields(text)
+        if width is None:
+            width = (count, number)
+        elif count < width[0] or (count and not width[0]):
+            raise InputError(f"{count} tab-separated score(s) here but {width[0]} on line {width[1]} (OpenNMT writes "
+                             "`hypothesis`, `hypothesis<TAB>score` or eole's `hypothesis<TAB>score<TAB>estim` on every "
+                             "line)", path, number)
+        if width[0]:
+            parts = text.rsplit("\t", width[0])
+            hyps.append(parts[0])
+            values.append([float(v) for v in parts[1:]])
+        else:
+            hyps.append(text)
+    column = hyps.build()
+    size = _list_size(path, len(column), nbest_size, src)
+    n_sentences = len(column) // size
+    names = list(COLUMNS[:width[0] if width else 0])
+    features = np.array(values, dtype=np.float64).reshape(len(column), len(names))
+    bad = np.argwhere(~np.isfinite(features))
+    if len(bad):
+        raise InputError(f"{names[bad[0][1]]} is {features[tuple(bad[0])]} (scores must be finite)", path, int(bad[0][0]) + 1)
+    if report is not None:
+        report.columns.update({name: MEANINGS[name] for name in names})
+    return NBestList(np.arange(n_sentences + 1, dtype=np.int64) * size, column, features, names)
+
+
+OPENNMT = NBestFormat(
+    name="opennmt", layout="N consecutive lines per source: `hypothesis[<TAB>score[<TAB>estim]]` (N from --nbest-size or "
+    "--src)", producers="OpenNMT-py (onmt_translate -n_best N [-with_score]), eole (eole predict)",
+    read=read_opennmt, detect=detect_opennmt, detect_order=50, cached=True,
+    options=(
+        ReadOption("nbest_size", "--nbest-size", "opennmt format: hypotheses per source sentence (the file does not say "
+                   "it; default: lines / sources of --src)", metavar="N", type=int),
+        ReadOption("src", "--src", "the source sentences, one per line (opennmt format: the list size is lines / "
+                   "sources) (default: none)", metavar="FILE"),
+    ))
