@@ -29,6 +29,7 @@ import numpy as np
 
 from rerank.bleu import make_bleu
 from rerank.errors import InputError
+from rerank.formats.decoders import from_ctranslate2, from_generate
 from rerank.evaluation import ResultTable, evaluate_systems
 from rerank.io import read_lines, read_references
 from rerank.metrics import make_metric
@@ -44,7 +45,7 @@ log = logging.getLogger(__name__)
 
 __all__ = ["NBestList", "read_nbest", "write_nbest", "add_features", "read_references", "read_weights", "tune",
            "TuneResult", "TuneRun", "apply", "first_best", "oracle", "Oracle", "evaluate", "Evaluation",
-           "approximate_randomization", "paired_bootstrap", "make_metric"]
+           "approximate_randomization", "paired_bootstrap", "make_metric", "from_ctranslate2", "from_generate"]
 
 PathLike = str | os.PathLike
 

@@ -1,14 +1,16 @@
 """Plug-ins found through Python entry points, the way pytest and flake8 find theirs.
 
-Three groups, declared in a distribution's pyproject.toml (this package's own commands,
+Four groups, declared in a distribution's pyproject.toml (this package's own commands,
 features and tuners are registered the same way as anybody else's):
 
     [project.entry-points."rerank.commands"]   name = "pkg.module:add_parser"
     [project.entry-points."rerank.features"]   name = "pkg.module:FeatureClass"
     [project.entry-points."rerank.tuners"]     name = "pkg.module:TunerClass"
+    [project.entry-points."rerank.formats"]    name = "pkg.module:FORMAT_RECORD"
 
 A command is a callable `add_parser(subparsers)` that creates its argparse sub-parser and sets
-`func`; a feature implements `rerank.features.Feature`; a tuner `rerank.tuning.Tuner`. The core
+`func`; a feature implements `rerank.features.Feature`; a tuner `rerank.tuning.Tuner`; a format
+is a `rerank.formats.NBestFormat` record (rerank.formats.table adds it to the built-in ones). The core
 never names a plug-in: it loads what is installed. See docs/plugins.md.
 """
 

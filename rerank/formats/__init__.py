@@ -15,6 +15,7 @@ import numpy as np
 from rerank.errors import InputError, NeedsOption
 from rerank.formats.cache import cache_dir, read_cached
 from rerank.formats.common import ReadReport
+from rerank.formats.decoders import from_ctranslate2, from_generate
 from rerank.formats.fairseq import read_fairseq
 from rerank.formats.moses import iter_moses_lines, parse_feature_field, parse_features_fast, read_moses
 from rerank.formats.plain import read_plain
@@ -25,6 +26,7 @@ from rerank.io import head_lines, read_references  # read_references: the one re
 from rerank.nbest import NBestList
 
 __all__ = ["NBestFormat", "ReadOption", "ReadReport", "Sample", "detect_format", "format_names", "formats",
+           "from_ctranslate2", "from_generate",
            "get_format", "iter_moses_lines", "parse_feature_field", "parse_features_fast", "read_fairseq", "read_moses",
            "read_nbest", "read_plain", "read_references", "reading_options", "write_losses", "write_nbest",
            "POST_PROCESS", "UNESCAPE"]

@@ -53,6 +53,7 @@ What the score is (read in the libraries' sources; tests/test_decoder_results.py
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from numbers import Integral
 
 import numpy as np
 
@@ -150,17 +151,17 @@ def from_generate(output, tokenizer, num_return_sequences: int, *, score_name: s
     if output.sequences_scores is None:
         raise InputError("the beam search output has no sequences_scores: decode with output_scores=True "
                          "(and return_dict_in_generate=True)")
-    if isinstance(num_return_sequences, bool) or not isinstance(num_return_sequences, int) or num_return_sequences < 1:
+    if isinstance(num_return_sequences, bool) or not isinstance(num_return_sequences, Integral) or num_return_sequences < 1:
         raise InputError(f"num_return_sequences must be a positive int, not {num_return_sequences!r}")
+    n = int(num_return_sequences)
     rows = len(sequences)
     values = np.asarray(_as_list(output.sequences_scores), dtype=np.float64).reshape(-1)
-    if rows % num_return_sequences:
-        raise InputError(f"{rows} sequences are not groups of num_return_sequences={num_return_sequences}: "
+    if rows % n:
+        raise InputError(f"{rows} sequences are not groups of num_return_sequences={n}: "
                          "give the num_return_sequences that generate was called with")
     if len(values) != rows:
         raise InputError(f"{rows} sequences but {len(values)} sequences_scores")
     texts = tokenizer.batch_decode(sequences, skip_special_tokens=skip_special_tokens)
-    n = num_return_sequences
     groups = range(0, rows, n)
     return NBestList.from_lists([texts[g:g + n] for g in groups], [values[g:g + n].reshape(-1, 1) for g in groups],
                                 [score_name])

@@ -76,13 +76,15 @@ def text_hints(nbest: NBestList, post_process: str | None, unescape: str | None)
     """Notes on text that looks segmented or escaped where no option undid it (searched in the
     strings' buffer, at C speed)."""
     hints = []
+    buffer = nbest.hyps.raw()[0]
+    may_hold = lambda byte: buffer.find(byte) >= 0  # noqa: E731 - one byte is found at memchr speed, a pattern is not
     if (post_process or "none") == "none":
-        if nbest.hyps.first_containing(_BPE) is not None:
+        if may_hold(b"@") and nbest.hyps.first_containing(_BPE) is not None:
             hints.append("hypotheses contain `@@ ` (BPE): try --post-process subword_nmt (post_process='subword_nmt')")
-        if nbest.hyps.first_containing(_SPM) is not None:
+        if may_hold(b"\x81") and nbest.hyps.first_containing(_SPM) is not None:  # the last byte of `▁` in UTF-8
             hints.append("hypotheses contain `\u2581` (SentencePiece pieces): try --post-process sentencepiece "
                          "(post_process='sentencepiece')")
-    if (unescape or "none") == "none":
+    if (unescape or "none") == "none" and may_hold(b"&"):
         found = [e for e in HTML_ESCAPES if nbest.hyps.first_containing(e) is not None]
         if found:
             hints.append(f"hypotheses contain Moses escapes ({' '.join(found[:4])}): try --unescape html "
@@ -104,7 +106,7 @@ def file_may_need_hints(path: str, block: int = 1 << 22) -> bool:
         tail = b""
         while chunk := stream.read(block):
             data = tail + chunk
-            if any(n in data for n in needles):
+            if any(data.find(byte) >= 0 for byte in (b"@", b"\x81", b"&")) and any(n in data for n in needles):
                 return True
             tail = data[-keep:]
     except (OSError, EOFError, zlib.error):  # broken gzip data: the line reader names the line
