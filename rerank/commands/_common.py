@@ -36,8 +36,8 @@ def add_nbest_input(parser: argparse.ArgumentParser, positional: bool = True, ow
     for option in reading_options():
         if option.key in owned:
             continue
-        group.add_argument(option.flag, dest=_DEST + option.key, metavar=option.metavar, type=option.type,
-                           choices=option.choices, default=option.default, help=option.help)
+        group.add_argument(option.flag, dest=_DEST + option.key, metavar=option.metavar, choices=option.choices,
+                           default=option.default, help=option.help, type=option.type or str)
     group.add_argument("--post-process", choices=POST_PROCESS, default="none",
                        help="undo subword segmentation in the hypotheses, as fairseq's --post-process: sentencepiece "
                        "(`▁` -> space), subword_nmt (join `@@ `) (default: %(default)s)")

@@ -41,7 +41,9 @@ def _number(value, what: str, path: str, line: int) -> float:
 def _feature_row(features, path: str, line: int) -> tuple[tuple[str, ...], tuple[int, ...], list[float]]:
     if not isinstance(features, dict):
         raise InputError("`features` is not an object of name: number (or list of numbers)", path, line)
-    names, widths, values = [], [], []
+    names: list[str] = []
+    widths: list[int] = []
+    values: list[float] = []
     for name, value in features.items():
         group = value if isinstance(value, list) else [value]
         if not group:
