@@ -106,7 +106,7 @@ def read_opennmt(path: str, *, strict: bool = False, report: ReadReport | None =
 OPENNMT = NBestFormat(
     name="opennmt", layout="N consecutive lines per source: `hypothesis[<TAB>score[<TAB>estim]]` (N from --nbest-size or "
     "--src)", producers="OpenNMT-py (onmt_translate -n_best N [-with_score]), eole (eole predict)",
-    read=read_opennmt, detect=detect_opennmt, detect_order=50, cached=True,
+    read=read_opennmt, detect=detect_opennmt, detect_order=50,
     options=(
         ReadOption("nbest_size", "--nbest-size", "opennmt format: hypotheses per source sentence (the file does not say "
                    "it; default: lines / sources of --src)", metavar="N", type=int),
