@@ -1,12 +1,14 @@
 """Marian's `--n-best` output: the Moses layout, with Marian's extra fields.
 
-`marian-decoder --n-best` writes ``id ||| hypothesis ||| F0= -1.2 F1= -3.4 ||| total``: one
-`Fk=` per model or scorer (the unnormalised log-probability of each) and the total (the sum of
-the weighted scores after the length normalisation). With `--alignment` it adds an alignment
-field (`0-0 1-1 ...`, or soft alignments) and with `--word-scores` a field `WordScores= s1 s2 ...`
-(one value per target word), both between the hypothesis and the features
-(marian-nmt src/translator/output_printer.h). Those fields are read past: the features are the
-`Fk=` scores and the total, as in a plain Marian list.
+`marian-decoder --n-best` (and pymarian) writes ``id ||| hypothesis ||| F0= -6.43 F1= -3.4 |||
+total``, `--beam-size` hypotheses per source, best first: one `Fk=` per model or scorer, each the
+sum of its token log-probabilities (EOS included), and the total, (sum of the weighted scores -
+word penalty * L) / L**normalize with L = tokens + 1 (`--normalize` 0 by default: the total is the
+sum). With `--alignment` it adds an alignment field (hard: `0-0 1-1 ...`; soft: comma-separated
+attention weights per target position) and with `--word-scores` a field `WordScores= s1 s2 ...`
+(one log-probability per target piece and EOS), both between the hypothesis and the features, in
+that order (marian-dev src/translator/output_printer.h; tests/data/producers/README.md). Those
+fields are read past: the features are the `Fk=` scores and the total, as in a plain Marian list.
 """
 
 from __future__ import annotations

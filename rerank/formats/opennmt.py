@@ -1,10 +1,15 @@
 """OpenNMT-py and eole n-best output: N consecutive lines per source sentence.
 
-`onmt_translate -n_best N` writes the N hypotheses of each source on consecutive lines;
-`-with_score` adds a tab and the hypothesis' score (its log-probability as the beam ranked it,
-after the length penalty: higher is better), and eole adds a second tab and its estimator's
-value. The file does not say N: it comes from the list size given (`nbest_size`) or from the line
-count and the source file (`src`). The score becomes the column `score`, eole's estimator `estim`.
+`onmt_translate -n_best N` writes the N hypotheses of each source on consecutive lines, best
+first, with no source id; `-with_score` adds a tab and the hypothesis' score: its log-probability
+(EOS included) divided by the length penalty, by default `-length_penalty avg -alpha 1`, i.e. by
+tokens + 2 (the beam's length counts BOS and EOS), and the plain sum with `-length_penalty none`;
+higher is better. eole (`eole predict -with_score`) writes a second tab and its estimator's value
+on every line (1.0 for a model without an estimator head), and with an estimator it orders each
+list by Pareto dominance on (score, estimator), not by score (tests/data/producers/README.md
+cites the code and checks the numbers). The file does not say N: it comes from the list size
+given (`nbest_size`) or from the line count and the source file (`src`). The score becomes the
+column `score`, eole's estimator `estim`.
 """
 
 from __future__ import annotations
@@ -18,8 +23,9 @@ from rerank.io import iter_lines, read_lines
 from rerank.nbest import NBestList, StringColumnBuilder
 
 COLUMNS = ("score", "estim")
-MEANINGS = {"score": "the decoder's score of the hypothesis (log-probability after length penalty; higher is better)",
-            "estim": "eole's estimator value (higher is better)"}
+MEANINGS = {"score": "the decoder's log-probability of the hypothesis over its length penalty (default: per token, "
+                     "BOS and EOS counted; higher is better)",
+            "estim": "eole's estimator head's value for the hypothesis (1.0 without an estimator)"}
 
 
 def _number(text: str) -> bool:

@@ -1,10 +1,14 @@
 """sockeye `--output-type json` output: one JSON object per source sentence.
 
 With `--nbest-size N` each object holds `translations` (N strings, best first) and `scores` (one
-list per translation: the costs, i.e. length-normalised negative log-probabilities, lower is
-better); `sentence_id` counts the inputs from 1, and `--json-input` copies the input object's other
-keys into the output. Without an n-best, `translation` and `score` stand alone. The costs become
-the group `cost` (one column `cost`, or `cost_0`, `cost_1`, ... when each holds several).
+list per translation: its cost, plus one entry per target factor of a factored model); the cost is
+-(the sum of the token log-probabilities, EOS included) / ((beta + L)**alpha / (beta + 1)**alpha),
+L = tokens + 1, by default alpha 1 and beta 0: the average negative log-probability per token,
+lower is better (sockeye/beam_search.py LengthPenalty; tests/data/producers/README.md checks it).
+`sentence_id` counts the inputs from 1, keys are sorted (`json.dumps(..., sort_keys=True)`), and
+`--json-input` copies the input object's keys (`text`, and any others) into the output. Without
+an n-best, `translation` and `score` stand alone. The costs become the group `cost` (one column
+`cost`, or `cost_0`, `cost_1`, ... when each holds several).
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from rerank.formats.record import NBestFormat, Sample
 from rerank.io import iter_lines
 from rerank.nbest import NBestList, StringColumnBuilder
 
-OWN_KEYS = {"sentence_id", "translation", "translations", "score", "scores", "text", "source", "factors"}
+OWN_KEYS = {"sentence_id", "translation", "translations", "score", "scores", "translations_factors", "factors"}
 MEANING = "sockeye's cost of the hypothesis (negative log-probability, length-normalised; lower is better)"
 
 
