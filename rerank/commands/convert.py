@@ -1,4 +1,4 @@
-"""`rerank convert`: between Moses, Joshua, fairseq and plain n-best formats."""
+"""`rerank convert`: from any n-best format of the table to any it can write."""
 
 from __future__ import annotations
 
