@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 
@@ -56,3 +57,15 @@ def parse_count(token: str, what: str, path: str, line: int, least: int = 0) -> 
 def format_value(value: float) -> str:
     """Shortest text that reads back as the same float (round trips are exact)."""
     return repr(float(value))
+
+
+def json_object(text: str) -> dict | None:
+    """The JSON object a line holds, or None (not JSON, or JSON but not an object): detection asks."""
+    text = text.strip()
+    if not text.startswith("{"):
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None

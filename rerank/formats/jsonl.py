@@ -15,7 +15,7 @@ import math
 import numpy as np
 
 from rerank.errors import InputError
-from rerank.formats.common import ReadReport
+from rerank.formats.common import ReadReport, json_object
 from rerank.formats.moses import _check_next_id, _FeatureTable
 from rerank.formats.record import NBestFormat, Sample
 from rerank.io import atomic_write, iter_lines
@@ -111,14 +111,8 @@ def write_jsonl(nbest: NBestList, path: str, first_id: int = 0) -> list[str]:
 
 
 def detect_jsonl(sample: Sample) -> bool:
-    text = sample.first.strip()
-    if not text.startswith("{"):
-        return False
-    try:
-        obj = json.loads(text)
-    except ValueError:
-        return False
-    return isinstance(obj, dict) and "id" in obj and "hyp" in obj
+    obj = json_object(sample.first)
+    return obj is not None and "id" in obj and "hyp" in obj
 
 
 JSONL = NBestFormat(

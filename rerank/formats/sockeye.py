@@ -19,7 +19,7 @@ import math
 import numpy as np
 
 from rerank.errors import InputError
-from rerank.formats.common import ReadReport
+from rerank.formats.common import ReadReport, json_object
 from rerank.formats.record import NBestFormat, Sample
 from rerank.io import iter_lines
 from rerank.nbest import NBestList, StringColumnBuilder
@@ -28,19 +28,8 @@ OWN_KEYS = {"sentence_id", "translation", "translations", "score", "scores", "tr
 MEANING = "sockeye's cost of the hypothesis (negative log-probability, length-normalised; lower is better)"
 
 
-def _object(text: str) -> dict | None:
-    text = text.strip()
-    if not text.startswith("{"):
-        return None
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return None
-    return value if isinstance(value, dict) else None
-
-
 def detect_sockeye(sample: Sample) -> bool:
-    first = _object(sample.first)
+    first = json_object(sample.first)
     return first is not None and ("translations" in first or ("translation" in first and "sentence_id" in first))
 
 
@@ -59,7 +48,7 @@ def read_sockeye(path: str, *, strict: bool = False, report: ReadReport | None =
     width: tuple[int, int] | None = None
     first_id, copied = None, set()
     for number, text in iter_lines(path):
-        obj = _object(text)
+        obj = json_object(text)
         if obj is None:
             raise InputError("not a JSON object (sockeye's JSON output has one per source)", path, number)
         translations = obj.get("translations", [obj["translation"]] if "translation" in obj else None)
