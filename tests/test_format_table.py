@@ -8,7 +8,7 @@ import pytest
 
 from rerank.cli import build_parser
 from rerank.errors import InputError
-from rerank.formats import detect_format, format_names, formats, read_nbest, write_nbest
+from rerank.formats import ReadReport, detect_format, format_names, formats, read_nbest, write_nbest
 from rerank.formats.table import markdown_table
 from tests.cli_helpers import run, write
 
@@ -82,6 +82,7 @@ def test_every_built_in_format_has_a_detection_case():
     "a man\tsits down\n",                          # tabs, not a score
     "a man\t-0.5\nman\n",                          # a score on some lines only
     '{"translations": ["a"]\n',                    # broken JSON is not plain text either
+    '[\n  {\n    "id": 1\n  }\n]\n',                  # pretty-printed JSON
 ])
 def test_structure_no_reader_claims_is_one_clear_error(tmp_path, capsys, text):
     path = write(tmp_path, "x", text)
@@ -93,6 +94,18 @@ def test_structure_no_reader_claims_is_one_clear_error(tmp_path, capsys, text):
 def test_plain_only_when_said_for_structured_text(tmp_path):
     path = write(tmp_path, "x", "a man\tsits down\n")
     assert read_nbest(path, "plain").hyps[0] == "a man\tsits down"
+    assert detect_format(write(tmp_path, "y", '{"Hello," she said.}\n')) == "plain"  # braces, not JSON
+
+
+def test_what_convert_writes_as_plain_reads_back_without_the_format(tmp_path, capsys):
+    """Its side files say it is plain, whatever its text holds (tabs from fairseq, `{"` from jsonl)."""
+    source = write(tmp_path, "fs.txt", 'H-0\t-0.5\ta\tb\nH-0\t-0.7\t{"k": 1}\nH-1\t-0.1\tc\n')
+    out = tmp_path / "plain.txt"
+    code, _, err = run(["convert", source, "--to", "plain", "-o", out], capsys)
+    assert code == 0, err
+    report = ReadReport()
+    again = read_nbest(str(out), report=report)
+    assert report.detected == "plain" and list(again.hyps) == ["a\tb", '{"k": 1}', "c"] and again.sizes.tolist() == [2, 1]
 
 
 def test_a_guess_from_a_single_line_is_said(tmp_path, capsys):

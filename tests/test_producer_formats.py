@@ -46,6 +46,12 @@ def test_a_plain_marian_list_reads_as_moses(tmp_path):
     assert read_nbest(path).features.tolist() == read_nbest(path, "moses").features.tolist()
 
 
+def test_a_bad_marian_file_is_one_line_on_stderr(tmp_path, capsys):
+    text = "0 ||| a b ||| 0-0 1-1 ||| F0= -1.5 ||| -1.5\n0 ||| a c ||| x y ||| F0= -2.5 ||| -2.5\n"
+    code, _, err = run(["info", write(tmp_path, "m", text)], capsys)
+    assert code == 2 and err.count("\n") == 1 and "neither an alignment nor `WordScores=`" in err
+
+
 def test_marian_fields_that_change_between_lines_are_errors(tmp_path):
     text = _with_fields(PLAIN_MARIAN, ["0-0"], [], ["0-0"])
     with pytest.raises(InputError, match=r":2: 4 '\|\|\|'-separated fields, but the first line had 5"):
@@ -77,10 +83,12 @@ def test_sockeye_costs_are_a_column_that_says_its_direction(tmp_path, capsys):
     assert code == 0 and "lower is better" in out
 
 
-def test_sockeye_several_scores_make_a_group(tmp_path):
+def test_sockeye_factor_scores_are_further_columns(tmp_path):
     objects = [{"sentence_id": 1, "translations": ["a", "b"], "scores": [[0.4, 1.0], [0.9, 2.0]]}]
-    nbest = read_nbest(write(tmp_path, "s", _sockeye(objects)))
-    assert nbest.feature_names == ["cost_0", "cost_1"] and nbest.groups == [("cost", 2)]
+    report = ReadReport()
+    nbest = read_nbest(write(tmp_path, "s", _sockeye(objects)), report=report)
+    assert nbest.feature_names == ["cost", "cost_1"] and nbest.features.tolist() == [[0.4, 1.0], [0.9, 2.0]]
+    assert "lower is better" in report.columns["cost"] and "factor 1" in report.columns["cost_1"]
 
 
 def test_sockeye_one_best_output_reads_too(tmp_path):
@@ -94,6 +102,9 @@ def test_sockeye_one_best_output_reads_too(tmp_path):
     ({"sentence_id": 2, "translations": ["a", "b"], "scores": [[1]]}, "2 translations but 1 scores"),
     ({"sentence_id": 2, "translations": ["a"], "scores": [["x"]]}, "not a finite number"),
     ({"sentence_id": 2, "translations": ["a"], "scores": [[1, 2]]}, "2 values here but 1 on line 1"),
+    ({"sentence_id": "2", "translations": ["a"], "scores": [[1]]}, "sentence_id \"2\" is not an integer"),
+    ({"sentence_id": 2, "translations": ["a"], "scores": {"a": 1}}, "`scores` is .* not a list"),
+    ({"sentence_id": 2, "translations": ["\ud800"], "scores": [[1]]}, "not valid Unicode"),
 ])
 def test_sockeye_errors_name_the_line(tmp_path, bad, problem):
     with pytest.raises(InputError, match=":2: .*" + problem):
@@ -118,14 +129,31 @@ def test_opennmt_size_from_the_option_or_the_sources(tmp_path, capsys):
 
 
 def test_eole_score_and_estimator_are_two_columns(tmp_path):
-    nbest = read_nbest(write(tmp_path, "o", "a\tb\t-0.5\t0.9\nc\t-0.7\t0.1\n"), nbest_size=2)
-    assert list(nbest.hyps) == ["a\tb", "c"] and nbest.feature_names == ["score", "estim"]
+    nbest = read_nbest(write(tmp_path, "o", "a b\t-0.5\t0.9\nc\t-0.7\t0.1\n"), nbest_size=2)
+    assert list(nbest.hyps) == ["a b", "c"] and nbest.feature_names == ["score", "estim"]
     assert nbest.features.tolist() == [[-0.5, 0.9], [-0.7, 0.1]]
 
 
 def test_opennmt_lines_without_their_score_are_errors(tmp_path):
     with pytest.raises(InputError, match=r":2: 0 tab-separated score\(s\) here but 1 on line 1"):
         read_nbest(write(tmp_path, "o", "a\t-0.5\nb\n"), "opennmt", nbest_size=2)
+    with pytest.raises(InputError, match=r":2: 2 tab-separated score\(s\) here but 1 on line 1"):
+        read_nbest(write(tmp_path, "o", "a\t-0.5\nb\t-2\t0.3\n"), "opennmt", nbest_size=2)
+    with pytest.raises(InputError, match=r":1: tabs that are not tab-separated scores"):
+        read_nbest(write(tmp_path, "o", "0\tthe house\t-1.2\n0\tthe home\t-1.5\n"), "opennmt", nbest_size=2)
+
+
+@pytest.mark.parametrize("text", ["0\tthe house\t-1.2\n0\tthe home\t-1.5\n",   # id<TAB>hyp<TAB>score: not OpenNMT
+                                  "a\t-1_0\nb\t-2\n"])                         # Python's float() takes 1_0, a file does not
+def test_tab_layouts_that_are_not_opennmt_are_not_claimed(tmp_path, capsys, text):
+    code, _, err = run(["info", write(tmp_path, "t", text), "--nbest-size", "2"], capsys)
+    assert code == 2 and "cannot tell the n-best format" in err
+
+
+def test_bare_opennmt_lines_take_their_size_from_the_sources(tmp_path, capsys):
+    path = write(tmp_path, "o", "a man\nman\nyes\nja\n")
+    code, out, err = run(["info", path, "--src", write(tmp_path, "src", "ein Mann\nja\n")], capsys)
+    assert code == 0 and "format:      opennmt (detected)" in out and "list size:   min 2" in out, err
 
 
 def test_opennmt_round_trip_through_convert(tmp_path, capsys):

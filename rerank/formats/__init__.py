@@ -48,14 +48,18 @@ def detect_format(path: str, report: ReadReport | None = None, options: dict | N
 
     The formats are asked in their detection order (rerank.formats.table); the first that claims
     the lines is the format. None claiming them is an error naming the formats tried, so a file
-    with some structure is never read as plain text by default.
+    with some structure is never read as plain text unless its side files say it is plain (a format
+    whose side files are given or found is asked first).
     """
     lines = [(number, text) for number, text in head_lines(path, DETECT_LINES) if text.strip()]
     if not lines:
         raise InputError("empty file: cannot tell its format", path)
-    sample = Sample(lines, {k: v for k, v in (options or {}).items() if v is not None})
+    sample = Sample(lines, {k: v for k, v in (options or {}).items() if v is not None}, path)
     tried = []
-    for record in detection_order():
+    with_side_files = [r for r in detection_order() if r.side_inputs is not None and r.side_inputs(path, sample.options)]
+    for record in [*with_side_files, *detection_order()]:  # a format whose side files are there is asked first
+        if record.name in tried:
+            continue
         claim = record.detect(sample) if record.detect is not None else False
         if claim:
             if report is not None:

@@ -69,3 +69,12 @@ def json_object(text: str) -> dict | None:
     except ValueError:
         return None
     return value if isinstance(value, dict) else None
+
+
+def append_text(builder, text: str, path: str, line: int) -> None:
+    """`builder.append(text)`, or an InputError naming the line when JSON text holds a lone surrogate
+    (valid JSON, but no UTF-8 string)."""
+    try:
+        builder.append(text)
+    except UnicodeEncodeError:
+        raise InputError(f"{text[:40]!r} is not valid Unicode (a lone surrogate)", path, line) from None

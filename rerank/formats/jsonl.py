@@ -15,7 +15,7 @@ import math
 import numpy as np
 
 from rerank.errors import InputError
-from rerank.formats.common import ReadReport, json_object
+from rerank.formats.common import ReadReport, append_text, json_object
 from rerank.formats.moses import _check_next_id, _FeatureTable
 from rerank.formats.record import NBestFormat, Sample
 from rerank.io import atomic_write, iter_lines
@@ -75,7 +75,7 @@ def read_jsonl(path: str, *, strict: bool = False, report: ReadReport | None = N
             sizes.append(0)
             previous = sent_id
         sizes[-1] += 1
-        hyps.append(hyp)
+        append_text(hyps, hyp, path, number)
         table.add_row(*_feature_row(obj.get("features", {}), path, number), number)
         has_total = obj.get("total") is not None
         if first is None:

@@ -9,6 +9,8 @@ attention weights per target position) and with `--word-scores` a field `WordSco
 (one log-probability per target piece and EOS), both between the hypothesis and the features, in
 that order (marian-dev src/translator/output_printer.h; tests/data/producers/README.md). Those
 fields are read past: the features are the `Fk=` scores and the total, as in a plain Marian list.
+A list without them is a Moses list (read, and streamed in two passes, as one); the two-pass reader
+hands a list with them to the whole-list reader.
 """
 
 from __future__ import annotations
@@ -67,11 +69,12 @@ def read_marian(path: str, *, strict: bool = False, report: ReadReport | None = 
     if not extras:
         return read_moses(path, strict=strict, report=report)
     kinds = sorted({_extra_kind(f) or "?" for f in first.split("|||")[2:2 + extras]})
+    nbest = read_moses_lines(path, strict, report, lines=_lines(path, extras))
     report.notes.append(f"Marian n-best with {' and '.join(kinds)}: read past them (not feature columns)")
-    return read_moses_lines(path, strict, report, lines=_lines(path, extras))
+    return nbest
 
 
 MARIAN = NBestFormat(
     name="marian", layout="id ||| hypothesis [||| alignment] [||| WordScores= w1 w2 ...] ||| F0= s0 F1= s1 ||| total",
     producers="marian-decoder / pymarian --n-best [--alignment] [--word-scores]", read=read_marian,
-    detect=detect_marian, detect_order=40, cached=True)
+    detect=detect_marian, detect_order=40, cached=True, streamed=True)

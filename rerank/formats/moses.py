@@ -344,7 +344,7 @@ def _read(path: str, *, strict: bool = False, report: ReadReport | None = None) 
 
 MOSES = NBestFormat(
     name="moses", layout="id ||| hypothesis ||| name= v1 v2 name2= v3 ||| total (total optional; trailing fields ignored)",
-    producers="Moses (-n-best-list), Marian (--n-best), Joshua's dense style, kbmira/MERT tools",
+    producers="Moses (-n-best-list), kbmira/MERT tools, rerank convert",
     read=_read, write=partial(write_moses, style="moses"),
     detect=lambda sample: (fields := moses_fields(sample)) is not None and not _is_joshua(fields),
     detect_order=42, streamed=True, cached=True)

@@ -14,6 +14,8 @@ column `score`, eole's estimator `estim`.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from rerank.errors import InputError, NeedsOption
@@ -28,30 +30,25 @@ MEANINGS = {"score": "the decoder's log-probability of the hypothesis over its l
             "estim": "eole's estimator head's value for the hypothesis (1.0 without an estimator)"}
 
 
-def _number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
+_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 
 
 def scored_fields(text: str) -> int:
-    """How many tab-separated numbers end the line (0, 1: `-with_score`, 2: eole's score and estimator)."""
+    """How many tab-separated numbers follow the hypothesis (0: a bare line, 1: `-with_score`, 2: eole's
+    score and estimator; -1: tabs that are not that layout). The hypothesis holds no tab."""
     parts = text.split("\t")
-    count = 0
-    while count < min(2, len(parts) - 1) and _number(parts[-1 - count]):
-        count += 1
-    return count
+    if len(parts) > 3 or not all(_NUMBER.fullmatch(p.strip()) for p in parts[1:]):
+        return -1
+    return len(parts) - 1
 
 
 def detect_opennmt(sample: Sample) -> bool:
-    """Every first line ends in one or two tab-separated numbers (as many on each), or the lines
-    are bare text and the list size was given."""
+    """Every first line is `hypothesis<TAB>score` or every one `hypothesis<TAB>score<TAB>estim`, or
+    the lines are bare text and the list size or the sources were given."""
     counts = {scored_fields(text) for _, text in sample.lines}
     if counts == {0}:
-        return not any("\t" in text for _, text in sample.lines) and bool(sample.options.get("nbest_size"))
-    return len(counts) == 1
+        return sample.options.get("nbest_size") is not None or bool(sample.options.get("src"))
+    return len(counts) == 1 and counts != {-1}
 
 
 def _list_size(path: str, n_lines: int, nbest_size, src) -> int:
@@ -86,12 +83,13 @@ def read_opennmt(path: str, *, strict: bool = False, report: ReadReport | None =
         count = scored_fields(text)
         if width is None:
             width = (count, number)
-        elif count < width[0] or (count and not width[0]):
-            raise InputError(f"{count} tab-separated score(s) here but {width[0]} on line {width[1]} (OpenNMT writes "
-                             "`hypothesis`, `hypothesis<TAB>score` or eole's `hypothesis<TAB>score<TAB>estim` on every "
-                             "line)", path, number)
-        if width[0]:
-            parts = text.rsplit("\t", width[0])
+        if count != width[0] or count < 0:
+            found = "tabs that are not tab-separated scores" if count < 0 else f"{count} tab-separated score(s)"
+            raise InputError(f"{found} here but {max(width[0], 0)} on line {width[1]} (OpenNMT writes `hypothesis`, "
+                             "`hypothesis<TAB>score` or eole's `hypothesis<TAB>score<TAB>estim` on every line, the "
+                             "hypothesis without tabs)", path, number)
+        if count:
+            parts = text.split("\t")
             hyps.append(parts[0])
             values.append([float(v) for v in parts[1:]])
         else:
@@ -99,7 +97,7 @@ def read_opennmt(path: str, *, strict: bool = False, report: ReadReport | None =
     column = hyps.build()
     size = _list_size(path, len(column), nbest_size, src)
     n_sentences = len(column) // size
-    names = list(COLUMNS[:width[0] if width else 0])
+    names = list(COLUMNS[:max(width[0], 0) if width else 0])
     features = np.array(values, dtype=np.float64).reshape(len(column), len(names))
     bad = np.argwhere(~np.isfinite(features))
     if len(bad):

@@ -9,7 +9,7 @@ import re
 import numpy as np
 
 from rerank.errors import InputError
-from rerank.formats.common import ReadReport, format_value, parse_count, parse_number
+from rerank.formats.common import ReadReport, format_value, json_object, parse_count, parse_number
 from rerank.formats.record import NBestFormat, ReadOption, Sample
 from rerank.io import atomic_write, iter_lines, output_group, read_lines
 from rerank.nbest import NBestList, StringColumn, check_feature_name
@@ -151,14 +151,24 @@ def _read(path: str, *, strict: bool = False, report: ReadReport | None = None, 
                       feature_names=names.split(",") if isinstance(names, str) else names)
 
 
+_JSON_START = re.compile(r'\s*(\{\s*"[^"]*"\s*:|[{\[]\s*$)')
+
+
 def _json_like(text: str) -> bool:
-    """A JSON object, or the start of one (`{"key": ...`, broken or not)."""
-    return re.match(r'\s*\{\s*("|\})', text) is not None
+    """A JSON object or the start of one (`{"key": ...`, or a lone `{` or `[` of pretty-printed JSON)."""
+    return _JSON_START.match(text) is not None or json_object(text) is not None
 
 
 def detect_plain(sample: Sample) -> bool:
-    """Plain text only when the first lines have no other structure: no tab (scores, fields), no
-    `|||` and nothing like a JSON object."""
+    """Plain when its side files say so (given, or PATH.ids / PATH.features.tsv beside it, as
+    `write_plain` writes them) and the first line is no Moses or JSON line; otherwise only when the
+    first lines have no other structure (no tab, no `|||`, nothing like JSON) and no list size or
+    source file was given (bare lines with those are OpenNMT's)."""
+    first = sample.first
+    if _side_inputs(sample.path, sample.options) and "|||" not in first and not _json_like(first):
+        return True
+    if sample.options.get("nbest_size") is not None or sample.options.get("src"):
+        return False
     return not any("\t" in text or "|||" in text or _json_like(text) for _, text in sample.lines)
 
 

@@ -33,10 +33,12 @@ class ReadOption:
 @dataclass(frozen=True)
 class Sample:
     """What detection sees of a file: its first lines (up to rerank.formats.DETECT_LINES, with
-    their line numbers, empty ones left out) and the reading options given."""
+    their line numbers, empty ones left out), the reading options given and the file's path (a
+    format may look for its side files)."""
 
     lines: list[tuple[int, str]]
     options: dict[str, Any] = field(default_factory=dict)
+    path: str = "-"
 
     @property
     def first(self) -> str:

@@ -7,8 +7,8 @@ L = tokens + 1, by default alpha 1 and beta 0: the average negative log-probabil
 lower is better (sockeye/beam_search.py LengthPenalty; tests/data/producers/README.md checks it).
 `sentence_id` counts the inputs from 1, keys are sorted (`json.dumps(..., sort_keys=True)`), and
 `--json-input` copies the input object's keys (`text`, and any others) into the output. Without
-an n-best, `translation` and `score` stand alone. The costs become the group `cost` (one column
-`cost`, or `cost_0`, `cost_1`, ... when each holds several).
+an n-best, `translation` and `score` stand alone. The first value of each list becomes the column
+`cost`, further values (a factored model's) `cost_1`, `cost_2`, ...
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import math
 import numpy as np
 
 from rerank.errors import InputError
-from rerank.formats.common import ReadReport, json_object
+from rerank.formats.common import ReadReport, append_text, json_object
 from rerank.formats.record import NBestFormat, Sample
 from rerank.io import iter_lines
 from rerank.nbest import NBestList, StringColumnBuilder
@@ -55,10 +55,14 @@ def read_sockeye(path: str, *, strict: bool = False, report: ReadReport | None =
         scores = obj.get("scores", [obj["score"]] if "score" in obj else None)
         if not isinstance(translations, list) or not all(isinstance(t, str) for t in translations):
             raise InputError("no `translations` list of strings (nor a `translation`)", path, number)
-        if not isinstance(scores, list) or len(scores) != len(translations):
+        if not isinstance(scores, list):
+            raise InputError(f"`scores` is {json.dumps(scores)[:40]}, not a list (one per translation)", path, number)
+        if len(scores) != len(translations):
             raise InputError(f"{len(translations)} translations but {'no' if scores is None else len(scores)} scores",
                              path, number)
         sentence_id = obj.get("sentence_id")
+        if sentence_id is not None and (isinstance(sentence_id, bool) or not isinstance(sentence_id, int)):
+            raise InputError(f"sentence_id {json.dumps(sentence_id)[:40]} is not an integer", path, number)
         if sentence_id is not None:
             expected = len(sizes) + (first_id if first_id is not None else sentence_id)
             first_id = sentence_id if first_id is None else first_id
@@ -71,19 +75,20 @@ def read_sockeye(path: str, *, strict: bool = False, report: ReadReport | None =
                 width = (len(costs), number)
             elif len(costs) != width[0]:
                 raise InputError(f"a score with {len(costs)} values here but {width[0]} on line {width[1]}", path, number)
-            hyps.append(translation)
+            append_text(hyps, translation, path, number)
             rows.append(costs)
         sizes.append(len(translations))
         copied |= set(obj) - OWN_KEYS
     n = width[0] if width else 1
-    names = ["cost"] if n == 1 else [f"cost_{k}" for k in range(n)]
+    names = ["cost", *(f"cost_{k}" for k in range(1, n))]
     if report is not None:
-        report.columns.update({name: MEANING for name in names})
+        report.columns.update({name: MEANING if k == 0 else f"sockeye's score {k} of the hypothesis (of its target "
+                               f"factor {k})" for k, name in enumerate(names)})
         if copied:
             report.notes.append(f"keys copied from sockeye's JSON input, not read: {', '.join(sorted(copied))}")
     offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
     features = np.array(rows, dtype=np.float64).reshape(len(rows), n)
-    return NBestList(offsets, hyps.build(), features, names, [("cost", n)])
+    return NBestList(offsets, hyps.build(), features, names)
 
 
 SOCKEYE = NBestFormat(

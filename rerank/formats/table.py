@@ -32,6 +32,8 @@ def formats() -> dict[str, NBestFormat]:
                               f"record's ({record.name!r})")
         if name in table:
             raise PluginError(f"plug-in format {name!r} clashes with a built-in format of that name")
+        if record.cached or record.streamed:  # the cache keys on this package's reading code, the two-pass path reads Moses
+            raise PluginError(f"plug-in format {name!r} sets cached or streamed, which only built-in formats may")
         table[name] = record
     return table
 
