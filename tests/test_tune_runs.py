@@ -109,3 +109,12 @@ def test_a_user_file_named_like_a_run_is_not_removed(tmp_path, capsys):
     code, _, err = run([*SMALL, "--runs", "2", "-o", tmp_path / "w.json"], capsys)
     assert code == 0, err
     assert keep.read_text() == "my notes\n"
+
+
+def test_the_nbest_cache_does_not_redo_finished_runs(tmp_path, capsys):
+    """--cache changes how the list is read, not what is read: the runs of a first call are reused."""
+    out = tmp_path / "w.json"
+    assert run([*SMALL, "--runs", "2", "-o", out], capsys)[0] == 0
+    code, stdout, err = run([*SMALL, "--runs", "2", "--cache", "-o", out], capsys)
+    assert code == 0, err
+    assert stdout.count("reused") == 2

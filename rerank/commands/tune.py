@@ -26,7 +26,8 @@ from rerank.weights import read_weights, weight_vector
 
 METRICS = QUALITY_METRICS
 # options that do not change a run's result (a run file written with other values is reused)
-NOT_SETTINGS = ("output", "plot", "verbose", "quiet", "func", "command", "runs", "nbest_option")
+NOT_SETTINGS = ("output", "plot", "verbose", "quiet", "func", "command", "runs", "nbest_option", "cache",
+                "nbest_owned_options")
 
 
 def add_parser(subparsers):
