@@ -17,9 +17,9 @@ import os
 import sqlite3
 from collections.abc import Sequence
 
+from rerank.caches import cache_path
 from rerank.errors import InputError
 
-CACHE_ENV = "RERANK_CACHE_DIR"
 
 
 _DIGESTS: dict[tuple, str] = {}
@@ -52,10 +52,8 @@ def model_digest(path: str) -> str:
 
 
 def default_cache_path() -> str:
-    """$RERANK_CACHE_DIR/scores.sqlite, else $XDG_CACHE_HOME (or ~/.cache)/mlmme-rerank/scores.sqlite."""
-    root = os.environ.get(CACHE_ENV) or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "mlmme-rerank")
-    return os.path.join(root, "scores.sqlite")
+    """scores.sqlite under the caches' root: $RERANK_CACHE_DIR, else $XDG_CACHE_HOME (or ~/.cache)/mlmme-rerank."""
+    return cache_path("scores.sqlite")
 
 
 class ScoreCache:

@@ -152,7 +152,7 @@ def test_bad_input_is_the_same_error_and_nothing_is_cached(tmp_path, capsys, mon
     monkeypatch.setenv("RERANK_CACHE_DIR", str(tmp_path / "c"))
     code, out, err = run(["info", bad], capsys)
     assert code == 2 and out == "" and err == f"rerank info: error: {bad}:2: sentence id 2 after 0: sentence 1 has no hypotheses\n"
-    assert not (tmp_path / "c").exists() or entries(tmp_path / "c") == []
+    assert not (tmp_path / "c").exists() or entries(tmp_path / "c" / "nbest") == []
 
 
 def test_commands_give_the_same_output_cached(tmp_path, capsys, monkeypatch):
@@ -162,7 +162,7 @@ def test_commands_give_the_same_output_cached(tmp_path, capsys, monkeypatch):
         info = run(["info", JOSHUA, *cache], capsys)
         code, _, err = run(["convert", JOSHUA, "-o", tmp_path / "out.nbest", *cache], capsys)
         outputs.append((info, code, err, (tmp_path / "out.nbest").read_text()))
-    assert outputs[0] == outputs[1] == outputs[2] and len(entries(tmp_path / "c")) == 1
+    assert outputs[0] == outputs[1] == outputs[2] and len(entries(tmp_path / "c" / "nbest")) == 1
     monkeypatch.delenv("RERANK_CACHE_DIR")
     assert run(["info", JOSHUA], capsys) == outputs[0][0]
 
@@ -198,3 +198,21 @@ def test_concurrent_readers_and_writers(tmp_path):
     (entry,) = entries(tmp_path / "c")
     assert not [p for p in (tmp_path / "c").iterdir() if p.suffix != ".nbc"]  # no temporary file left
     assert identical(nbcache.load_entry(str(entry), entry.stem)[0], want)
+
+
+def test_one_cache_root_for_every_cache(tmp_path, monkeypatch):
+    """RERANK_CACHE_DIR is the root of the n-best cache, the score cache and METEOR's indexes
+    (rerank.caches); without it they live under $XDG_CACHE_HOME/mlmme-rerank."""
+    from rerank.metrics.meteor.paraphrase import cache_dir as meteor_dir
+    from rerank.score_cache import default_cache_path
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    root = tmp_path / "xdg" / "mlmme-rerank"
+    assert nbcache.cache_dir(True) == str(root / "nbest") and nbcache.cache_dir(None) is None
+    assert default_cache_path() == str(root / "scores.sqlite") and meteor_dir() == str(root / "meteor")
+    monkeypatch.setenv("RERANK_CACHE_DIR", str(tmp_path / "mine"))
+    assert nbcache.cache_dir(None) == nbcache.cache_dir(True) == str(tmp_path / "mine" / "nbest")
+    assert default_cache_path() == str(tmp_path / "mine" / "scores.sqlite")
+    assert meteor_dir() == str(tmp_path / "mine" / "meteor")
+    read_nbest(str(JOSHUA))  # on when RERANK_CACHE_DIR is set
+    assert len(entries(tmp_path / "mine" / "nbest")) == 1

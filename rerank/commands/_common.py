@@ -46,7 +46,7 @@ def add_nbest_input(parser: argparse.ArgumentParser, positional: bool = True, ow
                        "&#91; &#93;) (default: %(default)s)")
     group.add_argument("--cache", action=argparse.BooleanOptionalAction, default=None,
                        help="keep the parsed list in a binary cache keyed by the file's SHA-256 and reuse it (single-file "
-                       "formats; folder: $RERANK_CACHE_DIR, else ~/.cache/mlmme-rerank/nbest) (default: on "
+                       "formats; folder: nbest/ under $RERANK_CACHE_DIR, else ~/.cache/mlmme-rerank) (default: on "
                        "when RERANK_CACHE_DIR is set, else off)")
     parser.set_defaults(nbest_owned_options=owned)
 

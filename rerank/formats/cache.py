@@ -1,7 +1,8 @@
 """A binary cache of parsed n-best lists, keyed by the SHA-256 of the file's bytes.
 
-Opt-in: `rerank CMD --cache` or the environment variable RERANK_CACHE_DIR (which also names
-the folder; default $XDG_CACHE_HOME/mlmme-rerank/nbest, i.e. ~/.cache/mlmme-rerank/nbest).
+Opt-in: `rerank CMD --cache` or the environment variable RERANK_CACHE_DIR (the caches' root:
+entries go to its `nbest/`; default $XDG_CACHE_HOME/mlmme-rerank/nbest, i.e.
+~/.cache/mlmme-rerank/nbest; rerank.caches).
 Every single-file format whose record says `cached` is cached (plain lists come with side files: never).
 
 An entry `KEY.nbc` is a header and raw little-endian arrays at 64-byte aligned offsets (each
@@ -34,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from rerank.caches import CACHE_ENV, cache_path
 from rerank.errors import InputError
 from rerank.formats.common import ReadReport
 from rerank.io import atomic_write
@@ -47,18 +49,18 @@ DEFAULT_MAX_MB = 4096
 
 
 def default_dir() -> str:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "mlmme-rerank", "nbest")
+    """`nbest/` under the caches' root (rerank.caches)."""
+    return cache_path("nbest")
 
 
 def cache_dir(cache) -> str | None:
     """The folder of the cache, or None when off. `cache`: None (on when RERANK_CACHE_DIR is
-    set), False (off), True (on: RERANK_CACHE_DIR or the default folder) or a folder."""
-    env = os.environ.get("RERANK_CACHE_DIR") or None
+    set), False (off), True (on) or a folder; on, without a folder, it is `nbest/` under the
+    caches' root (rerank.caches: $RERANK_CACHE_DIR, else $XDG_CACHE_HOME/mlmme-rerank)."""
     if cache is None:
-        return env
+        return default_dir() if os.environ.get(CACHE_ENV) else None
     if cache is True:
-        return env or default_dir()
+        return default_dir()
     return str(cache) if cache else None
 
 

@@ -15,7 +15,8 @@ English) takes seconds to parse. The index holds every entry whose two phrases a
 binary search by hash, then an exact comparison) and keeps the entries whose paraphrase occurs
 too: a match needs both phrases in the texts, so alignments equal those of the whole table.
 
-Cache: $XDG_CACHE_HOME/mlmme-rerank (default ~/.cache/mlmme-rerank), one file per table path. It
+Cache: `meteor/` under the caches' root (rerank.caches: $RERANK_CACHE_DIR, else
+$XDG_CACHE_HOME/mlmme-rerank, i.e. ~/.cache/mlmme-rerank), one file per table path. It
 is used while its header matches the table's size, mtime and SHA-256 of its first and last MiB and
 the payload's SHA-256 matches; otherwise it is rebuilt and written atomically (temporary file,
 then rename). Where no cache can be written the index is built in memory. `make install` builds it
@@ -40,6 +41,8 @@ import zlib
 
 import numpy as np
 
+from rerank.caches import cache_path
+
 logger = logging.getLogger(__name__)
 
 VERSION = 1
@@ -51,8 +54,8 @@ ARRAYS = ("words", "phrase_hash", "phrase_off", "phrase_words", "entry_off", "en
 
 
 def cache_dir() -> str:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "mlmme-rerank")
+    """`meteor/` under the caches' root (rerank.caches: $RERANK_CACHE_DIR, else $XDG_CACHE_HOME/mlmme-rerank)."""
+    return cache_path("meteor")
 
 
 def hash_weights(max_len: int) -> list[int]:
@@ -444,7 +447,7 @@ def open_index(path: str) -> "ParaphraseIndex":
     index = load_index(file, source)
     if index is None:
         logger.warning("METEOR: indexing the paraphrase table %s once, into %s (about the table's size; "
-                       "$XDG_CACHE_HOME moves the cache)", path, file)
+                       "$RERANK_CACHE_DIR moves the cache)", path, file)
         arrays, max_len = build_arrays(path)
         try:
             write_index(file, arrays, max_len, source)
