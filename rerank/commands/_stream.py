@@ -3,9 +3,8 @@
 record says `streamed`).
 
 The output is the one the whole-list path writes, byte for byte, with the same notes; anything
-else (standard input, a FIFO, another format in or out, the n-best cache, post-processed text or text the
-whole read would give hints about, an input the bulk reader hands over to the line reader) takes the
-whole-list path (`scan` returns None).
+else (standard input, a FIFO, another format in or out, the n-best cache, post-processed text, an input
+the bulk reader hands over to the line reader) takes the whole-list path (`scan` returns None).
 """
 
 from __future__ import annotations
@@ -14,10 +13,11 @@ import sys
 
 import numpy as np
 
+from rerank.commands._common import read_options
 from rerank.formats import ReadReport, detect_format, formats
 from rerank.formats.cache import cache_dir
 from rerank.formats import moses, moses_stream
-from rerank.formats.text import file_may_need_hints
+from rerank.formats.text import hint_notes
 from rerank.io import reading_progress
 from rerank.weights import SCORE_ROWS, window_scores
 
@@ -37,16 +37,17 @@ def scan(args, out_formats: list[str]) -> dict | None:
     report = ReadReport()
     try:
         with reading_progress(not getattr(args, "quiet", False) and sys.stderr.isatty()):  # as load_nbest
-            fmt = args.in_format or detect_format(path, report)
+            fmt = args.in_format or detect_format(path, report, read_options(args))
     except Exception:  # noqa: BLE001 - the whole-list path gives the error
         return None
-    if fmt not in streamed or report.notes or file_may_need_hints(path):  # hints are notes of the whole read
+    if fmt not in streamed or report.notes:
         return None
     layout = moses_stream.scan_moses(path, args.strict)
     if layout is None:
         return None
     report.extra_fields_lines = layout["n_hyps"] if layout["fields"] > 4 else 0
     moses._notes(report, layout["missing"], layout["n_hyps"])
+    report.notes.extend(hint_notes(layout["text_signs"], None, None))  # as read_nbest adds them, last
     for note in report.notes:
         print(f"note: {path}: {note}", file=sys.stderr)
     return layout

@@ -21,6 +21,7 @@ import numpy as np
 
 from rerank.errors import InputError
 from rerank.formats.moses_fast import _block, _blocks, _Unusual
+from rerank.formats.text import text_signs
 from rerank.nbest import NBestList, StringColumn, feature_name_problem
 
 
@@ -56,15 +57,17 @@ def scan_moses(path: str, strict: bool = False) -> dict | None:
     """The layout of a well-formed regular Moses/Joshua file (pass 1), or None (read it whole).
 
     Keys: fields, index (column -> position), widths, groups, n_hyps, n_sentences, missing
-    (column -> lines without it, in column order, as the whole-list readers count it)."""
+    (column -> lines without it, in column order, as the whole-list readers count it), text_signs
+    (what rerank.formats.text's hints would find in the hypotheses)."""
     if path == "-" or not os.path.isfile(path):
         return None
-    state, counts, n_hyps, last = _state(), np.zeros(0, np.int64), 0, -1
+    state, counts, n_hyps, last, signs = _state(), np.zeros(0, np.int64), 0, -1, set()
     try:
         for data in _blocks(path):
             _block(data, state)
             block = _drain(state)
             last = _check_heads(block["heads"], last)
+            signs |= text_signs(StringColumn(block["hyps"], np.concatenate([[0], np.cumsum(block["lengths"])])))
             n, width = len(block["values"]), len(state["index"])
             counts = np.concatenate([counts, np.zeros(width - len(counts), np.int64)])
             seen = block["present"]
@@ -79,7 +82,7 @@ def scan_moses(path: str, strict: bool = False) -> dict | None:
     if strict and missing:
         return None
     return {"fields": state["fields"], "index": state["index"], "widths": state["widths"], "groups": state["groups"],
-            "feature_names": names, "n_hyps": n_hyps, "n_sentences": last + 1, "missing": missing}
+            "feature_names": names, "n_hyps": n_hyps, "n_sentences": last + 1, "missing": missing, "text_signs": signs}
 
 
 def _join(a: dict | None, b: dict) -> dict:

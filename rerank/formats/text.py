@@ -72,46 +72,33 @@ def postprocess(nbest: NBestList, post_process: str | None, unescape: str | None
     return replace(nbest, hyps=StringColumn.from_strings(map(apply, nbest.hyps)))
 
 
-def text_hints(nbest: NBestList, post_process: str | None, unescape: str | None) -> list[str]:
-    """Notes on text that looks segmented or escaped where no option undid it (searched in the
-    strings' buffer, at C speed)."""
+# what the hints look for, each with a byte it holds: a byte is found at memchr speed, a pattern is not,
+# so a pattern is searched only in a buffer that holds its byte (the last byte of `▁` in UTF-8 is 0x81)
+_SIGNS = {_BPE: b"@", _SPM: b"\x81", **{escape: b"&" for escape in HTML_ESCAPES}}
+
+
+def text_signs(hyps: StringColumn) -> set[str]:
+    """The patterns of segmented or escaped text (`@@ `, `▁`, Moses escapes) that some string holds."""
+    buffer = hyps.raw()[0]
+    present = {byte for byte in set(_SIGNS.values()) if buffer.find(byte) >= 0}
+    return {pattern for pattern, byte in _SIGNS.items() if byte in present and hyps.first_containing(pattern) is not None}
+
+
+def hint_notes(signs: set[str], post_process: str | None, unescape: str | None) -> list[str]:
+    """The notes for `signs` (from `text_signs`) that no option undid."""
     hints = []
-    buffer = nbest.hyps.raw()[0]
-    may_hold = lambda byte: buffer.find(byte) >= 0  # noqa: E731 - one byte is found at memchr speed, a pattern is not
     if (post_process or "none") == "none":
-        if may_hold(b"@") and nbest.hyps.first_containing(_BPE) is not None:
+        if _BPE in signs:
             hints.append("hypotheses contain `@@ ` (BPE): try --post-process subword_nmt (post_process='subword_nmt')")
-        if may_hold(b"\x81") and nbest.hyps.first_containing(_SPM) is not None:  # the last byte of `▁` in UTF-8
+        if _SPM in signs:
             hints.append("hypotheses contain `\u2581` (SentencePiece pieces): try --post-process sentencepiece "
                          "(post_process='sentencepiece')")
-    if (unescape or "none") == "none" and may_hold(b"&"):
-        found = [e for e in HTML_ESCAPES if nbest.hyps.first_containing(e) is not None]
-        if found:
-            hints.append(f"hypotheses contain Moses escapes ({' '.join(found[:4])}): try --unescape html "
-                         "(unescape='html')")
+    found = [e for e in HTML_ESCAPES if e in signs]
+    if (unescape or "none") == "none" and found:
+        hints.append(f"hypotheses contain Moses escapes ({' '.join(found[:4])}): try --unescape html (unescape='html')")
     return hints
 
 
-def file_may_need_hints(path: str, block: int = 1 << 22) -> bool:
-    """Whether the bytes of `path` (gzip'd or not) hold anything `text_hints` looks for, anywhere:
-    a two-pass reader that does not keep the hypotheses hands such files to the whole-list reader."""
-    import zlib
-
-    from rerank.io import _open_binary
-
-    needles = [_BPE.encode(), _SPM.encode(), *(e.encode() for e in HTML_ESCAPES)]
-    keep = max(map(len, needles)) - 1
-    raw, stream = _open_binary(path)
-    try:
-        tail = b""
-        while chunk := stream.read(block):
-            data = tail + chunk
-            if any(data.find(byte) >= 0 for byte in (b"@", b"\x81", b"&")) and any(n in data for n in needles):
-                return True
-            tail = data[-keep:]
-    except (OSError, EOFError, zlib.error):  # broken gzip data: the line reader names the line
-        return True
-    finally:
-        stream.close()
-        raw.close()
-    return False
+def text_hints(nbest: NBestList, post_process: str | None, unescape: str | None) -> list[str]:
+    """Notes on text that looks segmented or escaped where no option undid it."""
+    return hint_notes(text_signs(nbest.hyps), post_process, unescape)
