@@ -33,22 +33,39 @@ def add_nbest_input(parser: argparse.ArgumentParser, positional: bool = True, ow
     group.add_argument("--format", dest="in_format", choices=format_names(), help="input format (default: detected)")
     group.add_argument("--strict", action="store_true", help="a feature missing on some line is an error (default: fill with 0 and report)")
     owned = dict(owned or {})
-    for option in reading_options():
-        if option.key in owned:
-            continue
-        group.add_argument(option.flag, dest=_DEST + option.key, metavar=option.metavar, choices=option.choices,
-                           default=option.default, help=option.help, type=option.type or str)
-    group.add_argument("--post-process", choices=POST_PROCESS, default="none",
-                       help="undo subword segmentation in the hypotheses, as fairseq's --post-process: sentencepiece "
-                       "(`▁` -> space), subword_nmt (join `@@ `) (default: %(default)s)")
-    group.add_argument("--unescape", choices=UNESCAPE, default="none",
-                       help="undo Moses/Marian escaping in the hypotheses: html (&amp; &lt; &gt; &quot; &apos; &#124; "
-                       "&#91; &#93;) (default: %(default)s)")
+    add_reading_options(group, owned=owned)
+    add_text_options(group)
     group.add_argument("--cache", action=argparse.BooleanOptionalAction, default=None,
                        help="keep the parsed list in a binary cache keyed by the file's SHA-256 and reuse it (single-file "
                        "formats; folder: nbest/ under $RERANK_CACHE_DIR, else ~/.cache/mlmme-rerank) (default: on "
                        "when RERANK_CACHE_DIR is set, else off)")
     parser.set_defaults(nbest_owned_options=owned)
+
+
+def _flag(flag: str, prefix: str) -> str:
+    """A reading option's flag under `prefix`: --plain-ids is --nbest-plain-ids (eval's --nbest lists);
+    a flag that has the prefix already (--nbest-size) stays."""
+    return flag if not prefix or flag.startswith("--" + prefix) else f"--{prefix}{flag[2:]}"
+
+
+def add_reading_options(group, prefix: str = "", owned: dict[str, str] | None = None, help_prefix: str = "") -> None:
+    """Every format's reading options (rerank.formats.reading_options) as flags of `group`, each named
+    with `prefix` and stored under one dest (`read_options` collects them); not those in `owned`."""
+    for option in reading_options():
+        if option.key not in (owned or {}):
+            group.add_argument(_flag(option.flag, prefix), dest=_DEST + option.key, metavar=option.metavar,
+                               choices=option.choices, default=option.default, help=help_prefix + option.help,
+                               type=option.type or str)
+
+
+def add_text_options(group, where: str = "the hypotheses") -> None:
+    """--post-process and --unescape (rerank.formats.text)."""
+    group.add_argument("--post-process", choices=POST_PROCESS, default="none",
+                       help=f"undo subword segmentation in {where}, as fairseq's --post-process: sentencepiece "
+                       "(`\u2581` -> space), subword_nmt (join `@@ `) (default: %(default)s)")
+    group.add_argument("--unescape", choices=UNESCAPE, default="none",
+                       help=f"undo Moses/Marian escaping in {where}: html (&amp; &lt; &gt; &quot; &apos; &#124; "
+                       "&#91; &#93;) (default: %(default)s)")
 
 
 def read_options(args: argparse.Namespace) -> dict:
@@ -57,10 +74,11 @@ def read_options(args: argparse.Namespace) -> dict:
     return {option.key: getattr(args, owned.get(option.key, _DEST + option.key), None) for option in reading_options()}
 
 
-def with_flags(exc: NeedsOption) -> InputError:
+def with_flags(exc: NeedsOption, prefix: str = "") -> InputError:
     """The error with the flags that give the options it needs (`--format NAME`, `--nbest-size N`, ...)."""
-    flags = {option.key: f"{option.flag} {option.metavar or option.key.upper()}" for option in reading_options()}
-    flags["format"] = "--format NAME"
+    flags = {option.key: f"{_flag(option.flag, prefix)} {option.metavar or option.key.upper()}"
+             for option in reading_options()}
+    flags["format"] = f"--{prefix}format NAME"
     named = " or ".join(flags.get(key, key) for key in exc.options)
     return InputError(f"{exc.problem} ({named})", exc.path, exc.line)
 

@@ -11,20 +11,14 @@ import sys
 from collections.abc import Sequence
 
 from rerank.cliargs import nonnegative_int, positive_int, probability, show_progress
+from rerank.commands._common import add_reading_options, add_text_options, read_options, with_flags
 from rerank.errors import InputError, NeedsOption
+from rerank.formats import format_names
 from rerank.io import read_lines, read_references
 from rerank.metrics import METRIC_NAMES
 from rerank.outputs import check_outputs
 
 LANGUAGES = ("en", "de", "fr", "es", "cs")
-
-
-_EVAL_DEST = "eval_nbest_"
-
-
-def _nbest_flag(flag: str) -> str:
-    """A reading option's flag for `eval --nbest` lists: --nbest-size stays, --plain-ids is --nbest-plain-ids."""
-    return flag if flag.startswith("--nbest-") else "--nbest-" + flag[2:]
 
 
 def add_evaluation_arguments(p) -> None:
@@ -35,19 +29,12 @@ def add_evaluation_arguments(p) -> None:
     p.add_argument("--nbest", action="append", default=[], metavar="[NAME=]F",
                    help="a system from an n-best list: 1-best under --weights (repeatable, pairs with --weights; default: none)")
     p.add_argument("--weights", action="append", default=[], metavar="W", help="weights file for the matching --nbest (default: none)")
-    from rerank.formats import POST_PROCESS, UNESCAPE, format_names, reading_options
-
-    p.add_argument("--nbest-format", choices=format_names(), help="format of the --nbest lists (default: detected)")
+    p.add_argument("--nbest-format", choices=format_names(), help="format of the --nbest lists; an opennmt list "
+                   "without --nbest-size or --nbest-src has one source per reference line (default: detected)")
     p.add_argument("--nbest-strict", action="store_true", help="a feature missing on some line of an --nbest list is "
                    "an error (default: read as 0 and said)")
-    for option in reading_options():  # the formats' reading options, for the --nbest lists
-        p.add_argument(_nbest_flag(option.flag), dest=_EVAL_DEST + option.key, metavar=option.metavar, type=option.type or str,
-                       choices=option.choices, default=option.default, help=f"--nbest lists: {option.help}"
-                       + (" (eval: the references' lines stand for the sources)" if option.key == "src" else ""))
-    p.add_argument("--post-process", choices=POST_PROCESS, default="none", help="undo subword segmentation in the "
-                   "--nbest lists' hypotheses: sentencepiece (`\u2581`), subword_nmt (`@@ `) (default: %(default)s)")
-    p.add_argument("--unescape", choices=UNESCAPE, default="none", help="undo Moses escaping (&apos; &quot; ...) in "
-                   "the --nbest lists' hypotheses (default: %(default)s)")
+    add_reading_options(p, prefix="nbest-", help_prefix="--nbest lists: ")
+    add_text_options(p, "the --nbest lists' hypotheses")
     p.add_argument("--metrics", default="bleu,meteor,ter", help=f"comma-separated: {', '.join(METRIC_NAMES)} or a "
                    "--segment-scores NAME (default: %(default)s)")
     p.add_argument("--segment-scores", action="append", default=[], metavar="NAME=FILE.tsv",
@@ -282,18 +269,15 @@ def _nbest_hypotheses(path: str, weights_path: str, args) -> tuple:
     from rerank.formats import ReadReport, read_nbest
     from rerank.weights import best_rows, model_scores, read_weights, weight_vector
 
-    from rerank.formats import reading_options
-
     report = ReadReport()
-    options = {o.key: getattr(args, _EVAL_DEST + o.key, None) for o in reading_options()}
+    options = read_options(args)
     if options.get("nbest_size") is None and not options.get("src"):
         options["src"] = args.ref[0]  # one source per reference line: an OpenNMT list's size
     try:
         nbest = read_nbest(path, fmt=args.nbest_format, strict=args.nbest_strict, report=report,
                            post_process=args.post_process, unescape=args.unescape, **options)
     except NeedsOption as exc:
-        flags = {"format": "--nbest-format NAME", **{o.key: f"{_nbest_flag(o.flag)} {o.metavar or 'X'}" for o in reading_options()}}
-        raise InputError(f"{exc.problem} ({' or '.join(flags[k] for k in exc.options if k in flags)})", exc.path) from None
+        raise with_flags(exc, prefix="nbest-") from None
     finally:
         for note in report.notes:
             print(f"note: {path}: {note}", file=sys.stderr)
