@@ -55,11 +55,10 @@ def detect_format(path: str, report: ReadReport | None = None, options: dict | N
     if not lines:
         raise InputError("empty file: cannot tell its format", path)
     sample = Sample(lines, {k: v for k, v in (options or {}).items() if v is not None}, path)
+    ordered = detection_order()
+    sided = [r for r in ordered if r.side_inputs is not None and r.side_inputs(path, sample.options)]
     tried = []
-    with_side_files = [r for r in detection_order() if r.side_inputs is not None and r.side_inputs(path, sample.options)]
-    for record in [*with_side_files, *detection_order()]:  # a format whose side files are there is asked first
-        if record.name in tried:
-            continue
+    for record in {r.name: r for r in [*sided, *ordered]}.values():  # a format whose side files are there first
         claim = record.detect(sample) if record.detect is not None else False
         if claim:
             if report is not None:
@@ -88,14 +87,13 @@ def read_nbest(path: str, fmt: str | None = None, strict: bool = False, report: 
     segmentation and Moses escaping of the hypotheses (rerank.formats.text); what was applied is
     in `report.text`, and hints for text that looks segmented or escaped in `report.notes`.
     """
-    report = report if report is not None else ReadReport()
-    fmt = fmt or detect_format(path, report, options)
-    record = get_format(fmt, path)
-    known = {option.key for option in record.options}
-    mine = {key: options.get(key) for key in known}
     unknown = set(options) - {option.key for option in reading_options()}
     if unknown:
         raise TypeError(f"unknown reading option(s) {', '.join(sorted(unknown))}")
+    report = report if report is not None else ReadReport()
+    fmt = fmt or detect_format(path, report, options)
+    record = get_format(fmt, path)
+    mine = {option.key: options.get(option.key) for option in record.options}
     read = lambda part: record.read(path, strict=strict, report=part, **mine)  # noqa: E731
     directory = cache_dir(cache) if record.cached and path != "-" else None
     if directory is None:

@@ -129,23 +129,23 @@ def write_plain(nbest: NBestList, path: str, first_id: int = 0) -> list[str]:
     return [path, path + ".ids", path + ".features.tsv"]
 
 
-def _side_files(path: str, options: dict, report: ReadReport | None) -> dict:
-    """`options` with the side files found beside a plain list (PATH.ids, PATH.features.tsv, as
-    `write_plain` writes them) for the ones not given (said in `report`)."""
-    found = []
-    if path != "-" and not options.get("ids") and not options.get("sizes") and os.path.isfile(path + ".ids"):
-        options["ids"] = path + ".ids"
-        found.append(f"sentence ids from {options['ids']}")
-    if path != "-" and not options.get("features") and os.path.isfile(path + ".features.tsv"):
-        options["features"] = path + ".features.tsv"
-        found.append(f"features from {options['features']}")
-    if found and report is not None:
-        report.notes.append(f"plain list: read {' and '.join(found)} (found beside it)")
-    return options
+def _found_beside(path: str, options: dict) -> dict[str, str]:
+    """The side files beside a plain list (PATH.ids, PATH.features.tsv, as `write_plain` writes them)
+    that stand in for options not given, by option."""
+    if path == "-":
+        return {}
+    wanted = {"ids": path + ".ids"} if not options.get("ids") and not options.get("sizes") else {}
+    wanted.update({"features": path + ".features.tsv"} if not options.get("features") else {})
+    return {key: file for key, file in wanted.items() if os.path.isfile(file)}
 
 
 def _read(path: str, *, strict: bool = False, report: ReadReport | None = None, **options) -> NBestList:
-    options = _side_files(path, dict(options), report)
+    found = _found_beside(path, options)
+    if found and report is not None:
+        what = {"ids": "sentence ids", "features": "features"}
+        report.notes.append(f"plain list: read {' and '.join(f'{what[k]} from {f}' for k, f in found.items())} "
+                            "(found beside it)")
+    options = {**options, **found}
     names = options.get("feature_names")
     return read_plain(path, ids=options.get("ids"), sizes=options.get("sizes"), features=options.get("features"),
                       feature_names=names.split(",") if isinstance(names, str) else names)
@@ -173,10 +173,9 @@ def detect_plain(sample: Sample) -> bool:
 
 
 def _side_inputs(path: str, options: dict) -> list[str]:
-    given = [options.get(k) for k in ("ids", "sizes", "features")]
-    found = [] if path == "-" or options.get("ids") or options.get("sizes") else [path + ".ids"]
-    found += [] if path == "-" or options.get("features") else [path + ".features.tsv"]
-    return [p for p in given if p] + [p for p in found if os.path.exists(p)]
+    """The side files a read opens: those given and those found beside the list."""
+    given = [options[k] for k in ("ids", "sizes", "features") if options.get(k)]
+    return given + list(_found_beside(path, options).values())
 
 
 PLAIN = NBestFormat(
