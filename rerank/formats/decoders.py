@@ -11,43 +11,15 @@ Each returns an NBestList with one feature column, the decoder's own score (`sco
 the decoder's order (best first), and no total score. The result objects are taken duck-typed:
 this core module imports neither torch, transformers nor ctranslate2.
 
-What the score is (read in the libraries' sources; tests/test_decoder_results.py checks it):
-
-- CTranslate2 (3.0 and later; the installed 4.8.5 and the source of 4.8.1): the summed
-  log-probabilities of the hypothesis's tokens, the end token included when the hypothesis
-  ended on it, divided by length ** length_penalty (`length_penalty` of translate_batch, default
-  1, so the default score is a per-token average; 0 gives the plain sum). The length counts the
-  end token as well (it is in the hypothesis when the score is computed, and removed afterwards
-  unless return_end_token=True): len(hypothesis) + 1 for a hypothesis that ended, the number of
-  steps for one cut by max_decoding_length. There is no `normalize_scores` option any more:
-  CTranslate2 3.0 removed it (CHANGELOG v3.0.0, PR OpenNMT/CTranslate2#968), and the division
-  is always applied. The log-probabilities are a softmax over the tokens allowed at that step:
-  tokens that decoding disables (the end token before min_decoding_length, which is 1 by
-  default, so the first token's probability leaves out the end token; disable_unk,
-  suppress_sequences, no_repeat_ngram_size) are removed before the log-softmax. With
-  min_decoding_length=0 and none of these options, score * length ** length_penalty equals the
-  sum of `score_batch`'s log_probs over the same tokens. A coverage_penalty is added on top.
-  Sources: src/decoding.cc (finalize_hypothesis_score: `score /= std::pow(length,
-  length_penalty)`, with length = the hypothesis size; LogSoftMax after disable_tokens),
-  include/ctranslate2/decoding.h (include_eos_in_hypotheses = true),
-  src/models/sequence_to_sequence.cc (the end token removed after decoding),
-  include/ctranslate2/translation.h (TranslationOptions).
-- transformers beam search (`sequences_scores`, transformers 4.36 and later; the installed
-  5.24): the summed log-probabilities of the generated tokens divided by
-  generated_length ** length_penalty (the generation config's, default 1.0). The generated
-  length counts the tokens after the decoder prompt: for an encoder-decoder model, every token
-  after `decoder_start_token_id`, the EOS (also a forced one) and a forced BOS included, the
-  start token and the padding after EOS not; for a decoder-only model the prompt does not
-  count. Each token's log-probability is the model's log-softmax over the whole vocabulary,
-  then the logits processors of the generation config: a banned token (bad_words_ids) is only
-  set to -inf, not renormalised away, and a token forced by forced_bos_token_id or
-  forced_eos_token_id counts 0. So `output.sequences_scores` equals
-  `model.compute_transition_scores(output.sequences, output.scores, output.beam_indices,
-  normalize_logits=False).sum(1) / generated_length ** length_penalty`. Source:
-  transformers/generation/utils.py, GenerationMixin._beam_search (log_softmax, then
-  logits_processor) and _update_finished_beams (`topk_log_probs / ((cur_len + 1 -
-  decoder_prompt_len) ** length_penalty)`); before 4.36 (PR huggingface/transformers#27351)
-  the length counted the decoder start token and the prompt too.
+What each score is, checked in the libraries' sources (tests/test_decoder_results.py checks the
+numbers), is in each function's docstring. Sources: CTranslate2 src/decoding.cc
+(finalize_hypothesis_score: `score /= std::pow(length, length_penalty)`; LogSoftMax after
+disable_tokens), include/ctranslate2/decoding.h (include_eos_in_hypotheses = true),
+src/models/sequence_to_sequence.cc (the end token removed after decoding), CHANGELOG v3.0.0
+(normalize_scores removed, PR OpenNMT/CTranslate2#968); transformers/generation/utils.py,
+GenerationMixin._beam_search (log_softmax, then logits_processor) and _update_finished_beams
+(`topk_log_probs / ((cur_len + 1 - decoder_prompt_len) ** length_penalty)`; before 4.36, PR
+huggingface/transformers#27351, the length counted the decoder start token and the prompt too).
 """
 
 from __future__ import annotations
