@@ -57,7 +57,10 @@ def from_ctranslate2(results: Iterable, detokenize: Callable[[list[str]], str] |
     per token; with length_penalty=0 the sum. The log-softmax leaves out the tokens decoding
     disables at a step (the end token before min_decoding_length, 1 by default). The same holds
     under random sampling (sampling_topk != 1): the log-probabilities are the model's, before
-    temperature. A result without scores (return_scores=False, the default) is an InputError.
+    temperature. A coverage_penalty is added on top. With min_decoding_length=0 and none of the
+    options that disable tokens, score * length ** length_penalty is the sum of `score_batch`'s
+    log_probs over the same tokens. A result without scores (return_scores=False, the default) is
+    an InputError.
     """
     detokenize = detokenize or _joined
     hyps: list[list[str]] = []
@@ -102,7 +105,10 @@ def from_generate(output, tokenizer, num_return_sequences: int, *, score_name: s
     token after the decoder start token up to and including EOS (a forced BOS or EOS counts),
     not the start token or the padding. The log-probabilities are the model's log-softmax over
     the whole vocabulary after the logits processors, so a token forced by forced_eos_token_id
-    or forced_bos_token_id adds 0.
+    or forced_bos_token_id adds 0 and a banned one (bad_words_ids) is set to -inf without
+    renormalising the others. `sequences_scores` thus equals
+    `model.compute_transition_scores(output.sequences, output.scores, output.beam_indices,
+    normalize_logits=False).sum(1) / generated_length ** length_penalty`.
 
     Greedy search and sampling return no `sequences_scores`, and this function refuses them
     (InputError) rather than make a score up: the `output.scores` of those modes are the logits
