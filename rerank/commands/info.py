@@ -9,7 +9,6 @@ import numpy as np
 from rerank.cliargs import add_quiet
 from rerank.commands._common import format_help, add_nbest_input, load_nbest
 from rerank.formats import ReadReport
-from rerank.formats.text import text_hints
 from rerank.nbest import NBestList, StringColumn
 
 def add_parser(subparsers):
@@ -52,7 +51,7 @@ def summarize(nbest: NBestList, report: ReadReport | None = None) -> dict:
         problems.append(f"constant features (cannot affect ranking): {', '.join(constant)}")
     read = {}
     if report is not None:
-        problems += text_hints(nbest, report.text.get("post_process"), report.text.get("unescape"))
+        problems += report.hints
         if report.detected is not None and report.detected_lines == 1:
             problems.append(f"format {report.detected} guessed from the file's only line (--format sets it)")
         for name, meaning in report.columns.items():

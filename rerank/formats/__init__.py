@@ -85,7 +85,7 @@ def read_nbest(path: str, fmt: str | None = None, strict: bool = False, report: 
     on when RERANK_CACHE_DIR is set, True = on, False = off, or its folder. `post_process`
     ('sentencepiece', 'subword_nmt', 'none') and `unescape` ('html', 'none') undo subword
     segmentation and Moses escaping of the hypotheses (rerank.formats.text); what was applied is
-    in `report.text`, and hints for text that looks segmented or escaped in `report.notes`.
+    in `report.text`, and hints for text that looks segmented or escaped in `report.hints` and `report.notes`.
     """
     unknown = set(options) - {option.key for option in reading_options()}
     if unknown:
@@ -102,7 +102,8 @@ def read_nbest(path: str, fmt: str | None = None, strict: bool = False, report: 
         nbest = read_cached(path, directory, {"format": fmt, "strict": bool(strict), **mine}, read, report)
     report.format = fmt
     nbest = postprocess(nbest, post_process, unescape, report)
-    report.notes.extend(text_hints(nbest, post_process, unescape))
+    report.hints = text_hints(nbest, post_process, unescape)
+    report.notes.extend(report.hints)
     return nbest
 
 

@@ -22,6 +22,7 @@ class ReadReport:
     detected: str | None = None  # the format detection chose (None: given)
     detected_lines: int = 0  # the non-empty lines detection saw
     text: dict = field(default_factory=dict)  # the post-processing applied to the hypotheses
+    hints: list[str] = field(default_factory=list)  # text that looks segmented or escaped (also in notes)
     columns: dict = field(default_factory=dict)  # what a column of the format means, by name (its direction)
 
 
