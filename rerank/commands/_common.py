@@ -84,15 +84,14 @@ def with_flags(exc: NeedsOption, prefix: str = "") -> InputError:
 
 
 def nbest_inputs(args: argparse.Namespace) -> list[str | None]:
-    """The files an n-best read (`load_nbest`) may open: the list and its format's side files."""
+    """The files an n-best read (`load_nbest`) may open: the list, the reading options that name
+    files, and the side files its format (or, not known yet, any format) finds beside it."""
     options = read_options(args)
     paths: list[str | None] = [args.nbest]
-    if args.nbest and args.in_format is not None:
-        record = get_format(args.in_format)
-        paths += record.side_inputs(args.nbest, options) if record.side_inputs is not None else []
-    elif args.nbest:  # not known yet which format: every format's side files
-        paths += [p for r in formats().values() if r.side_inputs is not None for p in r.side_inputs(args.nbest, options)]
-    paths += [v for k, v in options.items() if k == "src" and v]
+    paths += [options[o.key] for o in reading_options() if o.file and options.get(o.key)]
+    records = [get_format(args.in_format)] if args.in_format is not None else list(formats().values())
+    if args.nbest:
+        paths += [p for r in records if r.side_inputs is not None for p in r.side_inputs(args.nbest, options)]
     return list(dict.fromkeys(paths))
 
 

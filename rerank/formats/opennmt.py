@@ -115,5 +115,5 @@ OPENNMT = NBestFormat(
         ReadOption("nbest_size", "--nbest-size", "opennmt format: hypotheses per source sentence (the file does not say "
                    "it; default: lines / sources of --src)", metavar="N", type=int),
         ReadOption("src", "--src", "the source sentences, one per line (opennmt format: the list size is lines / "
-                   "sources) (default: none)", metavar="FILE"),
+                   "sources) (default: none)", metavar="FILE", file=True),
     ))

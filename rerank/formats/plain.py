@@ -186,11 +186,11 @@ PLAIN = NBestFormat(
     outputs=lambda path: [path, path + ".ids", path + ".features.tsv"], side_inputs=_side_inputs,
     options=(
         ReadOption("ids", "--plain-ids", "plain format: file with the sentence id of each hypothesis (default: NBEST.ids "
-                   "if present)", metavar="FILE"),
+                   "if present)", metavar="FILE", file=True),
         ReadOption("sizes", "--plain-sizes", "plain format: file with the list size of each sentence (default: none)",
-                   metavar="FILE"),
+                   metavar="FILE", file=True),
         ReadOption("features", "--plain-features", "plain format: features as TSV with a header of names, or .npy "
-                   "(default: NBEST.features.tsv if present)", metavar="FILE"),
+                   "(default: NBEST.features.tsv if present)", metavar="FILE", file=True),
         ReadOption("feature_names", "--feature-names", "plain format with .npy features: comma-separated column names "
                    "(default: f0, f1, ...)", metavar="A,B"),
     ))

@@ -28,6 +28,7 @@ class ReadOption:
     choices: Sequence[str] | None = None
     default: Any = None
     metavar: str | None = None
+    file: bool = False                  # its value is a file the read opens (commands check it is no output)
 
 
 @dataclass(frozen=True)
