@@ -337,27 +337,15 @@ def part_nmt_nbest(ctx) -> dict:
 
 def build_marian(out: str, ctx) -> str:
     """A random-weight Marian (sizes of the run's size) with a BPE tokenizer trained on the shipped val text."""
-    import torch
-    from transformers import MarianConfig, MarianMTModel
     from transformers.utils import logging as hf_logging
 
-    from rerank.recipes.tiny_models import DEFAULT_TEXT, read_text, train_tokenizer
+    from rerank.recipes import tiny_models
 
     s = ctx.size
-    tokenizer = train_tokenizer(read_text(DEFAULT_TEXT), vocab_size=s["ch_vocab"])
-    pad, eos = tokenizer.pad_token_id, tokenizer.eos_token_id
-    config = MarianConfig(vocab_size=len(tokenizer), d_model=s["ch_d_model"], encoder_layers=s["ch_layers"],
-                          decoder_layers=s["ch_layers"], encoder_attention_heads=s["ch_heads"],
-                          decoder_attention_heads=s["ch_heads"], encoder_ffn_dim=s["ch_ffn"], decoder_ffn_dim=s["ch_ffn"],
-                          max_position_embeddings=256, pad_token_id=pad, eos_token_id=eos, decoder_start_token_id=pad,
-                          forced_eos_token_id=eos)
     hf_logging.disable_progress_bar()
-    torch.manual_seed(ctx.seed)
-    model = MarianMTModel(config).eval()
-    model.generation_config.bad_words_ids = [[pad]]
-    model.save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    return out
+    tokenizer = tiny_models.train_tokenizer(tiny_models.read_text(tiny_models.DEFAULT_TEXT), vocab_size=s["ch_vocab"])
+    return tiny_models.build_marian(out, tokenizer, ctx.seed, d_model=s["ch_d_model"], layers=s["ch_layers"],
+                                    heads=s["ch_heads"], ffn=s["ch_ffn"])
 
 
 def part_channel(ctx) -> dict:

@@ -1,5 +1,5 @@
 """`python -m rerank`, which torchrun's ranks run too (rerank.cli.exit_process)."""
 
-from rerank.cli import exit_process, main
+from rerank.cli import run
 
-exit_process(main())
+run()

@@ -86,8 +86,14 @@ def main(argv: list[str] | None = None) -> int:
         reset_command_line(token)
 
 
+def run() -> NoReturn:
+    """The `rerank` console script and `python -m rerank`: `main`, then `exit_process`."""
+    exit_process(main())
+
+
 def exit_process(status: int) -> NoReturn:
-    """End `python -m rerank` with `status`. A torchrun rank (a process that joined a process group)
+    """End the `rerank` command (console script or `python -m rerank`) with `status`. A torchrun
+    rank (a process that joined a process group)
     skips the interpreter's teardown (os._exit, once stdout, stderr and the log handlers are
     flushed): its outputs are written and its group ended, but a native library's thread still
     running while the C++ static objects are destroyed made a finished rank abort now and then

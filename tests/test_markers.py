@@ -31,7 +31,7 @@ from tests.conftest import NEURAL_IMPORT, NeedsNeural, neural_module
 from tests.test_docs import NEURAL_DOCS, markdown_files
 
 TESTS = Path(__file__).resolve().parent
-NEURAL_FIXTURES = {"toy"}   # the toy models (conftest's `work` is a copy of them)
+NEURAL_FIXTURES = {"toy", "tiny"}   # the toy models (conftest's `work` is a copy of them), the users' tiny models
 NEURAL_MARK = re.compile(r"\bpytest\.mark\.neural\b")
 NEURAL_PACKAGE = re.compile(r"""^\s*['"](?:torch|sklearn|sentencepiece|sacremoses)\b""")
 
