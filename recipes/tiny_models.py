@@ -53,13 +53,15 @@ def train_tokenizer(lines: list[str], vocab_size: int = 600, lm: bool = False):
     return PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="</s>", unk_token="<unk>", pad_token="<pad>")
 
 
-def build_marian(out: str, tokenizer, seed: int = 0, ban_pad: bool = True, forced_bos: int | None = None) -> str:
+def build_marian(out: str, tokenizer, seed: int = 0, ban_pad: bool = True, forced_bos: int | None = None, *,
+                 d_model: int = 32, layers: int = 1, heads: int = 2, ffn: int = 64) -> str:
     import torch
     from transformers import MarianConfig, MarianMTModel
 
     pad, eos = tokenizer.pad_token_id, tokenizer.eos_token_id
-    config = MarianConfig(vocab_size=len(tokenizer), d_model=32, encoder_layers=1, decoder_layers=1,
-                          encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64,
+    config = MarianConfig(vocab_size=len(tokenizer), d_model=d_model, encoder_layers=layers, decoder_layers=layers,
+                          encoder_attention_heads=heads, decoder_attention_heads=heads, encoder_ffn_dim=ffn,
+                          decoder_ffn_dim=ffn,
                           max_position_embeddings=256, pad_token_id=pad, eos_token_id=eos, decoder_start_token_id=pad,
                           forced_eos_token_id=eos, bad_words_ids=[[pad]] if ban_pad else None,
                           forced_bos_token_id=forced_bos)

@@ -93,8 +93,7 @@ def run() -> NoReturn:
 
 def exit_process(status: int) -> NoReturn:
     """End the `rerank` command (console script or `python -m rerank`) with `status`. A torchrun
-    rank (a process that joined a process group)
-    skips the interpreter's teardown (os._exit, once stdout, stderr and the log handlers are
+    rank (a process that joined a process group) skips the interpreter's teardown (os._exit, once stdout, stderr and the log handlers are
     flushed): its outputs are written and its group ended, but a native library's thread still
     running while the C++ static objects are destroyed made a finished rank abort now and then
     ('terminate called without an active exception', SIGABRT: 1 run in 5 of the users'-model
