@@ -277,20 +277,11 @@ def train_nmt(ctx, out_dir: str) -> dict:
 
 
 def nbest_lists(model, src_vocab, lines: list[str], beam: int, batch_size: int, device: str) -> list:
-    """Per line: [(token tuple, logprob), ...] best first: rerank.nmt.beam on translate()'s batches."""
-    from rerank.nmt.beam import beam_search
-    from rerank.nmt.data import encode_source, length_batches, pad
-    from rerank.nmt.vocab import Tokenizer
+    """Per line: [(token tuple, logprob), ...] best first, as translate() decodes (rerank.nmt.translate.decode)."""
+    from rerank.nmt.translate import decode
 
-    ids = encode_source(lines, Tokenizer("en"), src_vocab, 200)
-    out: list = [None] * len(ids)
-    tables = model.step_tables()
-    for batch in length_batches([len(x) for x in ids], batch_size, shuffle=False):
-        src, src_len = pad([ids[i] for i in batch])
-        found = beam_search(model, src.to(device), src_len.to(device), beam, beam, tables=tables)
-        for i, hyps in zip(batch, found):
-            out[i] = [(tuple(h.tokens), h.logprob) for h in hyps]
-    return out
+    found = decode(model, src_vocab, lines, "en", beam, batch_size, device=device)
+    return [[(tuple(h.tokens), h.logprob) for h in hyps] for hyps in found]
 
 
 def part_nmt_nbest(ctx) -> dict:

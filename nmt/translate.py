@@ -18,19 +18,12 @@ log = logging.getLogger(__name__)
 FEATURE_NAMES = ["nmt", "nmt_norm", "len"]
 
 
-def translate(model, src_vocab, tgt_vocab, lines: list[str], src_lang: str, tgt_lang: str, beam: int = 20,
-              nbest: int | None = None, batch_size: int = 32, alpha: float = 1.0, max_len_ratio: float = 2.0,
-              max_len_extra: int = 5, max_src_len: int = 200, device: str = "cpu", path: str = "<input>",
-              progress: bool = True):
-    """For every input line (in order, none dropped), a list of (detokenised hypothesis, features
-    [nmt, nmt_norm, len], total) sorted by total = nmt_norm (alpha > 0) or nmt (alpha = 0).
-
-    Hypotheses whose detokenised text repeats a better one are removed, so a sentence can get
-    fewer than `nbest` entries only if fewer distinct finished hypotheses exist (a warning says so).
-    """
-    nbest = beam if nbest is None else nbest
-    src_tok, tgt_tok = Tokenizer(src_lang), Tokenizer(tgt_lang)
-    ids = encode_source(lines, src_tok, src_vocab, max_src_len, path=path)
+def decode(model, src_vocab, lines: list[str], src_lang: str, beam: int = 20, batch_size: int = 32, alpha: float = 1.0,
+           max_len_ratio: float = 2.0, max_len_extra: int = 5, max_src_len: int = 200, device: str = "cpu",
+           path: str = "<input>", progress: bool = False) -> list[list]:
+    """The finished hypotheses (rerank.nmt.beam.Hypothesis, best first) of every input line, in
+    order: beam search in batches of similar lengths (greedy search for beam 1)."""
+    ids = encode_source(lines, Tokenizer(src_lang), src_vocab, max_src_len, path=path)
     results: list = [None] * len(ids)
     batches = length_batches([len(s) for s in ids], batch_size, shuffle=False)
     tables = model.step_tables()
@@ -42,21 +35,41 @@ def translate(model, src_vocab, tgt_vocab, lines: list[str], src_lang: str, tgt_
         else:
             found = beam_search(model, src, src_len, beam, beam, max_len_ratio, max_len_extra, alpha, tables)
         for i, hyps in zip(batch, found):
-            seen, entries = set(), []
-            for h in hyps:
-                words = tgt_vocab.decode(h.tokens)
-                text = tgt_tok.detokenize(words)
-                if text in seen:
-                    continue
-                seen.add(text)
-                # 4 decimals keep the shipped files small; the order by total is unchanged
-                feats = np.round(np.array([h.logprob, h.norm, float(len(words))]), 4)
-                entries.append((text, feats, float(feats[1] if alpha > 0 else feats[0])))
-                if len(entries) == nbest:
-                    break
-            if len(entries) < nbest:
-                log.warning(f"warning: {path}:{i + 1}: only {len(entries)} distinct hypotheses (asked for {nbest})")
-            results[i] = entries
+            results[i] = hyps
+    return results
+
+
+def translate(model, src_vocab, tgt_vocab, lines: list[str], src_lang: str, tgt_lang: str, beam: int = 20,
+              nbest: int | None = None, batch_size: int = 32, alpha: float = 1.0, max_len_ratio: float = 2.0,
+              max_len_extra: int = 5, max_src_len: int = 200, device: str = "cpu", path: str = "<input>",
+              progress: bool = True):
+    """For every input line (in order, none dropped), a list of (detokenised hypothesis, features
+    [nmt, nmt_norm, len], total) sorted by total = nmt_norm (alpha > 0) or nmt (alpha = 0).
+
+    Hypotheses whose detokenised text repeats a better one are removed, so a sentence can get
+    fewer than `nbest` entries only if fewer distinct finished hypotheses exist (a warning says so).
+    """
+    nbest = beam if nbest is None else nbest
+    tgt_tok = Tokenizer(tgt_lang)
+    found = decode(model, src_vocab, lines, src_lang, beam, batch_size, alpha, max_len_ratio, max_len_extra,
+                   max_src_len, device, path, progress)
+    results = []
+    for i, hyps in enumerate(found):
+        seen, entries = set(), []
+        for h in hyps:
+            words = tgt_vocab.decode(h.tokens)
+            text = tgt_tok.detokenize(words)
+            if text in seen:
+                continue
+            seen.add(text)
+            # 4 decimals keep the shipped files small; the order by total is unchanged
+            feats = np.round(np.array([h.logprob, h.norm, float(len(words))]), 4)
+            entries.append((text, feats, float(feats[1] if alpha > 0 else feats[0])))
+            if len(entries) == nbest:
+                break
+        if len(entries) < nbest:
+            log.warning(f"warning: {path}:{i + 1}: only {len(entries)} distinct hypotheses (asked for {nbest})")
+        results.append(entries)
     return results
 
 
