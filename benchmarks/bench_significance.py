@@ -26,7 +26,7 @@ from sacrebleu.significance import PairedTest
 
 from rerank.metrics import make_metric
 from rerank.significance import approximate_randomization
-from rerank.sacre_stats import corpus_segment_stats
+from rerank.metrics.sacre_stats import corpus_segment_stats
 
 
 def read(path, n):

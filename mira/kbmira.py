@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from rerank.bleu import CORRECT, REF_LEN, TOTAL
+from rerank.metrics.bleu import CORRECT, REF_LEN, TOTAL
 from rerank.tuning import TuningData
 from rerank.progress import track
 

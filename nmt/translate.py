@@ -96,7 +96,7 @@ def bleu_ter(hyps: list[str], refs: list[str]) -> dict:
 
 def oracle_bleu(nbest_hyps: list[list[str]], refs: list[str]) -> float:
     """Corpus BLEU of each list's sentence-BLEU+1 best hypothesis: the pick `rerank oracle` makes."""
-    from rerank.bleu import oracle
+    from rerank.metrics.bleu import oracle
 
     return oracle([h for hs in nbest_hyps for h in hs], np.cumsum([0] + [len(h) for h in nbest_hyps]), [refs])[0]
 

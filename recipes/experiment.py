@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from rerank.bleu import oracle
+from rerank.metrics.bleu import oracle
 from rerank.io import atomic_write
 from rerank.nbest import NBestList
 from rerank.weights import best_rows, weight_vector, write_weights

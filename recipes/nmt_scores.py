@@ -36,7 +36,7 @@ def training_record(run: str) -> dict:
 
 def list_record(path: str, refs_path: str) -> dict:
     """1-best BLEU/TER (13a, as sacrebleu) and the oracle BLEU of one n-best list."""
-    from rerank.bleu import oracle
+    from rerank.metrics.bleu import oracle
 
     nbest = read_nbest(path)
     refs = read_references([refs_path], nbest.n_sentences)

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from rerank.bleu import make_bleu
+from rerank.metrics.bleu import make_bleu
 from rerank.errors import InputError
 from rerank.formats.decoders import from_ctranslate2, from_generate
 from rerank.evaluation import ResultTable, evaluate_systems
@@ -273,7 +273,7 @@ class Oracle:
 def oracle(nbest: NBestList | PathLike, refs, *, tokenize: str = "13a", lowercase: bool = False,
            progress: bool = False) -> Oracle:
     """The sentence-BLEU+1 oracle of every list (ties: the earlier hypothesis), as `rerank oracle`."""
-    from rerank.bleu import bleu_signature, corpus_bleu, hypothesis_stats, make_bleu, oracle_rows
+    from rerank.metrics.bleu import bleu_signature, corpus_bleu, hypothesis_stats, make_bleu, oracle_rows
 
     make_bleu(tokenize, lowercase)  # checks the tokeniser's name
     nbest, source = _nbest(nbest)

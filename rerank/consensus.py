@@ -47,13 +47,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rerank.bleu import sentence_bleu_plus1
+from rerank.metrics.bleu import sentence_bleu_plus1
 from rerank.cliargs import positive_float
 from rerank.errors import InputError
 from rerank.features import Feature, FeatureContext, make_options
 from rerank.metrics.registry import objective
 from rerank.nbest import NBestList
-from rerank.ngrams import NgramCounter, integer_sequences, sentence_blocks, token_sequences, tokenize_many
+from rerank.metrics.ngrams import NgramCounter, integer_sequences, sentence_blocks, token_sequences, tokenize_many
 
 UTILITIES = ("bleu", "chrf", "ter")
 CHRF_CHAR_ORDER, CHRF_BETA = 6, 2.0

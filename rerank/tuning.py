@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from rerank.bleu import corpus_bleu, corpus_bleu_batch, hypothesis_stats, oracle_rows, sentence_bleu_plus1
+from rerank.metrics.bleu import corpus_bleu, corpus_bleu_batch, hypothesis_stats, oracle_rows, sentence_bleu_plus1
 from rerank.errors import InputError
 from rerank.features import NoOptions, make_options, options_from_args
 from rerank.metrics.registry import MetricInfo, best_index, better, metric_info, objective

@@ -6,7 +6,7 @@ import os
 
 import numpy as np
 
-from rerank.bleu import corpus_bleu, corpus_bleu_batch, hypothesis_stats, sentence_bleu_plus1
+from rerank.metrics.bleu import corpus_bleu, corpus_bleu_batch, hypothesis_stats, sentence_bleu_plus1
 from rerank.formats import read_nbest, read_references
 from rerank.nbest import NBestList
 from rerank.tuning import TuningData, TuningMetric

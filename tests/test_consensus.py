@@ -10,7 +10,7 @@ from sacrebleu.metrics import TER
 
 import rerank
 from rerank import consensus as C
-from rerank.bleu import sentence_bleu_plus1
+from rerank.metrics.bleu import sentence_bleu_plus1
 from rerank.cli import main
 from rerank.errors import InputError
 from rerank.formats import read_nbest

@@ -13,7 +13,7 @@ from sacrebleu.metrics.helpers import extract_all_char_ngrams, extract_word_ngra
 
 import rerank
 from rerank import consensus as C
-from rerank.bleu import sentence_bleu_plus1
+from rerank.metrics.bleu import sentence_bleu_plus1
 from rerank.consensus import MBRFeature, MBROptions
 from rerank.errors import InputError
 from rerank.formats import read_nbest

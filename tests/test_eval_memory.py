@@ -11,7 +11,7 @@ import pytest
 import rerank.metrics.sacre as sacre
 import rerank.significance as sig
 from rerank.metrics import make_metric
-from rerank.sacre_stats import corpus_segment_stats
+from rerank.metrics.sacre_stats import corpus_segment_stats
 from rerank.significance import Resamples, approximate_randomization, bootstrap_weights, paired_bootstrap, run_statistics
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "eval")

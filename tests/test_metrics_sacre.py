@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from sacrebleu.metrics import BLEU, CHRF, TER
 
 from rerank.metrics import make_metric
-from rerank.sacre_stats import corpus_segment_stats
+from rerank.metrics.sacre_stats import corpus_segment_stats
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "eval")
 
@@ -89,7 +89,7 @@ def test_ter_is_lower_is_better_and_unknown_metric():
 
 @pytest.mark.parametrize("tokenize", ["13a", "none"])
 def test_private_statistics_equal_the_public_api(tokenize):
-    """rerank.sacre_stats is the only caller of sacrebleu's private methods (pinned < 2.7 in
+    """rerank.metrics.sacre_stats is the only caller of sacrebleu's private methods (pinned < 2.7 in
     pyproject.toml): its per-segment statistics must be what sacrebleu's public sentence_score and
     corpus_score report, so an upgrade that changes those methods fails here."""
     hyps = lines("cap1.en")[:12]
@@ -148,9 +148,9 @@ def _text(draw_words):
 @given(data=st.data(), tokenize=st.sampled_from(["13a", "none", "intl", "char"]), lowercase=st.booleans(),
        n_refs=st.integers(1, 3))
 def test_hypothesis_stats_equal_sacrebleus_per_segment_statistics(data, tokenize, lowercase, n_refs):
-    """rerank.bleu.hypothesis_stats (arrays over blocks of whole lists) gives sacrebleu's own
+    """rerank.metrics.bleu.hypothesis_stats (arrays over blocks of whole lists) gives sacrebleu's own
     statistics of every hypothesis: lengths, the closest reference length, clipped matches."""
-    from rerank.bleu import hypothesis_stats
+    from rerank.metrics.bleu import hypothesis_stats
 
     text = st.lists(st.sampled_from(WORDS), max_size=9).map(_text) | st.text(max_size=12)
     sizes = data.draw(st.lists(st.integers(0, 5), min_size=1, max_size=6))
@@ -169,7 +169,7 @@ def test_hypothesis_stats_equal_sacrebleus_per_segment_statistics(data, tokenize
 
 def test_hypothesis_stats_on_real_lists_in_several_blocks(monkeypatch):
     """The Joshua n-best lists with 4 references, cut into blocks of a few lists: sacrebleu's numbers."""
-    from rerank import bleu as B
+    from rerank.metrics import bleu as B
     from rerank.formats import read_nbest, read_references
 
     folder = os.path.join(os.path.dirname(__file__), "data", "joshua10")

@@ -277,7 +277,7 @@ def test_segment_views_match_the_whole_list():
 
 
 def test_statistics_computed_once_per_distinct_string_equal_direct_ones():
-    from rerank.bleu import hypothesis_stats
+    from rerank.metrics.bleu import hypothesis_stats
 
     nbest, refs = joshua(0, 10)
     rows = np.concatenate([np.arange(nbest.offsets[i], nbest.offsets[i + 1]).repeat(3) for i in range(10)])

@@ -10,7 +10,7 @@ from scipy.optimize import minimize
 from rerank.tuning import prepare
 from rerank.mira.mert import envelope_breakpoints, line_search, mert
 from rerank.mira.pro import pro, sample_pairs
-from rerank.bleu import corpus_bleu_batch, sentence_bleu_plus1
+from rerank.metrics.bleu import corpus_bleu_batch, sentence_bleu_plus1
 from rerank.nbest import segment_argmax
 from tests.mira_helpers import BAD, GOOD, hand_data, joshua, list_with_reference, one_best
 

@@ -135,7 +135,7 @@ def test_word_f_measure_by_frequency_by_hand():
 
 def test_oracle_curve_ends_at_the_oracle_and_starts_at_the_one_best(page):
     d, text, _ = page
-    from rerank.bleu import oracle
+    from rerank.metrics.bleu import oracle
 
     nbest = read_nbest(NBEST)
     ks, values = analysis.oracle_curve(nbest, REFS)

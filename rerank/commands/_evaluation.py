@@ -136,7 +136,7 @@ def check_options(args) -> tuple[list[str], list[tuple[str, str]]]:
         raise InputError("give one --weights file per --nbest file")
     if args.stratified and args.multeval_compat:
         raise InputError("--stratified and --multeval-compat are two different tests: choose one")
-    from rerank.bleu import make_bleu
+    from rerank.metrics.bleu import make_bleu
 
     make_bleu(args.tokenize)  # an unknown --tokenize: one line, before any file is read
     if args.bootstrap == 1:

@@ -52,7 +52,7 @@ def _metrics(args) -> list:
     """The metric objects asked for with --ref (checked before any file is read)."""
     if not args.ref:
         return []
-    from rerank.bleu import make_bleu
+    from rerank.metrics.bleu import make_bleu
     from rerank.metrics import make_metric
 
     names = [m.strip().lower() for m in args.metrics.split(",") if m.strip()]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rerank.bleu import make_bleu
+from rerank.metrics.bleu import make_bleu
 from rerank.cliargs import add_quiet, show_progress
 from rerank.commands._common import format_help, nbest_inputs, add_nbest_input, load_nbest
 from rerank.io import atomic_write, read_references

@@ -81,7 +81,7 @@ def run(args) -> int:
     table = ev.table
     frequencies, freq_source = None, "the references"
     if args.freq_corpus:
-        from rerank.bleu import make_bleu
+        from rerank.metrics.bleu import make_bleu
         from rerank.htmlreport.analysis import word_counts
 
         frequencies = word_counts(read_lines(args.freq_corpus), make_bleu(args.tokenize).tokenizer, args.lowercase)

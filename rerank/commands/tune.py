@@ -10,7 +10,7 @@ import time
 import numpy as np
 
 from rerank import __version__, plugins
-from rerank.bleu import bleu_signature, make_bleu
+from rerank.metrics.bleu import bleu_signature, make_bleu
 from rerank.cliargs import (add_nbest_positional, add_quiet, nonnegative_int, positive_int, resolve_nbest,
                             show_progress, stderr_log)
 from rerank.commands._common import format_help, nbest_inputs, add_nbest_input, load_nbest

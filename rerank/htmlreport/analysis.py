@@ -177,7 +177,7 @@ def sentence_scores(metric, stats: np.ndarray) -> np.ndarray:
     TER): BLEU+1 x 100 for BLEU (plain BLEU is 0 for most single sentences), else the metric."""
     stats = np.asarray(stats, dtype=np.float64)
     if metric.name == "bleu":
-        from rerank.bleu import sentence_bleu_plus1
+        from rerank.metrics.bleu import sentence_bleu_plus1
 
         return 100.0 * sentence_bleu_plus1(stats)
     return np.asarray(metric.score_from_stats(stats), dtype=np.float64).reshape(len(stats))
@@ -211,7 +211,7 @@ def changed_sentences(baseline: Sequence[str], system: Sequence[str], base_score
 def oracle_curve(nbest, refs, model_scores=None, tokenize: str = "13a", lowercase: bool = False) -> tuple[list, list]:
     """(k, corpus BLEU) for k = 1..N: each sentence's BLEU+1-best hypothesis among its top k under
     `model_scores` (higher first; None: the list's own order), ties to the higher-ranked one."""
-    from rerank.bleu import corpus_bleu, hypothesis_stats, sentence_bleu_plus1
+    from rerank.metrics.bleu import corpus_bleu, hypothesis_stats, sentence_bleu_plus1
 
     offsets = np.asarray(nbest.offsets)
     stats = hypothesis_stats(nbest.hyps, offsets, refs, tokenize, lowercase)

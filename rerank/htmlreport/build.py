@@ -24,7 +24,7 @@ def build_report(result, refs: Sequence[Sequence[str]], outputs: dict, *, nbests
     references, tokenised as BLEU); `examples`: sentences shown per better/worse section.
     """
     from rerank import __version__
-    from rerank.bleu import make_bleu
+    from rerank.metrics.bleu import make_bleu
 
     tokenizer = make_bleu(tokenize, lowercase).tokenizer
     if frequencies is None:

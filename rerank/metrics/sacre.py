@@ -1,7 +1,7 @@
 """BLEU, chrF, TER and the length ratio on top of sacrebleu's metric classes.
 
 Statistics come from sacrebleu itself (same tokenisers, same counting; read through
-rerank.sacre_stats, the only user of its private methods), so corpus scores equal the `sacrebleu`
+rerank.metrics.sacre_stats, the only user of its private methods), so corpus scores equal the `sacrebleu`
 CLI; only the final formula is re-written in numpy so that it runs over a batch axis
 (randomisation/bootstrap trials). Tests compare both formulas on real data.
 """
@@ -11,9 +11,9 @@ from __future__ import annotations
 import numpy as np
 from sacrebleu.metrics import BLEU, CHRF, TER
 
-from rerank.bleu import corpus_bleu_batch
+from rerank.metrics.bleu import corpus_bleu_batch
 from rerank.metrics.base import Metric
-from rerank.sacre_stats import clear_tokenizer_cache, corpus_segment_stats
+from rerank.metrics.sacre_stats import clear_tokenizer_cache, corpus_segment_stats
 
 # Sentences per sacrebleu call: it keeps the tokenised references (BLEU: their n-gram Counters) of a
 # whole call alive, so statistics are extracted in chunks into one numpy array.
@@ -47,7 +47,7 @@ class BLEUMetric(Metric):
         return segment_stats(self._bleu, hyps, refs, 10)
 
     def score_from_stats(self, stats):
-        score = corpus_bleu_batch(stats)  # the project's vectorised sacrebleu formula (rerank.bleu)
+        score = corpus_bleu_batch(stats)  # the project's vectorised sacrebleu formula (rerank.metrics.bleu)
         return score if np.ndim(score) else float(score)
 
     def signature(self):

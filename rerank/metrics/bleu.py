@@ -1,5 +1,5 @@
 """Per-hypothesis BLEU sufficient statistics, computed once with sacrebleu's own code
-(through rerank.sacre_stats, the only user of its private methods).
+(through rerank.metrics.sacre_stats, the only user of its private methods).
 
 Layout (sacrebleu's): ``[sys_len, ref_len, correct_1..4, total_1..4]`` as float64, one row
 per hypothesis. Summing rows and calling `corpus_bleu` gives exactly sacrebleu's corpus
@@ -16,7 +16,7 @@ from sacrebleu.metrics import BLEU
 from rerank.errors import InputError
 from rerank.progress import track
 from rerank.nbest import segment_argmax
-from rerank.ngrams import NgramCounter, sentence_blocks, token_sequences
+from rerank.metrics.ngrams import NgramCounter, sentence_blocks, token_sequences
 
 N_STATS = 10
 SYS_LEN, REF_LEN = 0, 1
@@ -77,7 +77,7 @@ def block_stats(hyps: Sequence[str], offsets: np.ndarray, refs: Sequence[Sequenc
                 lowercase: bool) -> np.ndarray:
     """`hypothesis_stats` of one block of lists. The texts are laid out list by list, its K
     references first, then its hypotheses; every distinct n-gram of a list gets a column
-    (rerank.ngrams.NgramCounter), its reference count is the largest of the references', and a
+    (rerank.metrics.ngrams.NgramCounter), its reference count is the largest of the references', and a
     hypothesis matches min(its count, that) of it, as sacrebleu clips."""
     n_sent, n_refs = len(offsets) - 1, len(refs)
     sizes = np.diff(offsets)

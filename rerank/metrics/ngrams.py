@@ -1,4 +1,4 @@
-"""Token and n-gram arrays shared by the BLEU statistics (rerank.bleu) and MBR (rerank.consensus).
+"""Token and n-gram arrays shared by the BLEU statistics (rerank.metrics.bleu) and MBR (rerank.consensus).
 
 Texts become one int64 array of unit ids with CSR bounds (`integer_sequences`, `token_sequences`
 for sacrebleu's tokens); `NgramCounter` counts the distinct n-grams of every text of a block of
