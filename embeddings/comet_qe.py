@@ -24,10 +24,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from rerank import distributed
-from rerank.cliargs import positive_int
 from rerank.device import resolve_device
 from rerank.errors import InputError, needs_neural, require
-from rerank.features import Feature, FeatureContext, make_options
+from rerank.features import Feature, FeatureContext
+from rerank.options import POSITIVE_INT, option
 from rerank.progress import transformers_bars_off
 from rerank.score_cache import model_digest, open_cache
 
@@ -36,8 +36,10 @@ from rerank.score_cache import model_digest, open_cache
 class QEOptions:
     """Options of the qe feature (flags of `rerank features`: --qe-model, --qe-batch-size)."""
 
-    model: str | None = None          # COMET model directory (hparams.yaml + checkpoints/model.ckpt) or .ckpt file
-    batch_size: int = 16              # pairs per batch
+    model: str | None = option(None, "reference-free COMET model (CometKiwi-style): its directory (hparams.yaml, "
+                               "checkpoints/model.ckpt) or the .ckpt", metavar="PATH",
+                               default_text="none, needed for qe")
+    batch_size: int = option(16, "pairs per batch", check=POSITIVE_INT)
 
 
 def checkpoint_file(path: str) -> str:
@@ -111,19 +113,12 @@ class QEFeature(Feature):
     columns = ("qe",)
     description = "reference-free quality estimate of (source, hypothesis) under a COMET checkpoint (--qe-model)"
     Options = QEOptions
+    option_prefix = "qe-"
     requires = ("torch", "comet")
-
-    def add_arguments(self, group):
-        group.add_argument("--qe-model", metavar="PATH", help="reference-free COMET model (CometKiwi-style): its "
-                           "directory (hparams.yaml, checkpoints/model.ckpt) or the .ckpt (default: none, needed for qe)")
-        group.add_argument("--qe-batch-size", type=positive_int, default=16, help="pairs per batch (default: %(default)s)")
-
-    def options(self, args):
-        return QEOptions(model=args.qe_model, batch_size=args.qe_batch_size)
 
     def compute(self, nbest, which, context: FeatureContext | None = None, options=None):
         context = context or FeatureContext()
-        options = make_options(QEOptions, options)
+        options = self.make_options(options)
         require(self.requires, "the qe feature")
         if not options.model:
             raise InputError("qe needs a reference-free COMET model")

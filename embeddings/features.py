@@ -18,10 +18,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from rerank import distributed
-from rerank.cliargs import positive_int
 from rerank.errors import InputError, needs_neural, require
-from rerank.features import Feature, FeatureContext, make_options
+from rerank.features import Feature, FeatureContext
 from rerank.nbest import NBestList
+from rerank.options import POSITIVE_INT, option
 from rerank.progress import Progress, progress_bar
 
 FEATURES = ("s_s", "s_i", "s_i_src")
@@ -120,11 +120,14 @@ class MLMMEOptions:
     """Options of the mlmme plug-in (flags of `rerank features`: -m/--model, --prefix, --images,
     --batch-size, --chunk-sentences)."""
 
-    models: tuple[str, ...] = ()      # embedding models (NAME.pt with NAME.json beside it)
-    prefixes: tuple[str, ...] = ()    # column-name prefix of each model (none for one model; needed for several)
-    images: str | None = None         # image features (.npy/.npz), one row per n-best sentence
-    batch_size: int = 256             # rows of every encoder batch (the values depend on it)
-    chunk_sentences: int = 2000       # n-best sentences encoded per chunk (bounds memory)
+    models: tuple[str, ...] = option((), "embedding model (NAME.pt with NAME.json beside it); repeat for several",
+                                     flag=("-m", "--model"), many=True)
+    prefixes: tuple[str, ...] = option((), "column-name prefix for the matching --model (required for several)",
+                                       flag="--prefix", many=True, default_text="none for one model")
+    images: str | None = option(None, "image features (.npy/.npz), one row per n-best sentence")
+    batch_size: int = option(256, "rows of every encoder batch; the values depend on it, not on which sentences "
+                             "share a batch, so give shards the same value", check=POSITIVE_INT)
+    chunk_sentences: int = option(2000, "n-best sentences encoded per chunk (bounds memory)", check=POSITIVE_INT)
 
 
 class MLMMEFeatures(Feature):
@@ -136,22 +139,6 @@ class MLMMEFeatures(Feature):
     Options = MLMMEOptions
     requires = ("torch", "sacremoses")
 
-    def add_arguments(self, group):
-        group.add_argument("-m", "--model", action="append", help="embedding model (NAME.pt with NAME.json beside it); "
-                           "repeat for several (default: none)")
-        group.add_argument("--prefix", action="append", help="column-name prefix for the matching --model "
-                           "(default: none for one model; required for several)")
-        group.add_argument("--images", help="image features (.npy/.npz), one row per n-best sentence (default: none)")
-        group.add_argument("--batch-size", type=positive_int, default=256,
-                           help="rows of every encoder batch (default: %(default)s); the values depend on it, not on "
-                           "which sentences share a batch, so give shards the same value")
-        group.add_argument("--chunk-sentences", type=positive_int, default=2000,
-                           help="n-best sentences encoded per chunk (bounds memory; default: %(default)s)")
-
-    def options(self, args):
-        return MLMMEOptions(models=tuple(args.model or ()), prefixes=tuple(args.prefix or ()), images=args.images,
-                            batch_size=args.batch_size, chunk_sentences=args.chunk_sentences)
-
     def default_columns(self, options):
         if not options.models:
             return []
@@ -160,7 +147,7 @@ class MLMMEFeatures(Feature):
     def compute(self, nbest: NBestList, which, context: FeatureContext | None = None,
                 options: MLMMEOptions | None = None) -> dict[str, np.ndarray]:
         context = context or FeatureContext()
-        options = make_options(MLMMEOptions, options)
+        options = self.make_options(options)
         what = f"the {', '.join(which)} feature"
         require(self.requires, what)  # torch named first, the module most installs lack
         with needs_neural(what):

@@ -19,10 +19,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from rerank import distributed
-from rerank.cliargs import positive_int
 from rerank.device import resolve_device
 from rerank.errors import InputError, needs_neural, require
-from rerank.features import Feature, FeatureContext, make_options
+from rerank.features import Feature, FeatureContext
+from rerank.options import POSITIVE_INT, option
 from rerank.progress import track, transformers_bars_off
 from rerank.score_cache import model_digest, open_cache
 
@@ -31,8 +31,10 @@ from rerank.score_cache import model_digest, open_cache
 class SimOptions:
     """Options of the sim feature (flags of `rerank features`: --sim-model, --sim-batch-size)."""
 
-    model: str | None = None          # sentence-transformers model directory (or a Hugging Face encoder directory)
-    batch_size: int = 64              # sentences per batch
+    model: str | None = option(None, "sentence-transformers model directory, e.g. a multilingual encoder that maps "
+                               "the source and target languages together", metavar="DIR",
+                               default_text="none, needed for sim")
+    batch_size: int = option(64, "sentences per batch", check=POSITIVE_INT)
 
 
 def load_sentence_encoder(path: str, device):
@@ -114,21 +116,12 @@ class SimFeature(Feature):
     columns = ("sim",)
     description = "cosine of source and hypothesis under a sentence-transformers encoder (--sim-model)"
     Options = SimOptions
+    option_prefix = "sim-"
     requires = ("torch", "sentence_transformers")
-
-    def add_arguments(self, group):
-        group.add_argument("--sim-model", metavar="DIR", help="sentence-transformers model directory, e.g. a "
-                           "multilingual encoder that maps the source and target languages together (default: "
-                           "none, needed for sim)")
-        group.add_argument("--sim-batch-size", type=positive_int, default=64,
-                           help="sentences per batch (default: %(default)s)")
-
-    def options(self, args):
-        return SimOptions(model=args.sim_model, batch_size=args.sim_batch_size)
 
     def compute(self, nbest, which, context: FeatureContext | None = None, options=None):
         context = context or FeatureContext()
-        options = make_options(SimOptions, options)
+        options = self.make_options(options)
         require(self.requires, "the sim feature")
         if not options.model:
             raise InputError("sim needs a sentence-transformers model directory")

@@ -23,10 +23,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rerank.cliargs import positive_int
 from rerank.device import resolve_device
 from rerank.errors import InputError, needs_neural, require
-from rerank.features import Feature, FeatureContext, make_options
+from rerank.features import Feature, FeatureContext
+from rerank.options import POSITIVE_INT, option
 
 # torch and the models are imported in compute() (nmt/scoring.py, nmt/backends.py), so that
 # listing the plug-ins, which every `rerank` command does, stays cheap.
@@ -37,35 +37,56 @@ MODEL_FORMS = "a `rerank nmt train` run, a Hugging Face model directory (config.
 BATCH_TOKENS_HELP = "4,096 on CUDA, 1,024 on the CPU, where smaller batches run faster"
 
 
+CHANNEL_MODEL = "reverse translation model (target -> source language)"
+DIRECT_MODEL = "forward translation model (source -> target language)"
+R2L_MODEL = "right-to-left translation model (source -> target language, trained on word-reversed targets)"
+
+
+def _model_option(model_help: str, feature: str):
+    """The `model` field of a translation feature's options (its help names the model it needs)."""
+    return option(None, f"{model_help}: {MODEL_FORMS}", metavar="DIR", default_text=f"none, needed for {feature}")
+
+
 @dataclass(frozen=True)
 class ChannelOptions:
     """Options of the channel feature (flags of `rerank features`: --channel-model, --channel-...)."""
 
-    model: str | None = None          # reverse model (target -> source): MODEL_FORMS
-    batch_size: int = 64              # pairs per batch (`rerank nmt train` runs)
-    batch_tokens: int | None = None   # padded tokens per batch (Hugging Face, CTranslate2); None: by device
-    src_prefix: str = ""              # text before every model input (Marian multi-target: ">>eng<< ")
-    src_lang_code: str | None = None  # the model's source language code (NLLB "deu_Latn", M2M "de")
-    tgt_lang_code: str | None = None  # forced first target token (NLLB "eng_Latn", M2M "__en__")
+    model: str | None = _model_option(CHANNEL_MODEL, "channel")
+    batch_size: int = option(64, "pairs per batch for `rerank nmt train` runs", check=POSITIVE_INT)
+    batch_tokens: int | None = option(None, "padded tokens per batch for Hugging Face and CTranslate2 models",
+                                      check=POSITIVE_INT, default_text=BATCH_TOKENS_HELP)
+    src_prefix: str = option("", "text put before every model input, e.g. a Marian target token '>>deu<< '",
+                             metavar="TEXT")
+    src_lang_code: str | None = option(None, "the model's source language code for NLLB/M2M tokenizers (NLLB "
+                                       "'deu_Latn', M2M 'de')", metavar="CODE", default_text="the tokenizer's")
+    tgt_lang_code: str | None = option(None, "forced first target token, e.g. NLLB 'eng_Latn', M2M '__en__'",
+                                       metavar="CODE", default_text="the model's forced_bos_token_id, if any")
 
 
 @dataclass(frozen=True)
 class DirectOptions(ChannelOptions):
     """Options of the direct feature (--direct-model ...: a forward model, source -> target)."""
 
+    model: str | None = _model_option(DIRECT_MODEL, "direct")
+
 
 @dataclass(frozen=True)
 class R2LOptions(ChannelOptions):
     """Options of the r2l feature (--r2l-model ...: a forward model trained on word-reversed targets)."""
+
+    model: str | None = _model_option(R2L_MODEL, "r2l")
 
 
 @dataclass(frozen=True)
 class LMOptions:
     """Options of the lm feature (flags of `rerank features`: --lm-model, --lm-batch-size, --lm-batch-tokens)."""
 
-    model: str | None = None          # `rerank lm train` run, HF causal LM directory or CTranslate2 Generator
-    batch_size: int = 128             # hypotheses per batch (`rerank lm train` runs)
-    batch_tokens: int | None = None   # padded tokens per batch (Hugging Face, CTranslate2); None: by device
+    model: str | None = option(None, "language model: a `rerank lm train` run, a Hugging Face causal LM directory "
+                               "(config.json) or a CTranslate2 Generator directory (model.bin)", metavar="DIR",
+                               default_text="none, needed for lm")
+    batch_size: int = option(128, "hypotheses per batch for `rerank lm train` runs", check=POSITIVE_INT)
+    batch_tokens: int | None = option(None, "padded tokens per batch for Hugging Face and CTranslate2 models",
+                                      check=POSITIVE_INT, default_text=BATCH_TOKENS_HELP)
 
 
 def reverse_words(text: str) -> str:
@@ -81,27 +102,6 @@ class _TranslationFeature(Feature):
     Options = ChannelOptions
     requires = ("torch",)
 
-    def add_arguments(self, group):
-        flag = f"--{self.name}"
-        group.add_argument(f"{flag}-model", metavar="DIR", help=f"{self.model_help}: {MODEL_FORMS} (default: none, "
-                           f"needed for {self.name})")
-        group.add_argument(f"{flag}-batch-size", type=positive_int, default=64,
-                           help="pairs per batch for `rerank nmt train` runs (default: %(default)s)")
-        group.add_argument(f"{flag}-batch-tokens", type=positive_int, help=f"padded tokens per batch for Hugging Face "
-                           f"and CTranslate2 models (default: {BATCH_TOKENS_HELP})")
-        group.add_argument(f"{flag}-src-prefix", default="", metavar="TEXT",
-                           help="text put before every model input, e.g. a Marian target token '>>deu<< ' (default: none)")
-        group.add_argument(f"{flag}-src-lang-code", metavar="CODE",
-                           help="the model's source language code for NLLB/M2M tokenizers (default: the tokenizer's)")
-        group.add_argument(f"{flag}-tgt-lang-code", metavar="CODE",
-                           help="forced first target token, e.g. NLLB 'eng_Latn' (default: the model's "
-                           "forced_bos_token_id, if any)")
-
-    def options(self, args):
-        prefix = self.name.replace("-", "_")
-        return self.Options(**{f: getattr(args, f"{prefix}_{f}") for f in
-                               ("model", "batch_size", "batch_tokens", "src_prefix", "src_lang_code", "tgt_lang_code")})
-
     def pairs(self, hyp: str, source: str) -> tuple[str, str]:
         """(model input, model output) of one hypothesis and its source."""
         raise NotImplementedError
@@ -112,7 +112,7 @@ class _TranslationFeature(Feature):
 
     def compute(self, nbest, which, context=None, options=None):
         context = context or FeatureContext()
-        options = make_options(self.Options, options)
+        options = self.make_options(options)
         what = f"the {self.name} feature"
         require(self.requires, what)
         with needs_neural(what):
@@ -163,8 +163,9 @@ class ChannelFeature(_TranslationFeature):
     name = "channel"
     columns = ("channel", "channel_norm")
     description = "log p(source | hypothesis) under a reverse translation model (--channel-model), and per source token"
-    model_help = "reverse translation model (target -> source language)"
+    model_help = CHANNEL_MODEL
     Options = ChannelOptions
+    option_prefix = "channel-"
 
     def pairs(self, hyp, source):
         return hyp, source
@@ -177,8 +178,9 @@ class DirectFeature(_TranslationFeature):
     name = "direct"
     columns = ("direct", "direct_norm")
     description = ("log p(hypothesis | source) under a second forward model (--direct-model), and per hypothesis token")
-    model_help = "forward translation model (source -> target language)"
+    model_help = DIRECT_MODEL
     Options = DirectOptions
+    option_prefix = "direct-"
 
     def pairs(self, hyp, source):
         return source, hyp
@@ -192,8 +194,9 @@ class R2LFeature(_TranslationFeature):
     columns = ("r2l", "r2l_norm")
     description = ("log p(hypothesis, words reversed | source) under a right-to-left model (--r2l-model), "
                    "and per token")
-    model_help = "right-to-left translation model (source -> target language, trained on word-reversed targets)"
+    model_help = R2L_MODEL
     Options = R2LOptions
+    option_prefix = "r2l-"
 
     def pairs(self, hyp, source):
         return source, reverse_words(hyp)
@@ -206,23 +209,12 @@ class LMFeature(Feature):
     columns = ("lm", "lm_norm")
     description = "log p(hypothesis) under a language model (--lm-model), and per token"
     Options = LMOptions
+    option_prefix = "lm-"
     requires = ("torch",)
-
-    def add_arguments(self, group):
-        group.add_argument("--lm-model", metavar="DIR", help="language model: a `rerank lm train` run, a Hugging Face "
-                           "causal LM directory (config.json) or a CTranslate2 Generator directory (model.bin) "
-                           "(default: none, needed for lm)")
-        group.add_argument("--lm-batch-size", type=positive_int, default=128,
-                           help="hypotheses per batch for `rerank lm train` runs (default: %(default)s)")
-        group.add_argument("--lm-batch-tokens", type=positive_int, help="padded tokens per batch for Hugging Face "
-                           f"and CTranslate2 models (default: {BATCH_TOKENS_HELP})")
-
-    def options(self, args):
-        return LMOptions(model=args.lm_model, batch_size=args.lm_batch_size, batch_tokens=args.lm_batch_tokens)
 
     def compute(self, nbest, which, context=None, options=None):
         context = context or FeatureContext()
-        options = make_options(LMOptions, options)
+        options = self.make_options(options)
         require(self.requires, "the lm feature")
         with needs_neural("the lm feature"):
             from rerank.nmt.backends import PROJECT, lm_scores, model_kind

@@ -1,5 +1,6 @@
 """Options shared by the commands (the n-best positional with its --nbest alias, --quiet and
-when to show progress bars), argparse types for checked numbers, and the files commands name."""
+when to show progress bars), argparse types for checked numbers (rerank.options' checks), and
+the files commands name."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import shlex
 import sys
 
 from rerank.errors import InputError
+from rerank.options import FRACTION, NONNEGATIVE, NONNEGATIVE_INT, POSITIVE, POSITIVE_INT, PROBABILITY, UNIT_INTERVAL
 
 
 def add_nbest_positional(parser) -> None:
@@ -98,64 +100,12 @@ def show_progress(args: argparse.Namespace) -> bool:
     return not args.quiet and sys.stderr.isatty()
 
 
-def _number(kind, text: str, what: str):
-    try:
-        return kind(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
-
-
-def positive_int(text: str) -> int:
-    """argparse type: an integer >= 1."""
-    value = _number(int, text, "an integer")
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
-    return value
-
-
-def nonnegative_int(text: str) -> int:
-    """argparse type: an integer >= 0."""
-    value = _number(int, text, "an integer")
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
-    return value
-
-
-def positive_float(text: str) -> float:
-    """argparse type: a finite number > 0."""
-    value = _number(float, text, "a number")
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive finite number, got {text}")
-    return value
-
-
-def probability(text: str) -> float:
-    """argparse type: a number strictly between 0 and 1 (a significance level)."""
-    value = _number(float, text, "a number")
-    if not 0 < value < 1:
-        raise argparse.ArgumentTypeError(f"must be between 0 and 1 (exclusive), got {text}")
-    return value
-
-
-def nonnegative_float(text: str) -> float:
-    """argparse type: a finite number >= 0."""
-    value = _number(float, text, "a number")
-    if not 0 <= value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
-    return value
-
-
-def unit_interval(text: str) -> float:
-    """argparse type: a number in [0, 1] (a decay or interpolation factor)."""
-    value = _number(float, text, "a number")
-    if not 0 <= value <= 1:
-        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {text}")
-    return value
-
-
-def fraction(text: str) -> float:
-    """argparse type: a number in [0, 1) (a dropout rate)."""
-    value = _number(float, text, "a number")
-    if not 0 <= value < 1:
-        raise argparse.ArgumentTypeError(f"must be a number in [0, 1), got {text}")
-    return value
+# argparse types of checked numbers: the checks of rerank.options (shared with the library, which
+# checks plug-in options by them), here under the names the commands use.
+positive_int = POSITIVE_INT.parse            # an integer >= 1
+nonnegative_int = NONNEGATIVE_INT.parse      # an integer >= 0
+positive_float = POSITIVE.parse              # a finite number > 0
+probability = PROBABILITY.parse              # a number strictly between 0 and 1 (a significance level)
+nonnegative_float = NONNEGATIVE.parse        # a finite number >= 0
+unit_interval = UNIT_INTERVAL.parse          # a number in [0, 1] (a decay or interpolation factor)
+fraction = FRACTION.parse                    # a number in [0, 1) (a dropout rate)

@@ -48,11 +48,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from rerank.metrics.bleu import sentence_bleu_plus1
-from rerank.cliargs import positive_float
 from rerank.errors import InputError
-from rerank.features import Feature, FeatureContext, make_options
+from rerank.features import Feature, FeatureContext
 from rerank.metrics.registry import objective
 from rerank.nbest import NBestList
+from rerank.options import POSITIVE, option
 from rerank.metrics.ngrams import NgramCounter, integer_sequences, sentence_blocks, token_sequences, tokenize_many
 
 UTILITIES = ("bleu", "chrf", "ter")
@@ -303,11 +303,15 @@ class MBROptions:
     """Options of the mbr feature (flags of `rerank features`: --mbr-utility, --mbr-temperature,
     --mbr-score-feature, --mbr-tokenize, --mbr-method)."""
 
-    utility: str = "bleu"             # bleu, chrf or ter
-    temperature: float = 1.0          # posterior = softmax(score / T) within each list
-    score_feature: str | None = None  # log-probability column, `total`, or None: nmt if present, else total
-    tokenize: str = "13a"             # BLEU tokeniser of the bleu utility
-    method: str = "exact"             # exact (all pairs) or aggregate (one aggregate reference per list)
+    utility: str = option("bleu", "utility: sentence BLEU+1, chrF, or -TER (ter is much slower)", choices=UTILITIES)
+    temperature: float = option(1.0, "posterior = softmax(score / T) within each list", check=POSITIVE)
+    score_feature: str | None = option(None, "the model log-probability column for the posterior, or `total` for "
+                                       "the lists' total scores", metavar="NAME",
+                                       default_text="nmt when the list has it, else total")
+    tokenize: str = option("13a", "BLEU tokeniser for the bleu utility")
+    method: str = option("exact", "exact: every pair of each list (quadratic in the list size); aggregate: each "
+                         "hypothesis against one reference of posterior-expected n-gram counts per list (linear; "
+                         "bleu and chrf only)", choices=METHODS)
 
 
 class MBRFeature(Feature):
@@ -317,29 +321,11 @@ class MBRFeature(Feature):
     description = ("minimum-Bayes-risk expected utility of each hypothesis against the rest of its list, "
                    "weighted by the model posterior (no model or reference needed)")
     Options = MBROptions
-
-    def add_arguments(self, group):
-        group.add_argument("--mbr-utility", choices=UTILITIES, default="bleu",
-                           help="utility: sentence BLEU+1, chrF, or -TER (default bleu; ter is much slower)")
-        group.add_argument("--mbr-temperature", type=positive_float, default=1.0,
-                           help="posterior = softmax(score / T) within each list (default 1)")
-        group.add_argument("--mbr-score-feature", metavar="NAME",
-                           help="the model log-probability column for the posterior, or `total` for the lists' "
-                           "total scores (default: nmt when the list has it, else total)")
-        group.add_argument("--mbr-tokenize", default="13a", help="BLEU tokeniser for the bleu utility (default 13a)")
-        group.add_argument("--mbr-method", choices=METHODS, default="exact",
-                           help="exact: every pair of each list (quadratic in the list size); aggregate: each "
-                           "hypothesis against one reference of posterior-expected n-gram counts per list "
-                           "(linear; bleu and chrf only) (default exact)")
-
-    def options(self, args):
-        return MBROptions(utility=args.mbr_utility, temperature=args.mbr_temperature,
-                          score_feature=args.mbr_score_feature, tokenize=args.mbr_tokenize,
-                          method=args.mbr_method)
+    option_prefix = "mbr-"
 
     def compute(self, nbest, which, context=None, options=None):
         context = context or FeatureContext()
-        options = make_options(MBROptions, options)
+        options = self.make_options(options)
         return {"mbr": mbr_scores(nbest, self.scores(nbest, options.score_feature, context.nbest_path),
                                   options.utility, options.temperature, options.tokenize,
                                   method=options.method)}

@@ -7,21 +7,23 @@ A feature plug-in adds one or more named columns to an n-best list (`rerank feat
 
     MBRFeature().compute(nbest, ["mbr"], FeatureContext(), MBRFeature.Options(temperature=0.5))
 
-On the command line, the plug-in adds its flags to `rerank features` (`add_arguments`) and turns
-the parsed flags into its Options (`options`). The core reads and writes the n-best list, cuts
-shards, loads the source sentences and checks the values.
+On the command line, the flags of `rerank features` are generated from the Options fields
+(rerank.options: `add_arguments`, `options_from_args`). The core reads and writes the n-best
+list, cuts shards, loads the source sentences and checks the values.
 """
 
 from __future__ import annotations
 
-import argparse
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from rerank.errors import InputError
 from rerank.nbest import NBestList
+from rerank.options import Configurable
+from rerank.options import NoOptions as NoOptions          # re-exported: plug-ins imported them from here
+from rerank.options import make_options as make_options
 
 
 @dataclass
@@ -52,56 +54,23 @@ class FeatureContext:
             torch.set_num_threads(self.threads)
 
 
-@dataclass(frozen=True)
-class NoOptions:
-    """The options of a plug-in that has none."""
-
-
-def make_options(cls: type, options=None):
-    """`options` as an instance of the dataclass `cls`: None gives the defaults, a mapping its
-    fields (as weights.json records a tuner's options), an instance itself."""
-    if options is None:
-        return cls()
-    if isinstance(options, cls):
-        return options
-    if isinstance(options, Mapping):
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(options) - known)
-        if unknown:
-            raise InputError(f"unknown option {unknown[0]!r} for {cls.__qualname__} (known: {', '.join(sorted(known)) or 'none'})")
-        return cls(**options)
-    raise TypeError(f"options must be a {cls.__qualname__}, a mapping or None, not {type(options).__name__}")
-
-
-def options_from_args(cls: type, args: argparse.Namespace):
-    """The dataclass `cls` filled from the parsed flags of the same names (absent ones keep their default)."""
-    return cls(**{f.name: getattr(args, f.name) for f in fields(cls) if hasattr(args, f.name)})
-
-
-class Feature:
+class Feature(Configurable):
     """Base class of feature plug-ins (entry-point group `rerank.features`).
 
     `columns` are the names `--which` accepts for this plug-in; `Options` is the dataclass of its
-    options (defaults included); `requires` the modules of an extra it needs (checked before any
-    work); `compute` returns a dict with one (n_hyps,) float array per requested name (it may
-    rename them, e.g. with a prefix).
+    options, each field made with `rerank.options.option` (default, help, check); `requires` the
+    modules of an extra it needs (checked before any work); `compute` returns a dict with one
+    (n_hyps,) float array per requested name (it may rename them, e.g. with a prefix).
 
-    The command line only: `add_arguments` adds the plug-in's flags to `rerank features`,
-    `options(args)` turns the parsed flags into an `Options` (by default: the fields read from the
-    flags of the same names).
+    The options interface is `rerank.options.Configurable`, the same as a tuner's:
+    `make_options(options)` checks an instance, a mapping or None; on the command line
+    `add_arguments` adds the flags generated from `Options` (under `option_prefix`) to `rerank
+    features` and `options_from_args(args)` reads them back.
     """
 
     columns: tuple[str, ...] = ()
     description = ""
-    Options: type = NoOptions
     requires: tuple[str, ...] = ()    # modules it imports that the core does not install (e.g. "torch")
-
-    def add_arguments(self, group: argparse._ArgumentGroup) -> None:
-        """Add this feature's flags to `rerank features` (names must not clash)."""
-
-    def options(self, args: argparse.Namespace):
-        """This plug-in's Options from the parsed `rerank features` command line."""
-        return options_from_args(self.Options, args)
 
     def default_columns(self, options) -> list[str]:
         """Columns to add when no column is asked for (usually none, or those its options ask for)."""

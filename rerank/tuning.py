@@ -9,18 +9,17 @@ matrix-vector product, a segment arg-max and a sum of statistic rows.
 
 from __future__ import annotations
 
-import argparse
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from rerank.metrics.bleu import corpus_bleu, corpus_bleu_batch, hypothesis_stats, oracle_rows, sentence_bleu_plus1
 from rerank.errors import InputError
-from rerank.features import NoOptions, make_options, options_from_args
 from rerank.metrics.registry import MetricInfo, best_index, better, metric_info, objective
 from rerank.nbest import NBestList, segment_argmax
+from rerank.options import Configurable
 from rerank.progress import Progress
 from rerank.weights import best_rows
 
@@ -334,7 +333,9 @@ def degenerate(shares: dict[str, float], threshold: float = 0.95) -> str | None:
 
 
 @dataclass
-class TuneResult:
+class TunerOutput:
+    """What one `Tuner.tune` call returns (one run; rerank.multirun.TuneResult gathers several)."""
+
     weights: np.ndarray
     initial_score: float          # the metric's own value (TER, not -TER) at the start weights
     tuned_score: float            # ... and at the returned weights
@@ -342,42 +343,28 @@ class TuneResult:
     extra: dict = field(default_factory=dict)   # recorded in weights.json "meta"
 
 
-class Tuner:
+class Tuner(Configurable):
     """Base class of tuner plug-ins: `rerank tune --tuner NAME` instantiates the class registered
     under NAME in the entry-point group `rerank.tuners`.
 
-    A tuner declares its options as a dataclass (`Options`, defaults included) and tunes weights on
-    TuningData from start weights w0 with an instance of it; no command line is involved, so a
-    script calls `KBMiraTuner().tune(data, w0, seed=1, options=KBMiraOptions(epochs=20))`.
-    `tune` also takes a mapping of the fields (as weights.json records them) or None (defaults).
+    A tuner declares its options as a dataclass (`Options`, each field made with
+    `rerank.options.option`: default, help, check) and tunes weights on TuningData from start
+    weights w0 with an instance of it; no command line is involved, so a script calls
+    `KBMiraTuner().tune(data, w0, seed=1, options=KBMiraOptions(epochs=20))`. `tune` also takes a
+    mapping of the fields (as weights.json records them) or None (defaults): `make_options`.
 
-    The command line only: `add_arguments` adds the tuner's flags to `rerank tune`,
-    `options_from_args(args)` turns the parsed flags into an `Options` (by default: the fields read
-    from the flags of the same names), and `options(args)` is the record of them (a dict).
+    The options interface is `rerank.options.Configurable`, the same as a feature's: on the
+    command line `add_arguments` adds the flags generated from `Options` (under `option_prefix`)
+    to `rerank tune` and `options_from_args(args)` reads them back; weights.json records
+    `dataclasses.asdict` of them.
     """
 
     description = ""                 # one line for `rerank tune --help`
     metrics: tuple[str, ...] = ("bleu",)   # metrics it can optimise (rerank.metrics names)
     step_name = "step"               # x axis of the tuning curve
-    Options: type = NoOptions
     requires: tuple[str, ...] = ()   # modules of an optional extra it needs (e.g. "sklearn")
 
-    def add_arguments(self, group: argparse._ArgumentGroup) -> None:
-        """Add this tuner's flags (their names must not clash with other tuners')."""
-
-    def options_from_args(self, args: argparse.Namespace):
-        """This tuner's Options from the parsed `rerank tune` command line."""
-        return options_from_args(self.Options, args)
-
-    def options(self, args: argparse.Namespace) -> dict:
-        """The options of the parsed command line as a dict (recorded in weights.json)."""
-        return asdict(self.options_from_args(args))
-
-    def make_options(self, options=None):
-        """`options` (an Options, a mapping of its fields, or None for the defaults) as an Options."""
-        return make_options(self.Options, options)
-
     def tune(self, data: TuningData, w0: np.ndarray, *, seed: int = 1, options=None, progress: Progress = False,
-             log: Callable[[str], None] | None = None) -> TuneResult:
+             log: Callable[[str], None] | None = None) -> TunerOutput:
         """Tuned weights from w0; `progress` as in rerank.progress, `log` called with one line per step."""
         raise NotImplementedError

@@ -195,8 +195,8 @@ def test_options_and_flag_select_the_method():
 
     parser = argparse.ArgumentParser()
     MBRFeature().add_arguments(parser)
-    assert MBRFeature().options(parser.parse_args([])).method == "exact"
-    assert MBRFeature().options(parser.parse_args(["--mbr-method", "aggregate"])).method == "aggregate"
+    assert MBRFeature().options_from_args(parser.parse_args([])).method == "exact"
+    assert MBRFeature().options_from_args(parser.parse_args(["--mbr-method", "aggregate"])).method == "aggregate"
     with pytest.raises(SystemExit):
         parser.parse_args(["--mbr-method", "fast"])
 

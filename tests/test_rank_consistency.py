@@ -19,7 +19,7 @@ from rerank.errors import InputError
 from rerank.formats import moses_stream, read_nbest, write_nbest
 from rerank.metrics import make_metric
 from rerank.nbest import NBestList, segment_argmax
-from rerank.tuning import Tuner, TuneResult, normalize, prepare
+from rerank.tuning import Tuner, TunerOutput, normalize, prepare
 from rerank.weights import SCORE_ROWS, best_hypotheses, best_rows, model_scores, read_weights, window_scores
 from tests.cli_helpers import run
 
@@ -184,7 +184,7 @@ class _FixedTuner(Tuner):
     weights = np.array([-0.3, 0.9])
 
     def tune(self, data, w0, *, seed, options, progress=False, log=None):
-        return TuneResult(self.weights, data.evaluate(w0), data.evaluate(self.weights))
+        return TunerOutput(self.weights, data.evaluate(w0), data.evaluate(self.weights))
 
 
 def test_tuned_score_is_the_score_of_the_normalized_weights_written(tmp_path, capsys, monkeypatch):

@@ -81,7 +81,7 @@ def _requested(args, features: dict) -> dict[str, list[str]]:
 
 
 def _default_columns(plugin, args) -> list[str]:
-    return plugin.default_columns(plugin.options(args))
+    return plugin.default_columns(plugin.options_from_args(args))
 
 
 def _plugin_files(args) -> list[str]:
@@ -142,7 +142,7 @@ def _run(args, features: dict) -> int:
                              cache=None if args.no_score_cache else (args.score_cache or default_cache_path()))
     for plugin, which in requested.items():
         feature = features[plugin]()
-        columns = feature.compute(part, which, context, feature.options(args))
+        columns = feature.compute(part, which, context, feature.options_from_args(args))
         check_columns(columns, part.n_hyps, plugin)
         for column, values in columns.items():
             problem = part.feature_clash(column, args.replace)

@@ -7,7 +7,8 @@ import numpy as np
 from rerank.errors import InputError
 from rerank.features import Feature
 from rerank.formats import NBestFormat
-from rerank.tuning import TuneResult, Tuner
+from rerank.options import NONNEGATIVE_INT, option
+from rerank.tuning import Tuner, TunerOutput
 
 
 class LengthRatio(Feature):
@@ -27,7 +28,8 @@ class LengthRatio(Feature):
 
 @dataclass(frozen=True)
 class RandomSearchOptions:
-    samples: int = 200                # random weight vectors
+    # declared once: `rerank tune` gets --samples (help ends "(default: 200)"), a script samples=200
+    samples: int = option(200, "random weight vectors", check=NONNEGATIVE_INT)
 
 
 class RandomSearch(Tuner):
@@ -36,9 +38,6 @@ class RandomSearch(Tuner):
     description = "random search: the best of N random weight vectors"
     step_name = "sample"
     Options = RandomSearchOptions
-
-    def add_arguments(self, group):   # the command line's flag --samples fills the field `samples`
-        group.add_argument("--samples", type=int, default=200, help="random weight vectors (default 200)")
 
     def tune(self, data, w0, *, seed=1, options=None, progress=False, log=None):
         options = self.make_options(options)  # a RandomSearchOptions, a dict of its fields, or None
@@ -52,7 +51,7 @@ class RandomSearch(Tuner):
             if data.metric.better(score, best):  # in the metric's direction (lower TER is better)
                 best_w, best = w, score
             curve.append([k, best])
-        return TuneResult(best_w, initial, best, curve)
+        return TunerOutput(best_w, initial, best, curve)
 
 
 def add_count_parser(subparsers):

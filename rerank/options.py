@@ -1,0 +1,406 @@
+"""Plug-in options declared once: dataclass fields that carry their help, check and flag.
+
+A feature, a tuner or a pipeline declares its options as a dataclass whose fields are made with
+`option(default, help, check=...)`. Everything else follows from that one declaration:
+
+- the command line: `add_option_flags(group, Options)` adds one flag per field (the name from the
+  field's, or `flag`; the help ends with the default; a bool becomes a switch; the check is the
+  flag's argparse type, so a bad value is an argparse error) and `options_from_args` reads the
+  parsed flags back into an instance;
+- the library: `make_options(Options, value)` takes an instance, a mapping of the fields (as
+  weights.json records a tuner's options, or as the Python API's keywords) or None, and checks
+  every value with the same checks: a bad value or an unknown name is an `InputError`;
+- the docs: `describe_options` lists the fields with their flags, defaults and help.
+
+`Configurable` is the base that `rerank.features.Feature` and `rerank.tuning.Tuner` share: its
+classmethods do the above for the plug-in's `Options` and its flag prefix.
+
+The checks (`POSITIVE_INT`, `UNIT_INTERVAL`, ...) live here, not in the command-line helpers
+(rerank.cliargs, whose argparse types are built from them), so that library code and plug-ins
+need nothing of the command line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import MISSING, dataclass, fields
+from numbers import Integral, Real
+from typing import Any
+
+from rerank.errors import InputError
+
+METADATA_KEY = "rerank.option"
+
+
+# ---- checks: one rule for a flag's text and for a value a script passes ----
+
+@dataclass(frozen=True)
+class Check:
+    """A rule for one option's values, shared by the command line and the library.
+
+    `what` names the allowed values ("a positive integer": messages say "must be {what}"),
+    `convert` turns a flag's text into a value (raising ValueError when the text is not of the
+    kind, e.g. not an integer; `noun` names that kind in the message), and `accepts` says
+    whether a value, from a flag or from a script, is allowed (its type included).
+    """
+
+    what: str
+    convert: Callable[[str], Any]
+    accepts: Callable[[Any], bool]
+    noun: str = "a value"
+
+    def parse(self, text: str) -> Any:
+        """argparse type: the value of a flag's text, or ArgumentTypeError naming the problem."""
+        try:
+            value = self.convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {self.noun}") from None
+        except InputError as exc:  # a converter that reads a file names the file
+            raise argparse.ArgumentTypeError(str(exc)) from None
+        if not self.accepts(value):
+            raise argparse.ArgumentTypeError(f"must be {self.what}, got {text}")
+        return value
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, Integral) and not isinstance(value, bool)
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, Real) and not isinstance(value, bool)
+
+
+def int_check(what: str, test: Callable[[int], bool]) -> Check:
+    """A Check of integers (a flag's text as int) that pass `test`."""
+    return Check(what, int, lambda v: _is_int(v) and test(v), "an integer")
+
+
+def float_check(what: str, test: Callable[[float], bool]) -> Check:
+    """A Check of real numbers (ints allowed from a script) that pass `test`."""
+    return Check(what, float, lambda v: _is_number(v) and test(float(v)), "a number")
+
+
+def one_of(choices: Sequence[str]) -> Check:
+    """A Check of strings among `choices` (for the items of a list; a plain field takes `choices=`)."""
+    allowed = tuple(choices)
+    return Check(f"one of {', '.join(allowed)}", str, lambda v: v in allowed, "a name")
+
+
+def list_of(item: Check, what: str) -> Check:
+    """A Check of a non-empty list whose items pass `item`; a flag gives it comma-separated."""
+    def convert(text: str) -> list:
+        return [item.convert(part.strip()) for part in text.split(",")]
+
+    return Check(f"a comma-separated list of {what}", convert,
+                 lambda v: isinstance(v, (list, tuple)) and len(v) > 0 and all(item.accepts(x) for x in v),
+                 f"a comma-separated list of {what}")
+
+
+def _read_json_object(path: str) -> dict:
+    from rerank.io import read_json_object
+
+    return read_json_object(path)
+
+
+INTEGER = int_check("an integer", lambda v: True)
+NUMBER = float_check("a finite number", math.isfinite)
+POSITIVE_INT = int_check("a positive integer", lambda v: v >= 1)
+NONNEGATIVE_INT = int_check("0 or more", lambda v: v >= 0)
+POSITIVE = float_check("a positive finite number", lambda v: 0 < v < math.inf)
+NONNEGATIVE = float_check("a finite number >= 0", lambda v: 0 <= v < math.inf)
+PROBABILITY = float_check("between 0 and 1 (exclusive)", lambda v: 0 < v < 1)     # a significance level
+UNIT_INTERVAL = float_check("between 0 and 1", lambda v: 0 <= v <= 1)            # a decay or interpolation factor
+FRACTION = float_check("a number in [0, 1)", lambda v: 0 <= v < 1)               # a dropout rate
+TEXT = Check("a string", str, lambda v: isinstance(v, str), "a string")
+BOOL = Check("true or false", bool, lambda v: isinstance(v, bool), "a switch")
+JSON_OBJECT_FILE = Check("a JSON object", _read_json_object, lambda v: isinstance(v, dict), "a JSON file")
+"""A dict option whose flag names a JSON file holding the object (read when the flag is parsed)."""
+
+
+# ---- declaring a field ----
+
+@dataclass(frozen=True)
+class OptionInfo:
+    """What `option()` records in a field's metadata (see `option`)."""
+
+    help: str = ""
+    flag: str | tuple[str, ...] | None = None
+    check: Check | None = None
+    choices: tuple | None = None
+    metavar: str | None = None
+    many: bool = False
+    default_text: str | None = None
+    cli: bool = True
+
+
+def option(default: Any = MISSING, help: str = "", *, flag: str | tuple[str, ...] | None = None,
+           check: Check | None = None, choices: Sequence | None = None, metavar: str | None = None,
+           many: bool = False, default_text: str | None = None, cli: bool = True) -> Any:
+    """A dataclass field declaring one option: its default, one line of help (without the default:
+    "(default: X)" is added from `default`), and optionally
+
+    - `flag`: the command-line flag(s) as written ("--ar", or ("-m", "--model")); default
+      `--PREFIX-NAME` from the plug-in's prefix and the field name (underscores as dashes), and
+      for a bool that defaults to True `--no-PREFIX-NAME`;
+    - `check`: a `Check` of the values (default: by the default's type: int, float, str, bool);
+    - `choices`: the allowed values;
+    - `metavar`: the flag's value placeholder in the help;
+    - `many`: the flag may be repeated, the values collected in a tuple (the default: ());
+    - `default_text`: what the default means, when the value alone does not say it ("4,096 on
+      CUDA" for None); help shows it instead of the value;
+    - `cli=False`: no flag is generated (one that a shared helper adds, e.g. --device); the value
+      is read from the parsed arguments' attribute of the field's name when there is one.
+
+    A field without a default is a required option (a required flag). A list or dict default is
+    copied for every instance (a dataclass default_factory).
+    """
+    info = OptionInfo(help, flag, check, tuple(choices) if choices is not None else None, metavar, many,
+                      default_text, cli)
+    metadata = {METADATA_KEY: info}
+    if isinstance(default, (list, dict, set)):
+        template = default
+        return dataclasses.field(default_factory=lambda: type(template)(template), metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+@dataclass(frozen=True)
+class NoOptions:
+    """The options of a plug-in that has none."""
+
+
+# ---- what a field means on the command line ----
+
+@dataclass(frozen=True)
+class OptionDoc:
+    """One option as the docs and the generated flags show it."""
+
+    name: str                 # the field
+    flags: tuple[str, ...]    # its flags (empty when it has none: cli=False)
+    default: str              # the default as help shows it ("60", "none", "on", "required")
+    help: str                 # the field's help, without the default
+
+
+def _info(f: dataclasses.Field) -> OptionInfo:
+    return f.metadata.get(METADATA_KEY) or OptionInfo()
+
+
+def _default(f: dataclasses.Field) -> Any:
+    if f.default is not MISSING:
+        return f.default
+    if f.default_factory is not MISSING:
+        return f.default_factory()
+    return MISSING
+
+
+def _check_of(f: dataclasses.Field) -> Check | None:
+    """The field's check, or one implied by its default's type (None: any value)."""
+    info = _info(f)
+    if info.check is not None:
+        return info.check
+    default = _default(f)
+    if isinstance(default, bool):
+        return BOOL
+    if _is_int(default):
+        return INTEGER
+    if isinstance(default, float):
+        return NUMBER
+    if isinstance(default, str) or default is None or info.many:
+        return TEXT
+    return None
+
+
+def _is_switch(f: dataclasses.Field) -> bool:
+    return isinstance(_default(f), bool)
+
+
+def _flags(f: dataclasses.Field, prefix: str) -> tuple[str, ...]:
+    info = _info(f)
+    if not info.cli:
+        return ()
+    if info.flag is not None:
+        return (info.flag,) if isinstance(info.flag, str) else tuple(info.flag)
+    name = f"{prefix}{f.name}".replace("_", "-")
+    return (f"--no-{name}",) if _default(f) is True else (f"--{name}",)
+
+
+def _dest(flags: Sequence[str]) -> str:
+    """The Namespace attribute of these flags, as argparse names it (first long flag)."""
+    long = [flag for flag in flags if flag.startswith("--")]
+    return (long or list(flags))[0].lstrip("-").replace("-", "_")
+
+
+def default_text(f: dataclasses.Field) -> str:
+    """The default as the help shows it: the value as the dataclass has it (60, 0.01, 13a), `on`
+    or `off` for a switch, `none` for None or an empty value, items joined by commas, or the
+    field's `default_text`."""
+    info = _info(f)
+    if info.default_text is not None:
+        return info.default_text
+    value = _default(f)
+    if value is MISSING:
+        return "required"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if value is None or (isinstance(value, (str, tuple, list, dict)) and not value):
+        return "none"
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+def _option_fields(cls: type) -> tuple[dataclasses.Field, ...]:
+    if not dataclasses.is_dataclass(cls):
+        raise TypeError(f"options must be declared as a dataclass, not {cls!r}")
+    return fields(cls)
+
+
+def describe_options(cls: type, prefix: str = "") -> list[OptionDoc]:
+    """Every option of the dataclass `cls` with its flags (under the plug-in's flag `prefix`),
+    default and help: what the generated flags show, for docs and help tables."""
+    return [OptionDoc(f.name, _flags(f, prefix), default_text(f), _info(f).help) for f in _option_fields(cls)]
+
+
+def flag_help(f: dataclasses.Field, prefix: str = "") -> str:
+    """The generated help line of the field's flag: its help and "(default: X)"."""
+    help_text = _info(f).help
+    if _default(f) is MISSING:
+        return f"{help_text} (required)"
+    if _default(f) is True:
+        return f"{help_text} (default: on; {_flags(f, prefix)[0]} turns it off)"
+    return f"{help_text} (default: {default_text(f)})".lstrip()
+
+
+def add_option_flags(group, cls: type, prefix: str = "") -> None:
+    """Add one flag per field of the dataclass `cls` to the argparse parser or group `group`."""
+    for f in _option_fields(cls):
+        flags = _flags(f, prefix)
+        if not flags:
+            continue
+        info = _info(f)
+        kwargs: dict[str, Any] = {"dest": _dest(flags), "help": flag_help(f, prefix).replace("%", "%%")}
+        if _is_switch(f):
+            group.add_argument(*flags, action="store_true", **kwargs)
+            continue
+        check = _check_of(f)
+        if check is not None and check is not TEXT:
+            kwargs["type"] = check.parse
+        if info.choices is not None:
+            kwargs["choices"] = info.choices
+        if info.metavar is not None:
+            kwargs["metavar"] = info.metavar
+        default = _default(f)
+        if info.many:
+            kwargs["action"] = "append"
+        elif default is MISSING:
+            kwargs["required"] = True
+        else:
+            kwargs["default"] = default
+        group.add_argument(*flags, **kwargs)
+
+
+def options_from_args(cls: type, args: argparse.Namespace, prefix: str = ""):
+    """The dataclass `cls` from parsed arguments: each field from its generated flag (absent ones,
+    e.g. of a parser built without them, keep their default), checked as `make_options` checks."""
+    values = {}
+    for f in _option_fields(cls):
+        flags = _flags(f, prefix)
+        dest = _dest(flags) if flags else f.name
+        if not hasattr(args, dest):
+            continue
+        value = getattr(args, dest)
+        if _is_switch(f) and _default(f) is True:
+            value = not value
+        elif _info(f).many:
+            value = tuple(value) if value is not None else _default(f)
+        values[f.name] = value
+    return make_options(cls, values)
+
+
+# ---- the library boundary ----
+
+def _check_value(cls: type, f: dataclasses.Field, value) -> None:
+    info = _info(f)
+    if value is None and _default(f) is None:
+        return
+    items = value if info.many else (value,)
+    if info.many and not isinstance(value, (list, tuple)):
+        raise InputError(f"option {f.name!r} of {cls.__qualname__} must be a list, got {value!r}")
+    for item in items:
+        if info.choices is not None and item not in info.choices:
+            raise InputError(f"option {f.name!r} of {cls.__qualname__} must be one of "
+                             f"{', '.join(map(str, info.choices))}, got {item!r}")
+        check = _check_of(f)
+        if check is not None and not check.accepts(item):
+            raise InputError(f"option {f.name!r} of {cls.__qualname__} must be {check.what}, got {item!r}")
+
+
+def check_options(options) -> None:
+    """Raise InputError naming the first field of the dataclass instance `options` whose value its
+    check or choices refuse."""
+    cls = type(options)
+    for f in _option_fields(cls):
+        _check_value(cls, f, getattr(options, f.name))
+
+
+def make_options(cls: type, options=None):
+    """`options` as a checked instance of the dataclass `cls`: None gives the defaults, a mapping
+    its fields (as weights.json records a tuner's options, or the Python API's keywords), an
+    instance itself. An unknown name, a missing required one or a bad value is an InputError
+    naming the option (and, for an unknown one, the known ones)."""
+    if options is None:
+        options = {}
+    if isinstance(options, Mapping):
+        known = {f.name: f for f in _option_fields(cls)}
+        unknown = sorted(set(options) - set(known))
+        if unknown:
+            raise InputError(f"unknown option {unknown[0]!r} for {cls.__qualname__} "
+                             f"(known: {', '.join(known) or 'none'})")
+        missing = [name for name, f in known.items() if _default(f) is MISSING and name not in options]
+        if missing:
+            raise InputError(f"option {missing[0]!r} of {cls.__qualname__} is required")
+        for name, value in options.items():
+            _check_value(cls, known[name], value)
+        values = {name: tuple(value) if _info(known[name]).many else value for name, value in options.items()}
+        return cls(**values)
+    if isinstance(options, cls):
+        check_options(options)
+        return options
+    raise TypeError(f"options must be a {cls.__qualname__}, a mapping or None, not {type(options).__name__}")
+
+
+class Configurable:
+    """The options interface that features and tuners share (rerank.features.Feature,
+    rerank.tuning.Tuner): the plug-in names its `Options` dataclass (fields made with `option`)
+    and, when its flags need one, a flag prefix (`option_prefix = "mbr-"` gives --mbr-utility).
+
+    The three classmethods are generated from `Options`; a plug-in overrides one only for what
+    the fields cannot say (a flag shared with other plug-ins, a custom argparse action).
+    """
+
+    Options: type = NoOptions
+    option_prefix: str = ""
+
+    @classmethod
+    def add_arguments(cls, group) -> None:
+        """Add the plug-in's flags to the argparse parser or group `group` (names must not clash
+        with other plug-ins')."""
+        add_option_flags(group, cls.Options, cls.option_prefix)
+
+    @classmethod
+    def options_from_args(cls, args: argparse.Namespace):
+        """The plug-in's checked Options from the parsed command line."""
+        return options_from_args(cls.Options, args, cls.option_prefix)
+
+    @classmethod
+    def make_options(cls, options=None):
+        """`options` (an Options, a mapping of its fields, or None for the defaults) as a checked
+        Options; a bad value or unknown name is an InputError."""
+        return make_options(cls.Options, options)
+
+    @classmethod
+    def describe_options(cls) -> list[OptionDoc]:
+        """The plug-in's options with their flags, defaults and help (rerank.options.describe_options)."""
+        return describe_options(cls.Options, cls.option_prefix)
