@@ -21,30 +21,31 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from rerank.metrics.bleu import make_bleu
-from rerank.errors import InputError
+from rerank.errors import InputError, require
 from rerank.formats.decoders import from_ctranslate2, from_generate
 from rerank.evaluation import ResultTable, evaluate_systems
 from rerank.io import read_lines, read_references
 from rerank.metrics import make_metric
-from rerank.multirun import TuneResult, TuneRun
+from rerank.multirun import TuneResult, TuneRun, TuneSettings
 from rerank.nbest import NBestList
 from rerank.significance import approximate_randomization, paired_bootstrap
 
 if TYPE_CHECKING:
     from rerank.features import Feature
-    from rerank.tuning import Tuner
+    from rerank.progress import Progress
+    from rerank.tuning import Tuner, TuningData
 
 log = logging.getLogger(__name__)
 
 __all__ = ["NBestList", "read_nbest", "write_nbest", "add_features", "read_references", "read_weights", "tune",
-           "TuneResult", "TuneRun", "apply", "first_best", "oracle", "Oracle", "evaluate", "Evaluation",
+           "TuneResult", "TuneRun", "TuneSettings", "apply", "first_best", "oracle", "Oracle", "evaluate", "Evaluation",
            "approximate_randomization", "paired_bootstrap", "make_metric", "from_ctranslate2", "from_generate"]
 
 PathLike = str | os.PathLike
@@ -82,12 +83,13 @@ def write_nbest(nbest: NBestList, path: PathLike, format: str | None = None, *, 
     return write(nbest, path, format, first_id=first_id)
 
 
-def _nbest(nbest: NBestList | PathLike) -> tuple[NBestList, str]:
-    """(the list, its name for messages) of an NBestList or a path; an empty list is an error."""
+def _nbest(nbest: NBestList | PathLike, source: str | None = None) -> tuple[NBestList, str]:
+    """(the list, its name for messages: `source`, else its path) of an NBestList or a path; an empty
+    list is an error."""
     if isinstance(nbest, NBestList):
-        source = "n-best list"
+        source = source or "n-best list"
     elif isinstance(nbest, (str, os.PathLike)):
-        source, nbest = os.fspath(nbest), read_nbest(nbest)
+        source, nbest = source or os.fspath(nbest), read_nbest(nbest)
     else:
         raise InputError(f"expected an NBestList or an n-best file path, not {type(nbest).__name__}")
     if nbest.n_hyps == 0:
@@ -199,7 +201,8 @@ def apply(nbest: NBestList | PathLike, weights: Mapping[str, float] | PathLike) 
 
 
 def _digest(nbest: NBestList, refs: list[list[str]]) -> str:
-    """sha256 of an in-memory list and its references (what a resumed run must have been tuned on)."""
+    """sha256 of a list and its references as tuned (what a reused run must have been tuned on): the
+    same whether they came from files or from memory, and whatever cache or reading path gave them."""
     h = hashlib.sha256()
     for part in (nbest.offsets, nbest.features):
         h.update(np.ascontiguousarray(part).tobytes())
@@ -208,54 +211,87 @@ def _digest(nbest: NBestList, refs: list[list[str]]) -> str:
     return h.hexdigest()
 
 
-def _tuner_options(cls: type[Tuner], keywords: dict):
-    """A tuner's `Options` from keywords (mira: epochs=10, C=0.01, ...); unknown ones are errors."""
-    from dataclasses import fields
+def metric_signature(metric: str, tokenize: str, lowercase: bool, lang: str, n_refs: int) -> str:
+    """The metric's sacrebleu (or METEOR) signature for these settings, as `rerank eval` prints it."""
+    from rerank.metrics.bleu import bleu_signature
 
-    known = {f.name for f in fields(cls.Options)}
-    unknown = sorted(set(keywords) - known)
-    if unknown:
-        raise TypeError(f"unknown option {unknown[0]!r} of the tuner (known: {', '.join(sorted(known)) or 'none'})")
-    return cls.Options(**keywords)
+    if metric == "bleu":
+        return "BLEU|" + bleu_signature(tokenize, lowercase, n_refs)
+    scorer = make_metric(metric, lang=lang, tokenize=tokenize, lowercase=lowercase)
+    if metric != "meteor":
+        scorer.corpus_score(["x"], [["x"]] * n_refs)  # sacrebleu knows the number of references only then
+    return scorer.signature()
 
 
-def tune(nbest: NBestList | PathLike, refs, tuner: str = "mira", metric: str = "bleu", runs: int = 1, seed: int = 1, *,
-         tokenize: str = "13a", lowercase: bool = False, lang: str = "en", init: Mapping[str, float] | PathLike | None = None,
-         tune_features: Sequence[str] | None = None, fix: Sequence[str] | None = None, normalize: str = "none",
-         output: PathLike | None = None, progress: bool = False, **tuner_options) -> TuneResult:
-    """Tune feature weights: `runs` runs of the tuner plug-in `tuner` (mira, mert, pro, ...) with seeds
-    seed..seed+runs-1, keeping the run with the best tuning score in the metric's direction (the
-    lowest TER). `tuner_options`: the tuner's options as keywords (mira: epochs, C, decay, model_bg,
-    shuffle; `rerank tune --help`). `output`: write each run's weights file when it ends and the
-    kept run there (OUTPUT.runK.json for several runs), and reuse run files a call with the same
-    settings and inputs wrote (resume after an interruption), as `rerank tune -o` does.
-    """
-    from rerank import __version__, plugins
-    from rerank.multirun import options_record, tune_runs
-    from rerank.tuning import prepare
+def tune_outputs(output: PathLike, runs: int) -> tuple[list[str], list[str]]:
+    """(the files `tune(..., output=output)` with `runs` runs writes, the run files of an earlier
+    tuning it removes): what a caller checks before the work starts."""
+    from rerank.multirun import run_paths, stale_runs
 
-    nbest, source = _nbest(nbest)
-    refs = read_references(refs, nbest.n_sentences, source)
+    output = os.fspath(output)
+    return [output, *(run_paths(output, runs) if runs > 1 else [])], stale_runs(output, runs)
+
+
+def tuner_for(settings: TuneSettings) -> Tuner:
+    """The installed tuner plug-in of `settings`, after checking what needs no data: that it is
+    installed, optimises the metric, takes the options given, and finds the extras it needs."""
+    from rerank import plugins
+
     installed = plugins.tuners()
-    if tuner not in installed:
-        raise InputError(f"unknown tuner {tuner!r} (installed: {', '.join(installed) or 'none'})")
-    plugin = installed[tuner]()
-    if metric not in plugin.metrics:
-        raise InputError(f"tuner {tuner} optimises {', '.join(plugin.metrics)}, not {metric}")
-    options = _tuner_options(installed[tuner], tuner_options)
+    if settings.tuner not in installed:
+        raise InputError(f"unknown tuner {settings.tuner!r} (installed: {', '.join(installed) or 'none'})")
+    plugin = installed[settings.tuner]()
+    if settings.metric not in plugin.metrics:
+        raise InputError(f"tuner {settings.tuner} optimises {', '.join(plugin.metrics)}, not {settings.metric}")
+    plugin.make_options(settings.tuner_options)
+    require(plugin.requires, f"the {settings.tuner} tuner")
+    return plugin
+
+
+def tune(nbest: NBestList | PathLike, refs, settings: TuneSettings | None = None, *,
+         init: Mapping[str, float] | PathLike | None = None, output: PathLike | None = None, progress: Progress = False,
+         verbose: Callable[[str], None] | None = None, on_start: Callable[[TuningData], None] | None = None,
+         on_run: Callable[[TuneRun], None] | None = None, record: Mapping | None = None, source: str | None = None,
+         **keywords) -> TuneResult:
+    """Tune feature weights: `settings.runs` runs of the tuner plug-in `settings.tuner` (mira, mert,
+    pro, ...) with seeds seed..seed+runs-1, keeping the run with the best tuning score in the
+    metric's direction (the lowest TER). `settings`: a TuneSettings; `keywords` replace its fields
+    (runs=3, metric="ter") and set the tuner's options (mira: epochs, C, decay, model_bg, shuffle).
+    `init`: start weights (default: all zero, as kbmira).
+
+    `output`: write each run's weights file when it ends and the kept run there (OUTPUT.runK.json for
+    several runs), and reuse the run files an earlier call wrote from equal inputs (the list and
+    references as tuned, whether read from files or given in memory) and equal settings
+    (`TuneSettings.REUSE`), as `rerank tune -o` does (resume after an interruption). `record`: more
+    fields for every run file's meta (the command line's); `source`: the list's name in messages and
+    in the run files (the file it was read from). `on_start(data)` is called with the
+    prepared tuning data before the first run, `on_run(run)` as each run ends or is reused,
+    `verbose(line)` with the tuner's per-epoch lines.
+    """
+    from rerank.multirun import tune_runs
+    from rerank.tuning import normalize, prepare
+
+    settings = TuneSettings.make(settings, **keywords)
+    plugin = tuner_for(settings)  # before any file is read
+    nbest, source = _nbest(nbest, source)
+    ref_paths = [os.fspath(r) for r in ([refs] if isinstance(refs, (str, os.PathLike)) else refs)
+                 if isinstance(r, (str, os.PathLike))]
+    refs = read_references(refs, nbest.n_sentences, source)
     w0 = None if init is None else _weight_vector(init, nbest)
-    data = prepare(nbest, refs, metric=metric, tokenize=tokenize, lowercase=lowercase, tune=tune_features, fix=fix,
-                   lang=lang, progress=progress, source=source)
-    settings = None
-    if output is not None:
-        output = os.fspath(output)
-        choices = {"tuner": tuner, "metric": metric, "seed": seed, "tokenize": tokenize, "lowercase": lowercase, "lang": lang,
-                   "init": None if w0 is None else w0.tolist(), "tune": list(tune_features or []), "fix": list(fix or []),
-                   "normalize": normalize, "tuner_options": options_record(options)}
-        settings = {"options": choices, "version": __version__, "inputs": {"n-best and references": _digest(nbest, refs)}}
-    meta = {"metric": metric, "tokenize": tokenize, "lowercase": lowercase, "nbest": source}
-    return tune_runs(data, plugin, tuner_name=tuner, runs=runs, seed=seed, w0=w0, options=options, normalize=normalize,
-                     output=output, settings=settings, meta=meta, progress=progress, verbose=log.info)
+    data = prepare(nbest, refs, metric=settings.metric, tokenize=settings.tokenize, lowercase=settings.lowercase,
+                   tune=settings.tune_features or None, fix=settings.fix or None, lang=settings.lang,
+                   progress=progress, source=source)
+    normalize(np.zeros(len(data.feature_names)), settings.normalize, data.tuned)  # refuses to rescale fixed features
+    if on_start is not None:
+        on_start(data)
+    meta = {"nbest": source if source == "n-best list" else os.path.abspath(source),
+            "references": [os.path.abspath(p) for p in ref_paths] or None, "metric": settings.metric,
+            "tokenize": settings.tokenize, "lowercase": settings.lowercase,
+            "signature": metric_signature(settings.metric, settings.tokenize, settings.lowercase, settings.lang, len(refs)),
+            "init": os.fspath(init) if isinstance(init, (str, os.PathLike)) else None, **(record or {})}
+    return tune_runs(data, plugin, settings, w0=w0, output=None if output is None else os.fspath(output),
+                     inputs={"n-best and references": _digest(nbest, refs)}, meta=meta, progress=progress,
+                     verbose=verbose if verbose is not None else log.info, on_run=on_run)
 
 
 @dataclass

@@ -1,12 +1,14 @@
 """Several runs of a tuner: R runs with seeds seed..seed+R-1, the run kept (the best tuning score in
 the metric's direction: the lowest TER), and resuming from run files.
 
-`tune_runs(data, tuner, ...)` is the one implementation behind `rerank tune --runs R` and the
-Python API's `rerank.tune`. With an `output` path, run r is written to OUTPUT.runR.json (one run:
-OUTPUT itself) when it ends, with its settings (options, package version, inputs' sha256) in its
-"meta"; a later call with the same settings reuses those files, and removes the files an earlier
-call with other settings left (so the files never mix two invocations), then writes OUTPUT = the
-kept run. Notes and warnings go to the `logging` logger of this module; nothing is printed.
+`tune_runs(data, tuner, settings, ...)` is the one implementation behind the Python API's
+`rerank.tune`, which `rerank tune` calls. `TuneSettings` holds what a run's result depends on
+besides its inputs; `reuse_record` is the one whitelist of what a run file must match to be reused.
+With an `output` path, run r is written to OUTPUT.runR.json (one run: OUTPUT itself) when it ends,
+with that record (settings, package version, inputs' sha256) in its "meta"; a later call with the
+same record reuses those files, and removes the files an earlier call with another record left (so
+the files never mix two invocations), then writes OUTPUT = the kept run. Notes and warnings go to
+the `logging` logger of this module; nothing is printed.
 """
 
 from __future__ import annotations
@@ -17,15 +19,82 @@ import logging
 import os
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
+from typing import Any
 
 import numpy as np
 
+from rerank import __version__
+from rerank.errors import InputError
 from rerank.metrics.registry import best_index, display_name, metric_info
+from rerank.progress import Progress
 from rerank.tuning import Tuner, TuningData, degenerate, normalize as rescale, weight_shares
 from rerank.weights import read_weights, write_weights
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TuneSettings:
+    """What a tuning does, besides its inputs: `runs` runs of the tuner plug-in `tuner` with seeds
+    seed..seed+runs-1, optimising `metric` (BLEU with sacrebleu's `tokenize` and `lowercase`; METEOR's
+    language `lang`), changing only `tune_features` (empty: all) minus `fix`, and rescaling the
+    weights by `normalize` (none, l1: sum |w| = 1, max: max |w| = 1). `tuner_options`: the tuner's
+    `Options`, a mapping of its fields, or None (its defaults); the tuner checks them.
+
+    A field that is wrong whatever the data is refused here (InputError)."""
+
+    tuner: str = "mira"
+    metric: str = "bleu"
+    runs: int = 1
+    seed: int = 1
+    tokenize: str = "13a"
+    lowercase: bool = False
+    lang: str = "en"
+    tune_features: tuple[str, ...] = ()
+    fix: tuple[str, ...] = ()
+    normalize: str = "none"
+    tuner_options: Any = None
+
+    # What a run's result depends on: a run file is reused only when these match (and the inputs,
+    # the start weights and the package version). `runs` is not among them: run r of 3 is run r of 5.
+    NORMALIZE = ("none", "l1", "max")
+    REUSE = ("tuner", "metric", "seed", "tokenize", "lowercase", "lang", "tune_features", "fix", "normalize",
+             "tuner_options")
+
+    def __post_init__(self):
+        from rerank.metrics.bleu import make_bleu
+
+        for name in ("tune_features", "fix"):
+            value = getattr(self, name)
+            object.__setattr__(self, name, tuple([value] if isinstance(value, str) else value or ()))
+        if not isinstance(self.runs, int) or self.runs < 1:
+            raise InputError(f"runs must be a positive integer, got {self.runs!r}")
+        if not isinstance(self.seed, int) or self.seed < 0:
+            raise InputError(f"seed must be a non-negative integer, got {self.seed!r}")
+        if self.normalize not in self.NORMALIZE:
+            raise InputError(f"normalize must be one of {', '.join(self.NORMALIZE)}, got {self.normalize!r}")
+        make_bleu(self.tokenize, self.lowercase)  # an unknown tokenizer, before any file is read
+
+    @classmethod
+    def make(cls, settings: TuneSettings | None = None, **keywords) -> TuneSettings:
+        """`settings` (default: the defaults) with `keywords` replaced: its fields by name, any other
+        keyword into `tuner_options` (mira: epochs=10, C=0.01, ...), which the tuner checks."""
+        settings = settings or cls()
+        names = {f.name for f in fields(cls)}
+        own = {k: v for k, v in keywords.items() if k in names}
+        extra = {k: v for k, v in keywords.items() if k not in names}
+        if extra:
+            base = settings.tuner_options if own.get("tuner_options") is None else own["tuner_options"]
+            own["tuner_options"] = {**options_record(base), **extra}
+        return cls(**{f.name: getattr(settings, f.name) for f in fields(cls)} | own) if own else settings
+
+    def reuse_record(self) -> dict:
+        """The fields of REUSE as JSON values (the tuner's options as a dict of their fields)."""
+        record = {name: getattr(self, name) for name in self.REUSE}
+        record["tuner_options"] = options_record(self.tuner_options)
+        record["tune_features"], record["fix"] = list(self.tune_features), list(self.fix)
+        return json.loads(json.dumps(record, default=str))
 
 
 def run_seeds(seed: int, runs: int) -> list[int]:
@@ -59,6 +128,9 @@ class TuneResult:
     best: int                       # index in `runs` of the kept run (0-based; `best_run.run` is 1-based)
     metric: str
     output: str | None = None       # the kept run's weights file, when written
+    tuner: str = ""                 # the tuner plug-in's name
+    step_name: str = "step"         # the x axis of its tuning curves
+    tuned: list[str] = field(default_factory=list)   # the features the tuner could change
 
     @property
     def best_run(self) -> TuneRun:
@@ -81,6 +153,18 @@ class TuneResult:
         which = "highest" if metric_info(self.metric).higher_is_better else "lowest"
         return (f"{len(self.runs)} runs: {name} mean {scores.mean():.2f}, sd {scores.std(ddof=1):.2f}; "
                 f"best run {best.run} ({which} {name}, {best.score:.2f})")
+
+    def plot(self, path: str) -> None:
+        """PNG of every run's tuning curve and the kept run's weights (as weight shares)."""
+        from rerank.tuning_plot import plot_tuning
+
+        kept = self.best_run
+        names = list(self.weights)
+        plot_tuning(path, [(f"run {x.run}", x.curve) for x in self.runs], names,
+                    np.array([self.weights[n] for n in names]), metric=display_name(self.metric), tuner=self.tuner,
+                    step_name=self.step_name, higher_is_better=metric_info(self.metric).higher_is_better,
+                    shares=kept.meta.get("weight_shares"),
+                    run_label=f"run {kept.run}" + (f" (kept of {len(self.runs)})" if len(self.runs) > 1 else ""))
 
 
 def best_run(runs: Sequence[TuneRun], metric: str) -> int:
@@ -153,14 +237,13 @@ def _clear_stale(output: str, runs: int, paths: list[str], reused: dict) -> None
 
 def options_record(options) -> dict:
     """A tuner's options as weights.json records them (a dataclass of options or a dict)."""
-    from dataclasses import asdict, is_dataclass
-
     return asdict(options) if is_dataclass(options) and not isinstance(options, type) else dict(options or {})
 
 
-def _one_run(data: TuningData, tuner: Tuner, tuner_name: str, w0: np.ndarray, r: int, seed: int, runs: int,
-             options: dict, how: str, progress: bool, verbose: Callable[[str], None] | None) -> TuneRun:
-    """Run r with `seed`; its weights rescaled by `how` and scored as they will be applied."""
+def _one_run(data: TuningData, tuner: Tuner, settings: TuneSettings, options, w0: np.ndarray, r: int, seed: int,
+             progress: Progress, verbose: Callable[[str], None] | None) -> TuneRun:
+    """Run r with `seed`; its weights rescaled by `settings.normalize` and scored as they will be applied."""
+    tuner_name, runs, how = settings.tuner, settings.runs, settings.normalize
     label = f"run {r}: " if runs > 1 else ""
     res = tuner.tune(data, w0, seed=seed, options=options, progress=progress,
                      log=(lambda msg: verbose(label + msg)) if verbose else None)
@@ -182,41 +265,43 @@ def _one_run(data: TuningData, tuner: Tuner, tuner_name: str, w0: np.ndarray, r:
     return TuneRun(r, seed, score, res.initial_score, dict(zip(data.feature_names, w.tolist())), res.curve, meta)
 
 
-def tune_runs(data: TuningData, tuner: Tuner, *, tuner_name: str, runs: int = 1, seed: int = 1,
-              w0: np.ndarray | None = None, options=None, normalize: str = "none",
-              output: str | None = None, settings: dict | None = None, meta: dict | None = None,
-              progress: bool = False, verbose: Callable[[str], None] | None = None,
+def tune_runs(data: TuningData, tuner: Tuner, settings: TuneSettings, *, w0: np.ndarray | None = None,
+              output: str | None = None, inputs: dict[str, str] | None = None, meta: dict | None = None,
+              progress: Progress = False, verbose: Callable[[str], None] | None = None,
               on_run: Callable[[TuneRun], None] | None = None) -> TuneResult:
-    """R runs of `tuner` on `data` with seeds seed..seed+R-1 (`run_seeds`) from `w0` (default 0), and
-    the run kept (`best_run`).
+    """`settings.runs` runs of `tuner` (the plug-in `settings.tuner`) on `data` with seeds
+    seed..seed+R-1 (`run_seeds`) from `w0` (default 0), and the run kept (`best_run`).
 
     `output`: write each run's weights file (`run_paths`) when it ends, with `meta` and per-run
-    fields in its "meta", then OUTPUT = the kept run; with `settings` (what a run's result
-    depends on, e.g. options, version and input digests), an earlier run file with equal settings
-    is reused instead of tuned again. `on_run(run)` is called as each run ends (or is reused);
-    `verbose(message)` receives the tuner's per-epoch lines.
+    fields in its "meta", then OUTPUT = the kept run. With `inputs` (a digest of each input), an
+    earlier run file whose record (`TuneSettings.reuse_record`, the start weights, the version and
+    `inputs`) is equal is reused instead of tuned again. `on_run(run)` is called as each run ends
+    (or is reused); `verbose(message)` receives the tuner's per-epoch lines.
     """
-    if normalize != "none" and not data.tuned.all():
-        raise ValueError(f"normalize={normalize!r} would rescale fixed features; use normalize='none' when some "
-                         "features are fixed")
+    options = tuner.make_options(settings.tuner_options)
     w0 = np.zeros(len(data.feature_names)) if w0 is None else np.asarray(w0, dtype=np.float64)
+    runs, tuner_name = settings.runs, settings.tuner
+    record = None
+    if inputs is not None:
+        record = {"options": {**settings.reuse_record(), "tuner_options": options_record(options), "init": w0.tolist()},
+                  "version": __version__, "inputs": inputs}
     paths: list[str | None] = [None] * runs
     reused: dict[int, TuneRun] = {}
     if output:
         files = run_paths(output, runs)
         paths = list(files)
-        if runs > 1 and settings is not None and None not in settings.get("inputs", {}).values():
+        if runs > 1 and record is not None:
             reused = {r: run for r, path in enumerate(files, start=1)
-                      if (run := _reusable(path, r, settings, data.feature_names)) is not None}
+                      if (run := _reusable(path, r, record, data.feature_names)) is not None}
         _clear_stale(output, runs, files, reused)
     results = []
-    for r, (path, s) in enumerate(zip(paths, run_seeds(seed, runs)), start=1):
+    for r, (path, s) in enumerate(zip(paths, run_seeds(settings.seed, runs)), start=1):
         if r in reused:
             run = reused[r]
             log.info(f"run {r}: reused {path} (same settings and inputs)")
         else:
-            run = _one_run(data, tuner, tuner_name, w0, r, s, runs, options, normalize, progress, verbose)
-            run.meta = {**(meta or {}), **run.meta, "settings": settings}
+            run = _one_run(data, tuner, settings, options, w0, r, s, progress, verbose)
+            run.meta = {**(meta or {}), **run.meta, "settings": record}
             if path:
                 write_weights(path, run.weights, run.meta)
                 run.path = path
@@ -231,4 +316,5 @@ def tune_runs(data: TuningData, tuner: Tuner, *, tuner_name: str, runs: int = 1,
         now = {"command": meta["command"]} if meta and "command" in meta else {}
         write_weights(output, kept.weights, {**kept.meta, **now, "runs": runs, "best_of_runs": kept.path,
                                              "tuned_scores": [x.score for x in results]})
-    return TuneResult(dict(results[best].weights), results, best, data.metric.name, output)
+    return TuneResult(dict(results[best].weights), results, best, data.metric.name, output, tuner_name,
+                      tuner.step_name, [n for n, t in zip(data.feature_names, data.tuned) if t])

@@ -187,7 +187,7 @@ def test_best_of_runs_follows_the_direction(metric, kept):
 
 def test_tune_ter_runs_keep_the_lowest_ter_run_and_plot_its_weights(tmp_path, capsys, monkeypatch):
     plotted = {}
-    monkeypatch.setattr("rerank.commands.tune.plot_tuning",
+    monkeypatch.setattr("rerank.tuning_plot.plot_tuning",
                         lambda path, curves, names, weights, **kw: plotted.update(weights=list(weights), **kw))
     out = tmp_path / "w.json"
     code, stdout, err = run([*SMALL, "--sentences", "0-9", "--metric", "ter", "--runs", "3", "-o", out,

@@ -131,7 +131,7 @@ CASES = [
     ("add-feature {d}/in.nbest --name s --scores {d}/scores -o {d}/out", "rerank.formats.moses.iter_moses_lines", 2),
     ("oracle {d}/in.nbest -r {d}/ref -o {d}/out", "rerank.metrics.bleu.oracle_rows", 1),
     ("features {d}/in.nbest --which mbr -o {d}/out", "rerank.consensus.MBRFeature.compute", 1),
-    ("tune {d}/in.nbest -r {d}/ref -o {d}/out --epochs 2", "rerank.commands.tune.prepare", 1),
+    ("tune {d}/in.nbest -r {d}/ref -o {d}/out --epochs 2", "rerank.tuning.prepare", 1),
     ("tune {d}/in.nbest -r {d}/ref -o {d}/out --epochs 2", "rerank.weights.json.dump", 1),
     ("eval -r {d}/ref -b {d}/base {d}/in.nbest.1best -o {d}/out.md --metrics bleu --ar 5 --bootstrap 0",
      "rerank.evaluation.ResultTable.render", 1),

@@ -92,7 +92,7 @@ def test_changed_input_or_fewer_runs_redo_and_remove(tmp_path, capsys):
     args = ["tune", nbest, *REF_ARGS, "--sentences", "0-29", "--epochs", "2", "--quiet"]
     out = tmp_path / "w.json"
     assert run([*args, "--runs", "3", "-o", out], capsys)[0] == 0
-    nbest.write_bytes(nbest.read_bytes().replace(b"\n", b"\r\n", 1))   # same name and list, other bytes
+    nbest.write_bytes(nbest.read_bytes().replace(b"was born", b"was bron", 1))   # same name, another list
     code, stdout, err = run([*args, "--runs", "2", "-o", out], capsys)
     assert code == 0, err
     assert "reused" not in stdout and "w.run3.json" in err and not (tmp_path / "w.run3.json").exists()
@@ -118,3 +118,34 @@ def test_the_nbest_cache_does_not_redo_finished_runs(tmp_path, capsys):
     code, stdout, err = run([*SMALL, "--runs", "2", "--cache", "-o", out], capsys)
     assert code == 0, err
     assert stdout.count("reused") == 2
+
+
+def test_the_command_and_the_api_reuse_each_others_runs_and_the_cache_does_not_matter(tmp_path, capsys, monkeypatch):
+    """One whitelist of what a run depends on (TuneSettings.REUSE, the list and references as tuned, the
+    start weights): runs written by `rerank tune` are reused by `rerank.tune` and the other way round,
+    whether the list came through the n-best cache or not and whatever its line endings."""
+    import rerank
+
+    monkeypatch.setenv("RERANK_CACHE_DIR", str(tmp_path / "cache"))
+    nbest = tmp_path / "dev.nbest"
+    nbest.write_bytes(b"".join(open(NBEST, "rb").readlines()[:400]))
+    n = rerank.read_nbest(nbest).n_sentences
+    refs = [tmp_path / f"ref{k}" for k in range(len(REFS))]
+    for path, source in zip(refs, REFS):
+        path.write_text("".join(open(source, encoding="utf-8").readlines()[:n]), encoding="utf-8")
+    out = tmp_path / "w.json"
+    cli = ["tune", nbest, *(x for r in refs for x in ("-r", r)), "--runs", "2", "--quiet", "-o", out, "--epochs", "2"]
+    code, stdout, err = run([*cli, "--no-cache"], capsys)
+    assert code == 0 and "reused" not in stdout, err
+    by_cli = json.loads(out.read_text())["weights"]
+    again = rerank.tune(nbest, refs, runs=2, epochs=2, output=out)
+    assert [r.reused for r in again.runs] == [True, True] and again.weights == pytest.approx(by_cli)
+
+    nbest.write_bytes(nbest.read_bytes().replace(b"\n", b"\r\n"))   # other bytes, the same list
+    for cache in ("--cache", "--no-cache"):
+        code, stdout, err = run([*cli, cache], capsys)
+        assert code == 0 and stdout.count("reused") == 2, (cache, stdout, err)
+    other = rerank.tune(nbest, refs, runs=2, epochs=3, output=out)   # another setting: tuned again
+    assert [r.reused for r in other.runs] == [False, False]
+    code, stdout, err = run([*cli[:-1], "3"], capsys)
+    assert code == 0 and stdout.count("reused") == 2, err

@@ -2,32 +2,23 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
 
 import numpy as np
 
-from rerank import __version__, plugins
-from rerank.metrics.bleu import bleu_signature, make_bleu
+from rerank import plugins
+from rerank.api import TuneRun, TuneSettings, tune, tune_outputs, tuner_for
 from rerank.cliargs import (add_nbest_positional, add_quiet, nonnegative_int, positive_int, resolve_nbest,
                             show_progress, stderr_log)
 from rerank.commands._common import format_help, nbest_inputs, add_nbest_input, load_nbest
-from rerank.errors import InputError, require
-from rerank.metrics import make_metric
-from rerank.io import file_digest, read_references
-from rerank.metrics.registry import QUALITY_METRICS, display_name, metric_info
-from rerank.multirun import TuneRun, run_paths, stale_runs, tune_runs
+from rerank.errors import InputError
+from rerank.io import read_references
+from rerank.metrics.registry import QUALITY_METRICS, display_name
 from rerank.outputs import check_outputs
-from rerank.tuning import prepare, weight_shares
-from rerank.tuning_plot import plot_tuning
-from rerank.weights import read_weights, weight_vector
 
 METRICS = QUALITY_METRICS
-# options that do not change a run's result (a run file written with other values is reused)
-NOT_SETTINGS = ("output", "plot", "verbose", "quiet", "func", "command", "runs", "nbest_option", "cache",
-                "nbest_owned_options")
 
 
 def add_parser(subparsers):
@@ -60,7 +51,7 @@ def add_parser(subparsers):
     p.add_argument("--tune", dest="tune_features", metavar="F1,F2",
                    help="tune only these features; the others stay at their start value (default: all)")
     p.add_argument("--fix", metavar="F1,F2", help="keep these features at their start value (default: none)")
-    p.add_argument("--normalize", choices=["none", "l1", "max"], default="none",
+    p.add_argument("--normalize", choices=TuneSettings.NORMALIZE, default="none",
                    help="rescale the output weights (sum |w| = 1 or max |w| = 1; ranking unchanged; default: %(default)s)")
     p.add_argument("--sentences", metavar="A-B", help="tune on sentences A..B only (0-based, inclusive; the references "
                    "are cut the same way; default: all)")
@@ -81,8 +72,8 @@ def add_parser(subparsers):
     p.set_defaults(func=run)
 
 
-def _names(text: str | None) -> list[str] | None:
-    return [n.strip() for n in text.split(",") if n.strip()] if text else None
+def _names(text: str | None) -> tuple[str, ...]:
+    return tuple(n.strip() for n in text.split(",") if n.strip()) if text else ()
 
 
 def _sentence_range(text: str, n: int) -> np.ndarray:
@@ -96,18 +87,16 @@ def _sentence_range(text: str, n: int) -> np.ndarray:
     return np.arange(lo, hi + 1)
 
 
-def _tuner(args):
-    """The chosen tuner plug-in, after checking that it optimises --metric and the tokenizer's name."""
+def settings(args) -> TuneSettings:
+    """The TuneSettings of the parsed command line (the tuner's options from its own flags)."""
     tuner = plugins.tuners()[args.tuner]()
-    if args.metric not in tuner.metrics:
-        raise InputError(f"--tuner {args.tuner} optimises {', '.join(tuner.metrics)}, not {args.metric}")
-    make_bleu(args.tokenize, args.lowercase)  # checks the tokenizer name before reading big files
-    require(getattr(tuner, "requires", ()), f"the {args.tuner} tuner")  # a missing extra, before any work
-    return tuner
+    return TuneSettings(tuner=args.tuner, metric=args.metric, runs=args.runs, seed=args.seed, tokenize=args.tokenize,
+                        lowercase=args.lowercase, lang=args.lang, tune_features=_names(args.tune_features),
+                        fix=_names(args.fix), normalize=args.normalize, tuner_options=tuner.options_from_args(args))
 
 
 def _inputs(args):
-    """(n-best list, reference streams, start weights), cut to --sentences."""
+    """(n-best list, reference streams), cut to --sentences."""
     nbest, _ = load_nbest(args, args.nbest)
     refs = read_references(args.ref)
     if len(refs[0]) != nbest.n_sentences:
@@ -117,82 +106,45 @@ def _inputs(args):
         keep = _sentence_range(args.sentences, nbest.n_sentences)
         nbest = nbest.select_sentences(keep)
         refs = [[stream[i] for i in keep] for stream in refs]
-    w0 = np.zeros(len(nbest.feature_names))
-    if args.init:
-        w0 = weight_vector(read_weights(args.init), nbest.feature_names, source=args.init)
-    return nbest, refs, w0
+    return nbest, refs
 
 
-def metric_signature(metric: str, tokenize: str, lowercase: bool, lang: str, n_refs: int) -> str:
-    """The metric's sacrebleu (or METEOR) signature for these settings, as `rerank eval` prints it."""
-    if metric == "bleu":
-        return "BLEU|" + bleu_signature(tokenize, lowercase, n_refs)
-    scorer = make_metric(metric, lang=lang, tokenize=tokenize, lowercase=lowercase)
-    if metric != "meteor":
-        scorer.corpus_score(["x"], [["x"]] * n_refs)  # sacrebleu knows the number of references only then
-    return scorer.signature()
-
-
-def _settings(args) -> dict:
-    """What a run's result depends on: the options (not --runs, not the outputs), the package
-    version and the inputs' sha256 (None for standard input)."""
-    options = {k: v for k, v in sorted(vars(args).items()) if k not in NOT_SETTINGS and not callable(v)}
-    digests = {path: file_digest(path) for path in dict.fromkeys(nbest_inputs(args) + args.ref + [args.init]) if path}
-    return json.loads(json.dumps({"options": options, "version": __version__, "inputs": digests}, default=str))
-
-
-def _meta(args) -> dict:
-    """What every run file records about this command (the library adds the run's own fields)."""
-    return {"command": sys.argv, "nbest": os.path.abspath(args.nbest), "references": [os.path.abspath(x) for x in args.ref],
-            "sentences": args.sentences, "metric": args.metric, "tokenize": args.tokenize, "lowercase": args.lowercase,
-            "signature": metric_signature(args.metric, args.tokenize, args.lowercase, args.lang, len(args.ref)),
-            "init": args.init, "nbest_text": {"post_process": args.post_process, "unescape": args.unescape}}
-
-
-def _print_run(args, metric: str, run: TuneRun) -> None:
-    """The line of one run, as it ends (or is reused)."""
-    label = f"run {run.run}: " if args.runs > 1 else ""
-    how = f"reused {run.path} (same settings and inputs): " if run.reused else ""
-    print(f"{label}{how}{metric} initial {run.initial_score:.2f} -> tuned {run.score:.2f} "
-          f"({args.tuner}, seed {run.seed})")
+def _tuning_set(data) -> None:
+    merged = data.n_input_hyps - data.nbest.n_hyps
+    print(f"tuning set: {data.nbest.n_sentences} sentences, {data.nbest.n_hyps} hypotheses"
+          + (f" ({merged} exact duplicates merged)" if merged else "")
+          + f", {int(data.tuned.sum())} of {len(data.feature_names)} features tuned", file=sys.stderr)
 
 
 def run(args) -> int:
     resolve_nbest(args)
-    tuner = _tuner(args)
-    paths = run_paths(args.output, args.runs)
-    check_outputs([args.output, *(paths if args.runs > 1 else []), args.plot, *stale_runs(args.output, args.runs)],
-                  [*nbest_inputs(args), *args.ref, args.init])
+    chosen = settings(args)
+    tuner_for(chosen)  # the tuner, its metric, options and extras, before reading big files
+    writes, stale = tune_outputs(args.output, args.runs)
+    check_outputs([*writes, args.plot, *stale], [*nbest_inputs(args), *args.ref, args.init])
     with stderr_log():  # the library's notes and warnings on stderr (the CLI may have done it already)
-        return _run(args, tuner)
+        return _run(args, chosen)
 
 
-def _run(args, tuner) -> int:
+def _run(args, chosen: TuneSettings) -> int:
     start = time.time()
-    nbest, refs, w0 = _inputs(args)
-    data = prepare(nbest, refs, metric=args.metric, tokenize=args.tokenize, lowercase=args.lowercase,
-                   tune=_names(args.tune_features), fix=_names(args.fix), lang=args.lang,
-                   progress=show_progress(args), source=args.nbest)
-    if args.normalize != "none" and not data.tuned.all():
-        raise InputError(f"--normalize {args.normalize} would rescale fixed features; use --normalize none with --fix/--tune")
+    nbest, refs = _inputs(args)
     metric = display_name(args.metric)
-    merged = data.n_input_hyps - data.nbest.n_hyps
-    print(f"tuning set: {nbest.n_sentences} sentences, {data.nbest.n_hyps} hypotheses"
-          + (f" ({merged} exact duplicates merged)" if merged else "")
-          + f", {int(data.tuned.sum())} of {len(data.feature_names)} features tuned", file=sys.stderr)
-    result = tune_runs(data, tuner, tuner_name=args.tuner, runs=args.runs, seed=args.seed, w0=w0,
-                       options=tuner.options_from_args(args), normalize=args.normalize, output=args.output,
-                       settings=_settings(args), meta=_meta(args), progress=show_progress(args),
-                       verbose=(lambda msg: print(msg, file=sys.stderr)) if args.verbose else None,
-                       on_run=lambda run: _print_run(args, metric, run))
+
+    def show(run: TuneRun) -> None:
+        label = f"run {run.run}: " if args.runs > 1 else ""
+        how = f"reused {run.path} (same settings and inputs): " if run.reused else ""
+        print(f"{label}{how}{metric} initial {run.initial_score:.2f} -> tuned {run.score:.2f} "
+              f"({args.tuner}, seed {run.seed})")
+
+    record = {"command": sys.argv, "references": [os.path.abspath(x) for x in args.ref], "sentences": args.sentences,
+              "nbest_text": {"post_process": args.post_process, "unescape": args.unescape}}
+    result = tune(nbest, refs, chosen, init=args.init, output=args.output, progress=show_progress(args),
+                  verbose=(lambda msg: print(msg, file=sys.stderr)) if args.verbose else lambda msg: None,
+                  on_start=_tuning_set, on_run=show, record=record, source=args.nbest)
     if args.runs > 1:
         print(f"{result.summary()} copied to {args.output}")
     if args.plot:
-        kept = result.runs[result.best]
-        w = np.array([result.weights[n] for n in data.feature_names])
-        plot_tuning(args.plot, [(f"run {x.run}", x.curve) for x in result.runs], data.feature_names, w,
-                    metric=metric, tuner=args.tuner, step_name=tuner.step_name,
-                    higher_is_better=metric_info(args.metric).higher_is_better, shares=weight_shares(data, w),
-                    run_label=f"run {kept.run}" + (f" (kept of {len(result.runs)})" if len(result.runs) > 1 else ""))
+        result.plot(args.plot)
     print(f"done in {time.time() - start:.1f}s", file=sys.stderr)
     return 0
