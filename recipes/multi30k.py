@@ -21,7 +21,7 @@ import os
 import platform
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from typing import Any
 
 import numpy as np
@@ -31,40 +31,12 @@ from rerank.recipes.steps import Steps
 from rerank.errors import InputError
 from rerank.formats import read_nbest, read_references, write_nbest
 from rerank.io import atomic_write, read_lines
+from rerank.recipes.multi30k_config import FLAVOURS, PRESETS, RecipeConfig
 
 logger = logging.getLogger(__name__)
 
-FLAVOURS = ("weak", "regular", "optimised")
 SPLITS = {"val": "val", "test_2016": "test_2016_flickr"}
 BASE_FEATURES = ["nmt", "nmt_norm", "len"]
-# recipe preset -> (NMT size preset, embedding preset); `tiny` is for smoke tests only
-PRESETS = {"cpu": ("cpu", "cpu"), "paper": ("paper", "paper"), "tiny": ("tiny", "small")}
-
-
-@dataclass
-class RecipeConfig:
-    data_dir: str
-    out: str
-    image_features: str | None = None
-    preset: str = "cpu"
-    nbest_sizes: list[int] = field(default_factory=lambda: [20, 50])
-    flavours: list[str] = field(default_factory=lambda: list(FLAVOURS))
-    betas: list[float] = field(default_factory=lambda: [1.0, 0.75, 0.5, 0.25])
-    nmt_dir: str | None = None
-    nbest_dir: str | None = None
-    nmt_max_minutes: float | None = None
-    embed_max_minutes: float | None = None
-    nmt_max_epochs: int | None = None
-    embed_max_epochs: int | None = None
-    runs: int = 3
-    epochs: int = 60
-    ar_trials: int = 10000
-    bootstrap: int = 1000
-    seed: int = 1
-    device: str = "cpu"
-    embedding_config: dict = field(default_factory=dict)   # keys of embeddings.train.DEFAULTS
-    nmt_config: dict = field(default_factory=dict)         # fields of nmt.train.TrainConfig
-    embedding_model: str | None = None  # a trained text-only model to use instead of training one
 
 
 class Recipe:

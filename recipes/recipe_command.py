@@ -2,28 +2,9 @@
 
 from __future__ import annotations
 
-import argparse
-
-from rerank.recipes.demo_command import bootstrap_count
-from rerank.cliargs import nonnegative_int, positive_float, positive_int
 from rerank.device import add_torch_options, setup_torch
-
-
-def _list_of(kind, what: str, test):
-    """argparse type: a comma-separated list of `kind` values that pass `test`."""
-    def parse(text: str) -> list:
-        try:
-            values = [kind(x) for x in text.split(",")]
-        except ValueError:
-            values = []
-        if not values or not all(test(v) for v in values):
-            raise argparse.ArgumentTypeError(f"must be a comma-separated list of {what}, got {text!r}")
-        return values
-    return parse
-
-
-sizes = _list_of(int, "positive integers", lambda v: v >= 1)
-betas = _list_of(float, "numbers in [0, 1]", lambda v: 0 <= v <= 1)
+from rerank.options import add_option_flags, options_from_args
+from rerank.recipes.multi30k_config import RecipeConfig
 
 
 def add_parser(subparsers):
@@ -38,40 +19,14 @@ def add_parser(subparsers):
     m = verbs.add_parser("multi30k", help="Multi30k En→De reranking (Tables 3/4 of the paper)",
                          description="Without --image-features the run is text-only (said in the log and "
                          "in every table): one text-only MLMME model gives s_s; VSE and the beta sweep need images.")
-    m.add_argument("--data-dir", required=True, help="Multi30k directory (task1/, task2/), e.g. ../shared/data/multi30k")
-    m.add_argument("--out", required=True, help="run directory (everything is written here)")
-    m.add_argument("--image-features", help="directory with {train,val,test_2016_flickr}*.npy image features "
-                   "(default: none, text-only)")
-    m.add_argument("--preset", default="cpu", choices=["cpu", "paper", "tiny"],
-                   help="model sizes for NMT and embeddings, as `nmt train --preset` and `embed train --preset` "
-                   "(tiny: smoke tests only; default: %(default)s)")
-    m.add_argument("--nbest", type=sizes, default=[20, 50], help="n-best sizes (default: 20,50)")
-    m.add_argument("--flavours", default="weak,regular,optimised", help="NMT flavours (default: %(default)s)")
-    m.add_argument("--betas", type=betas, default=[1.0, 0.75, 0.5, 0.25],
-                   help="MLMME beta values (with image features; default: 1,0.75,0.5,0.25)")
-    m.add_argument("--nmt-dir", help="reuse NMT run directories DIR/<flavour> (from `rerank nmt train`; default: "
-                   "train them)")
-    m.add_argument("--nbest-dir", help="reuse n-best lists DIR/<flavour>.<val|test_2016>.<n>best.gz "
-                   "(`shipped` = the lists inside the package; default: translate with the NMT models)")
-    m.add_argument("--embedding-config", metavar="JSON", help="embedding training settings (keys of "
-                   "embeddings/config.py DEFAULTS, e.g. {\"dropout\": 0.0}); recorded with every model (default: none)")
-    m.add_argument("--embedding-model", metavar="MODEL", help="use this trained text-only embedding model for "
-                   "s_s instead of training one (e.g. the shipped rerank/data/models/mlmme-small.pt; default: train)")
-    m.add_argument("--nmt-config", metavar="JSON", help="NMT training settings (fields of nmt/train.py TrainConfig, "
-                   "e.g. {\"subword\": \"bpe\"}); recorded with every run (default: none)")
-    m.add_argument("--nmt-max-minutes", type=positive_float, help="training budget per NMT flavour (default: none)")
-    m.add_argument("--embed-max-minutes", type=positive_float,
-                   help="training budget per embedding model (default: none)")
-    m.add_argument("--nmt-max-epochs", type=positive_int, help="epoch limit per NMT flavour (default: nmt train's)")
-    m.add_argument("--embed-max-epochs", type=positive_int,
-                   help="epoch limit per embedding model (default: embed train's)")
-    m.add_argument("--runs", type=positive_int, default=3, help="MIRA runs per system (default: %(default)s)")
-    m.add_argument("--epochs", type=positive_int, default=60, help="MIRA epochs (default: %(default)s)")
-    m.add_argument("--ar", type=positive_int, default=10000,
-                   help="approximate randomisation trials (default: %(default)s)")
-    m.add_argument("--bootstrap", type=bootstrap_count, default=1000,
-                   help="bootstrap samples for s_sel and CIs; 0: none (default: %(default)s)")
-    m.add_argument("--seed", type=nonnegative_int, default=1, help="(default: %(default)s)")
+    add_option_flags(m, RecipeConfig)   # one flag per RecipeConfig field (rerank.options), but these:
+    # the settings' flags name JSON files, read by the command (an error names the file and line, exit 2)
+    for name, settings in (("embedding", 'embedding training settings (keys of embeddings/config.py DEFAULTS, e.g. '
+                                         '{"dropout": 0.0}); recorded with every model'),
+                           ("nmt", 'NMT training settings (fields of nmt/train.py TrainConfig, e.g. {"subword": '
+                                   '"bpe"}); recorded with every run')):
+        m.add_argument(f"--{name}-config", dest=f"{name}_config_file", metavar="JSON",
+                       help=f"a JSON file of {settings} (default: none)")
     add_torch_options(m)
     _add_reproduce(verbs)
     parser.set_defaults(func=run)
@@ -111,9 +66,10 @@ def run(args) -> int:
 
 
 def _run(args) -> int:
+    import dataclasses
     import os
 
-    from rerank.recipes.multi30k import Recipe, RecipeConfig
+    from rerank.recipes.multi30k import Recipe
 
     if args.recipe == "reproduce":
         return run_reproduce(args)
@@ -127,15 +83,9 @@ def _run(args) -> int:
         from rerank.recipes.demo import data_dir
 
         nbest_dir = os.path.join(data_dir(), "multi30k")
-    cfg = RecipeConfig(
-        data_dir=args.data_dir, out=args.out, image_features=args.image_features, preset=args.preset,
-        nbest_sizes=args.nbest, flavours=args.flavours.split(","), betas=args.betas, nmt_dir=args.nmt_dir,
-        nbest_dir=nbest_dir, nmt_max_minutes=args.nmt_max_minutes, embed_max_minutes=args.embed_max_minutes,
-        nmt_max_epochs=args.nmt_max_epochs, embed_max_epochs=args.embed_max_epochs, runs=args.runs,
-        epochs=args.epochs, ar_trials=args.ar, bootstrap=args.bootstrap, seed=args.seed, device=args.device,
-        embedding_config=_json_object(args.embedding_config), nmt_config=_json_object(args.nmt_config),
-        embedding_model=args.embedding_model,
-    )
+    cfg = dataclasses.replace(options_from_args(RecipeConfig, args), nbest_dir=nbest_dir,
+                              embedding_config=_json_object(args.embedding_config_file),
+                              nmt_config=_json_object(args.nmt_config_file))
     Recipe(cfg).run()
     print(f"tables: {os.path.join(args.out, 'tables')}")
     return 0

@@ -28,8 +28,8 @@ import logging
 import os
 import re
 
-from rerank.cliargs import positive_int
 from rerank.errors import InputError
+from rerank.options import POSITIVE_INT
 
 log = logging.getLogger(__name__)
 DEVICE_FORMS = "cpu, cuda or cuda:N (N = 0, 1, ...)"
@@ -81,7 +81,7 @@ def add_torch_options(parser) -> None:
     """--device and --threads, as every command that runs torch takes them."""
     parser.add_argument("--device", default="cpu", help=f"{DEVICE_FORMS}; CUDA without a GPU falls back to the "
                         "CPU with a message (default: %(default)s)")
-    parser.add_argument("--threads", type=positive_int, default=default_threads(),
+    parser.add_argument("--threads", type=POSITIVE_INT.parse, default=default_threads(),
                         help="torch CPU threads (default: %(default)s on this machine now: 2 if two cores are idle, "
                         "else 1; torch's default of every core spins when other jobs hold them)")
 

@@ -44,13 +44,15 @@ class Check:
     `what` names the allowed values ("a positive integer": messages say "must be {what}"),
     `convert` turns a flag's text into a value (raising ValueError when the text is not of the
     kind, e.g. not an integer; `noun` names that kind in the message), and `accepts` says
-    whether a value, from a flag or from a script, is allowed (its type included).
+    whether a value, from a flag or from a script, is allowed (its type included). `quote`: the
+    message shows the flag's text quoted (a list, whose commas would blur into the sentence).
     """
 
     what: str
     convert: Callable[[str], Any]
     accepts: Callable[[Any], bool]
     noun: str = "a value"
+    quote: bool = False
 
     def parse(self, text: str) -> Any:
         """argparse type: the value of a flag's text, or ArgumentTypeError naming the problem."""
@@ -58,10 +60,9 @@ class Check:
             value = self.convert(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r} is not {self.noun}") from None
-        except InputError as exc:  # a converter that reads a file names the file
-            raise argparse.ArgumentTypeError(str(exc)) from None
         if not self.accepts(value):
-            raise argparse.ArgumentTypeError(f"must be {self.what}, got {text}")
+            raise argparse.ArgumentTypeError(f"must be {self.what}, got {text!r}" if self.quote
+                                             else f"must be {self.what}, got {text}")
         return value
 
 
@@ -90,19 +91,17 @@ def one_of(choices: Sequence[str]) -> Check:
 
 
 def list_of(item: Check, what: str) -> Check:
-    """A Check of a non-empty list whose items pass `item`; a flag gives it comma-separated."""
-    def convert(text: str) -> list:
-        return [item.convert(part.strip()) for part in text.split(",")]
+    """A Check of a non-empty list whose items pass `item`; a flag gives it comma-separated (an
+    item that is not of its kind, "20,x", fails the check as one out of range does)."""
+    def convert(text: str) -> list | None:
+        try:
+            return [item.convert(part.strip()) for part in text.split(",")]
+        except ValueError:
+            return None
 
     return Check(f"a comma-separated list of {what}", convert,
                  lambda v: isinstance(v, (list, tuple)) and len(v) > 0 and all(item.accepts(x) for x in v),
-                 f"a comma-separated list of {what}")
-
-
-def _read_json_object(path: str) -> dict:
-    from rerank.io import read_json_object
-
-    return read_json_object(path)
+                 f"a comma-separated list of {what}", quote=True)
 
 
 INTEGER = int_check("an integer", lambda v: True)
@@ -116,8 +115,6 @@ UNIT_INTERVAL = float_check("between 0 and 1", lambda v: 0 <= v <= 1)           
 FRACTION = float_check("a number in [0, 1)", lambda v: 0 <= v < 1)               # a dropout rate
 TEXT = Check("a string", str, lambda v: isinstance(v, str), "a string")
 BOOL = Check("true or false", bool, lambda v: isinstance(v, bool), "a switch")
-JSON_OBJECT_FILE = Check("a JSON object", _read_json_object, lambda v: isinstance(v, dict), "a JSON file")
-"""A dict option whose flag names a JSON file holding the object (read when the flag is parsed)."""
 
 
 # ---- declaring a field ----
