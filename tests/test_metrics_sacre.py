@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sacrebleu.metrics import BLEU, CHRF, TER
 
+from rerank.errors import InputError
 from rerank.metrics import make_metric
 from rerank.metrics.sacre_stats import corpus_segment_stats
 
@@ -83,7 +84,7 @@ def test_multiple_references_and_length_ratio():
 
 def test_ter_is_lower_is_better_and_unknown_metric():
     assert make_metric("ter").higher_is_better is False
-    with pytest.raises(ValueError, match="unknown metric"):
+    with pytest.raises(InputError, match="unknown metric"):
         make_metric("rouge")
 
 

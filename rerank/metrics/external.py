@@ -21,7 +21,6 @@ import numpy as np
 from rerank.errors import InputError
 from rerank.io import file_digest
 from rerank.metrics.base import Metric
-from rerank.metrics.registry import MetricInfo
 
 NAME_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_.+-]*$")
 
@@ -42,10 +41,10 @@ class SegmentScoresMetric(Metric):
         self.n = lengths.pop() if lengths else 0
         self.digest = digest
         largest = max((float(np.abs(v).max()) for v in self.columns.values() if len(v)), default=0.0)
-        # its direction and decimals travel with it (rerank.metrics.registry); COMET-like scores
-        # near 1 need more than 2 decimals
-        self.set_info(MetricInfo(name, name, higher_is_better=higher_is_better, decimals=4 if largest < 10 else 2,
-                                 scale="mean of the segment scores"))
+        # its direction and decimals travel with the instance (Metric.info reads them); COMET-like
+        # scores near 1 need more than 2 decimals
+        self.higher_is_better, self.decimals = higher_is_better, 4 if largest < 10 else 2
+        self.scale = "mean of the segment scores"
 
     def column_names(self, system: str, runs: int) -> list[str]:
         """The columns of a system with `runs` runs; InputError naming the file's header when one is missing."""

@@ -1,10 +1,15 @@
-"""The one table of the metrics: name, direction (higher or lower is better), display name and
-decimals, and the helpers every "keep the best" or "improvement over" site reads direction from.
+"""The one table of the metrics, METRICS = {name: class}, and the helpers every "keep the best" or
+"improvement over" site reads direction from.
 
-Built-in metrics are listed in `REGISTRY`; a metric outside it (segment scores read with
-`--segment-scores NAME=FILE`, a user's `Metric` subclass) carries its own `MetricInfo`, exposed
-as `Metric.info` like the built-ins'. Every helper takes a metric as a registered name, a
-`MetricInfo` or an object with an `info` attribute (a `rerank.metrics.Metric`, a tuning metric):
+A built-in metric is one class in rerank/metrics/ (a `rerank.metrics.base.Metric` that carries its
+name, display name, direction, decimals and the `make_metric` options it takes as class
+attributes) plus one entry in METRICS. `make_metric`, REGISTRY (name -> MetricInfo), METRIC_NAMES,
+QUALITY_METRICS, the command line's metric choices and the docs' metrics table all read it.
+
+A metric outside it (segment scores read with `--segment-scores NAME=FILE`, a user's `Metric`
+subclass) carries its own `MetricInfo`, exposed as `Metric.info` like the built-ins'. Every helper
+takes a metric as a registered name, a `MetricInfo` or an object with an `info` attribute (a
+`rerank.metrics.Metric`, a tuning metric):
 
     better(a, b, "ter")          # a is strictly better than b (a < b for TER)
     best_index([48.2, 47.9], m)  # index of the best value, the first of equal ones
@@ -15,53 +20,47 @@ as `Metric.info` like the built-ins'. Every helper takes a metric as a registere
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
-from typing import TypeVar, Union
+from typing import Any, TypeVar, Union
 
 import numpy as np
+
+from rerank.errors import InputError
+from rerank.metrics.base import Metric, MetricInfo
+from rerank.metrics.meteor import MeteorMetric
+from rerank.metrics.sacre import BLEUMetric, CHRFMetric, CHRFPlusMetric, LengthMetric, TERMetric
 
 T = TypeVar("T")
 
 
-@dataclass(frozen=True)
-class MetricInfo:
-    """What every table, tuner and report needs to know about a metric besides its formula."""
-
-    name: str                    # as on the command line: bleu, ter, chrf++, or a segment-score NAME
-    display: str                 # as printed: BLEU, TER, chrF++
-    higher_is_better: bool = True
-    decimals: int = 2            # shown after the point
-    scale: str = "0-100"         # the range of a corpus score, for help texts and axis labels
-    quality: bool = True         # False for length: not a quality score (no marks, no direction arrows)
-
-    @property
-    def sign(self) -> float:
-        """+1.0 for higher-is-better metrics, -1.0 for lower-is-better ones."""
-        return 1.0 if self.higher_is_better else -1.0
-
-    @property
-    def direction(self) -> str:
-        return "higher" if self.higher_is_better else "lower"
-
-    @property
-    def arrow(self) -> str:
-        """"↑" or "↓" (empty for a metric that is not a quality score)."""
-        return "" if not self.quality else "\u2191" if self.higher_is_better else "\u2193"
-
-
-_BUILTIN = (
-    MetricInfo("bleu", "BLEU"),
-    MetricInfo("meteor", "METEOR"),
-    MetricInfo("ter", "TER", higher_is_better=False, scale="0-100+ (edits per 100 reference words)"),
-    MetricInfo("chrf", "chrF"),
-    MetricInfo("chrf++", "chrF++"),
-    MetricInfo("length", "Length", scale="100 x output words / reference words", quality=False),
-)
-REGISTRY: dict[str, MetricInfo] = {m.name: m for m in _BUILTIN}
-METRIC_NAMES: tuple[str, ...] = tuple(REGISTRY)                              # every built-in metric
-QUALITY_METRICS: tuple[str, ...] = tuple(m.name for m in _BUILTIN if m.quality)  # those a tuner can optimise
+METRICS: dict[str, type[Metric]] = {
+    "bleu": BLEUMetric,
+    "meteor": MeteorMetric,
+    "ter": TERMetric,
+    "chrf": CHRFMetric,
+    "chrf++": CHRFPlusMetric,
+    "length": LengthMetric,
+}
+REGISTRY: dict[str, MetricInfo] = {name: cls.class_info() for name, cls in METRICS.items()}
+METRIC_NAMES: tuple[str, ...] = tuple(METRICS)                                      # every built-in metric
+QUALITY_METRICS: tuple[str, ...] = tuple(name for name, cls in METRICS.items() if cls.quality)  # a tuner's choices
 
 MetricLike = Union[str, MetricInfo, object]
+OPTIONS: frozenset[str] = frozenset(o for cls in METRICS.values() for o in cls.options)  # every make_metric option
+
+
+def make_metric(name: str, **options: Any) -> Metric:
+    """The built-in metric `name` (case-insensitive) from METRICS, given the options its class
+    declares (`Metric.options`) out of `options`: one set of options (lang, tokenize, lowercase,
+    ter_case_sensitive, meteor_options) serves every metric, each takes what it needs. Defaults
+    equal the sacrebleu CLI's (TER is case-insensitive there). An unknown name is an InputError
+    naming the known ones; an option no metric takes is a TypeError (a misspelling)."""
+    unknown = sorted(set(options) - OPTIONS)
+    if unknown:
+        raise TypeError(f"make_metric: unknown option {unknown[0]!r} (known: {', '.join(sorted(OPTIONS))})")
+    cls = METRICS.get(name.lower()) if isinstance(name, str) else None
+    if cls is None:
+        raise InputError(f"unknown metric {name!r} (known: {', '.join(METRIC_NAMES)})")
+    return cls.from_options(**{k: v for k, v in options.items() if k in cls.options})
 
 
 def lookup(name: str) -> MetricInfo | None:
@@ -110,11 +109,6 @@ def objective(value, metric: MetricLike):
     return sign * value if np.ndim(value) == 0 else sign * np.asarray(value, dtype=np.float64)
 
 
-def from_objective(value, metric: MetricLike):
-    """The inverse of `objective`: the metric's own value."""
-    return objective(value, metric)
-
-
 def improvement(new, old, metric: MetricLike):
     """How much better `new` is than `old` (positive: better): new - old, or old - new for TER."""
     return metric_info(metric).sign * (new - old)
@@ -142,3 +136,14 @@ def best_of(items: Iterable[T], metric: MetricLike, key: Callable[[T], float]) -
 def rank(values: Sequence[float] | np.ndarray, metric: MetricLike) -> np.ndarray:
     """Indices from the best value to the worst (stable: equal values keep their order)."""
     return np.argsort(-objective(np.asarray(values, dtype=np.float64), metric), kind="stable")
+
+
+def markdown_table() -> str:
+    """The metrics table of docs/evaluation.md (between its `metrics-table` markers), from METRICS."""
+    rows = ["| metric (`--metrics`) | better | statistics | score | options |", "|---|---|---|---|---|"]
+    for name, cls in METRICS.items():
+        info = cls.class_info()
+        better_side = info.direction if info.quality else "(not a quality score)"
+        options = ", ".join(f"`{o}`" for o in cls.options) or "none"
+        rows.append(f"| {info.display} (`{name}`) | {better_side} | {cls.statistics_doc} | {cls.score_doc} | {options} |")
+    return "\n".join(rows) + "\n"

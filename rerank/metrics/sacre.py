@@ -38,7 +38,10 @@ class BLEUMetric(Metric):
     Statistics per sentence: [sys_len, ref_len, correct_1..4, total_1..4] (sacrebleu's layout).
     """
 
-    name = "bleu"
+    name, display = "bleu", "BLEU"
+    options = ("tokenize", "lowercase")
+    statistics_doc = "sacrebleu's `[sys_len, ref_len, correct_1..4, total_1..4]`"
+    score_doc = "sacrebleu's formula, exp smoothing (`rerank.metrics.bleu.corpus_bleu_batch`)"
 
     def __init__(self, tokenize: str | None = None, lowercase: bool = False):
         self._bleu = BLEU(tokenize=tokenize, lowercase=lowercase, smooth_method="exp", force=True)
@@ -55,16 +58,18 @@ class BLEUMetric(Metric):
 
 
 class CHRFMetric(Metric):
-    """chrF (or chrF++ with word_order=2) as sacrebleu computes it."""
+    """chrF (character n-grams; CHRFPlusMetric adds word n-grams) as sacrebleu computes it."""
 
-    name = "chrf"
+    name, display = "chrf", "chrF"
+    options = ("lowercase",)
+    statistics_doc = "sacrebleu's `[hyp, ref, match]` per character order"
+    score_doc = "sacrebleu's F-beta (beta = 2) with effective-order averaging"
+    word_order = 0  # word n-gram orders besides the 6 character orders
 
-    def __init__(self, word_order: int = 0, lowercase: bool = False):
-        self._chrf = CHRF(word_order=word_order, lowercase=lowercase)
+    def __init__(self, lowercase: bool = False, word_order: int | None = None):
+        self._chrf = CHRF(word_order=self.word_order if word_order is None else word_order, lowercase=lowercase)
         self.order = self._chrf.order
         self.beta = self._chrf.beta
-        if word_order:
-            self.name = "chrf++"
 
     def sentence_stats(self, hyps, refs):
         return segment_stats(self._chrf, hyps, refs, 3 * self.order)
@@ -89,16 +94,34 @@ class CHRFMetric(Metric):
         return score if score.ndim else float(score)
 
     def signature(self):
-        return ("chrF2++|" if self.name == "chrf++" else "chrF2|") + str(self._chrf.get_signature())
+        return ("chrF2++|" if self._chrf.word_order else "chrF2|") + str(self._chrf.get_signature())
+
+
+class CHRFPlusMetric(CHRFMetric):
+    """chrF++: chrF with word unigrams and bigrams (sacrebleu's word_order=2)."""
+
+    name, display = "chrf++", "chrF++"
+    statistics_doc = "sacrebleu's `[hyp, ref, match]` per character and word order"
+    word_order = 2
 
 
 class TERMetric(Metric):
-    """TER as sacrebleu computes it; lower is better (the registry says so). Statistics: [edits, ref_len]."""
+    """TER as sacrebleu computes it; lower is better. Statistics: [edits, ref_len]."""
 
-    name = "ter"
+    name, display, higher_is_better = "ter", "TER", False
+    scale = "0-100+ (edits per 100 reference words)"
+    options = ("ter_case_sensitive",)
+    statistics_doc = ("sacrebleu's `[edits, ref_len]` (tercom tokenisation, case-insensitive like the sacrebleu CLI; "
+                      "`--ter-case-sensitive`)")
+    score_doc = "100 · edits / ref_len"
 
     def __init__(self, normalized: bool = False, no_punct: bool = False, case_sensitive: bool = False):
         self._ter = TER(normalized=normalized, no_punct=no_punct, case_sensitive=case_sensitive)
+
+    @classmethod
+    def from_options(cls, **options):
+        """make_metric's `ter_case_sensitive` (sacrebleu's TER, like its CLI, ignores case by default)."""
+        return cls(case_sensitive=bool(options.get("ter_case_sensitive", False)))
 
     def sentence_stats(self, hyps, refs):
         return segment_stats(self._ter, hyps, refs, 2)
@@ -121,7 +144,11 @@ class LengthMetric(Metric):
     Words are BLEU's tokens; the reference length is BLEU's (closest reference).
     """
 
-    name = "length"
+    name, display, quality = "length", "Length", False
+    scale = "100 x output words / reference words"
+    options = ("tokenize", "lowercase")
+    statistics_doc = "`[hyp words, ref words]` (BLEU tokens, closest reference)"
+    score_doc = "100 · hyp / ref, MultEval's \"Length\""
 
     def __init__(self, tokenize: str | None = None, lowercase: bool = False):
         self._bleu = BLEUMetric(tokenize=tokenize, lowercase=lowercase)

@@ -95,7 +95,16 @@ def summable(stats: np.ndarray) -> np.ndarray:
 class MeteorMetric(Metric):
     """METEOR 1.5 statistics from the native aligner or from the jar (`backend="jar"`)."""
 
-    name = "meteor"
+    name, display = "meteor", "METEOR"
+    options = ("lang", "meteor_options")
+    statistics_doc = "Meteor 1.5's 23 statistics (below)"
+    score_doc = "Meteor's `computeMetrics`, × 100"
+
+    @classmethod
+    def from_options(cls, **options):
+        """make_metric's target language `lang` and `meteor_options` (a dict of the constructor's
+        other keywords: modules, backend, resources, ...)."""
+        return cls(lang=options.get("lang", "en"), **(options.get("meteor_options") or {}))
 
     def __init__(self, lang: str = "en", modules: Sequence[str] | None = None, backend: str = "native",
                  resources: str | None = None, jar: str | None = None, normalize: bool = True,
@@ -235,7 +244,3 @@ class MeteorStemmer:
         if self.lang == "de" and stem.endswith("nis") and word.startswith(stem + "s"):
             stem += "s"
         return stem
-
-
-def make_meteor(lang: str, **options) -> MeteorMetric:
-    return MeteorMetric(lang=lang, **options)
