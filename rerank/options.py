@@ -197,15 +197,22 @@ def _check_of(f: dataclasses.Field) -> Check | None:
     info = _info(f)
     if info.check is not None:
         return info.check
-    default = _default(f)
+    return _check_by_type(_default(f), info.many)
+
+
+def _check_by_type(default, many: bool = False) -> Check | None:
+    """The check a default's type implies: its kind (a list: of items like its first), any value."""
     if isinstance(default, bool):
         return BOOL
     if _is_int(default):
         return INTEGER
     if isinstance(default, float):
         return NUMBER
-    if isinstance(default, str) or default is None or info.many:
+    if isinstance(default, str) or default is None or many:
         return TEXT
+    if isinstance(default, list):
+        item = _check_by_type(default[0]) if default else TEXT
+        return list_of(item or TEXT, {INTEGER: "integers", NUMBER: "numbers"}.get(item, "strings"))
     return None
 
 
