@@ -371,7 +371,7 @@ class Calibration:
                 columns[name if len(p) == 1 else f"{name}.run{r + 1}"] = self.segment[np.arange(self.n), run]
         metrics = [self.metrics[m] for m in METRICS[:4]] + [SegmentScoresMetric("segchrf", columns)]
         texts = {name: self.texts(p) for name, p in picks.items()}
-        common = {"ar_trials": self.args.trials, "bootstrap": self.args.resamples, "seed": seed, "lang": "de"}
+        common = {"ar": self.args.trials, "bootstrap": self.args.resamples, "seed": seed, "lang": "de"}
         full = evaluate_systems([self.refs], texts["baseline"], {k: texts[k] for k in ("C", "B", "D", "E")},
                                 metrics=metrics[::-1], **common)
         weights = bootstrap_weights(np.random.default_rng(seed), self.args.resamples, self.n)

@@ -107,8 +107,8 @@ def run_experiment(dev: NBestList, dev_refs, test: NBestList, test_refs, systems
     log(f"evaluating {len(systems) + 1} systems x {runs} runs: {', '.join(metrics)}")
     table = evaluate_systems(
         test_refs, [baseline], outputs, metrics=metrics, lang=lang, second_baseline=second_baseline,
-        ar_trials=ar_trials, bootstrap=bootstrap, seed=seed, baseline_name="NMT 1-best", tokenize=tokenize,
-        meteor_options=meteor_options,
+        ar=ar_trials, bootstrap=bootstrap, seed=seed, baseline_name="NMT 1-best", tokenize=tokenize,
+        meteor=meteor_options,
     )
     result = ExperimentResult(table, all_weights, dev_scores, oracle, outputs)
     if out_dir:

@@ -27,10 +27,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from rerank.metrics.bleu import make_bleu
 from rerank.errors import InputError, require
 from rerank.formats.decoders import from_ctranslate2, from_generate
-from rerank.evaluation import ResultTable, evaluate_systems
+from rerank.evaluation import EvalOptions, ResultTable
 from rerank.io import read_lines, read_references
 from rerank.metrics import make_metric
 from rerank.multirun import TuneResult, TuneRun, TuneSettings
@@ -46,6 +45,7 @@ log = logging.getLogger(__name__)
 
 __all__ = ["NBestList", "read_nbest", "write_nbest", "add_features", "read_references", "read_weights", "tune",
            "TuneResult", "TuneRun", "TuneSettings", "apply", "first_best", "oracle", "Oracle", "evaluate", "Evaluation",
+           "EvalOptions", "Reranked",
            "approximate_randomization", "paired_bootstrap", "make_metric", "from_ctranslate2", "from_generate"]
 
 PathLike = str | os.PathLike
@@ -323,29 +323,52 @@ def oracle(nbest: NBestList | PathLike, refs, *, tokenize: str = "13a", lowercas
 
 # ---- evaluation ------------------------------------------------------------------------------------
 
-def _runs(value, what: str) -> list[list[str]]:
-    """One system's runs: a file path or a list of strings is one run; a list of runs (each a list
-    of strings or a file path) is several."""
+@dataclass
+class Reranked:
+    """A system given as an n-best list and weights: the 1-best of every list under the weights (one
+    run), as `rerank apply` writes it. `evaluate` keeps the list and its model scores for the
+    report's oracle curve. `source`: the list's name (the file it was read from)."""
+
+    nbest: NBestList | PathLike
+    weights: Mapping[str, float] | PathLike
+    source: str | None = None
+
+
+def _run_file(path: PathLike, n: int) -> list[str]:
+    """The hypotheses of one run file, which must have one line per reference line."""
+    path = os.fspath(path)
+    lines = read_lines(path)
+    if not lines:
+        raise InputError("empty file", path)
+    if len(lines) != n:
+        raise InputError(f"has {len(lines)} lines but the references have {n}", path)
+    return lines
+
+
+def _runs(value, what: str, n: int) -> tuple[list[list[str]], list[str]]:
+    """(one system's runs, the files read): a file path or a list of strings is one run; a list of
+    runs (each a list of strings or a file path) is several. A file must have `n` lines."""
     if isinstance(value, (str, os.PathLike)):
-        return [read_lines(os.fspath(value))]
+        return [_run_file(value, n)], [os.fspath(value)]
     if isinstance(value, NBestList):
-        raise InputError(f"{what}: an n-best list is not a system output; give rerank.apply(nbest, weights) or "
-                         "rerank.first_best(nbest)")
+        raise InputError(f"{what}: an n-best list is not a system output; give rerank.Reranked(nbest, weights), "
+                         "rerank.apply(nbest, weights) or rerank.first_best(nbest)")
     items = list(value) if isinstance(value, Sequence) else None
     if not items:
         raise InputError(f"{what}: expected a list of hypotheses (one run), a list of runs or a file path"
                          + ("" if items is None else ", got an empty list"))
     if all(isinstance(x, str) for x in items):
-        return [items]
-    runs = []
+        return [items], []
+    runs, files = [], []
     for k, run in enumerate(items, start=1):
         if isinstance(run, (str, os.PathLike)):
-            runs.append(read_lines(os.fspath(run)))
+            runs.append(_run_file(run, n))
+            files.append(os.fspath(run))
         elif isinstance(run, Sequence) and all(isinstance(x, str) for x in run):
             runs.append(list(run))
         else:
             raise InputError(f"{what}: run {k} is neither a list of strings nor a file path")
-    return runs
+    return runs, files
 
 
 @dataclass
@@ -426,31 +449,55 @@ class Evaluation:
         plot_deltas(self.table, os.fspath(path))
 
 
-def evaluate(refs, baseline, systems: Mapping[str, object], metrics: Sequence = ("bleu", "ter"), ar: int = 10000,
-             bootstrap: int = 1000, seed: int = 12345, *, lang: str = "en", tokenize: str = "13a",
-             baseline_name: str = "baseline", **options) -> Evaluation:
+def evaluate(refs, baseline, systems: Mapping[str, object], options: EvalOptions | None = None, *,
+             baseline_name: str = "baseline", progress: Progress = False, record: Mapping | None = None,
+             **keywords) -> Evaluation:
     """Score `systems` and `baseline` against `refs` with MultEval-style significance tests, as `rerank eval`.
 
     `baseline` and each value of `systems` ({name: output}): a list of strings (one run), a list of
-    runs (each a list of strings or a file path) or a file path; `baseline` may also be a
-    (name, output) pair. `metrics`: names (bleu, chrf, ter, meteor, length) or Metric objects;
-    `ar`: approximate randomisation trials; `bootstrap`: resamples (0: none). `options`: those of
-    rerank.evaluation.evaluate_systems (second_baseline, stratified, multeval_compat,
-    sacrebleu_compat, holm, alpha, lowercase, ter_case_sensitive, meteor_options, progress).
+    runs (each a list of strings or a file path), a file path, or a `Reranked(nbest, weights)`;
+    `baseline` may also be a (name, output) pair. `options`: an EvalOptions (metrics, ar,
+    bootstrap, seed, lang, tokenize, second_baseline, holm, ...); `keywords` replace its fields
+    (metrics=["bleu"], ar=1000). The table's config records the settings, the files read (per
+    system and the references) and `record` (more fields, the command line's).
     """
+    from rerank.evaluation import evaluate_systems
+    from rerank.weights import best_rows, model_scores
+
+    options = EvalOptions.make(options, **keywords)
     if isinstance(baseline, tuple) and len(baseline) == 2 and isinstance(baseline[0], str):
         baseline_name, baseline = baseline
-    make_bleu(tokenize)  # an unknown tokenizer is an InputError before any work
+    ref_files = [os.fspath(r) for r in ([refs] if isinstance(refs, (str, os.PathLike)) else refs)
+                 if isinstance(r, (str, os.PathLike))]
     refs = read_references(refs)
-    base_runs = _runs(baseline, f"baseline {baseline_name!r}")
-    runs = {str(name): _runs(output, f"system {name!r}") for name, output in systems.items()}
-    if bootstrap == 1:
-        raise ValueError("bootstrap must be 0 (no s_sel or intervals) or at least 2, got 1")
-    try:
-        table = evaluate_systems(refs, base_runs, runs, metrics=[m.lower() if isinstance(m, str) else m for m in metrics],
-                                 lang=lang, ar_trials=ar, bootstrap=bootstrap, seed=seed, baseline_name=baseline_name,
-                                 tokenize=tokenize, **options)
-    except ValueError as exc:
-        raise InputError(str(exc)) from None
-    return Evaluation(table, refs, {baseline_name: base_runs, **runs}, tokenize=tokenize,
-                      lowercase=options.get("lowercase", False))
+    outputs: dict[str, list[list[str]]] = {}
+    sources: dict[str, list[str]] = {}
+    nbests: dict[str, tuple] = {}
+    for k, (name, value) in enumerate([(baseline_name, baseline), *((str(k), v) for k, v in systems.items())]):
+        what = f"{'baseline' if k == 0 else 'system'} {name!r}"
+        if name in outputs:
+            raise InputError(f"two systems are named {name!r}")
+        if isinstance(value, Reranked):
+            nbest, source = _nbest(value.nbest, value.source)
+            w = _weight_vector(value.weights, nbest)
+            outputs[name] = [[nbest.hyps[int(r)] for r in best_rows(nbest, w)]]
+            nbests[name] = (nbest, model_scores(nbest, w))
+            files = [source, *([os.fspath(value.weights)] if isinstance(value.weights, (str, os.PathLike)) else [])]
+        else:
+            outputs[name], files = _runs(value, what, len(refs[0]))
+        if files:
+            sources[name] = files
+    counts = {name: len(runs) for name, runs in outputs.items()}
+    if len(set(counts.values()) - {1}) > 1:  # a run file missing? say so; each pair is tested on its own runs
+        log.warning("note: the systems have different run counts (" + ", ".join(f"{k} {v}" for k, v in counts.items())
+                    + "); each comparison uses its two systems' own runs")
+    runs = dict(outputs)
+    base_runs = runs.pop(baseline_name)
+    table = evaluate_systems(refs, base_runs, runs, options, baseline_name=baseline_name, progress=progress)
+    if sources:
+        table.config["sources"] = sources
+    if ref_files:
+        table.config["references"] = ref_files
+    table.config.update(record or {})
+    return Evaluation(table, refs, outputs, sources=sources, nbests=nbests, tokenize=options.tokenize,
+                      lowercase=options.lowercase)

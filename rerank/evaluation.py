@@ -14,13 +14,14 @@ import csv
 import io
 import json
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields, replace
 
 import numpy as np
 
 from rerank.metrics import Metric, make_metric
 from rerank.metrics.registry import display_name
-from rerank.progress import track
+from rerank.errors import InputError
+from rerank.progress import Progress, track
 from rerank.significance import (Resamples, approximate_randomization, as_runs, holm_bonferroni,
                                  paired_bootstrap, run_statistics)
 
@@ -194,15 +195,87 @@ def _tex(s: str) -> str:
     return s.replace("\\", "\\textbackslash{}").replace("_", "\\_").replace("&", "\\&").replace("%", "\\%")
 
 
-def evaluate_systems(refs: Sequence[Sequence[str]], baseline_runs: Sequence[Sequence[str]],
-                     systems: dict, metrics: Sequence[str | Metric] = ("bleu", "meteor", "ter"),
-                     lang: str = "en", second_baseline: str | None = None, ar_trials: int = 10000,
-                     bootstrap: int = 1000, seed: int = 12345, stratified: bool = False,
-                     multeval_compat: bool = False,
-                     sacrebleu_compat: bool = False, holm: bool = False, alpha: float = 0.05, baseline_name: str = "baseline",
-                     tokenize: str | None = None, lowercase: bool = False, ter_case_sensitive: bool = False,
-                     meteor_options: dict | None = None, progress: bool = False) -> ResultTable:
-    """Score `systems` ({name: [run hypotheses, ...]}) and the baseline against `refs`.
+METEOR_LANGUAGES = ("en", "de", "fr", "es", "cs")
+
+
+@dataclass(frozen=True)
+class EvalOptions:
+    """How `evaluate_systems` (and `rerank.evaluate`, `rerank eval`, `rerank report`) scores and tests.
+
+    metrics: names (bleu, chrf, ter, meteor, length, ...) or Metric objects, in table order;
+    lang: the target language, one of METEOR's (en, de, fr, es, cs); tokenize, lowercase: sacrebleu's BLEU
+    tokeniser and case (chrF's case too); ter_case_sensitive: sacrebleu's TER is case-insensitive
+    by default; meteor: the METEOR scorer's options (backend, modules, resources, jar, normalize);
+    ar: approximate randomisation trials; bootstrap: resamples for s_sel and the intervals (0: none);
+    seed: of both; alpha: the level of the marks; second_baseline: a system also tested against every
+    other (double dagger); holm: Holm-Bonferroni over each comparison's cells; stratified: Clark et
+    al.'s stratified randomisation; multeval_compat, sacrebleu_compat: those tools' rules (not
+    calibrated: docs/evaluation.md).
+
+    Every rule that needs no data is checked here, once (InputError)."""
+
+    metrics: tuple = ("bleu", "ter")
+    lang: str = "en"
+    tokenize: str = "13a"
+    lowercase: bool = False
+    ter_case_sensitive: bool = False
+    meteor: dict | None = None
+    ar: int = 10000
+    bootstrap: int = 1000
+    seed: int = 12345
+    alpha: float = 0.05
+    second_baseline: str | None = None
+    holm: bool = False
+    stratified: bool = False
+    multeval_compat: bool = False
+    sacrebleu_compat: bool = False
+
+    def __post_init__(self):
+        from rerank.metrics import METRIC_NAMES
+        from rerank.metrics.bleu import make_bleu
+
+        metrics = tuple(m.strip().lower() if isinstance(m, str) else m for m in
+                        ([self.metrics] if isinstance(self.metrics, str) else self.metrics))
+        object.__setattr__(self, "metrics", metrics)
+        object.__setattr__(self, "lang", self.lang.lower())
+        names = [m if isinstance(m, str) else m.name for m in metrics]
+        unknown = [m for m in metrics if isinstance(m, str) and m not in METRIC_NAMES]
+        if unknown or not metrics:
+            raise InputError(f"unknown metric(s) {', '.join(unknown) or '(none)'} (known: {', '.join(METRIC_NAMES)})")
+        twice = [m for m in names if names.count(m) > 1]
+        if twice:
+            raise InputError(f"the metrics name {twice[0]} twice")
+        if self.lang not in METEOR_LANGUAGES:
+            raise InputError(f"unknown language {self.lang!r} (known: {', '.join(METEOR_LANGUAGES)})")
+        make_bleu(self.tokenize)
+        if not isinstance(self.ar, int) or self.ar < 1:
+            raise InputError(f"ar (randomisation trials) must be a positive integer, got {self.ar!r}")
+        if not isinstance(self.bootstrap, int) or self.bootstrap < 0 or self.bootstrap == 1:
+            raise InputError(f"bootstrap must be 0 (no s_sel or intervals) or at least 2, got {self.bootstrap!r}")
+        if not isinstance(self.seed, int) or self.seed < 0:
+            raise InputError(f"seed must be a non-negative integer, got {self.seed!r}")
+        if not 0 < self.alpha < 1:
+            raise InputError(f"alpha must be between 0 and 1, got {self.alpha!r}")
+        if self.stratified and self.multeval_compat:
+            raise InputError("stratified and multeval_compat are two different tests: choose one")
+
+    @classmethod
+    def make(cls, options: EvalOptions | None = None, **keywords) -> EvalOptions:
+        """`options` (default: the defaults) with `keywords` replacing its fields; an unknown keyword
+        is an InputError naming the fields."""
+        options = options or cls()
+        known = [f.name for f in fields(cls)]
+        unknown = sorted(set(keywords) - set(known))
+        if unknown:
+            raise InputError(f"unknown evaluation option {unknown[0]!r} (known: {', '.join(known)})")
+        return replace(options, **keywords) if keywords else options
+
+
+def evaluate_systems(refs: Sequence[Sequence[str]], baseline_runs: Sequence[Sequence[str]], systems: dict,
+                     options: EvalOptions | None = None, *, baseline_name: str = "baseline",
+                     progress: Progress = False, **keywords) -> ResultTable:
+    """Score `systems` ({name: [run hypotheses, ...]}) and the baseline against `refs` as `options`
+    (an EvalOptions; `keywords` replace its fields) say.
 
     `refs` is a list of reference streams (refs[j][i]: reference j of sentence i). Each system
     has its own number of runs (one: a deterministic system such as a decoder 1-best), and every
@@ -212,14 +285,17 @@ def evaluate_systems(refs: Sequence[Sequence[str]], baseline_runs: Sequence[Sequ
     `second_baseline` names one of `systems`; it is tested against every other system for the
     double-dagger mark.
     """
+    o = EvalOptions.make(options, **keywords)
     refs = _check_references(refs)
     n = len(refs[0])
     all_systems = _collect_systems(baseline_name, baseline_runs, systems, n)
+    second_baseline, bootstrap, seed = o.second_baseline, o.bootstrap, o.seed
     if second_baseline is not None and second_baseline not in systems:
-        raise ValueError(f"second baseline {second_baseline!r} is not one of the systems")
-    metric_objs = [m if isinstance(m, Metric) else make_metric(m, lang=lang, tokenize=tokenize, lowercase=lowercase,
-                                                               ter_case_sensitive=ter_case_sensitive,
-                                                               meteor_options=meteor_options) for m in metrics]
+        raise InputError(f"the second baseline {second_baseline!r} is not a system name "
+                         f"(systems: {', '.join(systems) or 'none'})")
+    metric_objs = [m if isinstance(m, Metric) else make_metric(m, lang=o.lang, tokenize=o.tokenize, lowercase=o.lowercase,
+                                                               ter_case_sensitive=o.ter_case_sensitive,
+                                                               meteor_options=o.meteor) for m in o.metrics]
     for metric in metric_objs:  # segment scores read elsewhere: every system's columns, before any work
         if hasattr(metric, "system_stats"):
             for sname, runs in all_systems.items():
@@ -230,35 +306,35 @@ def evaluate_systems(refs: Sequence[Sequence[str]], baseline_runs: Sequence[Sequ
     cells = {(sname, metric.name): _run_cell(metric, stats[(sname, metric.name)], weights)
              for sname in all_systems for metric in metric_objs}
     tested = [mo for mo in metric_objs if mo.name != "length"]
-    ar_options = {"trials": ar_trials, "seed": seed, "stratified": stratified, "multeval_compat": multeval_compat}
+    ar_options = {"trials": o.ar, "seed": seed, "stratified": o.stratified, "multeval_compat": o.multeval_compat}
     pooled_diffs = {}
     for comp, attr in ((baseline_name, "p"), (second_baseline, "p2")):
         if comp is not None:
             others = [s for s in all_systems if s != comp and not (attr == "p2" and s == baseline_name)]
             pooled_diffs.update(_ar_p_values(cells, stats, tested, comp, others, attr, ar_options))
-            if holm:
+            if o.holm:
                 _holm_adjust(cells, attr, [(s, m.name) for s in all_systems for m in tested])
     boot_diffs = {}
     if bootstrap >= 2:
         for sname in all_systems:
             if sname != baseline_name:
                 boot_diffs.update(_bootstrap_deltas(cells, stats, metric_objs, baseline_name, sname, weights,
-                                                    sacrebleu_compat))
+                                                    o.sacrebleu_compat))
             if second_baseline is not None and sname not in (baseline_name, second_baseline):
                 for metric in tested:
                     bs = paired_bootstrap(metric, stats[(second_baseline, metric.name)], stats[(sname, metric.name)],
-                                          weights, sacrebleu_compat)
+                                          weights, o.sacrebleu_compat)
                     cells[(sname, metric.name)].bs_p2 = bs.p_value
                     boot_diffs[(second_baseline, sname, metric.name)] = bs.delta_mean
     for sname in all_systems:
         for metric in tested:
             comparisons = ((baseline_name, MARK_BASE, "p", "bs_p"), (second_baseline, MARK_SECOND, "p2", "bs_p2"))
             cell = cells[(sname, metric.name)]
-            cell.marks = _marks(cell, pooled_diffs, boot_diffs, sname, metric, comparisons, alpha)
+            cell.marks = _marks(cell, pooled_diffs, boot_diffs, sname, metric, comparisons, o.alpha)
     names = [m.name for m in metric_objs]
-    config = {"ar_trials": ar_trials, "bootstrap": bootstrap, "seed": seed, "stratified": stratified,
-              "multeval_compat": multeval_compat,
-              "sacrebleu_compat": sacrebleu_compat, "holm": holm, "alpha": alpha, "lang": lang,
+    config = {"ar_trials": o.ar, "bootstrap": bootstrap, "seed": seed, "stratified": o.stratified,
+              "multeval_compat": o.multeval_compat,
+              "sacrebleu_compat": o.sacrebleu_compat, "holm": o.holm, "alpha": o.alpha, "lang": o.lang,
               "marks": "randomisation and bootstrap" if bootstrap >= 2 else "randomisation",
               "runs": {name: len(runs) for name, runs in all_systems.items()}, "sentences": n,
               "references": len(refs)}
@@ -274,10 +350,10 @@ def _check_references(refs) -> list[list[str]]:
     refs = [list(r) for r in refs]
     n = len(refs[0])
     if n == 0:
-        raise ValueError("the references are empty")
+        raise InputError("the references are empty")
     for j, r in enumerate(refs):
         if len(r) != n:
-            raise ValueError(f"reference {j + 1} has {len(r)} lines, reference 1 has {n}")
+            raise InputError(f"reference {j + 1} has {len(r)} lines, reference 1 has {n}")
     return refs
 
 
@@ -286,14 +362,14 @@ def _collect_systems(baseline_name: str, baseline_runs, systems: dict, n: int) -
     all_systems = {baseline_name: [list(h) for h in baseline_runs]}
     for name, runs in systems.items():
         if name in all_systems:
-            raise ValueError(f"duplicate system name {name!r}")
+            raise InputError(f"two systems are named {name!r}")
         all_systems[name] = [list(h) for h in runs]
     for name, runs in all_systems.items():
         if not runs:
-            raise ValueError(f"system {name!r} has no runs")
+            raise InputError(f"system {name!r} has no runs")
         for i, hyps in enumerate(runs):
             if len(hyps) != n:
-                raise ValueError(f"system {name!r} run {i + 1} has {len(hyps)} lines, the references have {n}")
+                raise InputError(f"system {name!r} run {i + 1} has {len(hyps)} lines, the references have {n}")
     return all_systems
 
 

@@ -152,7 +152,7 @@ def test_pair_p_values_do_not_depend_on_the_table(data, extra_runs):
     for k, r in enumerate(extra_runs):
         picks[f"X{k}"] = rng.integers(TOP, size=(r, SENTENCES))
     texts = {name: text_runs(hyps, p) for name, p in picks.items()}
-    options = {"ar_trials": TRIALS, "bootstrap": RESAMPLES, "seed": 99, "lang": "de"}
+    options = {"ar": TRIALS, "bootstrap": RESAMPLES, "seed": 99, "lang": "de"}
     full = evaluate_systems([refs], texts["baseline"], {k: v for k, v in texts.items() if k != "baseline"},
                             metrics=["ter", "bleu"], **options)
     weights = bootstrap_weights(np.random.default_rng(99), RESAMPLES, SENTENCES)

@@ -117,10 +117,10 @@ def test_python_entry_point_second_baseline_and_multeval_rule():
     ref = lines("ref.de")
     base = [lines("cap1.de")]
     table = evaluate_systems([ref], base, {"same": [lines("cap1.de")], "good": [lines("good.de.run1")]},
-                             metrics=["bleu"], ar_trials=200, bootstrap=50, second_baseline="same")
+                             metrics=["bleu"], ar=200, bootstrap=50, second_baseline="same")
     assert table.cells[("same", "bleu")].p == 1.0
     assert table.cells[("good", "bleu")].p2 == 1 / 201 and table.cells[("good", "bleu")].marks == "\u2020\u2021"
-    compat = evaluate_systems([ref], base, {"same": [lines("cap1.de")]}, metrics=["bleu"], ar_trials=200,
+    compat = evaluate_systems([ref], base, {"same": [lines("cap1.de")]}, metrics=["bleu"], ar=200,
                               bootstrap=50, multeval_compat=True)
     assert compat.cells[("same", "bleu")].p == pytest.approx(1 / 201)
 
@@ -236,7 +236,7 @@ def test_mark_direction_comes_from_pooled_statistics_not_mean_of_runs():
     n = 20
     base = [["5/10"] * n, ["5/10"] * n]
     systems = {"mean_up": [["1/1"] * n, ["10/40"] * n], "mean_down": [["0/1"] * n, ["40/50"] * n]}
-    table = evaluate_systems([["ref"] * n], base, systems, metrics=[RatioMetric()], ar_trials=1000, bootstrap=0)
+    table = evaluate_systems([["ref"] * n], base, systems, metrics=[RatioMetric()], ar=1000, bootstrap=0)
     up, down = table.cells[("mean_up", "ratio")], table.cells[("mean_down", "ratio")]
     assert up.runs == [100.0, 25.0] and up.score == 62.5
     assert down.runs == [0.0, 80.0] and down.score == 40.0
@@ -252,7 +252,7 @@ def test_each_pair_is_tested_on_its_own_runs():
     rejects far more than alpha of equal systems (tests/test_calibration.py)."""
     ref, cap1, cap2, cap3 = lines("ref.de"), lines("cap1.de"), lines("cap2.de"), lines("cap3.de")
     good = [lines(f"good.de.run{k}") for k in (1, 2, 3)]
-    options = dict(metrics=["bleu", "ter"], ar_trials=300, bootstrap=100, lang="de")
+    options = dict(metrics=["bleu", "ter"], ar=300, bootstrap=100, lang="de")
     table = evaluate_systems([ref], [cap1], {"good": good, "c2": [cap2], "c3": [cap3]}, second_baseline="c2", **options)
     for name, runs in (("good", good), ("c2", [cap2]), ("c3", [cap3])):
         alone = evaluate_systems([ref], [cap1], {name: runs}, **options)

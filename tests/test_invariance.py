@@ -35,7 +35,7 @@ def texts():
             "good": [lines(f"good.de.run{k}") for k in (1, 2, 3)], "base": [lines(f"base.de.run{k}") for k in (1, 2, 3)]}
 
 
-OPTIONS = dict(ar_trials=400, bootstrap=200, seed=7, lang="de")
+OPTIONS = dict(ar=400, bootstrap=200, seed=7, lang="de")
 
 
 def cell_values(table, system, metric):
@@ -66,7 +66,7 @@ def test_sentence_order_changes_only_monte_carlo_noise(texts):
     n = len(texts["ref"])
     order = np.random.default_rng(3).permutation(n)
     shuffle = lambda runs: [[run[i] for i in order] for run in runs]  # noqa: E731
-    options = dict(OPTIONS, ar_trials=3000, bootstrap=0)
+    options = dict(OPTIONS, ar=3000, bootstrap=0)
     systems = {"cap2": texts["cap2"], "base": texts["base"]}
     table = evaluate_systems([texts["ref"]], texts["cap1"], systems, metrics=["bleu", "ter"], **options)
     shuffled = evaluate_systems([[texts["ref"][i] for i in order]], shuffle(texts["cap1"]),
@@ -114,7 +114,7 @@ def test_a_mark_needs_both_tests_and_never_stands_beside_an_interval_across_zero
     for i, base in enumerate(names):
         others = {k: texts[k] for k in names if k != base}
         table = evaluate_systems([texts["ref"]], texts[base], others, metrics=["bleu", "ter", "chrf"],
-                                 second_baseline=names[(i + 1) % len(names)], ar_trials=300, bootstrap=300, seed=3,
+                                 second_baseline=names[(i + 1) % len(names)], ar=300, bootstrap=300, seed=3,
                                  lang="de")
         for (name, m), c in table.cells.items():
             if name == "baseline":

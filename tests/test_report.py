@@ -103,7 +103,7 @@ def test_changed_sentences_are_counted_and_sorted_by_sacrebleu_gain(page):
 def test_length_buckets_equal_sacrebleu_on_the_bucket_sentences():
     base, other = read(os.path.join(EVAL, "cap1.en")), read(os.path.join(EVAL, "cap2.en"))
     refs = [read(os.path.join(EVAL, "ref.en")), read(os.path.join(EVAL, "cap3.en"))]
-    table = evaluate_systems(refs, [base], {"other": [other]}, metrics=["bleu", "ter"], ar_trials=10, bootstrap=0)
+    table = evaluate_systems(refs, [base], {"other": [other]}, metrics=["bleu", "ter"], ar=10, bootstrap=0)
     tok = BLEU().tokenizer
     buckets = analysis.length_buckets(table, refs, tok, edges=(10, 12))
     lengths = [(len(tok(a).split()) + len(tok(b).split())) / 2 for a, b in zip(*refs)]

@@ -101,7 +101,7 @@ def test_python_api_and_report(tmp_path, scores):
     metric = SegmentScoresMetric("comet", {"baseline": scores["base"], "good": scores["good"]})
     hyps = open(os.path.join(DATA, "cap1.en"), encoding="utf-8").read().splitlines()
     refs = [open(REF, encoding="utf-8").read().splitlines()]
-    table = evaluate_systems(refs, [hyps], {"good": [hyps[::-1]]}, metrics=["bleu", metric], ar_trials=200,
+    table = evaluate_systems(refs, [hyps], {"good": [hyps[::-1]]}, metrics=["bleu", metric], ar=200,
                              bootstrap=50)
     assert table.cells[("good", "comet")].delta == pytest.approx(scores["good"].mean() - scores["base"].mean())
     assert table.decimals == {"bleu": 2, "comet": 4}

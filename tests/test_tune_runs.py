@@ -149,3 +149,10 @@ def test_the_command_and_the_api_reuse_each_others_runs_and_the_cache_does_not_m
     assert [r.reused for r in other.runs] == [False, False]
     code, stdout, err = run([*cli[:-1], "3"], capsys)
     assert code == 0 and stdout.count("reused") == 2, err
+
+
+def test_the_normalize_choices_are_the_settings():
+    from rerank.api import TuneSettings
+    from rerank.commands.tune import NORMALIZE
+
+    assert NORMALIZE == TuneSettings.NORMALIZE

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import glob
 import os
+import pathlib
 import re
 import sys
 from collections.abc import Sequence
@@ -14,11 +15,9 @@ from rerank.cliargs import nonnegative_int, positive_int, probability, show_prog
 from rerank.commands._common import add_reading_options, add_text_options, read_options, with_flags
 from rerank.errors import InputError, NeedsOption
 from rerank.formats import format_names
-from rerank.io import read_lines, read_references
+from rerank.io import read_references
 from rerank.metrics import METRIC_NAMES
 from rerank.outputs import check_outputs
-
-LANGUAGES = ("en", "de", "fr", "es", "cs")
 
 
 def add_evaluation_arguments(p) -> None:
@@ -77,37 +76,52 @@ def add_evaluation_arguments(p) -> None:
                    "default: the p-value that inverts the bootstrap interval)")
 
 
-def evaluate(args, outputs: list, keep_nbest: bool = False, extra_inputs: Sequence = ()):
-    """Check the options, refuse outputs that are inputs (also `extra_inputs`), read every input and
-    score the systems with `rerank.api.evaluate`; `keep_nbest`: keep the n-best lists of --nbest
-    systems in the result (rerank.api.Evaluation, with the files read in `sources`)."""
-    from rerank.api import evaluate as evaluate_outputs
+def evaluate(args, outputs: list, extra_inputs: Sequence = ()):
+    """Check the command line's own syntax, refuse outputs that are inputs (also `extra_inputs`),
+    and score the systems with `rerank.api.evaluate` (which reads the files and checks the rest)."""
+    from rerank.api import EvalOptions, Reranked, evaluate as evaluate_outputs
+    from rerank.metrics.external import read_segment_scores
 
-    names, segment_specs = check_options(args)
-    refs, bname, baseline, systems, sources, nbests = _inputs(args, outputs, [*segment_specs, *extra_inputs], keep_nbest)
-    metrics = _metric_objects(names, segment_specs, args, len(refs[0]))
-    try:
-        ev = evaluate_outputs(
-            refs, (bname, baseline), systems, metrics=metrics, ar=args.ar, bootstrap=args.bootstrap, seed=args.seed,
-            lang=args.lang.lower(), tokenize=args.tokenize, second_baseline=args.second_baseline,
-            stratified=args.stratified, multeval_compat=args.multeval_compat, sacrebleu_compat=args.sacrebleu_compat,
-            holm=args.holm, alpha=args.alpha, lowercase=args.lowercase, ter_case_sensitive=args.ter_case_sensitive,
-            meteor_options=_meteor_options(args) if "meteor" in names else None, progress=show_progress(args))
-    except OSError as exc:
-        raise InputError(str(exc)) from None
-    ev.table.config["sources"] = sources
-    ev.table.config["references"] = args.ref
+    names, specs, lower = check_options(args)
+    baseline = resolve_runs(args.baseline)
+    systems = [resolve_runs(spec) for spec in args.systems]
+    nbest_pairs = [(*_split_name(spec), wpath) for spec, wpath in zip(args.nbest, args.weights)]
+    check_outputs(outputs, [*args.ref, *(f for _, files in [baseline, *systems] for f in files),
+                            *(path for _, path, _ in nbest_pairs), *args.weights, *(f for _, f in specs),
+                            *extra_inputs, args.meteor_jar, args.meteor_resources])
+    n = len(read_references(args.ref)[0])
+    files = dict(specs)
+    metrics = [read_segment_scores(m, files[m], n, higher_is_better=m not in lower) if m in files else m for m in names]
+    options = EvalOptions(metrics=tuple(metrics), lang=args.lang, tokenize=args.tokenize, lowercase=args.lowercase,
+                          ter_case_sensitive=args.ter_case_sensitive,
+                          meteor=_meteor_options(args) if "meteor" in names else None, ar=args.ar,
+                          bootstrap=args.bootstrap, seed=args.seed, alpha=args.alpha,
+                          second_baseline=args.second_baseline, holm=args.holm, stratified=args.stratified,
+                          multeval_compat=args.multeval_compat, sacrebleu_compat=args.sacrebleu_compat)
+    named = {}
+    for name, runs in systems:
+        if name in named or name == baseline[0]:
+            raise InputError(f"two systems are named {name!r}; name them NAME=PATH", runs[0])
+        named[name] = _as_runs(runs)
+    for name, path, wpath in nbest_pairs:
+        named[name or os.path.basename(path)] = Reranked(_read_nbest(path, args, n), wpath, source=path)
+    record = {"segment_scores": dict(specs)} if specs else {}
     if args.nbest:
-        ev.table.config["nbest_text"] = {"post_process": args.post_process, "unescape": args.unescape}
-    if segment_specs:
-        ev.table.config["segment_scores"] = dict(segment_specs)
-    ev.sources, ev.nbests = sources, nbests
-    return ev
+        record["nbest_text"] = {"post_process": args.post_process, "unescape": args.unescape}
+    return evaluate_outputs(args.ref, (baseline[0], _as_runs(baseline[1])), named, options,
+                            progress=show_progress(args), record=record)
 
 
-def check_options(args) -> tuple[list[str], list[tuple[str, str]]]:
-    """(metric names in table order, [(segment-score NAME, FILE)]), after checking the options
-    that need no file. Segment-score metrics not named in --metrics come after the others."""
+def _as_runs(files: list[str]):
+    """One file is one run; several are a list of runs (paths as Path objects: a list of strings
+    would be one run of hypotheses)."""
+    return files[0] if len(files) == 1 else [pathlib.Path(f) for f in files]
+
+
+def check_options(args) -> tuple[list[str], list[tuple[str, str]], set[str]]:
+    """(metric names in table order, [(segment-score NAME, FILE)], the lower-is-better NAMEs): the
+    command line's own syntax, checked before any file is read. Segment-score metrics not named in
+    --metrics come after the others; the library checks the rest (rerank.api.EvalOptions)."""
     from rerank.metrics.external import parse_spec
 
     specs = [parse_spec(spec) for spec in args.segment_scores]
@@ -119,38 +133,17 @@ def check_options(args) -> tuple[list[str], list[tuple[str, str]]]:
     metrics = [m.strip() for m in args.metrics.split(",") if m.strip()]
     metrics = [m if m in external else m.lower() for m in metrics]
     unknown = [m for m in metrics if m not in METRIC_NAMES and m not in external]
-    if unknown or not metrics:
-        raise InputError(f"unknown metric(s) {', '.join(unknown) or '(none)'} (known: {', '.join(METRIC_NAMES)}"
+    if unknown:
+        raise InputError(f"unknown metric(s) {', '.join(unknown)} (known: {', '.join(METRIC_NAMES)}"
                          + (f"; segment scores: {', '.join(external)}" if external else "") + ")")
-    twice = [m for m in metrics if metrics.count(m) > 1]
-    if twice:
-        raise InputError(f"--metrics names {twice[0]} twice")
-    lower = [n.strip() for n in (args.lower_better or "").split(",") if n.strip()]
-    if [n for n in lower if n not in external]:
-        raise InputError(f"--lower-better {','.join(n for n in lower if n not in external)}: not a --segment-scores NAME")
-    if args.lang.lower() not in LANGUAGES:
-        raise InputError(f"unknown language {args.lang!r} (known: {', '.join(LANGUAGES)})")
+    lower = {n.strip() for n in (args.lower_better or "").split(",") if n.strip()}
+    if lower - set(external):
+        raise InputError(f"--lower-better {','.join(sorted(lower - set(external)))}: not a --segment-scores NAME")
     if getattr(args, "plot", None) and args.bootstrap == 0:
         raise InputError("--plot shows bootstrap intervals: it needs --bootstrap >= 2")
     if len(args.nbest) != len(args.weights):
         raise InputError("give one --weights file per --nbest file")
-    if args.stratified and args.multeval_compat:
-        raise InputError("--stratified and --multeval-compat are two different tests: choose one")
-    from rerank.metrics.bleu import make_bleu
-
-    make_bleu(args.tokenize)  # an unknown --tokenize: one line, before any file is read
-    if args.bootstrap == 1:
-        raise InputError("--bootstrap must be 0 (no s_sel or intervals) or at least 2, got 1")
-    return metrics + [n for n in external if n not in metrics], specs
-
-
-def _metric_objects(names: list[str], specs: list[tuple[str, str]], args, n: int) -> list:
-    """The metric names, with every segment-score NAME replaced by its metric read from FILE."""
-    from rerank.metrics.external import read_segment_scores
-
-    lower = {x.strip() for x in (args.lower_better or "").split(",")}
-    files = dict(specs)
-    return [read_segment_scores(m, files[m], n, higher_is_better=m not in lower) if m in files else m for m in names]
+    return metrics + [n for n in external if n not in metrics], specs, lower
 
 
 def _split_name(spec: str) -> tuple[str | None, str]:
@@ -186,71 +179,6 @@ def resolve_runs(spec: str) -> tuple[str, list[str]]:
     return name, files
 
 
-def _read_run(path: str, n: int | None, ref_path: str | None = None) -> list[str]:
-    lines = read_lines(path)
-    if not lines:
-        raise InputError("empty file", path)
-    if n is not None and len(lines) != n:
-        raise InputError(f"has {len(lines)} lines but the references have {n}" + (f" ({ref_path})" if ref_path else ""),
-                         path)
-    return lines
-
-
-def _inputs(args, outputs: list, other_inputs: list, keep_nbest: bool) -> tuple:
-    """(references, baseline name, baseline runs, systems, sources, n-best systems), after checking
-    the outputs against every file named on the command line (before reading any); `other_inputs`:
-    (name, file) of the segment scores and more files."""
-    baseline_spec = (args.baseline, *resolve_runs(args.baseline))
-    resolved = [(spec, *resolve_runs(spec)) for spec in args.systems]
-    hypotheses = [f for _, _, files in [baseline_spec, *resolved] for f in files]
-    nbest_files = [_split_name(spec)[1] for spec in args.nbest]
-    check_outputs(outputs, [*args.ref, *hypotheses, *nbest_files, *args.weights, *(f for _, f in other_inputs),
-                            args.meteor_jar, args.meteor_resources])
-    refs = read_references(args.ref)
-    bname, baseline, systems, sources, nbests = _read_systems(args, baseline_spec, resolved, len(refs[0]), keep_nbest)
-    if args.second_baseline and args.second_baseline not in systems:
-        raise InputError(f"--second-baseline {args.second_baseline!r} is not a system name "
-                         f"(systems: {', '.join(systems) or 'none'})")
-    return refs, bname, baseline, systems, sources, nbests
-
-
-def _read_systems(args, baseline_spec: tuple, resolved: list, n: int, keep_nbest: bool) -> tuple:
-    """(baseline name, baseline runs, {system: runs}, {system: files read}, {n-best system: (list,
-    model scores)}) of the resolved (spec, name, files) of the baseline and the systems, and the
-    --nbest/--weights pairs.
-
-    Each system has its own number of runs; every pair is tested on its own runs
-    (evaluate_systems). An --nbest/--weights pair is one deterministic system.
-    """
-    _, bname, bfiles = baseline_spec
-    baseline = [_read_run(f, n, args.ref[0]) for f in bfiles]
-    systems: dict[str, list[list[str]]] = {}
-    sources = {bname: bfiles}
-    for spec, name, files in resolved:
-        if name in systems or name == bname:
-            raise InputError(f"two systems are named {name!r}; name them NAME=PATH", spec)
-        systems[name] = [_read_run(f, n, args.ref[0]) for f in files]
-        sources[name] = files
-    counts = {name: len(files) for name, files in sources.items()}
-    if len(set(counts.values()) - {1}) > 1:  # a run file missing? say so; each pair is tested on its own runs
-        print("note: the systems have different run counts (" + ", ".join(f"{k} {v}" for k, v in counts.items())
-              + "); each comparison uses its two systems' own runs", file=sys.stderr)
-    nbests = {}
-    for spec, wpath in zip(args.nbest, args.weights):
-        name, path = _split_name(spec)
-        name = name or os.path.basename(path)
-        hyps, nbest, scores = _nbest_hypotheses(path, wpath, args)
-        if len(hyps) != n:
-            raise InputError(f"n-best list has {len(hyps)} sentences but the references have {n} ({args.ref[0]})", path)
-        if name in systems or name == bname:
-            raise InputError(f"two systems are named {name!r}; name it NAME=F", path)
-        systems[name] = [hyps]
-        sources[name] = [path, wpath]
-        if keep_nbest:
-            nbests[name] = (nbest, scores)
-    return bname, baseline, systems, sources, nbests
-
-
 def _meteor_options(args) -> dict:
     opts = {"backend": args.meteor_backend, "normalize": not args.meteor_no_norm}
     if args.meteor_modules:
@@ -262,26 +190,21 @@ def _meteor_options(args) -> dict:
     return opts
 
 
-def _nbest_hypotheses(path: str, weights_path: str, args) -> tuple:
-    """(1-best, n-best list, model score of every hypothesis) of an n-best list under weights; the
-    reader's notes (missing features...) on stderr. An OpenNMT list's size comes from --nbest-size or
-    the references' line count (one source per reference line)."""
+def _read_nbest(path: str, args, n: int):
+    """The --nbest list at `path`, read with the --nbest-* options; the reader's notes on stderr. An
+    OpenNMT list's size comes from --nbest-size or the references' line count `n` (one source per
+    reference line)."""
     from rerank.formats import ReadReport, read_nbest
-    from rerank.weights import best_rows, model_scores, read_weights, weight_vector
 
     report = ReadReport()
     options = read_options(args)
     if options.get("nbest_size") is None and not options.get("src"):
         options["src"] = args.ref[0]  # one source per reference line: an OpenNMT list's size
     try:
-        nbest = read_nbest(path, fmt=args.nbest_format, strict=args.nbest_strict, report=report,
-                           post_process=args.post_process, unescape=args.unescape, **options)
+        return read_nbest(path, fmt=args.nbest_format, strict=args.nbest_strict, report=report,
+                          post_process=args.post_process, unescape=args.unescape, **options)
     except NeedsOption as exc:
         raise with_flags(exc, prefix="nbest-") from None
     finally:
         for note in report.notes:
             print(f"note: {path}: {note}", file=sys.stderr)
-    if nbest.n_hyps == 0:
-        raise InputError("no hypotheses: the n-best list is empty", path)
-    w = weight_vector(read_weights(weights_path), nbest.feature_names, source=weights_path)
-    return [nbest.hyps[int(r)] for r in best_rows(nbest, w)], nbest, model_scores(nbest, w)

@@ -74,10 +74,8 @@ def _outputs(args) -> list[str | None]:
 
 
 def run(args) -> int:
-    table = evaluate(args, _outputs(args)).table
-
-    from rerank.evaluation import plot_deltas
-
+    ev = evaluate(args, _outputs(args))
+    table = ev.table
     _, config, _ = _outputs(args)
     with output_group():  # the table, its config and the plot, or none of them
         with atomic_write(args.output) as fh:
@@ -86,7 +84,7 @@ def run(args) -> int:
             with atomic_write(config) as fh:
                 json.dump({"command": sys.argv, **table.config, "signatures": table.signatures}, fh, indent=2)
         if args.plot:
-            plot_deltas(table, args.plot)
+            ev.plot(args.plot)
     return 0
 
 

@@ -67,7 +67,7 @@ def edges(text: str, option: str) -> list[int]:
 
 
 def run(args) -> int:
-    from rerank.htmlreport import build_report, write_report
+    from rerank.htmlreport import write_report
     from rerank.io import read_lines
 
     length_edges = edges(args.length_buckets, "--length-buckets")
@@ -76,9 +76,7 @@ def run(args) -> int:
     metric = args.sentence_metric
     if metric is not None and metric not in names:
         raise InputError(f"--sentence-metric {metric}: not one of the scored metrics ({', '.join(names) or 'none'})")
-    extra = [("--freq-corpus", args.freq_corpus)] if args.freq_corpus else []
-    ev = evaluate(args, [args.output], keep_nbest=True, extra_inputs=extra)
-    table = ev.table
+    ev = evaluate(args, [args.output], extra_inputs=[args.freq_corpus])
     frequencies, freq_source = None, "the references"
     if args.freq_corpus:
         from rerank.metrics.bleu import make_bleu
@@ -86,10 +84,8 @@ def run(args) -> int:
 
         frequencies = word_counts(read_lines(args.freq_corpus), make_bleu(args.tokenize).tokenizer, args.lowercase)
         freq_source = os.path.basename(args.freq_corpus)
-    page = build_report(table, ev.refs, ev.outputs, nbests=ev.nbests, tokenize=args.tokenize, lowercase=args.lowercase,
-                        frequencies=frequencies, freq_source=freq_source, examples=args.examples,
-                        sentence_metric=metric, command=command_line(), title=args.title,
-                        length_edges=length_edges, freq_edges=freq_edges)
+    page = ev.to_html(title=args.title, examples=args.examples, sentence_metric=metric, frequencies=frequencies,
+                      freq_source=freq_source, command=command_line(), length_edges=length_edges, freq_edges=freq_edges)
     write_report(args.output, page)
     if not args.quiet:
         print(f"wrote {args.output}", file=sys.stderr)

@@ -9,7 +9,6 @@ import time
 import numpy as np
 
 from rerank import plugins
-from rerank.api import TuneRun, TuneSettings, tune, tune_outputs, tuner_for
 from rerank.cliargs import (add_nbest_positional, add_quiet, nonnegative_int, positive_int, resolve_nbest,
                             show_progress, stderr_log)
 from rerank.commands._common import format_help, nbest_inputs, add_nbest_input, load_nbest
@@ -19,6 +18,7 @@ from rerank.metrics.registry import QUALITY_METRICS, display_name
 from rerank.outputs import check_outputs
 
 METRICS = QUALITY_METRICS
+NORMALIZE = ("none", "l1", "max")   # rerank.api.TuneSettings.NORMALIZE, without importing the API to build the parser
 
 
 def add_parser(subparsers):
@@ -51,7 +51,7 @@ def add_parser(subparsers):
     p.add_argument("--tune", dest="tune_features", metavar="F1,F2",
                    help="tune only these features; the others stay at their start value (default: all)")
     p.add_argument("--fix", metavar="F1,F2", help="keep these features at their start value (default: none)")
-    p.add_argument("--normalize", choices=TuneSettings.NORMALIZE, default="none",
+    p.add_argument("--normalize", choices=NORMALIZE, default="none",
                    help="rescale the output weights (sum |w| = 1 or max |w| = 1; ranking unchanged; default: %(default)s)")
     p.add_argument("--sentences", metavar="A-B", help="tune on sentences A..B only (0-based, inclusive; the references "
                    "are cut the same way; default: all)")
@@ -87,8 +87,10 @@ def _sentence_range(text: str, n: int) -> np.ndarray:
     return np.arange(lo, hi + 1)
 
 
-def settings(args) -> TuneSettings:
+def settings(args):
     """The TuneSettings of the parsed command line (the tuner's options from its own flags)."""
+    from rerank.api import TuneSettings
+
     tuner = plugins.tuners()[args.tuner]()
     return TuneSettings(tuner=args.tuner, metric=args.metric, runs=args.runs, seed=args.seed, tokenize=args.tokenize,
                         lowercase=args.lowercase, lang=args.lang, tune_features=_names(args.tune_features),
@@ -117,6 +119,8 @@ def _tuning_set(data) -> None:
 
 
 def run(args) -> int:
+    from rerank.api import tune_outputs, tuner_for
+
     resolve_nbest(args)
     chosen = settings(args)
     tuner_for(chosen)  # the tuner, its metric, options and extras, before reading big files
@@ -126,12 +130,14 @@ def run(args) -> int:
         return _run(args, chosen)
 
 
-def _run(args, chosen: TuneSettings) -> int:
+def _run(args, chosen) -> int:
+    from rerank.api import tune
+
     start = time.time()
     nbest, refs = _inputs(args)
     metric = display_name(args.metric)
 
-    def show(run: TuneRun) -> None:
+    def show(run) -> None:
         label = f"run {run.run}: " if args.runs > 1 else ""
         how = f"reused {run.path} (same settings and inputs): " if run.reused else ""
         print(f"{label}{how}{metric} initial {run.initial_score:.2f} -> tuned {run.score:.2f} "

@@ -11,13 +11,16 @@ import os
 import zipfile
 from functools import lru_cache
 
+from rerank.errors import InputError
+
 LANG_NAMES = {"en": "english", "cs": "czech", "fr": "french", "es": "spanish", "de": "german"}
 # Meteor's short names in paraphrase file names (Czech is "cz" there).
 PARA_NAMES = {"en": "en", "cs": "cz", "fr": "fr", "es": "es", "de": "de"}
 
 
-class MeteorResourceError(ValueError):
-    """A resource that the requested METEOR configuration needs is missing."""
+class MeteorResourceError(InputError):
+    """A resource that the requested METEOR configuration needs is missing: bad input (the
+    resources given or installed), which the command line prints in one line with exit status 2."""
 
 
 def default_jar() -> str | None:
