@@ -27,7 +27,7 @@ from rerank import distributed
 from rerank.device import resolve_device
 from rerank.errors import InputError, needs_neural, require
 from rerank.features import Feature, FeatureContext
-from rerank.options import POSITIVE_INT, option
+from rerank.options import PATH, POSITIVE_INT, option
 from rerank.progress import transformers_bars_off
 from rerank.score_cache import model_digest, open_cache
 
@@ -37,7 +37,7 @@ class QEOptions:
     """Options of the qe feature (flags of `rerank features`: --qe-model, --qe-batch-size)."""
 
     model: str | None = option(None, "reference-free COMET model (CometKiwi-style): its directory (hparams.yaml, "
-                               "checkpoints/model.ckpt) or the .ckpt", metavar="PATH",
+                               "checkpoints/model.ckpt) or the .ckpt", check=PATH, metavar="PATH",
                                default_text="none, needed for qe")
     batch_size: int = option(16, "pairs per batch", check=POSITIVE_INT)
 

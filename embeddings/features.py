@@ -21,7 +21,7 @@ from rerank import distributed
 from rerank.errors import InputError, needs_neural, require
 from rerank.features import Feature, FeatureContext
 from rerank.nbest import NBestList
-from rerank.options import POSITIVE_INT, option
+from rerank.options import PATH, POSITIVE_INT, option
 from rerank.progress import Progress, progress_bar
 
 FEATURES = ("s_s", "s_i", "s_i_src")
@@ -121,10 +121,10 @@ class MLMMEOptions:
     --batch-size, --chunk-sentences)."""
 
     models: tuple[str, ...] = option((), "embedding model (NAME.pt with NAME.json beside it); repeat for several",
-                                     flag=("-m", "--model"), many=True)
+                                     flag=("-m", "--model"), many=True, check=PATH)
     prefixes: tuple[str, ...] = option((), "column-name prefix for the matching --model (required for several)",
                                        flag="--prefix", many=True, default_text="none for one model")
-    images: str | None = option(None, "image features (.npy/.npz), one row per n-best sentence")
+    images: str | None = option(None, "image features (.npy/.npz), one row per n-best sentence", check=PATH)
     batch_size: int = option(256, "rows of every encoder batch; the values depend on it, not on which sentences "
                              "share a batch, so give shards the same value", check=POSITIVE_INT)
     chunk_sentences: int = option(2000, "n-best sentences encoded per chunk (bounds memory)", check=POSITIVE_INT)

@@ -22,7 +22,7 @@ from rerank import distributed
 from rerank.device import resolve_device
 from rerank.errors import InputError, needs_neural, require
 from rerank.features import Feature, FeatureContext
-from rerank.options import POSITIVE_INT, option
+from rerank.options import PATH, POSITIVE_INT, option
 from rerank.progress import track, transformers_bars_off
 from rerank.score_cache import model_digest, open_cache
 
@@ -32,7 +32,7 @@ class SimOptions:
     """Options of the sim feature (flags of `rerank features`: --sim-model, --sim-batch-size)."""
 
     model: str | None = option(None, "sentence-transformers model directory, e.g. a multilingual encoder that maps "
-                               "the source and target languages together", metavar="DIR",
+                               "the source and target languages together", check=PATH, metavar="DIR",
                                default_text="none, needed for sim")
     batch_size: int = option(64, "sentences per batch", check=POSITIVE_INT)
 

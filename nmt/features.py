@@ -26,7 +26,7 @@ import numpy as np
 from rerank.device import resolve_device
 from rerank.errors import InputError, needs_neural, require
 from rerank.features import Feature, FeatureContext
-from rerank.options import POSITIVE_INT, option
+from rerank.options import PATH, POSITIVE_INT, option
 
 # torch and the models are imported in compute() (nmt/scoring.py, nmt/backends.py), so that
 # listing the plug-ins, which every `rerank` command does, stays cheap.
@@ -44,7 +44,8 @@ R2L_MODEL = "right-to-left translation model (source -> target language, trained
 
 def _model_option(model_help: str, feature: str):
     """The `model` field of a translation feature's options (its help names the model it needs)."""
-    return option(None, f"{model_help}: {MODEL_FORMS}", metavar="DIR", default_text=f"none, needed for {feature}")
+    return option(None, f"{model_help}: {MODEL_FORMS}", check=PATH, metavar="DIR",
+                  default_text=f"none, needed for {feature}")
 
 
 @dataclass(frozen=True)
@@ -82,8 +83,8 @@ class LMOptions:
     """Options of the lm feature (flags of `rerank features`: --lm-model, --lm-batch-size, --lm-batch-tokens)."""
 
     model: str | None = option(None, "language model: a `rerank lm train` run, a Hugging Face causal LM directory "
-                               "(config.json) or a CTranslate2 Generator directory (model.bin)", metavar="DIR",
-                               default_text="none, needed for lm")
+                               "(config.json) or a CTranslate2 Generator directory (model.bin)", check=PATH,
+                               metavar="DIR", default_text="none, needed for lm")
     batch_size: int = option(128, "hypotheses per batch for `rerank lm train` runs", check=POSITIVE_INT)
     batch_tokens: int | None = option(None, "padded tokens per batch for Hugging Face and CTranslate2 models",
                                       check=POSITIVE_INT, default_text=BATCH_TOKENS_HELP)

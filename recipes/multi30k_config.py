@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rerank.options import (NONNEGATIVE_INT, POSITIVE, POSITIVE_INT, UNIT_INTERVAL, int_check,
+from rerank.options import (PATH, NONNEGATIVE_INT, POSITIVE, POSITIVE_INT, UNIT_INTERVAL, int_check,
                             list_of, one_of, option)
 
 FLAVOURS = ("weak", "regular", "optimised")
@@ -20,10 +20,10 @@ class RecipeConfig:
     """The recipe's settings, declared once: `rerank recipe multi30k` generates its flags from
     these fields (rerank.options), the reproduction passes them from recipes/configs/recipe.json."""
 
-    data_dir: str = option(help="Multi30k directory (task1/, task2/), e.g. ../shared/data/multi30k")
-    out: str = option(help="run directory (everything is written here)")
+    data_dir: str = option(help="Multi30k directory (task1/, task2/), e.g. ../shared/data/multi30k", check=PATH)
+    out: str = option(help="run directory (everything is written here)", check=PATH)
     image_features: str | None = option(None, "directory with {train,val,test_2016_flickr}*.npy image features",
-                                        default_text="none, text-only")
+                                        check=PATH, default_text="none, text-only")
     preset: str = option("cpu", "model sizes for NMT and embeddings, as `nmt train --preset` and `embed train "
                          "--preset` (tiny: smoke tests only)", choices=tuple(PRESETS))
     nbest_sizes: list[int] = option([20, 50], "n-best sizes", flag="--nbest",
@@ -33,15 +33,15 @@ class RecipeConfig:
     betas: list[float] = option([1.0, 0.75, 0.5, 0.25], "MLMME beta values (with image features)",
                                 check=list_of(UNIT_INTERVAL, "numbers in [0, 1]"))
     nmt_dir: str | None = option(None, "reuse NMT run directories DIR/<flavour> (from `rerank nmt train`)",
-                                 default_text="train them")
+                                 check=PATH, default_text="train them")
     nbest_dir: str | None = option(None, "reuse n-best lists DIR/<flavour>.<val|test_2016>.<n>best.gz (the command "
                                    "line's `shipped`: the lists inside the package)",
-                                   default_text="translate with the NMT models")
+                                   check=PATH, default_text="translate with the NMT models")
     embedding_config: dict = option({}, "embedding training settings: keys of embeddings/config.py DEFAULTS, e.g. "
                                     "{\"dropout\": 0.0}; recorded with every model", cli=False)
     embedding_model: str | None = option(None, "use this trained text-only embedding model for s_s instead of "
                                          "training one (e.g. the shipped rerank/data/models/mlmme-small.pt)",
-                                         metavar="MODEL", default_text="train")
+                                         check=PATH, metavar="MODEL", default_text="train")
     nmt_config: dict = option({}, "NMT training settings: fields of nmt/train.py TrainConfig, e.g. "
                               "{\"subword\": \"bpe\"}; recorded with every run", cli=False)
     nmt_max_minutes: float | None = option(None, "training budget per NMT flavour", check=POSITIVE)

@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import MISSING, dataclass, fields
 from numbers import Integral, Real
@@ -114,6 +115,7 @@ PROBABILITY = float_check("between 0 and 1 (exclusive)", lambda v: 0 < v < 1)   
 UNIT_INTERVAL = float_check("between 0 and 1", lambda v: 0 <= v <= 1)            # a decay or interpolation factor
 FRACTION = float_check("a number in [0, 1)", lambda v: 0 <= v < 1)               # a dropout rate
 TEXT = Check("a string", str, lambda v: isinstance(v, str), "a string")
+PATH = Check("a path", str, lambda v: isinstance(v, (str, os.PathLike)), "a path")   # str or pathlib.Path
 BOOL = Check("true or false", bool, lambda v: isinstance(v, bool), "a switch")
 
 
