@@ -213,8 +213,8 @@ def _check_by_type(default, many: bool = False) -> Check | None:
     if isinstance(default, str) or default is None or many:
         return TEXT
     if isinstance(default, list):
-        item = _check_by_type(default[0]) if default else TEXT
-        return list_of(item or TEXT, {INTEGER: "integers", NUMBER: "numbers"}.get(item, "strings"))
+        item = (_check_by_type(default[0]) if default else None) or TEXT
+        return list_of(item, {INTEGER: "integers", NUMBER: "numbers"}.get(item, "strings"))
     return None
 
 
