@@ -94,7 +94,8 @@ class _Stdin:
             yield raw
 
 
-def _open_binary(path: str):
+def open_binary(path: str):
+    """(raw file, its bytes gunzipped when the gzip magic starts it) of `path`; InputError if it cannot be opened."""
     try:
         raw = open(path, "rb")
     except OSError as exc:
@@ -150,7 +151,7 @@ def iter_lines(path: str) -> Generator[tuple[int, str], None, None]:
     if path == "-":
         yield from _with_progress(_decoded(_Stdin.get().lines(), path), path)
         return
-    raw, stream = _open_binary(path)
+    raw, stream = open_binary(path)
     try:
         yield from _with_progress(_decoded(stream, path), path)
     finally:

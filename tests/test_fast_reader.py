@@ -10,9 +10,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rerank.formats import ReadReport, read_nbest
-from rerank.formats import moses_fast
+from rerank.formats.moses import fast as moses_fast
 from rerank.formats.moses import read_moses, read_moses_lines
-from rerank.formats.moses_fast import read_moses_fast
+from rerank.formats.moses.fast import read_moses_fast
 
 WORDS = st.text(alphabet=st.sampled_from(list("ab|= xyzäß€\t")), max_size=12)
 NUMBERS = st.one_of(st.floats(allow_nan=False, allow_infinity=False, width=64).map(repr),

@@ -122,8 +122,8 @@ def ctrl_c_after_lines(target: str, lines: int):
 CASES = [
     ("info {d}/in.nbest", "rerank.commands.info.summarize", 1),
     ("convert {d}/in.nbest -o {d}/out --to fairseq", "rerank.commands._common.read_nbest", 1),
-    ("convert {d}/in.nbest -o {d}/out", "rerank.formats.moses_stream._block", 1),  # streamed: the first pass
-    ("apply {d}/in.nbest -w {d}/w.json -o {d}/out", "rerank.formats.moses_stream._chunk", 1),  # the second pass
+    ("convert {d}/in.nbest -o {d}/out", "rerank.formats.moses.stream.parse_block", 1),  # streamed: the first pass
+    ("apply {d}/in.nbest -w {d}/w.json -o {d}/out", "rerank.formats.moses.stream._chunk", 1),  # the second pass
     ("convert {d}/in.nbest -o {d}/out", "rerank.formats.moses.iter_moses_lines", 1),  # streamed: chunks of 2 and 1 lines
     ("convert {d}/in.nbest -o {d}/out --to plain", "rerank.formats.plain.format_value", 3),
     ("convert {d}/in.fairseq -o {d}/out --save-refs {d}/out.ref", "rerank.formats.moses.iter_moses_lines", 1),

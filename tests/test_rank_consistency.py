@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 from rerank import plugins
 from rerank.commands import _stream
 from rerank.errors import InputError
-from rerank.formats import moses_stream, read_nbest, write_nbest
+from rerank.formats import read_nbest, write_nbest
+from rerank.formats.moses import stream as moses_stream
 from rerank.metrics import make_metric
 from rerank.nbest import NBestList, segment_argmax
 from rerank.tuning import Tuner, TunerOutput, normalize, prepare
@@ -129,7 +130,7 @@ def test_streamed_apply_picks_the_rows_of_the_whole_list(tmp_path_factory, monke
     nbest, w = case
     path = str(tmp_path_factory.mktemp("stream") / "list.nbest")
     write_nbest(nbest, path)
-    monkeypatch.setattr("rerank.formats.moses_fast.BLOCK", block)
+    monkeypatch.setattr("rerank.formats.moses.fast.BLOCK", block)
     layout = moses_stream.scan_moses(path)
     assert layout is not None
     whole = read_nbest(path)

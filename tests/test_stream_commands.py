@@ -13,8 +13,8 @@ import pytest
 
 from rerank.commands import _stream
 from rerank.errors import InputError
-from rerank.formats import moses_fast
-from rerank.formats.moses_stream import iter_moses_chunks, scan_moses
+from rerank.formats.moses import fast as moses_fast
+from rerank.formats.moses.stream import iter_moses_chunks, scan_moses
 from rerank.weights import window_scores
 from tests.cli_helpers import run
 

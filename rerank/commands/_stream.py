@@ -1,5 +1,5 @@
 """Commands over an n-best list in bounded memory: a regular Moses/Joshua file read in two passes
-(rerank.formats.moses_stream) instead of whole, when every output is Moses/Joshua (the formats whose
+(rerank.formats.moses.stream) instead of whole, when every output is Moses/Joshua (the formats whose
 record says `streamed`).
 
 The output is the one the whole-list path writes, byte for byte, with the same notes; anything
@@ -16,7 +16,7 @@ import numpy as np
 from rerank.commands._common import read_options
 from rerank.formats import ReadReport, detect_format, formats
 from rerank.formats.cache import cache_dir
-from rerank.formats import moses, moses_stream
+from rerank.formats import moses
 from rerank.formats.text import hint_notes
 from rerank.io import reading_progress
 from rerank.weights import SCORE_ROWS, window_scores
@@ -42,11 +42,11 @@ def scan(args, out_formats: list[str]) -> dict | None:
         return None
     if fmt not in streamed or report.notes:
         return None
-    layout = moses_stream.scan_moses(path, args.strict)
+    layout = moses.scan_moses(path, args.strict)
     if layout is None:
         return None
     report.extra_fields_lines = layout["n_hyps"] if layout["fields"] > 4 else 0
-    moses._notes(report, layout["missing"], layout["n_hyps"])
+    moses.read_notes(report, layout["missing"], layout["n_hyps"])
     report.notes.extend(hint_notes(layout["text_signs"], None, None))  # as read_nbest adds them, last
     for note in report.notes:
         print(f"note: {path}: {note}", file=sys.stderr)
@@ -63,7 +63,7 @@ def scored_chunks(path: str, layout: dict, w: np.ndarray):
     """(first id, n-best, w·f of its rows) of the chunks of `path`; w·f is computed as
     `weights.model_scores` computes it over the whole list (windows of SCORE_ROWS rows from the first)."""
     pending, rest, ready = [], np.zeros((0, len(w))), np.zeros(0)
-    for first, nbest in moses_stream.iter_moses_chunks(path, layout):
+    for first, nbest in moses.iter_moses_chunks(path, layout):
         pending.append((first, nbest))
         rest = np.concatenate([rest, nbest.features])
         full = len(rest) // SCORE_ROWS * SCORE_ROWS

@@ -6,7 +6,7 @@ from rerank.commands._common import format_help, nbest_inputs, add_nbest_input, 
 from rerank.commands._stream import scan, write_chunks
 from rerank.cliargs import add_quiet
 from rerank.errors import InputError
-from rerank.formats import moses_stream
+from rerank.formats import moses
 from rerank.io import atomic_write, output_group
 from rerank.outputs import check_outputs, nbest_outputs
 
@@ -43,7 +43,7 @@ def run(args) -> int:
     layout = None if args.save_refs or args.save_sources else scan(args, [args.out_format])
     if layout is not None:  # a regular Moses/Joshua file to Moses/Joshua: two passes, a block at a time
         with output_group(), atomic_write(args.output) as out:
-            write_chunks(out, moses_stream.iter_moses_chunks(args.nbest, layout), args.out_format)
+            write_chunks(out, moses.iter_moses_chunks(args.nbest, layout), args.out_format)
         return 0
     nbest, report = load_nbest(args)
     with output_group():  # every output or none

@@ -1,6 +1,6 @@
 """Read and write n-best lists in every format of the format table (rerank.formats.table).
 
-One module per format, each with one `NBestFormat` record (moses.py holds Moses and Joshua):
+One module per format, each with one `NBestFormat` record (the package moses holds Moses and Joshua):
 Moses, Joshua, Marian, fairseq-generate/interactive, sockeye JSON, OpenNMT/eole, our own JSON
 lines, plain. Plug-ins add records through the entry-point group `rerank.formats`. This package
 detects the format from the first lines when it is not given (`detect_format`), reads

@@ -10,7 +10,7 @@ one `np.memmap`-able): ``MAGIC, header length (8 bytes), JSON header, arrays``. 
 holds the key, the array layout, the feature names and groups, the missing counts, what the
 reader reported, and the CRC-32 of the arrays. The key hashes the file's bytes (as stored,
 gzip'd or not), the read options (format, strict, the format's options), the source of the reading
-code (rerank/formats, rerank/nbest.py, rerank/io.py) and the Python and numpy versions: a
+code (rerank/formats and its subpackages, rerank/nbest.py, rerank/io.py) and the Python and numpy versions: a
 changed file or reader never meets an old entry.
 
 Entries are written to a temporary file and renamed (rerank.io.atomic_write): readers see a
@@ -68,7 +68,8 @@ def cache_dir(cache) -> str | None:
 def _code_digest() -> str:
     """SHA-256 of the reading code's source, and the versions parsing depends on."""
     here = os.path.dirname(os.path.abspath(__file__))
-    files = sorted(os.path.join(here, n) for n in os.listdir(here) if n.endswith(".py"))
+    # every module of rerank.formats, its subpackages (rerank.formats.moses) included
+    files = sorted(os.path.join(folder, n) for folder, _, names in os.walk(here) for n in names if n.endswith(".py"))
     files += [os.path.join(os.path.dirname(here), n) for n in ("nbest.py", "io.py")]
     digest = hashlib.sha256(f"{VERSION} {sys.version_info[:2]} {np.__version__}".encode())
     for name in files:

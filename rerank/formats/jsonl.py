@@ -16,7 +16,7 @@ import numpy as np
 
 from rerank.errors import InputError
 from rerank.formats.common import ReadReport, append_text, json_object
-from rerank.formats.moses import _check_next_id, _FeatureTable
+from rerank.formats.moses import FeatureTable, check_next_id
 from rerank.formats.record import NBestFormat, Sample
 from rerank.io import atomic_write, iter_lines
 from rerank.nbest import NBestList, StringColumnBuilder
@@ -55,7 +55,7 @@ def _feature_row(features, path: str, line: int) -> tuple[tuple[str, ...], tuple
 
 
 def read_jsonl(path: str, *, strict: bool = False, report: ReadReport | None = None) -> NBestList:
-    table = _FeatureTable(path)
+    table = FeatureTable(path)
     hyps = StringColumnBuilder()
     sizes: list[int] = []
     totals: list[float] = []
@@ -71,7 +71,7 @@ def read_jsonl(path: str, *, strict: bool = False, report: ReadReport | None = N
         if not isinstance(hyp, str):
             raise InputError(f"`hyp` is {json.dumps(hyp)}, not a string", path, number)
         if sent_id != previous:
-            _check_next_id(sent_id, previous, path, number)
+            check_next_id(sent_id, previous, path, number)
             sizes.append(0)
             previous = sent_id
         sizes[-1] += 1

@@ -1,6 +1,6 @@
 """The record that describes one n-best format to the rest of the toolkit.
 
-A format is one module with one `NBestFormat` record (a module may hold two, as moses.py holds
+A format is one module with one `NBestFormat` record (a module may hold two, as rerank.formats.moses holds
 Moses and Joshua). The table (rerank.formats.table) lists the built-in records and the plug-ins
 of the entry-point group `rerank.formats`; the readers' dispatch, the detection order, the
 command line's `--format`/`--to` choices and options, the help text and the formats table of
@@ -64,7 +64,7 @@ class NBestFormat:
     write: Callable[..., list[str]] | None = None
     options: tuple[ReadOption, ...] = ()
     detect_order: int = 60               # detection asks the formats in this order (plain last)
-    streamed: bool = False               # rerank.formats.moses_stream reads it in two passes
+    streamed: bool = False               # rerank.formats.moses.stream reads it in two passes
     cached: bool = False                 # single file, kept in the n-best cache (rerank.formats.cache)
     losses: Callable[[NBestList], list[str]] | None = None   # what `write` leaves out, one note each
     outputs: Callable[[str], list[str]] | None = None        # the files `write(..., path)` makes (default [path])
