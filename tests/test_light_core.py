@@ -235,26 +235,6 @@ def test_library_modules_neither_print_nor_draw_bars():
     assert not found, "\n".join(found)
 
 
-# parses the command line's own `--segment-scores NAME=FILE` argument
-FLAG_PARSERS = {"rerank/metrics/external.py"}
-
-
-def test_library_errors_name_no_command_line_flag():
-    """The messages of errors raised by library code name the problem, not a flag (a script has
-    none); the flags' help names them, and the command line adds a flag where it passes one on."""
-    found = []
-    for name, tree in library_modules():
-        if name in FLAG_PARSERS:
-            continue
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and node.exc.args:
-                text = "".join(part.value for part in ast.walk(node.exc.args[0])
-                               if isinstance(part, ast.Constant) and isinstance(part.value, str))
-                if " --" in f" {text}" or "(--" in text:
-                    found.append(f"{name}:{node.lineno}: {text}")
-    assert not found, "\n".join(found)
-
-
 def test_recipes_log_and_print_only_on_their_command_lines():
     """The pipelines (rerank.recipes) report through logging too: print() only in the command
     modules (*_command.py), the `main` of a `python -m` script and its `__main__` block."""

@@ -59,12 +59,12 @@ def test_unescaping_is_sacremoses_unescape_xml(parts):
 def test_every_command_reads_post_processed_text_and_says_what_it_saw(tmp_path, capsys):
     path = write(tmp_path, "n", "0 ||| a ma@@ n &apos;s ||| f= 1 ||| 1\n0 ||| a m@@ an ||| f= 2 ||| 2\n")
     code, out, err = run(["info", path], capsys)
-    assert code == 0 and "try --post-process subword_nmt" in out and "try --unescape html" in out
-    assert "try --post-process subword_nmt" in err  # every command's note
+    assert code == 0 and "try post_process='subword_nmt'" in out and "try unescape='html'" in out
+    assert "try post_process='subword_nmt'" in err  # every command's note
     code, out, err = run(["info", path, "--post-process", "subword_nmt", "--unescape", "html", "--json"], capsys)
     summary = json.loads(out)
     assert code == 0 and summary["text"] == {"post_process": "subword_nmt", "unescape": "html"}
-    assert not any("try --" in p for p in summary["problems"]) and "try --" not in err
+    assert not any(": try " in p for p in summary["problems"]) and ": try " not in err
     out_path = tmp_path / "o.nbest"
     code, _, err = run(["convert", path, "--post-process", "subword_nmt", "--unescape", "html", "-o", out_path], capsys)
     assert code == 0 and [h for h in read_nbest(str(out_path)).hyps] == ["a man 's", "a man"]

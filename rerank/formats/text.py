@@ -89,13 +89,12 @@ def hint_notes(signs: set[str], post_process: str | None, unescape: str | None) 
     hints = []
     if (post_process or "none") == "none":
         if _BPE in signs:
-            hints.append("hypotheses contain `@@ ` (BPE): try --post-process subword_nmt (post_process='subword_nmt')")
+            hints.append("hypotheses contain `@@ ` (BPE): try post_process='subword_nmt'")
         if _SPM in signs:
-            hints.append("hypotheses contain `\u2581` (SentencePiece pieces): try --post-process sentencepiece "
-                         "(post_process='sentencepiece')")
+            hints.append("hypotheses contain `\u2581` (SentencePiece pieces): try post_process='sentencepiece'")
     found = [e for e in HTML_ESCAPES if e in signs]
     if (unescape or "none") == "none" and found:
-        hints.append(f"hypotheses contain Moses escapes ({' '.join(found[:4])}): try --unescape html (unescape='html')")
+        hints.append(f"hypotheses contain Moses escapes ({' '.join(found[:4])}): try unescape='html'")
     return hints
 
 

@@ -82,12 +82,12 @@ class SegmentScoresMetric(Metric):
 
 
 def parse_spec(spec: str) -> tuple[str, str]:
-    """(NAME, FILE) of a --segment-scores NAME=FILE argument."""
+    """(NAME, FILE) of a `NAME=FILE` segment-scores spec (the command line's --segment-scores argument)."""
     name, sep, path = spec.partition("=")
     if not sep or not name or not path:
-        raise InputError(f"--segment-scores {spec!r}: expected NAME=FILE.tsv")
+        raise InputError(f"segment scores {spec!r}: expected NAME=FILE.tsv")
     if not NAME_PATTERN.match(name):
-        raise InputError(f"--segment-scores {spec!r}: NAME must start with a letter and use letters, digits, _ . + -")
+        raise InputError(f"segment scores {spec!r}: NAME must start with a letter and use letters, digits, _ . + -")
     return name, path
 
 
