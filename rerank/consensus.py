@@ -10,15 +10,16 @@ the same feature in [0, 1] gained nothing over the NMT features; in percent, +0.
 The sum includes j = i, as standard MBR decoding does (mbrs, Kumar & Byrne 2004): as T -> 0
 the feature ranks the model's 1-best first (MAP), as T grows it becomes pure consensus.
 
-U is sentence BLEU+1 (Lin & Och 2004; the toolkit's sentence-level BLEU, rerank.bleu),
+U is sentence BLEU+1 (Lin & Och 2004; the toolkit's sentence-level BLEU, rerank.metrics.bleu),
 sentence chrF (sacrebleu's formula, rerank.metrics), or minus sentence TER (sacrebleu): each
 pair's metric value oriented by the metric registry (rerank.metrics.registry.objective), so a
 lower-is-better metric counts as a loss and the feature is always higher-is-better. For
 BLEU and chrF every pair of a list is scored at once: n-grams get integer ids per sentence,
 clipped matches min(c_i, c_j) = sum_t [c_i >= t][c_j >= t] come from sparse products of the
 count-threshold indicator matrices (block-diagonal by sentence), and the formulas run over all
-pairs as numpy arrays. TER needs an edit distance with shifts per pair (sacrebleu, cached on
-distinct string pairs) and is much slower.
+pairs as numpy arrays; the n-grams are counted, clipped and laid out as BLEU statistics by the
+toolkit's BLEU code (rerank.metrics.ngrams.NgramCounter, rerank.metrics.bleu). TER needs an edit
+distance with shifts per pair (sacrebleu, cached on distinct string pairs) and is much slower.
 
 Exact MBR runs in blocks of whole sentences of at most `block_pairs` pairs (a list larger than
 that is a block of its own), so its memory is bounded by the largest list, not by the file; the
@@ -47,13 +48,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rerank.metrics.bleu import sentence_bleu_plus1
+from rerank.metrics.bleu import sentence_bleu_plus1, stats_array
 from rerank.errors import InputError
 from rerank.features import Feature, FeatureContext
 from rerank.metrics.registry import objective
 from rerank.nbest import NBestList
 from rerank.options import POSITIVE, option
-from rerank.metrics.ngrams import NgramCounter, integer_sequences, sentence_blocks, token_sequences, tokenize_many
+from rerank.metrics.ngrams import (NgramCounter, clipped_counts, integer_sequences, sentence_blocks, token_sequences,
+                                   tokenize_many)
 
 UTILITIES = ("bleu", "chrf", "ter")
 CHRF_CHAR_ORDER, CHRF_BETA = 6, 2.0
@@ -69,34 +71,19 @@ def pair_index(offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     return offsets[sentence] + local // np.maximum(k, 1), offsets[sentence] + local % np.maximum(k, 1), pair_offsets
 
 
-def ngram_ids(ids: np.ndarray, bounds: np.ndarray, group: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """(text, ngram): one entry per n-gram occurrence; n-gram ids are shared only within a group."""
-    lengths = np.diff(bounds)
-    count = np.maximum(lengths - n + 1, 0)
-    text = np.repeat(np.arange(len(lengths)), count)
-    start = bounds[text] + (np.arange(count.sum()) - np.repeat(np.cumsum(count) - count, count))
-    code = ids[start]
-    for k in range(1, n):  # fold the next unit into a dense code: stays far below 2^63
-        _, code = np.unique(code, return_inverse=True)
-        code = code.astype(np.int64) * (int(ids.max(initial=0)) + 1) + ids[start + k]
-    _, code = np.unique(code, return_inverse=True)
-    _, ngram = np.unique(code.astype(np.int64) * (int(group.max(initial=0)) + 1) + group[text], return_inverse=True)
-    return text, ngram.astype(np.int64)
-
-
 def pair_matches(ids, bounds, group, n, I, pair_offsets, offsets) -> tuple[np.ndarray, np.ndarray]:
-    """(clipped n-gram matches of every pair (P,), n-gram count of every text (T,))."""
+    """(clipped n-gram matches of every pair (P,), n-gram count of every text (T,)): the distinct
+    n-grams of each text and their counts (NgramCounter's columns, shared within a list), and
+    min(c_i, c_j) summed over n-grams as products of count-threshold indicator matrices."""
     from scipy import sparse  # here, not at the top: every command's start-up loads this plug-in
 
-    text, ngram = ngram_ids(ids, bounds, group, n)
+    rows, cols, counts = NgramCounter(ids, bounds, group).counts(n)
     n_texts = len(bounds) - 1
-    totals = np.bincount(text, minlength=n_texts).astype(np.float64)
+    totals = np.bincount(rows, weights=counts, minlength=n_texts)
     matches = np.zeros(len(I))
-    if len(text) == 0:
+    if len(rows) == 0:
         return matches, totals
-    n_ngrams = int(ngram.max()) + 1
-    keys, counts = np.unique(text * n_ngrams + ngram, return_counts=True)
-    rows, cols = keys // n_ngrams, keys % n_ngrams
+    n_ngrams = int(cols.max()) + 1
     for t in range(1, int(counts.max()) + 1):
         keep = counts >= t
         A = sparse.csr_matrix((np.ones(int(keep.sum())), (rows[keep], cols[keep])), shape=(n_texts, n_ngrams))
@@ -118,13 +105,9 @@ def bleu_utility(tokens: Sequence[Sequence[str]], offsets: np.ndarray, I, J, pai
     """Sentence BLEU+1 of every hypothesis against every hypothesis of its list, (P,)."""
     ids, bounds = integer_sequences(tokens)
     group = list_of_row(offsets)
-    stats = np.zeros((len(I), 10))
     lengths = np.diff(bounds).astype(np.float64)
-    stats[:, 0], stats[:, 1] = lengths[I], lengths[J]  # sacrebleu layout: sys_len, ref_len, correct 1-4, total 1-4
-    for n in range(1, 5):
-        matches, totals = pair_matches(ids, bounds, group, n, I, pair_offsets, offsets)
-        stats[:, 1 + n], stats[:, 5 + n] = matches, totals[I]
-    return sentence_bleu_plus1(stats)
+    orders = [pair_matches(ids, bounds, group, n, I, pair_offsets, offsets) for n in range(1, 5)]
+    return sentence_bleu_plus1(stats_array(lengths[I], lengths[J], [m for m, _ in orders], [t[I] for _, t in orders]))
 
 
 def chrf_utility(texts: Sequence[str], offsets: np.ndarray, I, J, pair_offsets, word_order: int = 0) -> np.ndarray:
@@ -200,10 +183,8 @@ def aggregate_matches(counter: NgramCounter, group, p, n) -> tuple[np.ndarray, n
     """(n-gram count of every text, its list's expected n-gram count, clipped matches
     sum_g min(c_i(g), E[c](g)) against its list's aggregate reference), each (T,)."""
     rows, cols, counts = counter.counts(n)
-    n_texts = len(group)
     expected = np.bincount(cols, weights=p[rows] * counts, minlength=int(cols.max(initial=-1)) + 1)
-    matches = np.bincount(rows, weights=np.minimum(counts, expected[cols]), minlength=n_texts)
-    totals = np.bincount(rows, weights=counts, minlength=n_texts)
+    matches, totals = clipped_counts(rows, cols, counts, expected, len(group))
     return totals, expected_per_list(totals, group, p), matches
 
 
@@ -217,13 +198,10 @@ def bleu_aggregate(texts: Sequence[str], offsets: np.ndarray, p: np.ndarray, tok
     ids, bounds = token_sequences(texts, tokenize)
     group = list_of_row(offsets)
     lengths = np.diff(bounds).astype(np.float64)
-    stats = np.zeros((len(lengths), 10))
-    stats[:, 0], stats[:, 1] = lengths, expected_per_list(lengths, group, p)
     counter = NgramCounter(ids, bounds, group)
-    for n in range(1, 5):
-        totals, _, matches = aggregate_matches(counter, group, p, n)
-        stats[:, 1 + n], stats[:, 5 + n] = matches, totals
-    return sentence_bleu_plus1(stats)
+    orders = [aggregate_matches(counter, group, p, n) for n in range(1, 5)]
+    return sentence_bleu_plus1(stats_array(lengths, expected_per_list(lengths, group, p), [m for _, _, m in orders],
+                                           [t for t, _, _ in orders]))
 
 
 def chrf_aggregate(texts: Sequence[str], offsets: np.ndarray, p: np.ndarray, word_order: int = 0) -> np.ndarray:

@@ -182,3 +182,19 @@ def test_hypothesis_stats_on_real_lists_in_several_blocks(monkeypatch):
     for i in range(nbest.n_sentences):
         lo, hi = nbest.offsets[i], nbest.offsets[i + 1]
         assert got[lo:hi].tolist() == [sacrebleu_stats(bleu, h, [r[i] for r in refs]) for h in nbest.hyps[lo:hi]]
+
+
+def test_the_eval_metric_reads_the_one_bleu_implementation():
+    """BLEU's eval statistics are rerank.metrics.bleu.hypothesis_stats with one hypothesis per
+    sentence, and both are sacrebleu's own per-segment statistics (two references, -lc)."""
+    from rerank.metrics.bleu import hypothesis_stats
+
+    rng = np.random.default_rng(5)
+    words = [w for w in WORDS if w.strip()]
+    hyps, ref1, ref2 = ([" ".join(rng.choice(words, size=rng.integers(0, 12))) for _ in range(60)] for _ in range(3))
+    metric = make_metric("bleu", tokenize="13a", lowercase=True)
+    got = metric.sentence_stats(hyps, [ref1, ref2])
+    np.testing.assert_array_equal(got, hypothesis_stats(hyps, np.arange(61), [ref1, ref2], "13a", True))
+    expect = corpus_segment_stats(BLEU(tokenize="13a", lowercase=True), hyps, [ref1, ref2])
+    np.testing.assert_array_equal(got, np.asarray(expect, dtype=np.float64))
+    assert "nrefs:2" in metric.signature()

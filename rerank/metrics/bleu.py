@@ -1,5 +1,12 @@
-"""Per-hypothesis BLEU sufficient statistics, computed once with sacrebleu's own code
-(through rerank.metrics.sacre_stats, the only user of its private methods).
+"""BLEU in one place: per-hypothesis sufficient statistics, corpus BLEU and sentence BLEU+1.
+
+`hypothesis_stats` is the toolkit's one implementation of BLEU statistics (the eval metric
+rerank.metrics.sacre.BLEUMetric, the tuners, the oracle and the report all call it): sacrebleu's
+tokenisers, closest reference length and clipping, computed as arrays over blocks of whole lists
+(rerank.metrics.ngrams); tests check it against sacrebleu's own per-segment statistics. MBR's
+utilities (rerank.consensus) count their pairs' and aggregate references' n-grams with the same
+NgramCounter and `clipped_counts`, lay them out with `stats_array` and score them with
+`sentence_bleu_plus1`.
 
 Layout (sacrebleu's): ``[sys_len, ref_len, correct_1..4, total_1..4]`` as float64, one row
 per hypothesis. Summing rows and calling `corpus_bleu` gives exactly sacrebleu's corpus
@@ -16,7 +23,8 @@ from sacrebleu.metrics import BLEU
 from rerank.errors import InputError
 from rerank.progress import track
 from rerank.nbest import segment_argmax
-from rerank.metrics.ngrams import NgramCounter, sentence_blocks, token_sequences
+from rerank.metrics.ngrams import NgramCounter, clipped_counts, sentence_blocks, token_sequences
+from rerank.metrics.sacre_stats import clear_tokenizer_cache
 
 N_STATS = 10
 SYS_LEN, REF_LEN = 0, 1
@@ -67,6 +75,7 @@ def hypothesis_stats(
         lo, hi = int(bounds[a]), int(bounds[b])
         out[lo:hi] = block_stats(hyps[lo:hi], bounds[a:b + 1] - lo, [stream[a:b] for stream in refs], tokenize,
                                  lowercase)
+    clear_tokenizer_cache(make_bleu(tokenize, lowercase))  # sacrebleu's tokenisers cache up to 65,536 lines for good
     return out
 
 
@@ -94,24 +103,36 @@ def block_stats(hyps: Sequence[str], offsets: np.ndarray, refs: Sequence[Sequenc
         texts = [t.lower() for t in texts]
     ids, text_bounds = token_sequences(texts, tokenize)
     lengths = np.diff(text_bounds)
-    stats = np.zeros((len(texts), N_STATS))
     hyp_rows = ~is_ref
+    hyp_lengths = lengths[hyp_rows]
+    closest = np.zeros(len(hyp_lengths))
     if n_refs:
         ref_lengths = lengths[is_ref].reshape(n_sent, n_refs)[group[hyp_rows]]
-        hyp_lengths = lengths[hyp_rows]
         # the closest reference length, the shorter one on a tie (sacrebleu's _get_closest_ref_len)
         key = np.abs(ref_lengths - hyp_lengths[:, None]) * (int(lengths.max(initial=0)) + 1) + ref_lengths
-        stats[hyp_rows, REF_LEN] = ref_lengths[np.arange(len(key)), key.argmin(axis=1)]
-    stats[:, SYS_LEN] = lengths
+        closest = ref_lengths[np.arange(len(key)), key.argmin(axis=1)]
     counter = NgramCounter(ids, text_bounds, group)
+    matches, totals = [], []
     for n in range(1, 5):
         rows, cols, counts = counter.counts(n)
         ref_entry = is_ref[rows]
         reference = np.zeros(int(cols.max(initial=-1)) + 1)
         np.maximum.at(reference, cols[ref_entry], counts[ref_entry])
-        stats[:, 1 + n] = np.bincount(rows, weights=np.minimum(counts, reference[cols]), minlength=len(texts))
-        stats[:, 5 + n] = np.bincount(rows, weights=counts, minlength=len(texts))
-    return stats[hyp_rows]
+        correct, total = clipped_counts(rows, cols, counts, reference, len(texts))
+        matches.append(correct[hyp_rows])
+        totals.append(total[hyp_rows])
+    return stats_array(hyp_lengths, closest, matches, totals)
+
+
+def stats_array(sys_len: np.ndarray, ref_len: np.ndarray, matches: Sequence[np.ndarray],
+                totals: Sequence[np.ndarray]) -> np.ndarray:
+    """BLEU statistics in sacrebleu's layout, float64 (n, 10), from the hypotheses' and references'
+    lengths and, for the orders 1..4 in turn, the clipped n-gram matches and the n-gram totals."""
+    stats = np.empty((len(sys_len), N_STATS))
+    stats[:, SYS_LEN], stats[:, REF_LEN] = sys_len, ref_len
+    stats[:, CORRECT] = np.column_stack(matches) if len(matches) else 0.0
+    stats[:, TOTAL] = np.column_stack(totals) if len(totals) else 0.0
+    return stats
 
 
 def corpus_bleu(stats: np.ndarray) -> float:

@@ -2,8 +2,8 @@
 
 Texts become one int64 array of unit ids with CSR bounds (`integer_sequences`, `token_sequences`
 for sacrebleu's tokens); `NgramCounter` counts the distinct n-grams of every text of a block of
-lists with one sort per order, so statistics over millions of hypotheses need no Python step
-per n-gram.
+lists with one sort per order, and `clipped_counts` turns its counts into matches clipped by a
+reference count, so statistics over millions of hypotheses need no Python step per n-gram.
 """
 
 from __future__ import annotations
@@ -107,6 +107,16 @@ class NgramCounter:
         column = keys // self.span
         cols = np.cumsum(np.r_[True, column[1:] != column[:-1]]) - 1
         return keys % self.span + self.first[column // self.top], cols, counts
+
+
+def clipped_counts(rows: np.ndarray, cols: np.ndarray, counts: np.ndarray, reference: np.ndarray,
+                   n_texts: int) -> tuple[np.ndarray, np.ndarray]:
+    """(matches, totals) of every text for one order, from `NgramCounter.counts`: the sum over its
+    distinct n-grams of min(count, reference[col]) (its matches clipped by a reference count per
+    n-gram column: BLEU's largest count in any reference, MBR's expected count) and of count."""
+    matches = np.bincount(rows, weights=np.minimum(counts, reference[cols]), minlength=n_texts)
+    totals = np.bincount(rows, weights=counts, minlength=n_texts)
+    return matches, totals
 
 
 def token_sequences(texts: Sequence[str], tokenize: str = "13a") -> tuple[np.ndarray, np.ndarray]:

@@ -1,9 +1,11 @@
-"""BLEU, chrF, TER and the length ratio on top of sacrebleu's metric classes.
+"""BLEU, chrF, TER and the length ratio, with sacrebleu's numbers.
 
-Statistics come from sacrebleu itself (same tokenisers, same counting; read through
-rerank.metrics.sacre_stats, the only user of its private methods), so corpus scores equal the `sacrebleu`
-CLI; only the final formula is re-written in numpy so that it runs over a batch axis
-(randomisation/bootstrap trials). Tests compare both formulas on real data.
+BLEU's statistics are the toolkit's one implementation of them, rerank.metrics.bleu.hypothesis_stats
+(sacrebleu's tokenisers, closest reference length and clipping, computed as arrays; tests check
+them against sacrebleu's own per-segment statistics). chrF's and TER's come from sacrebleu itself
+(read through rerank.metrics.sacre_stats, the only user of its private methods). So corpus scores
+equal the `sacrebleu` CLI; only the final formulas are re-written in numpy so that they run over a
+batch axis (randomisation/bootstrap trials). Tests compare both formulas on real data.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 from sacrebleu.metrics import BLEU, CHRF, TER
 
-from rerank.metrics.bleu import corpus_bleu_batch
+from rerank.metrics.bleu import corpus_bleu_batch, hypothesis_stats
 from rerank.metrics.base import Metric
 from rerank.metrics.sacre_stats import clear_tokenizer_cache, corpus_segment_stats
 
@@ -35,19 +37,23 @@ def segment_stats(metric, hyps, refs, k: int) -> np.ndarray:
 class BLEUMetric(Metric):
     """Corpus BLEU as sacrebleu computes it (exp smoothing, the CLI default).
 
-    Statistics per sentence: [sys_len, ref_len, correct_1..4, total_1..4] (sacrebleu's layout).
+    Statistics per sentence: [sys_len, ref_len, correct_1..4, total_1..4] (sacrebleu's layout), from
+    rerank.metrics.bleu.hypothesis_stats (one hypothesis per sentence), the same numbers the tuners
+    and the oracle use. The sacrebleu object gives the signature.
     """
 
     name, display = "bleu", "BLEU"
     options = ("tokenize", "lowercase")
-    statistics_doc = "sacrebleu's `[sys_len, ref_len, correct_1..4, total_1..4]`"
+    statistics_doc = "sacrebleu's `[sys_len, ref_len, correct_1..4, total_1..4]` (`rerank.metrics.bleu.hypothesis_stats`)"
     score_doc = "sacrebleu's formula, exp smoothing (`rerank.metrics.bleu.corpus_bleu_batch`)"
 
     def __init__(self, tokenize: str | None = None, lowercase: bool = False):
         self._bleu = BLEU(tokenize=tokenize, lowercase=lowercase, smooth_method="exp", force=True)
+        self.tokenize, self.lowercase = tokenize or BLEU.TOKENIZER_DEFAULT, lowercase
 
     def sentence_stats(self, hyps, refs):
-        return segment_stats(self._bleu, hyps, refs, 10)
+        self._bleu.num_refs = len(refs)  # for the signature, as sacrebleu's own statistics set it
+        return hypothesis_stats(list(hyps), np.arange(len(hyps) + 1), refs, self.tokenize, self.lowercase)
 
     def score_from_stats(self, stats):
         score = corpus_bleu_batch(stats)  # the project's vectorised sacrebleu formula (rerank.metrics.bleu)
