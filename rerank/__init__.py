@@ -13,9 +13,10 @@ __version__ = "0.1.0"
 # logging sees nothing either (the CLI adds its own stderr handler).
 logging.getLogger("rerank").addHandler(logging.NullHandler())
 
-_API = ("NBestList", "read_nbest", "write_nbest", "add_features", "read_references", "read_weights", "tune",
-        "TuneResult", "TuneRun", "TuneSettings", "apply", "first_best", "oracle", "Oracle", "evaluate", "Evaluation", "EvalOptions", "Reranked",
-        "approximate_randomization", "paired_bootstrap", "make_metric", "from_ctranslate2", "from_generate")
+_API = ("NBestList", "read_nbest", "write_nbest", "add_features", "FeatureContext", "read_references", "read_weights",
+        "tune", "TuneSettings", "TuneResult", "TuneRun", "apply", "first_best", "oracle", "Oracle", "evaluate",
+        "EvalOptions", "Evaluation", "Reranked", "approximate_randomization", "paired_bootstrap", "make_metric",
+        "from_ctranslate2", "from_generate")
 
 __all__ = ["__version__", *_API]
 

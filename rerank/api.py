@@ -22,12 +22,13 @@ import hashlib
 import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from rerank.errors import InputError, require
+from rerank.features import FeatureContext
 from rerank.formats.decoders import from_ctranslate2, from_generate
 from rerank.evaluation import EvalOptions, ResultTable
 from rerank.io import read_lines, read_references
@@ -45,7 +46,7 @@ log = logging.getLogger(__name__)
 
 __all__ = ["NBestList", "read_nbest", "write_nbest", "add_features", "read_references", "read_weights", "tune",
            "TuneResult", "TuneRun", "TuneSettings", "apply", "first_best", "oracle", "Oracle", "evaluate", "Evaluation",
-           "EvalOptions", "Reranked",
+           "EvalOptions", "Reranked", "FeatureContext",
            "approximate_randomization", "paired_bootstrap", "make_metric", "from_ctranslate2", "from_generate"]
 
 PathLike = str | os.PathLike
@@ -103,71 +104,91 @@ def first_best(nbest: NBestList | PathLike) -> list[str]:
     return [nbest.hyps[int(i)] for i in nbest.offsets[:-1]]
 
 
-# ---- plug-in options: keywords -> the namespace plug-ins read ---------------------------------
+# ---- features ----------------------------------------------------------------------------------------
 
-def _feature_options(installed: Mapping[str, type[Feature]], requested: Mapping[str, list[str]], options: dict) -> dict:
-    """{plug-in: {field: value}} from keywords: a keyword that is a field of a plug-in's `Options`
-    goes to it (`utility=`), and one prefixed with the plug-in's name to it alone (`mbr_utility=`);
-    any other keyword is an error naming the known fields."""
+def _feature_options(installed: Mapping[str, type[Feature]], plugins: Sequence[str], given: Mapping[str, object],
+                     keywords: Mapping[str, object]) -> dict:
+    """{plug-in: its validated Options}: `given` ({plug-in: Options or mapping}), then the keywords:
+    one that is a field of a plug-in's `Options` goes to it (`utility=`), and one prefixed with the
+    plug-in's name to it alone (`mbr_utility=`); any other keyword is an InputError naming the fields."""
     from dataclasses import fields
 
-    known = {name: {f.name for f in fields(installed[name].Options)} for name in requested}
-    chosen: dict[str, dict] = {name: {} for name in requested}
-    for key, value in options.items():
-        targets = [(name, key[len(name) + 1:]) for name in requested if key.startswith(name + "_")
-                   and key[len(name) + 1:] in known[name]] or [(name, key) for name in requested if key in known[name]]
+    known = {name: {f.name for f in fields(installed[name].Options)} for name in plugins}
+    chosen: dict[str, dict] = {name: {} for name in plugins}
+    for key, value in keywords.items():
+        targets = [(name, key[len(name) + 1:]) for name in plugins if key.startswith(name + "_")
+                   and key[len(name) + 1:] in known[name]] or [(name, key) for name in plugins if key in known[name]]
         if not targets:
             every = sorted({f for names in known.values() for f in names})
-            raise TypeError(f"unknown feature option {key!r} (options of {', '.join(requested)}: "
-                            f"{', '.join(every) or 'none'})")
+            raise InputError(f"unknown feature option {key!r} (options of {', '.join(plugins)}: {', '.join(every) or 'none'})")
         for name, field_name in targets:
             chosen[name][field_name] = value
-    return chosen
+    result = {}
+    for name in plugins:
+        base = installed[name].make_options(given.get(name))
+        result[name] = installed[name].make_options({**asdict(base), **chosen[name]}) if chosen[name] else base
+    return result
 
 
-def add_features(nbest: NBestList | PathLike, names: str | Sequence[str], *, sources: Sequence[str] | PathLike | None = None,
-                 src_lang: str = "en", tgt_lang: str = "de", device: str = "cpu", threads: int | None = None,
-                 replace: bool = False, progress: bool = False, cache: str | PathLike | None = None,
-                 **options) -> NBestList:
+def add_features(nbest: NBestList | PathLike, names: str | Sequence[str] | None = None, *,
+                 sources: Sequence[str] | PathLike | None = None, src_lang: str = "en", tgt_lang: str = "de",
+                 device: str = "cpu", threads: int | None = None, replace: bool = False, progress: Progress = False,
+                 cache: str | PathLike | None = None, context: FeatureContext | None = None,
+                 options: Mapping[str, object] | None = None, source: str | None = None, **keywords) -> NBestList:
     """The n-best list with the columns `names` (e.g. "mbr" or ["s_s", "mbr"]) of the installed
-    feature plug-ins (rerank.plugins) added. `sources`: one source sentence per n-best sentence
-    (a list or a file), for the features that need them; `device` (cpu, cuda) and `threads` (torch
-    CPU threads) for the model features; `cache`: a score-cache file for users' models
-    (rerank.score_cache; None, the default here, caches nothing); `options`: the plug-ins' options as
-    keywords: the fields of each plug-in's `Options` (mbr: utility, temperature, score_feature,
-    tokenize; `mbr_utility=` names the plug-in too). A column the list has already is an error
-    unless `replace`."""
+    feature plug-ins (rerank.plugins) added; `names=None`: the columns the plug-ins' options ask for
+    (e.g. s_s when a model is given). `sources`: one source sentence per n-best sentence (a list or
+    a file), for the features that need them; `device` (cpu, cuda) and `threads` (torch CPU threads)
+    for the model features; `cache`: a score-cache file for users' models (rerank.score_cache; None
+    caches nothing). `context`: a whole FeatureContext instead of those keywords (a shard of a
+    larger list: its first sentence and the total). `options`: {plug-in: its Options or a mapping};
+    `keywords`: plug-in options by field name (mbr: utility, temperature, ...; `mbr_utility=` names
+    the plug-in too). A column the list has already is an error unless `replace`."""
     from rerank import plugins
-    from rerank.features import FeatureContext, check_columns, column_owners
+    from rerank.features import check_columns, column_owners
 
-    nbest, source = _nbest(nbest)
+    nbest, source = _nbest(nbest, source)
     installed = plugins.features()
     owners = column_owners(installed)
-    which = [n.strip() for n in names.split(",")] if isinstance(names, str) else list(names)
+    given = dict(options or {})
+    if names is None:
+        defaults = _feature_options(installed, list(installed), given, keywords)
+        which = [c for name, cls in installed.items() for c in cls().default_columns(defaults[name])]
+        if not which:
+            raise InputError(f"no feature requested: name the columns (installed: {', '.join(owners) or 'none'})")
+    else:
+        which = [n.strip() for n in names.split(",") if n.strip()] if isinstance(names, str) else list(names)
     unknown = [n for n in which if n not in owners]
     if unknown or not which:
         raise InputError(f"unknown feature {(unknown or [''])[0]!r} (installed: {', '.join(owners) or 'none'})")
-    if isinstance(sources, (str, os.PathLike)):
-        sources = read_lines(os.fspath(sources))
-    if sources is not None and len(sources) != nbest.n_sentences:
-        raise InputError(f"{len(sources)} source sentences for {nbest.n_sentences} n-best sentences")
+    twice = [n for n in which if which.count(n) > 1]
+    if twice:
+        raise InputError(f"the feature {twice[0]!r} is asked for twice")
     requested: dict[str, list[str]] = {}
     for column in which:
         requested.setdefault(owners[column], []).append(column)
-    plugin_options = _feature_options(installed, requested, options)
-    context = FeatureContext(nbest_path=source, sources=None if sources is None else list(sources), src_lang=src_lang,
-                             tgt_lang=tgt_lang, device=device, threads=threads, total_sentences=nbest.n_sentences,
-                             progress=progress, cache=None if cache is None else os.fspath(cache))
+    plugin_options = _feature_options(installed, list(requested), given, keywords)
+    for plugin, columns in requested.items():  # a missing extra is said before any work
+        require(installed[plugin].requires, f"the {', '.join(columns)} feature")
+    if context is None:
+        if isinstance(sources, (str, os.PathLike)):
+            sources = read_lines(os.fspath(sources))
+        context = FeatureContext(nbest_path=source, sources=None if sources is None else list(sources),
+                                 src_lang=src_lang, tgt_lang=tgt_lang, device=device, threads=threads,
+                                 total_sentences=nbest.n_sentences, progress=progress,
+                                 cache=None if cache is None else os.fspath(cache))
+    if context.sources is not None and len(context.sources) != nbest.n_sentences:
+        raise InputError(f"{len(context.sources)} source sentences for {nbest.n_sentences} n-best sentences", source)
     for plugin, columns in requested.items():
         values = installed[plugin]().compute(nbest, columns, context, plugin_options[plugin])
         check_columns(values, nbest.n_hyps, plugin)
         for column, column_values in values.items():
             problem = nbest.feature_clash(column, replace)
             if problem:
-                raise InputError(problem, source)
+                raise InputError(problem + (" (replace overwrites it)" if column in nbest.feature_names else ""), source)
             nbest = nbest.with_feature(column, column_values, replace=replace)
     for note in context.notes:
-        log.warning(note)
+        log.warning("note: %s", note)
     return nbest
 
 
@@ -334,22 +355,22 @@ class Reranked:
     source: str | None = None
 
 
-def _run_file(path: PathLike, n: int) -> list[str]:
+def _run_file(path: PathLike, n: int, refs_name: str) -> list[str]:
     """The hypotheses of one run file, which must have one line per reference line."""
     path = os.fspath(path)
     lines = read_lines(path)
     if not lines:
         raise InputError("empty file", path)
     if len(lines) != n:
-        raise InputError(f"has {len(lines)} lines but the references have {n}", path)
+        raise InputError(f"has {len(lines)} lines but the references have {n} ({refs_name})", path)
     return lines
 
 
-def _runs(value, what: str, n: int) -> tuple[list[list[str]], list[str]]:
+def _runs(value, what: str, n: int, refs_name: str) -> tuple[list[list[str]], list[str]]:
     """(one system's runs, the files read): a file path or a list of strings is one run; a list of
     runs (each a list of strings or a file path) is several. A file must have `n` lines."""
     if isinstance(value, (str, os.PathLike)):
-        return [_run_file(value, n)], [os.fspath(value)]
+        return [_run_file(value, n, refs_name)], [os.fspath(value)]
     if isinstance(value, NBestList):
         raise InputError(f"{what}: an n-best list is not a system output; give rerank.Reranked(nbest, weights), "
                          "rerank.apply(nbest, weights) or rerank.first_best(nbest)")
@@ -362,7 +383,7 @@ def _runs(value, what: str, n: int) -> tuple[list[list[str]], list[str]]:
     runs, files = [], []
     for k, run in enumerate(items, start=1):
         if isinstance(run, (str, os.PathLike)):
-            runs.append(_run_file(run, n))
+            runs.append(_run_file(run, n, refs_name))
             files.append(os.fspath(run))
         elif isinstance(run, Sequence) and all(isinstance(x, str) for x in run):
             runs.append(list(run))
@@ -470,6 +491,7 @@ def evaluate(refs, baseline, systems: Mapping[str, object], options: EvalOptions
     ref_files = [os.fspath(r) for r in ([refs] if isinstance(refs, (str, os.PathLike)) else refs)
                  if isinstance(r, (str, os.PathLike))]
     refs = read_references(refs)
+    refs_name = ref_files[0] if ref_files else "reference 1"
     outputs: dict[str, list[list[str]]] = {}
     sources: dict[str, list[str]] = {}
     nbests: dict[str, tuple] = {}
@@ -479,12 +501,15 @@ def evaluate(refs, baseline, systems: Mapping[str, object], options: EvalOptions
             raise InputError(f"two systems are named {name!r}")
         if isinstance(value, Reranked):
             nbest, source = _nbest(value.nbest, value.source)
+            if nbest.n_sentences != len(refs[0]):
+                raise InputError(f"the n-best list has {nbest.n_sentences} sentences but the references have "
+                                 f"{len(refs[0])} ({refs_name})", source)
             w = _weight_vector(value.weights, nbest)
             outputs[name] = [[nbest.hyps[int(r)] for r in best_rows(nbest, w)]]
             nbests[name] = (nbest, model_scores(nbest, w))
             files = [source, *([os.fspath(value.weights)] if isinstance(value.weights, (str, os.PathLike)) else [])]
         else:
-            outputs[name], files = _runs(value, what, len(refs[0]))
+            outputs[name], files = _runs(value, what, len(refs[0]), refs_name)
         if files:
             sources[name] = files
     counts = {name: len(runs) for name, runs in outputs.items()}

@@ -55,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     prefer_passive_openmp()
     token = set_command_line(argv)
     restore = _report_on_stderr()
+    parser = args = None
     try:
         parser = _parser()
         args = parser.parse_args(argv)
@@ -62,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except (InputError, distributed.PeerFailed) as exc:  # PeerFailed: another rank's traceback is on its stderr
         if distributed.speaks(exc):
-            print(f"{name}: error: {exc}", file=sys.stderr)
+            print(f"{name}: error: {_with_flag(exc, parser, args)}", file=sys.stderr)
         return 2
     except ModuleNotFoundError as exc:  # a command of the `neural` extra on a core install
         module = missing_neural(exc)
@@ -84,6 +85,20 @@ def main(argv: list[str] | None = None) -> int:
         distributed.close()
         restore()
         reset_command_line(token)
+
+
+def _with_flag(exc: Exception, parser: argparse.ArgumentParser | None, args: argparse.Namespace | None) -> str:
+    """The error's message, with the option it is about (InputError.option, a keyword of the
+    library) said as the command's flag of the same destination, when the command has one."""
+    option = getattr(exc, "option", None)
+    if not option or parser is None or args is None or not exc.problem.startswith(option):
+        return str(exc)
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    flags = [a.option_strings for a in commands.choices[args.command]._actions if a.dest == option and a.option_strings]
+    if not flags:
+        return str(exc)
+    flag = max(flags[0], key=len)
+    return str(InputError(flag + exc.problem[len(option):], exc.path, exc.line))
 
 
 def run() -> NoReturn:

@@ -2,12 +2,15 @@
 
 
 class InputError(Exception):
-    """Bad input. The message names the file, the line (when there is one) and the problem."""
+    """Bad input. The message names the file, the line (when there is one) and the problem; a
+    problem with one option starts with the option's Python name and sets `option`, which the
+    command line replaces by its flag (`bootstrap must be ...` is said `--bootstrap must be ...`)."""
 
-    def __init__(self, problem: str, path: str | None = None, line: int | None = None):
+    def __init__(self, problem: str, path: str | None = None, line: int | None = None, *, option: str | None = None):
         self.problem = problem
         self.path = path
         self.line = line
+        self.option = option   # the keyword (field) the problem is about: the command line names its flag
         where = ""
         if path is not None:
             where = f"{path}:{line}: " if line is not None else f"{path}: "
@@ -27,7 +30,6 @@ class NeedsOption(InputError):
 NEURAL_MODULES = frozenset({"torch", "torchvision", "sklearn", "sentencepiece", "sacremoses", "PIL"})
 EXTRA_OF_MODULE = {**{module: "neural" for module in NEURAL_MODULES}, "transformers": "hf", "tokenizers": "hf",
                    "safetensors": "hf", "ctranslate2": "ct2", "sentence_transformers": "st", "comet": "comet"}
-INSTALL_NEURAL = "pip install 'mlmme-rerank[neural]'"
 
 
 def install_line(module: str) -> str:

@@ -246,16 +246,17 @@ class EvalOptions:
         if twice:
             raise InputError(f"the metrics name {twice[0]} twice")
         if self.lang not in METEOR_LANGUAGES:
-            raise InputError(f"unknown language {self.lang!r} (known: {', '.join(METEOR_LANGUAGES)})")
+            raise InputError(f"lang: unknown language {self.lang!r} (known: {', '.join(METEOR_LANGUAGES)})", option="lang")
         make_bleu(self.tokenize)
         if not isinstance(self.ar, int) or self.ar < 1:
-            raise InputError(f"ar (randomisation trials) must be a positive integer, got {self.ar!r}")
+            raise InputError(f"ar (randomisation trials) must be a positive integer, got {self.ar!r}", option="ar")
         if not isinstance(self.bootstrap, int) or self.bootstrap < 0 or self.bootstrap == 1:
-            raise InputError(f"bootstrap must be 0 (no s_sel or intervals) or at least 2, got {self.bootstrap!r}")
+            raise InputError(f"bootstrap must be 0 (no s_sel or intervals) or at least 2, got {self.bootstrap!r}",
+                             option="bootstrap")
         if not isinstance(self.seed, int) or self.seed < 0:
-            raise InputError(f"seed must be a non-negative integer, got {self.seed!r}")
+            raise InputError(f"seed must be a non-negative integer, got {self.seed!r}", option="seed")
         if not 0 < self.alpha < 1:
-            raise InputError(f"alpha must be between 0 and 1, got {self.alpha!r}")
+            raise InputError(f"alpha must be between 0 and 1, got {self.alpha!r}", option="alpha")
         if self.stratified and self.multeval_compat:
             raise InputError("stratified and multeval_compat are two different tests: choose one")
 
@@ -291,8 +292,8 @@ def evaluate_systems(refs: Sequence[Sequence[str]], baseline_runs: Sequence[Sequ
     all_systems = _collect_systems(baseline_name, baseline_runs, systems, n)
     second_baseline, bootstrap, seed = o.second_baseline, o.bootstrap, o.seed
     if second_baseline is not None and second_baseline not in systems:
-        raise InputError(f"the second baseline {second_baseline!r} is not a system name "
-                         f"(systems: {', '.join(systems) or 'none'})")
+        raise InputError(f"second_baseline {second_baseline!r} is not a system name "
+                         f"(systems: {', '.join(systems) or 'none'})", option="second_baseline")
     metric_objs = [m if isinstance(m, Metric) else make_metric(m, lang=o.lang, tokenize=o.tokenize, lowercase=o.lowercase,
                                                                ter_case_sensitive=o.ter_case_sensitive,
                                                                meteor_options=o.meteor) for m in o.metrics]

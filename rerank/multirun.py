@@ -69,11 +69,12 @@ class TuneSettings:
             value = getattr(self, name)
             object.__setattr__(self, name, tuple([value] if isinstance(value, str) else value or ()))
         if not isinstance(self.runs, int) or self.runs < 1:
-            raise InputError(f"runs must be a positive integer, got {self.runs!r}")
+            raise InputError(f"runs must be a positive integer, got {self.runs!r}", option="runs")
         if not isinstance(self.seed, int) or self.seed < 0:
-            raise InputError(f"seed must be a non-negative integer, got {self.seed!r}")
+            raise InputError(f"seed must be a non-negative integer, got {self.seed!r}", option="seed")
         if self.normalize not in self.NORMALIZE:
-            raise InputError(f"normalize must be one of {', '.join(self.NORMALIZE)}, got {self.normalize!r}")
+            raise InputError(f"normalize must be one of {', '.join(self.NORMALIZE)}, got {self.normalize!r}",
+                             option="normalize")
         make_bleu(self.tokenize, self.lowercase)  # an unknown tokenizer, before any file is read
 
     @classmethod

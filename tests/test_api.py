@@ -160,7 +160,7 @@ def test_add_features_by_name_with_keyword_options(tmp_path):
     with pytest.raises(InputError, match="already"):
         rerank.add_features(with_mbr, "mbr")
     assert np.allclose(rerank.add_features(with_mbr, "mbr", replace=True, mbr_utility="chrf").column("mbr"), chrf.column("mbr"))
-    with pytest.raises(TypeError, match="unknown feature option"):
+    with pytest.raises(InputError, match="unknown feature option"):
         rerank.add_features(nbest, "mbr", utilty="chrf")
     with pytest.raises(InputError, match="unknown feature"):
         rerank.add_features(nbest, "no_such_column")
@@ -207,3 +207,24 @@ def test_a_script_that_configures_no_logging_sees_nothing():
                            capture_output=True, text=True)
     assert quiet.returncode == shown.returncode == 0
     assert quiet.stderr == "" and "a library warning" in shown.stderr
+
+
+def test_one_options_object_per_job_checked_once_without_flag_names():
+    """EvalOptions and TuneSettings refuse what no data can fix, naming the option by its keyword (the
+    command line says the flag instead: test_cli_consistency); an unknown keyword is an InputError."""
+    refs, hyps = [["a b c", "d e f"]], ["a b c", "d e x"]
+    for bad, option in (({"bootstrap": 1}, "bootstrap"), ({"ar": 0}, "ar"), ({"alpha": 1.5}, "alpha"),
+                        ({"lang": "xx"}, "lang")):
+        with pytest.raises(InputError) as caught:
+            rerank.evaluate(refs, hyps, {"s": hyps}, **bad)
+        assert caught.value.option == option and caught.value.problem.startswith(option) and "--" not in str(caught.value)
+    with pytest.raises(InputError, match="unknown evaluation option 'trials'"):
+        rerank.evaluate(refs, hyps, {"s": hyps}, trials=5)
+    with pytest.raises(InputError) as caught:
+        rerank.TuneSettings(runs=0)
+    assert caught.value.option == "runs" and "--" not in str(caught.value)
+    settings = rerank.TuneSettings.make(rerank.TuneSettings(metric="ter"), runs=2, epochs=3)
+    assert (settings.metric, settings.runs, settings.tuner_options) == ("ter", 2, {"epochs": 3})
+    assert "runs" not in settings.reuse_record() and settings.reuse_record()["tuner_options"] == {"epochs": 3}
+    ev = rerank.evaluate(refs, hyps, {"s": hyps}, rerank.EvalOptions(metrics=("bleu",), ar=20, bootstrap=0))
+    assert ev.metrics == ["bleu"] and ev.table.config["ar_trials"] == 20

@@ -141,7 +141,7 @@ def test_non_positive_sizes_are_refused(tmp_path, capsys, argv, message):
 
 def test_bootstrap_of_one_is_refused(tmp_path, capsys):
     assert main(["eval", *REFS[:2], "-b", str(DATA / "ref.1"), "--bootstrap", "1", "-o", str(tmp_path / "r.md")]) == 2
-    assert "rerank eval: error: bootstrap must be 0 (no s_sel or intervals) or at least 2, got 1" in capsys.readouterr().err
+    assert "rerank eval: error: --bootstrap must be 0 (no s_sel or intervals) or at least 2, got 1" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
 
 

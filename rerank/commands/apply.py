@@ -61,11 +61,8 @@ def _metrics(args) -> list:
         raise InputError(f"--metrics: unknown metric(s) {', '.join(unknown) or '(none)'} (known: {', '.join(SCORED)})")
     make_bleu(args.tokenize, args.lowercase)  # checks the tokeniser's name
     options = {"modules": [m.strip() for m in args.meteor_modules.split(",") if m.strip()]} if args.meteor_modules else {}
-    try:
-        return [make_metric(m, lang=args.lang, tokenize=args.tokenize, lowercase=args.lowercase, meteor_options=options)
-                for m in names]
-    except ValueError as exc:
-        raise InputError(str(exc)) from None
+    return [make_metric(m, lang=args.lang, tokenize=args.tokenize, lowercase=args.lowercase, meteor_options=options)
+            for m in names]
 
 
 def run(args) -> int:

@@ -11,8 +11,8 @@ from rerank import distributed, plugins
 from rerank.cliargs import (add_nbest_positional, add_quiet, nonnegative_int, positive_int, resolve_nbest,
                             show_progress)
 from rerank.commands._common import format_help, nbest_inputs, add_nbest_input, add_output_format, load_nbest, write_output
-from rerank.errors import InputError, require
-from rerank.features import FeatureContext, check_columns, column_owners, shard_range
+from rerank.errors import InputError
+from rerank.features import shard_range
 from rerank.io import read_lines
 from rerank.outputs import check_outputs, nbest_outputs
 from rerank.score_cache import default_cache_path
@@ -60,30 +60,6 @@ def add_parser(subparsers):
     parser.set_defaults(func=run)
 
 
-def _requested(args, features: dict) -> dict[str, list[str]]:
-    """Plug-in name -> its requested columns, in the order asked."""
-    owners = column_owners(features)
-    if args.which:
-        which = [w.strip() for w in args.which.split(",") if w.strip()]
-        unknown = [w for w in which if w not in owners]
-        if unknown:
-            raise InputError(f"unknown feature {unknown[0]!r} (installed: {', '.join(owners) or 'none'})")
-    else:
-        which = [c for cls in features.values() for c in _default_columns(cls(), args)]
-        if not which:
-            raise InputError("no feature requested: give --which (installed: " + ", ".join(owners) + ")")
-    if len(set(which)) != len(which):
-        raise InputError(f"--which names a feature twice: {args.which}")
-    requested: dict[str, list[str]] = {}
-    for column in which:
-        requested.setdefault(owners[column], []).append(column)
-    return requested
-
-
-def _default_columns(plugin, args) -> list[str]:
-    return plugin.default_columns(plugin.options_from_args(args))
-
-
 def _plugin_files(args) -> list[str]:
     """Existing files named by any option (the plug-ins' model, image and other inputs)."""
     options = [v for k, v in vars(args).items() if k not in ("output", "score_cache")]
@@ -115,11 +91,10 @@ def _notes_on_main():
 
 
 def _run(args, features: dict) -> int:
+    from rerank.api import FeatureContext, add_features
+
     main = distributed.is_main()
     check_outputs(nbest_outputs(args.output, args.out_format), [*nbest_inputs(args), args.src, *_plugin_files(args)])
-    requested = _requested(args, features)
-    for plugin, which in requested.items():  # a missing extra is said before any work
-        require(features[plugin].requires, f"the {', '.join(which)} feature")
     nbest, _ = load_nbest(args)
     try:
         start, end = shard_range(nbest.n_sentences, args.shard)
@@ -140,18 +115,9 @@ def _run(args, features: dict) -> int:
                              device=distributed.local_device(args.device), threads=args.threads, first_sentence=start,
                              total_sentences=nbest.n_sentences, progress=show_progress(args) and main,
                              cache=None if args.no_score_cache else (args.score_cache or default_cache_path()))
-    for plugin, which in requested.items():
-        feature = features[plugin]()
-        columns = feature.compute(part, which, context, feature.options_from_args(args))
-        check_columns(columns, part.n_hyps, plugin)
-        for column, values in columns.items():
-            problem = part.feature_clash(column, args.replace)
-            if problem:
-                raise InputError(problem + (" (--replace overwrites it)" if column in part.feature_names else ""),
-                                 args.nbest)
-            part = part.with_feature(column, values, replace=args.replace)
+    which = [w.strip() for w in args.which.split(",") if w.strip()] if args.which else None
+    part = add_features(part, which, context=context, replace=args.replace, source=args.nbest,
+                        options={name: cls.options_from_args(args) for name, cls in features.items()})
     if main:
-        for note in context.notes:
-            print(f"note: {note}", file=sys.stderr)
         write_output(part, args.output, args.out_format, first_id=args.id_offset)
     return 0
