@@ -53,11 +53,6 @@ class MiraResult:
     history: list[dict] = field(default_factory=list)   # per epoch: score, updates, loss
 
 
-def sentence_bleu_bg(K: np.ndarray, bg: np.ndarray) -> np.ndarray:
-    """kbmira's background sentence BLEU of every row of K (k, 9) against bg (9,)."""
-    return _bleu_bg_t(np.ascontiguousarray(K.T), bg)
-
-
 def _bleu_bg_t(Kt: np.ndarray, bg: np.ndarray) -> np.ndarray:
     """The same on transposed statistics Kt (9, k): contiguous rows make the few numpy calls cheap."""
     S = Kt + bg[:, None]

@@ -83,16 +83,11 @@ def envelope_breakpoints(a: np.ndarray, b: np.ndarray, offsets: np.ndarray):
     return first, np.zeros(0), empty, empty, empty
 
 
-def line_search(X: np.ndarray, stats: np.ndarray, offsets: np.ndarray, score: Callable, w: np.ndarray,
-                d: np.ndarray, current: float | None = None) -> LineSearch:
-    """Exact best step along d from w by the objective `score` (higher is better: a TuningMetric's
-    `objective`); moves only if the best interval beats `current` (the objective at w)."""
-    return line_search_ab(X @ w, X @ d, stats, offsets, score, current)
-
-
 def line_search_ab(a: np.ndarray, b: np.ndarray, stats: np.ndarray, offsets: np.ndarray, score: Callable,
                    current: float | None = None) -> LineSearch:
-    """`line_search` with the model scores a = X w and their slopes b = X d given."""
+    """Exact best step along d from w by the objective `score` (higher is better: a TuningMetric's
+    `objective`), given the model scores a = X w and their slopes b = X d; moves only if the best
+    interval beats `current` (the objective at w)."""
     first, gam, _, old, new = envelope_breakpoints(a, b, offsets)
     base = stats[first].sum(axis=0)
     if current is None:

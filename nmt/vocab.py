@@ -70,10 +70,6 @@ class Vocab:
     def to_json(self) -> str:
         return json.dumps(self.itos, ensure_ascii=False)
 
-    @classmethod
-    def from_json(cls, text: str) -> Vocab:
-        return cls(json.loads(text))
-
 
 class SubwordVocab:
     """SentencePiece pieces (BPE or unigram) of Moses-tokenised text, with Vocab's interface.
@@ -128,11 +124,6 @@ class SubwordVocab:
 
     def to_json(self) -> str:
         return json.dumps({"sentencepiece": self.model_type, "model": base64.b64encode(self.model_proto).decode("ascii")})
-
-
-def vocab_from_json(text: str) -> Vocab | SubwordVocab:
-    """A vocabulary file as written by `to_json`: a word list, or a SentencePiece model."""
-    return vocab_from_data(json.loads(text))
 
 
 def vocab_from_data(data) -> Vocab | SubwordVocab:

@@ -12,7 +12,7 @@ import shlex
 import sys
 
 from rerank.errors import InputError
-from rerank.options import FRACTION, NONNEGATIVE, NONNEGATIVE_INT, POSITIVE, POSITIVE_INT, PROBABILITY, UNIT_INTERVAL
+from rerank.options import FRACTION, NONNEGATIVE, NONNEGATIVE_INT, POSITIVE, POSITIVE_INT, PROBABILITY
 
 
 def add_nbest_positional(parser) -> None:
@@ -107,5 +107,4 @@ nonnegative_int = NONNEGATIVE_INT.parse      # an integer >= 0
 positive_float = POSITIVE.parse              # a finite number > 0
 probability = PROBABILITY.parse              # a number strictly between 0 and 1 (a significance level)
 nonnegative_float = NONNEGATIVE.parse        # a finite number >= 0
-unit_interval = UNIT_INTERVAL.parse          # a number in [0, 1] (a decay or interpolation factor)
 fraction = FRACTION.parse                    # a number in [0, 1) (a dropout rate)

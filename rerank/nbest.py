@@ -87,13 +87,6 @@ class StringColumn(Sequence):
         hits = rows[last == ord("\r")]
         return int(hits[0]) if len(hits) else None
 
-    def byte_strings(self) -> list[bytes]:
-        """Every string as UTF-8 bytes (equal bytes, equal strings), split off the buffer in C."""
-        if b"\n" in self._buffer:
-            return [self._buffer[s:e] for s, e in zip(self._offsets[:-1].tolist(), self._offsets[1:].tolist())]
-        data = np.frombuffer(self._buffer, dtype=np.uint8)
-        return np.insert(data, self._offsets[1:-1], 10).tobytes().split(b"\n") if len(self) else []
-
     def take(self, indices: Iterable[int]) -> StringColumn:
         return StringColumn.from_strings(self[int(i)] for i in indices)
 

@@ -198,12 +198,6 @@ def best_rows(nbest: NBestList, w: np.ndarray) -> np.ndarray:
     return segment_argmax(model_scores(nbest, w), nbest.offsets)
 
 
-def best_hypotheses(nbest: NBestList, weights: dict[str, float], source: str = "weights") -> list[str]:
-    """The 1-best of every list under `weights` (read from `source`, named in messages)."""
-    w = weight_vector(weights, nbest.feature_names, source=source)
-    return [nbest.hyps[int(r)] for r in best_rows(nbest, w)]
-
-
 def resorted(nbest: NBestList, w: np.ndarray, scores: np.ndarray | None = None) -> NBestList:
     """Each list sorted by model score (`scores`, else computed), best first (stable: ties keep the original order)."""
     scores = model_scores(nbest, w) if scores is None else scores

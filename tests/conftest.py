@@ -24,8 +24,10 @@ from pathlib import Path
 
 import pytest
 
-from rerank.errors import INSTALL_NEURAL
+from rerank.errors import install_line
 from rerank.io import read_lines
+
+INSTALL_NEURAL = install_line("torch")  # the pip command of the neural extra
 
 # Caches the library writes (the METEOR paraphrase index, ~80 MB for English) go to build/test-cache
 # in the repository (ignored by git), not to the user's ~/.cache; a later run reuses them.

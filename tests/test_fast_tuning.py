@@ -44,13 +44,6 @@ def test_hash_collisions_fall_back(nbest):
     assert np.array_equal(kept, tuning._merge_duplicates_loop(nbest))
 
 
-def test_byte_strings():
-    strings = ["", "a", "ab", "", "ä", "x\ny", ""]
-    assert StringColumn.from_strings(strings).byte_strings() == [t.encode() for t in strings]
-    assert StringColumn.from_strings(strings[:3]).byte_strings() == [t.encode() for t in strings[:3]]
-    assert StringColumn.from_strings([]).byte_strings() == []
-
-
 @settings(max_examples=200, deadline=None)
 @given(strings=st.lists(st.text(alphabet=st.sampled_from(list("ab\n ä€")), max_size=5), max_size=30),
        start=st.integers(-35, 35), stop=st.integers(-35, 35), step=st.sampled_from([None, 1, 2, -1]))

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from rerank.consensus import MBRFeature, MBROptions
-from rerank.errors import INSTALL_NEURAL, InputError, MissingDependency, needs_neural
+from rerank.errors import InputError, MissingDependency, needs_neural
 from rerank.features import FeatureContext, make_options
 from rerank.formats import read_nbest
 from rerank.progress import progress_bar, track
@@ -30,6 +30,7 @@ from rerank.progress import progress_bar, track
 ROOT = Path(__file__).resolve().parent.parent
 JOSHUA = ROOT / "rerank" / "data" / "examples" / "joshua-bn-en.10"
 NEURAL = ("torch", "torchvision", "sklearn", "sentencepiece", "sacremoses")
+INSTALL_NEURAL = "pip install 'mlmme-rerank[neural]'"  # what a missing torch tells the user to run
 
 # A finder at the head of sys.meta_path that refuses the neural modules, as a venv without them would.
 BLOCKER = f"""

@@ -6,10 +6,16 @@ import numpy as np
 import pytest
 import sacrebleu
 
-from rerank.mira.kbmira import KBMira, kbmira, kbmira_stats, sentence_bleu_bg
+from rerank.mira.kbmira import KBMira, _bleu_bg_t, kbmira, kbmira_stats
 from rerank.nbest import NBestList, segment_argmax
 from rerank.tuning import bleu_metric, merge_duplicates, prepare
 from tests.mira_helpers import BAD, GOOD, hand_data, joshua, list_with_reference, one_best
+
+
+def sentence_bleu_bg(K: np.ndarray, bg: np.ndarray) -> np.ndarray:
+    """kbmira's background sentence BLEU of every row of K (k, 9) against bg (9,), as KBMira
+    computes it for one list (its rows transposed)."""
+    return _bleu_bg_t(np.ascontiguousarray(K.T), bg)
 
 
 def test_background_bleu_by_hand():

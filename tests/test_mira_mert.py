@@ -8,7 +8,7 @@ import sacrebleu
 from scipy.optimize import minimize
 
 from rerank.tuning import prepare
-from rerank.mira.mert import envelope_breakpoints, line_search, mert
+from rerank.mira.mert import envelope_breakpoints, line_search_ab, mert
 from rerank.mira.pro import pro, sample_pairs
 from rerank.metrics.bleu import corpus_bleu_batch, sentence_bleu_plus1
 from rerank.nbest import segment_argmax
@@ -50,7 +50,7 @@ def test_line_search_matches_brute_force(seed):
         rng = np.random.default_rng(100 + seed)
         w, d = rng.normal(size=3), rng.normal(size=3)
         current = corpus_bleu_batch(stats[segment_argmax(X @ w, offsets)].sum(axis=0))
-        ls = line_search(X, stats, offsets, corpus_bleu_batch, w, d, current)
+        ls = line_search_ab(X @ w, X @ d, stats, offsets, corpus_bleu_batch, current)
         brute = _brute_force(X, stats, offsets, w, d)
         assert max(ls.interval_objectives.max(), current) == pytest.approx(max(brute, current), abs=1e-9)
         # the chosen step really gives the promised score

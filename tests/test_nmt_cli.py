@@ -86,7 +86,9 @@ def test_bad_arguments_give_clear_errors(run, capsys):
 
 
 def test_subword_vocabulary_round_trip_and_files():
-    from rerank.nmt.vocab import EOS_ID, SPECIALS, SubwordVocab, vocab_from_json
+    import json
+
+    from rerank.nmt.vocab import EOS_ID, SPECIALS, SubwordVocab, vocab_from_data
     sents = [["Ein", "Hund", "läuft", "über", "die", "Wiese", "."], ["Zwei", "Hunde", "laufen", "."]] * 20
     for kind in ("bpe", "unigram"):
         v = SubwordVocab.build(sents, 40, kind)
@@ -95,7 +97,7 @@ def test_subword_vocabulary_round_trip_and_files():
         assert len(ids) > len(sents[0]) and min(ids) >= 4  # pieces, no specials
         assert v.decode(ids + [EOS_ID, 7, 8]) == sents[0]  # stops at </s>, gives words
         assert v.decode(v.encode(["Hund", "Qx"])) == ["Hund", "<unk>"]  # unseen characters
-        again = vocab_from_json(v.to_json())
+        again = vocab_from_data(json.loads(v.to_json()))
         assert again.encode(sents[1]) == v.encode(sents[1]) and again.model_type == kind
 
 

@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from rerank import plugins
+from rerank.api import apply
 from rerank.commands import _stream
 from rerank.errors import InputError
 from rerank.formats import read_nbest, write_nbest
@@ -21,7 +22,7 @@ from rerank.formats.moses import stream as moses_stream
 from rerank.metrics import make_metric
 from rerank.nbest import NBestList, segment_argmax
 from rerank.tuning import Tuner, TunerOutput, normalize, prepare
-from rerank.weights import SCORE_ROWS, best_hypotheses, best_rows, model_scores, read_weights, window_scores
+from rerank.weights import SCORE_ROWS, best_rows, model_scores, window_scores
 from tests.cli_helpers import run
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
@@ -173,7 +174,7 @@ def test_tuned_score_is_apply_score(tmp_path, capsys, metric, tuner, extra):
     # exactly: the same 1-best, the same metric
     nbest = read_nbest(f"{J}/nbest.joshua")
     refs = [open(r, encoding="utf-8").read().splitlines() for r in REFS]
-    best = best_hypotheses(nbest, read_weights(str(weights)))
+    best = apply(nbest, weights)
     scorer = make_metric(metric)
     scorer.prepare(best + [r for stream in refs for r in stream])
     assert scorer.corpus_score(best, refs) == pytest.approx(meta["tuned_score"], abs=1e-9)
@@ -225,4 +226,4 @@ def test_merged_duplicates_do_not_move_a_near_tie():
     assert data.nbest.n_hyps == 7  # the duplicate is merged
     assert np.array_equal(data.kept_rows[data.best_rows(w)], best_rows(nbest, w))
     bleu = make_metric("bleu", tokenize="none")
-    assert data.evaluate(w) == bleu.corpus_score(best_hypotheses(nbest, dict(zip(nbest.feature_names, w))), _refs(nbest))
+    assert data.evaluate(w) == bleu.corpus_score(apply(nbest, dict(zip(nbest.feature_names, w))), _refs(nbest))
