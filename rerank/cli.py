@@ -91,7 +91,7 @@ def _with_flag(exc: Exception, parser: argparse.ArgumentParser | None, args: arg
     """The error's message, with the option it is about (InputError.option, a keyword of the
     library) said as the command's flag of the same destination, when the command has one."""
     option = getattr(exc, "option", None)
-    if not option or parser is None or args is None or not exc.problem.startswith(option):
+    if not isinstance(exc, InputError) or not option or parser is None or args is None or not exc.problem.startswith(option):
         return str(exc)
     commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     flags = [a.option_strings for a in commands.choices[args.command]._actions if a.dest == option and a.option_strings]

@@ -374,7 +374,7 @@ def _collect_systems(baseline_name: str, baseline_runs, systems: dict, n: int) -
     return all_systems
 
 
-def _statistics(metric_objs: list[Metric], refs, all_systems: dict, progress: bool) -> dict:
+def _statistics(metric_objs: list[Metric], refs, all_systems: dict, progress: Progress) -> dict:
     """{(system, metric name): statistics (R, n, k)}, every run scored once per metric."""
     all_texts = [line for stream in refs for line in stream] + \
         [line for runs in all_systems.values() for hyps in runs for line in hyps]

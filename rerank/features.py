@@ -14,13 +14,14 @@ list, cuts shards, loads the source sentences and checks the values.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from rerank.errors import InputError
 from rerank.nbest import NBestList
+from rerank.progress import Progress
 from rerank.options import Configurable
 from rerank.options import NoOptions as NoOptions          # re-exported: plug-ins imported them from here
 from rerank.options import make_options as make_options
@@ -39,7 +40,7 @@ class FeatureContext:
     threads: int | None = None        # torch CPU threads for model features (None: leave torch's setting)
     first_sentence: int = 0           # index of the first sentence of this shard in the whole list
     total_sentences: int | None = None   # sentences in the whole list (the shard is a part of it)
-    progress: bool | Callable = False    # rerank.progress: False, True or a callback
+    progress: Progress = False        # rerank.progress: False, True or a callback
     cache: str | None = None          # score cache file of users' models (rerank.score_cache; None: no cache)
     notes: list[str] = field(default_factory=list)   # things the caller should tell the user
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from rerank.metrics.bleu import corpus_bleu, corpus_bleu_batch, hypothesis_stats, oracle_rows, sentence_bleu_plus1
+from rerank.dedup import distinct_bytes, distinct_rows
 from rerank.errors import InputError
 from rerank.metrics.registry import MetricInfo, best_index, better, metric_info, objective
 from rerank.nbest import NBestList, segment_argmax
@@ -26,51 +27,15 @@ from rerank.weights import best_rows
 log = logging.getLogger(__name__)
 
 
-def _first_of_equal(key: np.ndarray, equal: Callable[[np.ndarray, np.ndarray], np.ndarray]):
-    """(rows, inverse) of the groups of equal `key` numbered by first appearance, or None when
-    two rows share a key but `equal(rows, firsts)` says they differ (a hash collision)."""
-    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-    inverse = inverse.reshape(-1)
-    firsts = first[inverse]
-    repeated = np.flatnonzero(firsts != np.arange(len(key)))
-    if len(repeated) and not equal(repeated, firsts[repeated]).all():
-        return None
-    order = np.argsort(first, kind="stable")
-    rank = np.empty(len(first), dtype=np.int64)
-    rank[order] = np.arange(len(first))
-    return first[order].astype(np.int64), rank[inverse]
-
-
 def merge_duplicates(nbest: NBestList) -> np.ndarray:
     """Rows to keep: the first of every group of hypotheses of one sentence that share both the
     string and the whole feature vector (such rows are indistinguishable to every tuner).
 
-    Hypotheses that share only the string, or only the features, all stay.
+    Hypotheses that share only the string, or only the features, all stay. Rows are compared by
+    their bytes (rerank.dedup), so -0.0 and 0.0 are different features.
     """
     _, pair = unique_strings(nbest)
-    bits = np.ascontiguousarray(nbest.features).view(np.uint64).reshape(nbest.features.shape)
-    multipliers = (np.random.default_rng(0).integers(1, 2 ** 63, size=nbest.features.shape[1], dtype=np.uint64)
-                   * np.uint64(2) + np.uint64(1))
-    with np.errstate(over="ignore"):
-        key = (bits * multipliers).sum(axis=1, dtype=np.uint64) ^ (pair.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15))
-    found = _first_of_equal(key, lambda r, f: (pair[r] == pair[f]) & (bits[r] == bits[f]).all(axis=1))
-    if found is not None:
-        return np.sort(found[0])
-    return _merge_duplicates_loop(nbest)
-
-
-def _merge_duplicates_loop(nbest: NBestList) -> np.ndarray:
-    """merge_duplicates one row at a time (after a hash collision)."""
-    features = np.ascontiguousarray(nbest.features)
-    seen: set = set()
-    keep = []
-    sentence = nbest.sentence_of_hyp.tolist()
-    for row, (i, hyp) in enumerate(zip(sentence, nbest.hyps)):
-        key = (i, hyp, features[row].tobytes())
-        if key not in seen:
-            seen.add(key)
-            keep.append(row)
-    return np.asarray(keep, dtype=np.int64)
+    return distinct_rows(nbest.features, salt=pair)[1]
 
 
 def expand_refs(refs: Sequence[Sequence[str]], sentence_of_row: np.ndarray) -> list[list[str]]:
@@ -125,34 +90,15 @@ class TuningMetric:
 def unique_strings(nbest: NBestList) -> tuple[np.ndarray, np.ndarray]:
     """(rows, inverse): the first row of every distinct (sentence, string) pair, and for every row
     the index of its pair in `rows`. Decoders often emit one string with several derivations;
-    text statistics are computed once per pair."""
-    sentence = nbest.sentence_of_hyp
-    strings = np.empty(nbest.n_hyps, dtype=object)
-    strings[:] = nbest.hyps.byte_strings()
-    hashes = np.fromiter(map(hash, strings), np.int64, nbest.n_hyps).view(np.uint64)
-    with np.errstate(over="ignore"):
-        key = hashes ^ (sentence.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15))
-    found = _first_of_equal(key, lambda r, f: (sentence[r] == sentence[f]) & (strings[r] == strings[f]).astype(bool))
-    return found if found is not None else _unique_strings_loop(nbest)
+    text statistics are computed once per pair. Strings are compared by their UTF-8 bytes, in the
+    n-best list's buffer (rerank.dedup)."""
+    buffer, offsets = nbest.hyps.raw()
+    ids, leads = distinct_bytes(buffer, offsets[:-1], np.diff(offsets), salt=nbest.sentence_of_hyp)
+    return leads, ids
 
 
-def _unique_strings_loop(nbest: NBestList) -> tuple[np.ndarray, np.ndarray]:
-    """unique_strings one row at a time (after a hash collision)."""
-    first: dict = {}
-    inverse = np.empty(nbest.n_hyps, dtype=np.int64)
-    rows: list[int] = []
-    sentence = nbest.sentence_of_hyp.tolist()
-    for row, (i, hyp) in enumerate(zip(sentence, nbest.hyps)):
-        key = (i, hyp)
-        k = first.get(key)
-        if k is None:
-            k = first[key] = len(rows)
-            rows.append(row)
-        inverse[row] = k
-    return np.asarray(rows, dtype=np.int64), inverse
-
-
-def bleu_metric(nbest: NBestList, refs, tokenize: str = "13a", lowercase: bool = False, progress: bool = False) -> TuningMetric:
+def bleu_metric(nbest: NBestList, refs, tokenize: str = "13a", lowercase: bool = False,
+                progress: Progress = False) -> TuningMetric:
     """Corpus BLEU exactly as sacrebleu computes it (and as `rerank eval` reports it)."""
     rows, inverse = unique_strings(nbest)
     sentence = nbest.sentence_of_hyp[rows]
@@ -163,7 +109,7 @@ def bleu_metric(nbest: NBestList, refs, tokenize: str = "13a", lowercase: bool =
 
 
 def named_metric(name: str, nbest: NBestList, refs, tokenize: str = "13a", lowercase: bool = False,
-                 lang: str = "en", progress: bool = False) -> TuningMetric:
+                 lang: str = "en", progress: Progress = False) -> TuningMetric:
     """BLEU, or any metric of `rerank.metrics` (TER, chrF, chrF++, METEOR), per hypothesis."""
     if name == "bleu":
         return bleu_metric(nbest, refs, tokenize, lowercase, progress)
@@ -241,7 +187,7 @@ class TuningData:
 
 def prepare(nbest: NBestList, refs, *, metric: str = "bleu", tokenize: str = "13a", lowercase: bool = False,
             tune: Sequence[str] | None = None, fix: Sequence[str] | None = None, lang: str = "en",
-            progress: bool = False, source: str = "n-best") -> TuningData:
+            progress: Progress = False, source: str = "n-best") -> TuningData:
     """Check the input, merge exact duplicates and compute per-hypothesis statistics once."""
     if nbest.n_sentences == 0:
         raise InputError("the n-best list is empty", source)

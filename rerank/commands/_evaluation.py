@@ -103,8 +103,8 @@ def evaluate(args, outputs: list, extra_inputs: Sequence = ()):
         if name in named or name == baseline[0]:
             raise InputError(f"two systems are named {name!r}; name them NAME=PATH", runs[0])
         named[name] = _as_runs(runs)
-    for name, path, wpath in nbest_pairs:
-        named[name or os.path.basename(path)] = Reranked(_read_nbest(path, args, n), wpath, source=path)
+    for label, path, wpath in nbest_pairs:
+        named[label or os.path.basename(path)] = Reranked(_read_nbest(path, args, n), wpath, source=path)
     record = {"segment_scores": dict(specs)} if specs else {}
     if args.nbest:
         record["nbest_text"] = {"post_process": args.post_process, "unescape": args.unescape}

@@ -21,7 +21,7 @@ import numpy as np
 from sacrebleu.metrics import BLEU
 
 from rerank.errors import InputError
-from rerank.progress import track
+from rerank.progress import Progress, track
 from rerank.nbest import segment_argmax
 from rerank.metrics.ngrams import NgramCounter, clipped_counts, sentence_blocks, token_sequences
 from rerank.metrics.sacre_stats import clear_tokenizer_cache
@@ -51,7 +51,7 @@ def hypothesis_stats(
     refs: Sequence[Sequence[str]],
     tokenize: str = "13a",
     lowercase: bool = False,
-    progress: bool = False,
+    progress: Progress = False,
 ) -> np.ndarray:
     """BLEU statistics of every hypothesis against its sentence's references.
 
