@@ -99,7 +99,6 @@ class ResNet50(nn.Module):
 def _torchvision_model(backbone: str):
     """The torchvision network truncated like ours, or None when torchvision does not import."""
     try:
-        import torchvision  # noqa: F401
         from torchvision import models
     except Exception:  # noqa: BLE001 - broken or missing torchvision: use the plain definitions
         return None

@@ -15,7 +15,6 @@ from torch import nn
 from torch.nn import functional as F
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from rerank.nmt.config import SIZE_PRESETS  # noqa: F401 (re-exported)
 from rerank.nmt.vocab import BOS_ID, PAD_ID
 
 

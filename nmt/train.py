@@ -26,7 +26,7 @@ from torch.nn import functional as F
 from rerank.nmt.beam import greedy
 from rerank.nmt.checkpoint import load_model, read_json, save_tensors
 from rerank.nmt.data import encode_source, length_batches, pad
-from rerank.nmt.config import FLAVOURS, SIZE_PRESETS, TrainConfig, make_config  # noqa: F401 (re-exported)
+from rerank.nmt.config import SIZE_PRESETS, TrainConfig, make_config  # noqa: F401 (make_config: callers import it from here)
 from rerank.nmt.model import AttentionNMT, ModelConfig
 from rerank.nmt.vocab import BOS_ID, EOS_ID, PAD_ID, SubwordVocab, Tokenizer, Vocab
 from rerank.budget import EpochBudget

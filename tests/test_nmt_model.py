@@ -123,7 +123,8 @@ def test_resume_matches_uninterrupted_run(tmp_path):
 
 @pytest.mark.parametrize("tie", [False, True])
 def test_step_tables_give_the_plain_step(tie):
-    from rerank.nmt.model import SIZE_PRESETS, AttentionNMT, ModelConfig
+    from rerank.nmt.config import SIZE_PRESETS
+    from rerank.nmt.model import AttentionNMT, ModelConfig
     torch.manual_seed(4)
     dims = dict(SIZE_PRESETS["tiny"], readout_dim=SIZE_PRESETS["tiny"]["emb_dim"])
     model = AttentionNMT(ModelConfig(src_vocab=17, tgt_vocab=23, dropout=0.3, tie_embeddings=tie, **dims))
