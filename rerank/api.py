@@ -355,6 +355,15 @@ class Reranked:
     source: str | None = None
 
 
+def _files_of(output) -> list[str]:
+    """The files an output argument of `evaluate` names (for messages)."""
+    if isinstance(output, Reranked):
+        return [output.source or os.fspath(output.nbest)] if isinstance(output.nbest, (str, os.PathLike)) or output.source else []
+    if isinstance(output, (str, os.PathLike)):
+        return [os.fspath(output)]
+    return [os.fspath(x) for x in output if isinstance(x, os.PathLike)] if isinstance(output, Sequence) else []
+
+
 def _run_file(path: PathLike, n: int, refs_name: str) -> list[str]:
     """The hypotheses of one run file, which must have one line per reference line."""
     path = os.fspath(path)
@@ -470,12 +479,14 @@ class Evaluation:
         plot_deltas(self.table, os.fspath(path))
 
 
-def evaluate(refs, baseline, systems: Mapping[str, object], options: EvalOptions | None = None, *,
+def evaluate(refs, baseline, systems: Mapping[str, object] | Sequence[tuple[str, object]],
+             options: EvalOptions | None = None, *,
              baseline_name: str = "baseline", progress: Progress = False, record: Mapping | None = None,
              **keywords) -> Evaluation:
     """Score `systems` and `baseline` against `refs` with MultEval-style significance tests, as `rerank eval`.
 
-    `baseline` and each value of `systems` ({name: output}): a list of strings (one run), a list of
+    `baseline` and each output of `systems` ({name: output}, or (name, output) pairs, where two
+    systems of one name are an error): a list of strings (one run), a list of
     runs (each a list of strings or a file path), a file path, or a `Reranked(nbest, weights)`;
     `baseline` may also be a (name, output) pair. `options`: an EvalOptions (metrics, ar,
     bootstrap, seed, lang, tokenize, second_baseline, holm, ...); `keywords` replace its fields
@@ -495,10 +506,11 @@ def evaluate(refs, baseline, systems: Mapping[str, object], options: EvalOptions
     outputs: dict[str, list[list[str]]] = {}
     sources: dict[str, list[str]] = {}
     nbests: dict[str, tuple] = {}
-    for k, (name, value) in enumerate([(baseline_name, baseline), *((str(k), v) for k, v in systems.items())]):
+    pairs = systems.items() if isinstance(systems, Mapping) else systems
+    for k, (name, value) in enumerate([(baseline_name, baseline), *((str(k), v) for k, v in pairs)]):
         what = f"{'baseline' if k == 0 else 'system'} {name!r}"
         if name in outputs:
-            raise InputError(f"two systems are named {name!r}")
+            raise InputError(f"two systems are named {name!r}", files[0] if (files := _files_of(value)) else None)
         if isinstance(value, Reranked):
             nbest, source = _nbest(value.nbest, value.source)
             if nbest.n_sentences != len(refs[0]):

@@ -98,13 +98,9 @@ def evaluate(args, outputs: list, extra_inputs: Sequence = ()):
                           bootstrap=args.bootstrap, seed=args.seed, alpha=args.alpha,
                           second_baseline=args.second_baseline, holm=args.holm, stratified=args.stratified,
                           multeval_compat=args.multeval_compat, sacrebleu_compat=args.sacrebleu_compat)
-    named = {}
-    for name, runs in systems:
-        if name in named or name == baseline[0]:
-            raise InputError(f"two systems are named {name!r}; name them NAME=PATH", runs[0])
-        named[name] = _as_runs(runs)
-    for label, path, wpath in nbest_pairs:
-        named[label or os.path.basename(path)] = Reranked(_read_nbest(path, args, n), wpath, source=path)
+    named: list[tuple[str, object]] = [(name, _as_runs(runs)) for name, runs in systems]
+    named += [(label or os.path.basename(path), Reranked(_read_nbest(path, args, n), wpath, source=path))
+              for label, path, wpath in nbest_pairs]
     record = {"segment_scores": dict(specs)} if specs else {}
     if args.nbest:
         record["nbest_text"] = {"post_process": args.post_process, "unescape": args.unescape}
