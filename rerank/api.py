@@ -23,14 +23,14 @@ import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from rerank.errors import InputError, require
 from rerank.features import FeatureContext
 from rerank.formats.decoders import from_ctranslate2, from_generate
-from rerank.evaluation import EvalOptions, ResultTable
+from rerank.evaluation import Cell, EvalOptions, ResultTable
 from rerank.io import read_lines, read_references
 from rerank.metrics import make_metric
 from rerank.multirun import TuneResult, TuneRun, TuneSettings
@@ -55,7 +55,7 @@ PathLike = str | os.PathLike
 # ---- n-best lists -------------------------------------------------------------------------------
 
 def read_nbest(path: PathLike, format: str | None = None, *, strict: bool = False, cache: bool | str | None = None,
-               post_process: str | None = None, unescape: str | None = None, **options) -> NBestList:
+               post_process: str | None = None, unescape: str | None = None, **options: Any) -> NBestList:
     """Read an n-best list in any format of the table (docs/formats.md: moses, joshua, marian,
     fairseq, sockeye, opennmt, jsonl, plain and plug-ins; gzip'd or not); `format=None` detects it.
     `strict`: a feature missing on some line is an error (default: read as 0, logged).
@@ -134,7 +134,7 @@ def add_features(nbest: NBestList | PathLike, names: str | Sequence[str] | None 
                  sources: Sequence[str] | PathLike | None = None, src_lang: str = "en", tgt_lang: str = "de",
                  device: str = "cpu", threads: int | None = None, replace: bool = False, progress: Progress = False,
                  cache: str | PathLike | None = None, context: FeatureContext | None = None,
-                 options: Mapping[str, object] | None = None, source: str | None = None, **keywords) -> NBestList:
+                 options: Mapping[str, object] | None = None, source: str | None = None, **keywords: Any) -> NBestList:
     """The n-best list with the columns `names` (e.g. "mbr" or ["s_s", "mbr"]) of the installed
     feature plug-ins (rerank.plugins) added; `names=None`: the columns the plug-ins' options ask for
     (e.g. s_s when a model is given). `sources`: one source sentence per n-best sentence (a list or
@@ -205,7 +205,7 @@ def read_weights(weights: Mapping[str, float] | PathLike) -> dict[str, float]:
     raise InputError(f"weights: expected a mapping of feature name to weight or a file path, not {type(weights).__name__}")
 
 
-def _weight_vector(weights, nbest: NBestList) -> np.ndarray:
+def _weight_vector(weights: Mapping[str, float] | PathLike, nbest: NBestList) -> np.ndarray:
     from rerank.weights import weight_vector
 
     source = os.fspath(weights) if isinstance(weights, (str, os.PathLike)) else "weights"
@@ -269,11 +269,12 @@ def tuner_for(settings: TuneSettings) -> Tuner:
     return plugin
 
 
-def tune(nbest: NBestList | PathLike, refs, settings: TuneSettings | None = None, *,
+def tune(nbest: NBestList | PathLike, refs: PathLike | Sequence[PathLike | Sequence[str]],
+         settings: TuneSettings | None = None, *,
          init: Mapping[str, float] | PathLike | None = None, output: PathLike | None = None, progress: Progress = False,
          verbose: Callable[[str], None] | None = None, on_start: Callable[[TuningData], None] | None = None,
          on_run: Callable[[TuneRun], None] | None = None, record: Mapping | None = None, source: str | None = None,
-         **keywords) -> TuneResult:
+         **keywords: Any) -> TuneResult:
     """Tune feature weights: `settings.runs` runs of the tuner plug-in `settings.tuner` (mira, mert,
     pro, ...) with seeds seed..seed+runs-1, keeping the run with the best tuning score in the
     metric's direction (the lowest TER). `settings`: a TuneSettings; `keywords` replace its fields
@@ -327,7 +328,8 @@ class Oracle:
     signature: str
 
 
-def oracle(nbest: NBestList | PathLike, refs, *, tokenize: str = "13a", lowercase: bool = False,
+def oracle(nbest: NBestList | PathLike, refs: PathLike | Sequence[PathLike | Sequence[str]], *, tokenize: str = "13a",
+           lowercase: bool = False,
            progress: bool = False) -> Oracle:
     """The sentence-BLEU+1 oracle of every list (ties: the earlier hypothesis), as `rerank oracle`."""
     from rerank.metrics.bleu import bleu_signature, corpus_bleu, hypothesis_stats, make_bleu, oracle_rows
@@ -355,7 +357,7 @@ class Reranked:
     source: str | None = None
 
 
-def _files_of(output) -> list[str]:
+def _files_of(output: object) -> list[str]:
     """The files an output argument of `evaluate` names (for messages)."""
     if isinstance(output, Reranked):
         return [output.source or os.fspath(output.nbest)] if isinstance(output.nbest, (str, os.PathLike)) or output.source else []
@@ -375,7 +377,7 @@ def _run_file(path: PathLike, n: int, refs_name: str) -> list[str]:
     return lines
 
 
-def _runs(value, what: str, n: int, refs_name: str) -> tuple[list[list[str]], list[str]]:
+def _runs(value: object, what: str, n: int, refs_name: str) -> tuple[list[list[str]], list[str]]:
     """(one system's runs, the files read): a file path or a list of strings is one run; a list of
     runs (each a list of strings or a file path) is several. A file must have `n` lines."""
     if isinstance(value, (str, os.PathLike)):
@@ -426,7 +428,7 @@ class Evaluation:
     def baseline(self) -> str:
         return self.table.baseline
 
-    def cell(self, system: str, metric: str):
+    def cell(self, system: str, metric: str) -> Cell:
         """The table cell (score, s_sel, s_opt, p, bootstrap interval, marks) of a system and metric."""
         try:
             return self.table.cells[(system, metric)]
@@ -462,7 +464,7 @@ class Evaluation:
         return self.table.to_text()
 
     def to_html(self, *, title: str = "rerank report", examples: int = 30, sentence_metric: str | None = None,
-                **options) -> str:
+                **options: Any) -> str:
         """The self-contained HTML report of `rerank report` (rerank.htmlreport), as a string;
         `options`: build_report's (tokenize, lowercase, frequencies, length_edges, ...)."""
         from rerank.htmlreport import build_report
@@ -479,10 +481,11 @@ class Evaluation:
         plot_deltas(self.table, os.fspath(path))
 
 
-def evaluate(refs, baseline, systems: Mapping[str, object] | Sequence[tuple[str, object]],
+def evaluate(refs: PathLike | Sequence[PathLike | Sequence[str]], baseline: object,
+             systems: Mapping[str, object] | Sequence[tuple[str, object]],
              options: EvalOptions | None = None, *,
              baseline_name: str = "baseline", progress: Progress = False, record: Mapping | None = None,
-             **keywords) -> Evaluation:
+             **keywords: Any) -> Evaluation:
     """Score `systems` and `baseline` against `refs` with MultEval-style significance tests, as `rerank eval`.
 
     `baseline` and each output of `systems` ({name: output}, or (name, output) pairs, where two

@@ -1,5 +1,9 @@
 """One exception type for bad user input: the CLI turns it into a message and exit status 2."""
 
+from collections.abc import Iterable
+from types import TracebackType
+from typing import Literal
+
 
 class InputError(Exception):
     """Bad input. The message names the file, the line (when there is one) and the problem; a
@@ -58,7 +62,7 @@ def missing_neural(exc: BaseException) -> str | None:
     return None
 
 
-def require(modules, what: str) -> None:
+def require(modules: Iterable[str], what: str) -> None:
     """MissingDependency unless every module of `modules` (top-level names, e.g. ("torch",)) is
     installed; checked without importing them, so a command can refuse before any work."""
     import importlib.util
@@ -76,10 +80,11 @@ class needs_neural:
     def __init__(self, what: str):
         self.what = what
 
-    def __enter__(self):
+    def __enter__(self) -> "needs_neural":
         return self
 
-    def __exit__(self, kind, exc, tb):
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> Literal[False]:
         module = missing_neural(exc) if exc is not None else None
         if module is not None:
             raise MissingDependency(module, self.what) from None

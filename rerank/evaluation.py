@@ -15,6 +15,7 @@ import io
 import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any
 
 import numpy as np
 
@@ -70,7 +71,7 @@ class ResultTable:
         return none if value is None else f"{value:.{self.decimals.get(metric, 2)}f}"
 
     # ---- rendering -------------------------------------------------------------------------
-    def _rows(self, marks_unicode=True):
+    def _rows(self, marks_unicode: bool = True) -> tuple[list[str], list[list[str]]]:
         header = ["System"]
         for m in self.metrics:
             arrow = "" if m == "length" else " \u2191" if self.higher_is_better[m] else " \u2193"
@@ -88,7 +89,7 @@ class ResultTable:
             rows.append(row)
         return header, rows
 
-    def _legend(self):
+    def _legend(self) -> list[str]:
         """What each mark and number means, and which tests made it (a mark needs the randomisation
         test and, when it ran, the bootstrap: two tests that can disagree near alpha)."""
         cfg = self.config
@@ -123,7 +124,7 @@ class ResultTable:
         header, rows = self._rows()
         widths = [max(len(r[i]) for r in [header] + rows) for i in range(len(header))]
 
-        def fmt(r):
+        def fmt(r: Sequence[str]) -> str:
             return "  ".join(s.ljust(w) for s, w in zip(r, widths)).rstrip()
 
         out = [fmt(header), "  ".join("-" * w for w in widths)] + [fmt(r) for r in rows]
@@ -230,7 +231,7 @@ class EvalOptions:
     multeval_compat: bool = False
     sacrebleu_compat: bool = False
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         from rerank.metrics import METRIC_NAMES
         from rerank.metrics.bleu import make_bleu
 
@@ -261,7 +262,7 @@ class EvalOptions:
             raise InputError("stratified and multeval_compat are two different tests: choose one")
 
     @classmethod
-    def make(cls, options: EvalOptions | None = None, **keywords) -> EvalOptions:
+    def make(cls, options: EvalOptions | None = None, **keywords: Any) -> EvalOptions:
         """`options` (default: the defaults) with `keywords` replacing its fields; an unknown keyword
         is an InputError naming the fields."""
         options = options or cls()
@@ -274,7 +275,7 @@ class EvalOptions:
 
 def evaluate_systems(refs: Sequence[Sequence[str]], baseline_runs: Sequence[Sequence[str]], systems: dict,
                      options: EvalOptions | None = None, *, baseline_name: str = "baseline",
-                     progress: Progress = False, **keywords) -> ResultTable:
+                     progress: Progress = False, **keywords: Any) -> ResultTable:
     """Score `systems` ({name: [run hypotheses, ...]}) and the baseline against `refs` as `options`
     (an EvalOptions; `keywords` replace its fields) say.
 
@@ -346,7 +347,7 @@ def evaluate_systems(refs: Sequence[Sequence[str]], baseline_runs: Sequence[Sequ
                        metric_objects={m.name: m for m in metric_objs})
 
 
-def _check_references(refs) -> list[list[str]]:
+def _check_references(refs: Sequence[Sequence[str]]) -> list[Sequence[str]]:
     """The reference streams as lists; all non-empty and of one length."""
     refs = [list(r) for r in refs]
     n = len(refs[0])
@@ -358,7 +359,7 @@ def _check_references(refs) -> list[list[str]]:
     return refs
 
 
-def _collect_systems(baseline_name: str, baseline_runs, systems: dict, n: int) -> dict:
+def _collect_systems(baseline_name: str, baseline_runs: Sequence[Sequence[str]], systems: dict, n: int) -> dict:
     """{name: runs} with the baseline first; each run has one line per reference line."""
     all_systems = {baseline_name: [list(h) for h in baseline_runs]}
     for name, runs in systems.items():
@@ -374,7 +375,7 @@ def _collect_systems(baseline_name: str, baseline_runs, systems: dict, n: int) -
     return all_systems
 
 
-def _statistics(metric_objs: list[Metric], refs, all_systems: dict, progress: Progress) -> dict:
+def _statistics(metric_objs: list[Metric], refs: Sequence[Sequence[str]], all_systems: dict, progress: Progress) -> dict:
     """{(system, metric name): statistics (R, n, k)}, every run scored once per metric."""
     all_texts = [line for stream in refs for line in stream] + \
         [line for runs in all_systems.values() for hyps in runs for line in hyps]
@@ -388,7 +389,7 @@ def _statistics(metric_objs: list[Metric], refs, all_systems: dict, progress: Pr
             for sname, metric in iterator}
 
 
-def _run_cell(metric: Metric, stats: np.ndarray, weights) -> Cell:
+def _run_cell(metric: Metric, stats: np.ndarray, weights: Resamples) -> Cell:
     """Mean, s_sel and s_opt of one system and metric, from its own runs (s_opt: None for one run)."""
     rs = run_statistics(metric, stats, weights)
     return Cell(score=rs.mean, s_sel=rs.s_sel, s_opt=rs.s_opt, runs=rs.run_scores)
@@ -421,7 +422,7 @@ def _holm_adjust(cells: dict, attr: str, keys: list) -> None:
 
 
 def _bootstrap_deltas(cells: dict, stats: dict, metric_objs: list[Metric], baseline: str, sname: str,
-                      weights, sacrebleu_compat: bool = False) -> dict:
+                      weights: Resamples, sacrebleu_compat: bool = False) -> dict:
     """Improvement over the baseline (sign flipped for lower-is-better) with its bootstrap interval.
     Returns {(baseline, system, metric name): bootstrap mean of system - baseline}."""
     diffs = {}
@@ -438,7 +439,8 @@ def _bootstrap_deltas(cells: dict, stats: dict, metric_objs: list[Metric], basel
     return diffs
 
 
-def _marks(cell: Cell, pooled_diffs: dict, boot_diffs: dict, sname: str, metric: Metric, comparisons,
+def _marks(cell: Cell, pooled_diffs: dict, boot_diffs: dict, sname: str, metric: Metric,
+           comparisons: Sequence[tuple[str | None, str, str, str]],
            alpha: float) -> str:
     """Dagger marks of one cell: one per (comparison system, mark, AR p attribute, bootstrap p
     attribute) that the cell is better than by both tests at `alpha`.

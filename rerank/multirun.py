@@ -62,7 +62,7 @@ class TuneSettings:
     REUSE = ("tuner", "metric", "seed", "tokenize", "lowercase", "lang", "tune_features", "fix", "normalize",
              "tuner_options")
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         from rerank.metrics.bleu import make_bleu
 
         for name in ("tune_features", "fix"):
@@ -78,7 +78,7 @@ class TuneSettings:
         make_bleu(self.tokenize, self.lowercase)  # an unknown tokenizer, before any file is read
 
     @classmethod
-    def make(cls, settings: TuneSettings | None = None, **keywords) -> TuneSettings:
+    def make(cls, settings: TuneSettings | None = None, **keywords: Any) -> TuneSettings:
         """`settings` (default: the defaults) with `keywords` replaced: its fields by name, any other
         keyword into `tuner_options` (mira: epochs=10, C=0.01, ...), which the tuner checks."""
         settings = settings or cls()
@@ -236,12 +236,12 @@ def _clear_stale(output: str, runs: int, paths: list[str], reused: dict) -> None
 
 # ---- tuning ---------------------------------------------------------------------------------------
 
-def options_record(options) -> dict:
+def options_record(options: Any) -> dict:
     """A tuner's options as weights.json records them (a dataclass of options or a dict)."""
     return asdict(options) if is_dataclass(options) and not isinstance(options, type) else dict(options or {})
 
 
-def _one_run(data: TuningData, tuner: Tuner, settings: TuneSettings, options, w0: np.ndarray, r: int, seed: int,
+def _one_run(data: TuningData, tuner: Tuner, settings: TuneSettings, options: Any, w0: np.ndarray, r: int, seed: int,
              progress: Progress, verbose: Callable[[str], None] | None) -> TuneRun:
     """Run r with `seed`; its weights rescaled by `settings.normalize` and scored as they will be applied."""
     tuner_name, runs, how = settings.tuner, settings.runs, settings.normalize

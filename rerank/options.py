@@ -29,11 +29,14 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import MISSING, dataclass, fields
 from numbers import Integral, Real
-from typing import Any
+from typing import Any, TypeVar
 
 from rerank.errors import InputError
 
 METADATA_KEY = "rerank.option"
+OptionsT = TypeVar("OptionsT")   # a plug-in's Options dataclass
+# an argparse parser or argument group: what add_argument is called on
+ArgumentContainer = argparse._ActionsContainer
 
 
 # ---- checks: one rule for a flag's text and for a value a script passes ----
@@ -67,11 +70,11 @@ class Check:
         return value
 
 
-def _is_int(value) -> bool:
+def _is_int(value: object) -> bool:
     return isinstance(value, Integral) and not isinstance(value, bool)
 
 
-def _is_number(value) -> bool:
+def _is_number(value: object) -> bool:
     return isinstance(value, Real) and not isinstance(value, bool)
 
 
@@ -202,7 +205,7 @@ def _check_of(f: dataclasses.Field) -> Check | None:
     return _check_by_type(_default(f), info.many)
 
 
-def _check_by_type(default, many: bool = False) -> Check | None:
+def _check_by_type(default: Any, many: bool = False) -> Check | None:
     """The check a default's type implies: its kind (a list: of items like its first), any value."""
     if isinstance(default, bool):
         return BOOL
@@ -279,7 +282,7 @@ def flag_help(f: dataclasses.Field, prefix: str = "") -> str:
     return f"{help_text} (default: {default_text(f)})".lstrip()
 
 
-def add_option_flags(group, cls: type, prefix: str = "") -> None:
+def add_option_flags(group: ArgumentContainer, cls: type, prefix: str = "") -> None:
     """Add one flag per field of the dataclass `cls` to the argparse parser or group `group`."""
     for f in _option_fields(cls):
         flags = _flags(f, prefix)
@@ -307,7 +310,7 @@ def add_option_flags(group, cls: type, prefix: str = "") -> None:
         group.add_argument(*flags, **kwargs)
 
 
-def options_from_args(cls: type, args: argparse.Namespace, prefix: str = ""):
+def options_from_args(cls: type[OptionsT], args: argparse.Namespace, prefix: str = "") -> OptionsT:
     """The dataclass `cls` from parsed arguments: each field from its generated flag (absent ones,
     e.g. of a parser built without them, keep their default), checked as `make_options` checks."""
     values = {}
@@ -327,7 +330,7 @@ def options_from_args(cls: type, args: argparse.Namespace, prefix: str = ""):
 
 # ---- the library boundary ----
 
-def _check_value(cls: type, f: dataclasses.Field, value) -> None:
+def _check_value(cls: type, f: dataclasses.Field, value: Any) -> None:
     info = _info(f)
     if value is None and _default(f) is None:
         return
@@ -343,7 +346,7 @@ def _check_value(cls: type, f: dataclasses.Field, value) -> None:
             raise InputError(f"option {f.name!r} of {cls.__qualname__} must be {check.what}, got {item!r}")
 
 
-def check_options(options) -> None:
+def check_options(options: Any) -> None:
     """Raise InputError naming the first field of the dataclass instance `options` whose value its
     check or choices refuse."""
     cls = type(options)
@@ -351,7 +354,7 @@ def check_options(options) -> None:
         _check_value(cls, f, getattr(options, f.name))
 
 
-def make_options(cls: type, options=None):
+def make_options(cls: type[OptionsT], options: OptionsT | Mapping[str, Any] | None = None) -> OptionsT:
     """`options` as a checked instance of the dataclass `cls`: None gives the defaults, a mapping
     its fields (as weights.json records a tuner's options, or the Python API's keywords), an
     instance itself. An unknown name, a missing required one or a bad value is an InputError
@@ -390,18 +393,18 @@ class Configurable:
     option_prefix: str = ""
 
     @classmethod
-    def add_arguments(cls, group) -> None:
+    def add_arguments(cls, group: ArgumentContainer) -> None:
         """Add the plug-in's flags to the argparse parser or group `group` (names must not clash
         with other plug-ins')."""
         add_option_flags(group, cls.Options, cls.option_prefix)
 
     @classmethod
-    def options_from_args(cls, args: argparse.Namespace):
+    def options_from_args(cls, args: argparse.Namespace) -> Any:
         """The plug-in's checked Options from the parsed command line."""
         return options_from_args(cls.Options, args, cls.option_prefix)
 
     @classmethod
-    def make_options(cls, options=None):
+    def make_options(cls, options: Any = None) -> Any:
         """`options` (an Options, a mapping of its fields, or None for the defaults) as a checked
         Options; a bad value or unknown name is an InputError."""
         return make_options(cls.Options, options)
