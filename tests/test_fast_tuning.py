@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rerank import tuning
+from rerank import dedup, tuning
 from rerank.nbest import NBestList, StringColumn
 
 
@@ -21,27 +21,54 @@ def lists(draw):
     return NBestList(np.concatenate([[0], np.cumsum(sizes)]), hyps, features, [f"f{k}" for k in range(width)])
 
 
+def unique_strings_loop(nbest: NBestList) -> tuple[np.ndarray, np.ndarray]:
+    """unique_strings one row at a time: a dict of (sentence, string)."""
+    first: dict = {}
+    inverse = np.empty(nbest.n_hyps, dtype=np.int64)
+    rows: list[int] = []
+    for row, (i, hyp) in enumerate(zip(nbest.sentence_of_hyp.tolist(), nbest.hyps)):
+        k = first.setdefault((i, hyp), len(rows))
+        if k == len(rows):
+            rows.append(row)
+        inverse[row] = k
+    return np.asarray(rows, dtype=np.int64), inverse
+
+
+def merge_duplicates_loop(nbest: NBestList) -> np.ndarray:
+    """merge_duplicates one row at a time: a set of (sentence, string, feature bytes)."""
+    features = np.ascontiguousarray(nbest.features)
+    seen: set = set()
+    keep = []
+    for row, (i, hyp) in enumerate(zip(nbest.sentence_of_hyp.tolist(), nbest.hyps)):
+        key = (i, hyp, features[row].tobytes())
+        if key not in seen:
+            seen.add(key)
+            keep.append(row)
+    return np.asarray(keep, dtype=np.int64)
+
+
 @settings(max_examples=200, deadline=None)
 @given(nbest=lists())
 def test_same_as_the_loops(nbest):
     rows, inverse = tuning.unique_strings(nbest)
-    loop_rows, loop_inverse = tuning._unique_strings_loop(nbest)
+    loop_rows, loop_inverse = unique_strings_loop(nbest)
     assert np.array_equal(rows, loop_rows) and np.array_equal(inverse, loop_inverse)
-    assert np.array_equal(tuning.merge_duplicates(nbest), tuning._merge_duplicates_loop(nbest))
+    assert np.array_equal(tuning.merge_duplicates(nbest), merge_duplicates_loop(nbest))
 
 
 @settings(max_examples=50, deadline=None)
 @given(nbest=lists())
-def test_hash_collisions_fall_back(nbest):
-    tuning.hash = lambda _: 0  # every string collides (the module's `hash` shadows the builtin)
+def test_hash_collisions_change_nothing(nbest):
+    real = dedup.hash_items
+    dedup.hash_items = lambda tiers, lengths, salt=None: np.zeros(len(lengths), dtype=np.uint64)  # all collide
     try:
         rows, inverse = tuning.unique_strings(nbest)
         kept = tuning.merge_duplicates(nbest)
     finally:
-        del tuning.hash
-    loop_rows, loop_inverse = tuning._unique_strings_loop(nbest)
+        dedup.hash_items = real
+    loop_rows, loop_inverse = unique_strings_loop(nbest)
     assert np.array_equal(rows, loop_rows) and np.array_equal(inverse, loop_inverse)
-    assert np.array_equal(kept, tuning._merge_duplicates_loop(nbest))
+    assert np.array_equal(kept, merge_duplicates_loop(nbest))
 
 
 @settings(max_examples=200, deadline=None)

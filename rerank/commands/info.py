@@ -8,6 +8,7 @@ import numpy as np
 
 from rerank.cliargs import add_quiet
 from rerank.commands._common import format_help, add_nbest_input, load_nbest
+from rerank.dedup import distinct_bytes
 from rerank.formats import ReadReport
 from rerank.nbest import NBestList, StringColumn
 
@@ -106,64 +107,13 @@ def count_blank(hyps: StringColumn) -> int:
 
 
 def count_repeats(hyps: StringColumn, offsets: np.ndarray) -> int:
-    """How many strings equal an earlier string of their own segment (CSR `offsets`).
-
-    A 64-bit key of every (segment, string) is computed over the buffer; equal strings of one
-    segment have equal keys, so only the strings whose key another string shares are compared
-    exactly (a set of their bytes): the count is exact whatever the keys collide on.
-    """
+    """How many strings equal an earlier string of their own segment (CSR `offsets`): the strings
+    less the distinct (segment, string) pairs, compared by their bytes in the buffer (rerank.dedup)."""
     if len(hyps) < 2:
         return 0
     buffer, string_offsets = hyps.raw()
-    segment = np.repeat(np.arange(len(offsets) - 1, dtype=np.uint64), np.diff(offsets))
-    keys = np.empty(len(hyps), dtype=np.uint64)
-    for start in range(0, len(hyps), 1 << 20):  # a million strings at a time: the temporaries stay small
-        stop = min(start + (1 << 20), len(hyps))
-        keys[start:stop] = _mix(_fingerprints(buffer, string_offsets[start:stop + 1]) ^ (segment[start:stop] * _ODD))
-    ordered = np.sort(keys)
-    shared = ordered[1:][ordered[1:] == ordered[:-1]]
-    if not len(shared):
-        return 0
-    table = np.zeros(1 << 20, dtype=bool)  # a filter on the low bits, then the exact look-up
-    table[shared & np.uint64((1 << 20) - 1)] = True
-    rows = np.flatnonzero(table[keys & np.uint64((1 << 20) - 1)])
-    shared = np.unique(shared)
-    rows = rows[shared[np.minimum(np.searchsorted(shared, keys[rows]), len(shared) - 1)] == keys[rows]].tolist()
-    starts, ends = string_offsets[:-1], string_offsets[1:]
-    strings = [buffer[a:b] for a, b in zip(starts[rows].tolist(), ends[rows].tolist())]
-    return len(rows) - len(set(zip(segment[rows].tolist(), strings)))
-
-
-_ODD = np.uint64(0x9E3779B97F4A7C15)
-
-
-def _mix(x: np.ndarray) -> np.ndarray:
-    """A 64-bit finaliser (splitmix64): every input bit moves every output bit."""
-    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return x ^ (x >> np.uint64(31))
-
-
-def _fingerprints(buffer: bytes, offsets: np.ndarray) -> np.ndarray:
-    """uint64 per string from its length, its first, middle and last 8 bytes and the XOR of its
-    bytes: equal strings have equal fingerprints."""
-    data = np.frombuffer(buffer.ljust(8, b"\0") if len(buffer) < 8 else buffer, dtype=np.uint8)
-    starts, ends = offsets[:-1], offsets[1:]
-    lengths = ends - starts
-    words = np.lib.stride_tricks.as_strided(data, shape=(len(data) - 7, 8), strides=(1, 1)).view("<u8")[:, 0]
-    short = np.flatnonzero(lengths < 8)  # the 8 bytes from a longer string's begin are all its own
-    n8 = lengths[short]
-    mask = (np.uint64(1) << (8 * n8).astype(np.uint64)) - np.uint64(1)
-    key = lengths.astype(np.uint64)
-    for begin in (starts, ends - np.minimum(lengths, 8), starts + np.maximum(lengths - 8, 0) // 2):
-        at = np.minimum(begin, len(data) - 8)
-        value = words[at]  # a short string's bytes begin at byte begin - at of its window: shift, mask
-        value[short] = (value[short] >> (8 * (begin[short] - at[short])).astype(np.uint64)) & mask
-        key = (key ^ value) * _ODD
-    filled = np.flatnonzero(lengths)
-    if len(filled):
-        key[filled] ^= np.bitwise_xor.reduceat(data[:int(ends[-1])], starts[filled])
-    return key
+    segment = np.repeat(np.arange(len(offsets) - 1, dtype=np.int64), np.diff(offsets))
+    return len(hyps) - len(distinct_bytes(buffer, string_offsets[:-1], np.diff(string_offsets), salt=segment)[1])
 
 
 def run(args) -> int:
