@@ -7,7 +7,7 @@ index from the user's cache (built once per table before the timed runs, its bui
 Each side runs --repeat times; the best time counts, and the figure is the ratio native / jar.
 
 With the paraphrase module there is also a first-run figure: a native run with an empty cache (a
-temporary $XDG_CACHE_HOME, so the user's cache is untouched), which builds the index as a user's
+temporary $RERANK_CACHE_DIR, the caches' root, so the user's cache is untouched), which builds the index as a user's
 first run does, against the jar's best time (--repeat such runs, the best counts). The 1/5/15-min
 load averages are printed beside the figures; --json FILE writes them all.
 
@@ -29,6 +29,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 import numpy as np
 
+from rerank.caches import CACHE_ENV
 from rerank.io import atomic_write
 from rerank.metrics.meteor import MeteorMetric
 from rerank.metrics.meteor import paraphrase
@@ -56,7 +57,7 @@ def cold_run(lang, modules, hyp, ref, backend):
 
 def first_run(lang, modules, hyp, ref):
     """(seconds, seconds of the index build in it, statistics) of a native run with an empty cache
-    ($XDG_CACHE_HOME a new temporary folder, removed after): a user's first run."""
+    ($RERANK_CACHE_DIR, the caches' root, a new temporary folder, removed after): a user's first run."""
     builds, real = [], paraphrase.build_arrays
 
     def timed(path):
@@ -65,9 +66,9 @@ def first_run(lang, modules, hyp, ref):
         builds.append(time.perf_counter() - t)
         return built
 
-    before = os.environ.get("XDG_CACHE_HOME")
+    before = os.environ.get(CACHE_ENV)
     with tempfile.TemporaryDirectory(prefix="bench-meteor-cache-") as tmp:
-        os.environ["XDG_CACHE_HOME"] = tmp
+        os.environ[CACHE_ENV] = tmp
         paraphrase.build_arrays = timed
         try:
             seconds, _, stats = cold_run(lang, modules, hyp, ref, "native")
@@ -75,9 +76,9 @@ def first_run(lang, modules, hyp, ref):
             paraphrase.build_arrays = real
             paraphrase._OPEN.clear()
             if before is None:
-                del os.environ["XDG_CACHE_HOME"]
+                del os.environ[CACHE_ENV]
             else:
-                os.environ["XDG_CACHE_HOME"] = before
+                os.environ[CACHE_ENV] = before
     return seconds, sum(builds), stats
 
 

@@ -216,3 +216,23 @@ def test_one_cache_root_for_every_cache(tmp_path, monkeypatch):
     assert meteor_dir() == str(tmp_path / "mine" / "meteor")
     read_nbest(str(JOSHUA))  # on when RERANK_CACHE_DIR is set
     assert len(entries(tmp_path / "mine" / "nbest")) == 1
+
+
+def test_every_cache_lands_under_rerank_cache_dir(tmp_path, monkeypatch):
+    """Written, not only named: an n-best entry, a score and a METEOR index all go under
+    $RERANK_CACHE_DIR, and nothing under $XDG_CACHE_HOME or the home folder."""
+    import rerank.metrics.meteor.paraphrase as para
+    from rerank.score_cache import ScoreCache, default_cache_path
+
+    for name in ("XDG_CACHE_HOME", "HOME"):
+        monkeypatch.setenv(name, str(tmp_path / name.lower()))
+    monkeypatch.setenv("RERANK_CACHE_DIR", str(tmp_path / "mine"))
+    monkeypatch.setattr(para, "_OPEN", {})
+    read_nbest(str(JOSHUA))
+    scores = ScoreCache(default_cache_path())
+    scores.put("model", [("source", "output")], [-1.5], [2])
+    scores.close()
+    para.open_index(str(DATA / "eval" / "meteor" / "paraphrase-en.gz"))
+    written = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file())
+    assert [p.split("/")[1] for p in written] == ["meteor", "nbest", "scores.sqlite"], written
+    assert all(p.startswith("mine/") for p in written), written
