@@ -9,7 +9,7 @@ import os
 import sys
 
 from rerank.embeddings.commands_extra import add_backretrieval, add_pseudopairs
-from rerank.cliargs import nonnegative_float, nonnegative_int, positive_float, positive_int
+from rerank.cliargs import nonnegative_float, nonnegative_int, positive_float, positive_int, terminal_bars
 from rerank.device import add_torch_options, check_run_dir, setup_torch
 from rerank.errors import InputError
 from rerank.io import atomic_write, read_lines
@@ -182,7 +182,8 @@ def run_train(args: argparse.Namespace) -> int:
 
     device = setup_torch(args)
     check_run_dir(args.out)
-    path = train(_config(args), args.data_dir, args.out, device, resume=not args.no_resume, echo=_echo)
+    path = train(_config(args), args.data_dir, args.out, device, resume=not args.no_resume, echo=_echo,
+                 progress=terminal_bars())
     print(path)
     return 0
 
@@ -224,7 +225,7 @@ def run_encode(args: argparse.Namespace) -> int:
         lines = read_lines(args.input)
         if not lines:
             raise InputError("no lines to encode (the input is empty)", args.input)
-        vec = enc.encode(lines, args.lang, args.batch_size, device, empty=args.empty, progress=sys.stderr.isatty())
+        vec = enc.encode(lines, args.lang, args.batch_size, device, empty=args.empty, progress=terminal_bars())
     with atomic_write(args.output, "wb") as f:
         np.save(f, vec)
     print(f"{args.output}: {vec.shape[0]} x {vec.shape[1]}", file=sys.stderr)

@@ -7,7 +7,7 @@ import argparse
 import json
 import sys
 
-from rerank.cliargs import positive_int
+from rerank.cliargs import bars, positive_int
 from rerank.device import add_torch_options, setup_torch
 from rerank.errors import InputError
 from rerank.io import atomic_write
@@ -96,7 +96,7 @@ def run_pseudopairs(args: argparse.Namespace) -> int:
     check_outputs([args.output], [*model_paths(args.model), args.src, args.tgt])
     enc = Encoder.load(args.model)
     src, tgt = _texts(args.src, args.src_lang, enc), _texts(args.tgt, args.tgt_lang, enc)
-    progress = not args.quiet and sys.stderr.isatty()
+    progress = bars(args)
     rows = pseudo_pairs(enc, src, args.src_lang, tgt, args.tgt_lang, args.filter, device, args.batch_size, progress)
     with atomic_write(args.output) as f:
         f.write(format_pairs(rows))

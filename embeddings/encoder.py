@@ -29,7 +29,7 @@ from rerank.embeddings.vocab import Vocab
 from rerank.device import load_tensors, load_weights, resolve_device
 from rerank.errors import InputError
 from rerank.io import atomic_write
-from rerank.progress import track
+from rerank.progress import Progress, track
 
 FORMAT = "mlmme-rerank-embeddings"
 TABLE_LIMIT_BYTES = 512 * 2**20
@@ -194,7 +194,7 @@ class Encoder:
         return h
 
     def encode(self, sentences: list[str], lang: str, batch_size: int = 256, device: str | None = "cpu",
-               empty: str = "error", progress: bool = False) -> np.ndarray:
+               empty: str = "error", progress: Progress = False) -> np.ndarray:
         """(N, dim) float32 unit vectors for raw sentences in `lang` (same order as given).
 
         Sentences are sorted by length and encoded in blocks of batch_size rows; a vector depends

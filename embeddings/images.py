@@ -17,7 +17,7 @@ from torch import nn
 
 from rerank.device import check_state_dict, load_tensors
 from rerank.errors import InputError
-from rerank.progress import track
+from rerank.progress import Progress, track
 
 BACKBONES = {"vgg19-fc7": 4096, "resnet50-pool5": 2048}
 MEAN = np.array([0.485, 0.456, 0.406], dtype=np.float32)
@@ -152,7 +152,7 @@ def preprocess(path: str) -> np.ndarray:
 
 
 def extract_features(images_dir: str, names: list[str], backbone: str, weights: str, batch_size: int = 32,
-                     device: str = "cpu", progress: bool = True, use_torchvision: bool = True) -> np.ndarray:
+                     device: str = "cpu", progress: Progress = True, use_torchvision: bool = True) -> np.ndarray:
     """(len(names), D) float32 features, row i for image names[i] under images_dir."""
     from rerank.device import resolve_device
 

@@ -21,6 +21,7 @@ import torch
 
 from rerank.errors import InputError
 from rerank.io import iter_lines
+from rerank.progress import Progress
 
 
 def read_captions(path: str) -> list[str]:
@@ -60,7 +61,7 @@ def percentile_filter(similarity: np.ndarray, percentile: float | None) -> np.nd
 
 
 def pseudo_pairs(encoder, src: list[str], src_lang: str, tgt: list[str], tgt_lang: str, percentile: float | None = None,
-                 device: str = "cpu", batch_size: int = 256, progress: bool = False) -> list[tuple[str, str, float]]:
+                 device: str = "cpu", batch_size: int = 256, progress: Progress = False) -> list[tuple[str, str, float]]:
     """(target caption, its most similar source caption, cosine) for every target caption in order,
     only those kept by `percentile_filter`."""
     vs = encoder.encode(src, src_lang, batch_size, device, progress=progress)

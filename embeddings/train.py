@@ -29,7 +29,7 @@ from rerank.embeddings.model import MLMME, ModelConfig
 from rerank.embeddings.pseudopairs import load_pseudo_sources
 from rerank.embeddings.vocab import Vocab
 from rerank.budget import EpochBudget
-from rerank.progress import progress_bar
+from rerank.progress import Progress, progress_bar
 from rerank.device import load_tensors, load_weights, resolve_device
 from rerank.errors import InputError
 from rerank.io import atomic_write
@@ -58,8 +58,9 @@ class Trainer:
     `clock` times the max_minutes budget (rerank.budget); its time starts here."""
 
     def __init__(self, cfg: dict, data_dir: str, out_dir: str, device: str = "cpu", resume: bool = True,
-                 quiet: bool = False, clock=time.monotonic, echo: Callable[[str], None] | None = None):
-        self.echo = echo
+                 quiet: bool = False, clock=time.monotonic, echo: Callable[[str], None] | None = None,
+                 progress: Progress = True):
+        self.echo, self.progress = echo, progress
         self.budget = EpochBudget(cfg["max_minutes"], clock)
         self.cfg, self.data_dir, self.out_dir = cfg, data_dir, out_dir
         self.device = resolve_device(device)
@@ -345,7 +346,7 @@ class Trainer:
         imgs, sents = epoch_tuples(self.pools, c["seed"], epoch)
         negs = sample_negatives(imgs, m, c["seed"], epoch) if m else None
         n_batches = len(imgs) // B + (1 if len(imgs) % B >= 2 else 0)
-        show = self.main and not self.quiet
+        show = self.progress if self.main and not self.quiet else False
         bar = progress_bar(show, f"epoch {epoch + 1}", total=n_batches, initial=s["batch"], unit="batch")
         stopped = False
         with bar:  # closed before an exception (Ctrl-C) goes on, so its line comes before the message
@@ -383,9 +384,9 @@ class Trainer:
 
 
 def train(config: dict, data_dir: str, out_dir: str, device: str = "cpu", resume: bool = True, quiet: bool = False,
-          clock=time.monotonic, echo: Callable[[str], None] | None = None) -> str:
+          clock=time.monotonic, echo: Callable[[str], None] | None = None, progress: Progress = True) -> str:
     """Train with `config` (see DEFAULTS); returns the path of the best model (OUT/model.pt).
     `clock` times the max_minutes budget (tests pass a fake one). Every line of OUT/train.log goes
     to `echo` too (default: INFO records of this module's logger); `quiet`: neither those nor a
-    progress bar."""
-    return Trainer(resolve_config(config), data_dir, out_dir, device, resume, quiet, clock, echo).train()
+    progress bar; `progress`: the epochs' bars (rerank.progress)."""
+    return Trainer(resolve_config(config), data_dir, out_dir, device, resume, quiet, clock, echo, progress).train()

@@ -33,7 +33,7 @@ import numpy as np
 
 from rerank.metrics.bleu import CORRECT, REF_LEN, TOTAL
 from rerank.tuning import TuningData
-from rerank.progress import track
+from rerank.progress import Progress, track
 
 # mean over the 4 orders of log(matches) - log(counts): a dot product with this vector
 _LOG_PREC = np.array([0.25] * 4 + [-0.25] * 4)
@@ -131,7 +131,7 @@ class KBMira:
 
 def kbmira(data: TuningData, w0: np.ndarray | None = None, *, C: float = 0.01, epochs: int = 60,
            decay: float = 0.999, model_bg: bool = False, seed: int = 1, shuffle: bool = True,
-           progress: bool = False, on_epoch: Callable[[dict], None] | None = None) -> MiraResult:
+           progress: Progress = False, on_epoch: Callable[[dict], None] | None = None) -> MiraResult:
     """Tune the weights of `data` (BLEU statistics) with k-best batch MIRA; see the module doc."""
     state = KBMira(data, w0, C=C, decay=decay, model_bg=model_bg)
     n_sent = len(state.F)

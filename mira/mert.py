@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from rerank.tuning import TuningData
-from rerank.progress import track
+from rerank.progress import Progress, track
 from rerank.nbest import segment_argmax
 
 
@@ -122,7 +122,7 @@ class MertResult:
 
 
 def mert(data: TuningData, w0: np.ndarray | None = None, *, seed: int = 1, restarts: int = 20,
-         random_directions: int = 10, max_iterations: int = 100, progress: bool = False,
+         random_directions: int = 10, max_iterations: int = 100, progress: Progress = False,
          on_iteration: Callable[[dict], None] | None = None) -> MertResult:
     """Coordinate + random-direction MERT with random restarts; returns the best point found."""
     n_feats = len(data.feature_names)

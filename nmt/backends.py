@@ -39,7 +39,7 @@ import numpy as np
 from rerank import distributed
 from rerank.errors import InputError, needs_neural
 from rerank.io import read_json_object
-from rerank.progress import track, transformers_bars_off
+from rerank.progress import Progress, track, transformers_bars_off
 from rerank.score_cache import model_digest
 
 log = logging.getLogger(__name__)
@@ -398,7 +398,7 @@ def _raw_config(path: str) -> dict:
 
 
 def translation_scores(path: str, inputs: Sequence[str], outputs: Sequence[str], device, threads: int | None,
-                       settings: TranslationSettings, what: str, progress: bool | Callable = False,
+                       settings: TranslationSettings, what: str, progress: Progress = False,
                        cache=None) -> tuple[np.ndarray, np.ndarray]:
     """(log p(output_i | input_i), scored output tokens) for a HF or CTranslate2 model directory,
     each distinct pair once, cached by model digest and pair."""
@@ -415,7 +415,7 @@ def translation_scores(path: str, inputs: Sequence[str], outputs: Sequence[str],
 
 
 def lm_scores(path: str, texts: Sequence[str], device, threads: int | None, batch_tokens: int | None = None,
-              progress: bool | Callable = False, cache=None) -> tuple[np.ndarray, np.ndarray]:
+              progress: Progress = False, cache=None) -> tuple[np.ndarray, np.ndarray]:
     """(log p(text_i), scored tokens) under a HF or CTranslate2 causal LM, each distinct text once."""
     kind = model_kind(path)
     if kind == PROJECT:

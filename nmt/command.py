@@ -7,7 +7,7 @@ import os
 import sys
 import time
 
-from rerank.cliargs import fraction, nonnegative_float, nonnegative_int, positive_float, positive_int
+from rerank.cliargs import fraction, nonnegative_float, nonnegative_int, positive_float, positive_int, terminal_bars
 from rerank.device import add_torch_options, check_run_dir, setup_torch
 from rerank.errors import InputError
 
@@ -134,7 +134,7 @@ def run_train(args) -> int:
     except ValueError as exc:
         raise InputError(str(exc)) from None
     state = train(cfg, read_parallel(*paths["train"]), read_parallel(*paths["val"]), args.out,
-                  device=device, resume=not args.no_resume, echo=echo_on_stderr)
+                  device=device, resume=not args.no_resume, echo=echo_on_stderr, progress=terminal_bars())
     print(json.dumps({k: state.get(k) for k in ("epoch", "best_epoch", "best_bleu", "stopped")}))
     return 0
 
@@ -178,7 +178,7 @@ def run_translate(args) -> int:
     results = translate(model, src_vocab, tgt_vocab, lines, config["train"]["src_lang"], config["train"]["tgt_lang"],
                         beam=args.beam, nbest=nbest, batch_size=args.batch_size, alpha=args.alpha,
                         max_len_ratio=args.max_len_ratio, max_src_len=args.max_src_len, device=device,
-                        path=args.input)
+                        path=args.input, progress=terminal_bars())
     seconds = time.time() - t0
     print(f"translated {len(lines)} sentences in {seconds:.1f}s ({len(lines) / max(seconds, 1e-9):.1f} sent/s)",
           file=sys.stderr)

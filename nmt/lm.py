@@ -28,7 +28,7 @@ from rerank.budget import EpochBudget
 from rerank.device import load_tensors, load_weights
 from rerank.errors import InputError
 from rerank.io import atomic_write
-from rerank.progress import progress_bar, track
+from rerank.progress import Progress, progress_bar, track
 
 
 class GRULM(nn.Module):
@@ -111,7 +111,7 @@ class LanguageModel:
         return cls(model, vocab, cfg, device)
 
     @torch.no_grad()
-    def score(self, lines: list[str], batch_size: int = 128, progress: bool = False) -> tuple[list[float], list[int]]:
+    def score(self, lines: list[str], batch_size: int = 128, progress: Progress = False) -> tuple[list[float], list[int]]:
         """(sum of log-probs incl. </s>, number of scored tokens incl. </s>) of every line. Under
         torchrun the ranks tokenise a part of the lines each and score whole batches of the
         one-process batching (rerank.distributed), so the sums are those of one process."""
@@ -183,7 +183,7 @@ def _prepare(cfg: LMConfig, train_lines: list[str], val_lines: list[str], out_di
 
 
 def train_lm(cfg: LMConfig, train_lines: list[str], val_lines: list[str], out_dir: str, device="cpu",
-             resume: bool = True, progress: bool = False, log=print, clock=time.monotonic) -> dict:
+             resume: bool = True, progress: Progress = False, log=print, clock=time.monotonic) -> dict:
     """Train (or resume from OUT/last.pt); early-stops on validation perplexity. Returns the state."""
     os.makedirs(out_dir, exist_ok=True)
     last = os.path.join(out_dir, "last.pt")

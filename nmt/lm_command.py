@@ -7,7 +7,7 @@ import json
 import os
 import sys
 
-from rerank.cliargs import fraction, nonnegative_int, positive_float, positive_int
+from rerank.cliargs import fraction, nonnegative_int, positive_float, positive_int, terminal_bars
 from rerank.device import add_torch_options, check_run_dir, setup_torch
 from rerank.errors import InputError
 
@@ -85,7 +85,7 @@ def run_train(args) -> int:
     train, val = read_training_text(args.train), read_lines(args.val)
     if not val:
         raise InputError("no validation sentences", args.val)
-    state = train_lm(cfg, train, val, args.out, device, resume=not args.no_resume, progress=sys.stderr.isatty(),
+    state = train_lm(cfg, train, val, args.out, device, resume=not args.no_resume, progress=terminal_bars(),
                      log=lambda msg: print(msg, file=sys.stderr))
     print(json.dumps({k: state[k] for k in ("epoch", "best_ppl", "stopped")}))
     return 0
@@ -103,7 +103,7 @@ def run_score(args) -> int:
     lines = read_lines(args.input)
     if not lines:
         raise InputError("no lines to score (the input is empty)", args.input)
-    sums, counts = lm.score(lines, args.batch_size, progress=sys.stderr.isatty())
+    sums, counts = lm.score(lines, args.batch_size, progress=terminal_bars())
     with atomic_write(args.output) as out:
         for value, n in zip(sums, counts):
             out.write(f"{value:.6f}\t{n}\n")

@@ -10,7 +10,7 @@ from rerank.nmt.data import length_batches, pad
 from rerank.nmt.lm import encode_lines
 from rerank.nmt.vocab import Tokenizer
 from rerank import distributed
-from rerank.progress import track
+from rerank.progress import Progress, track
 
 
 def distinct_pairs(nbest) -> tuple[list[tuple[int, str]], np.ndarray]:
@@ -23,7 +23,7 @@ def distinct_pairs(nbest) -> tuple[list[tuple[int, str]], np.ndarray]:
 
 @torch.no_grad()
 def channel_scores(run_dir: str, inputs: list[str], outputs: list[str], device="cpu", batch_size: int = 64,
-                   progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
+                   progress: Progress = False) -> tuple[np.ndarray, np.ndarray]:
     """(log p(output_i | input_i), output tokens incl. </s>) under the `rerank nmt train` model in
     run_dir: the channel feature's log p(source | hypothesis) under a reverse model, and the
     direct and r2l features' log p(hypothesis | source) under a forward one. Under torchrun the

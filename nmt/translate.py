@@ -11,7 +11,7 @@ import sacrebleu
 from rerank.nmt.beam import beam_search, greedy
 from rerank.nmt.data import encode_source, length_batches, pad
 from rerank.nmt.vocab import Tokenizer
-from rerank.progress import track
+from rerank.progress import Progress, track
 
 log = logging.getLogger(__name__)
 
@@ -20,7 +20,7 @@ FEATURE_NAMES = ["nmt", "nmt_norm", "len"]
 
 def decode(model, src_vocab, lines: list[str], src_lang: str, beam: int = 20, batch_size: int = 32, alpha: float = 1.0,
            max_len_ratio: float = 2.0, max_len_extra: int = 5, max_src_len: int = 200, device: str = "cpu",
-           path: str = "<input>", progress: bool = False) -> list[list]:
+           path: str = "<input>", progress: Progress = False) -> list[list]:
     """The finished hypotheses (rerank.nmt.beam.Hypothesis, best first) of every input line, in
     order: beam search in batches of similar lengths (greedy search for beam 1)."""
     ids = encode_source(lines, Tokenizer(src_lang), src_vocab, max_src_len, path=path)
@@ -42,7 +42,7 @@ def decode(model, src_vocab, lines: list[str], src_lang: str, beam: int = 20, ba
 def translate(model, src_vocab, tgt_vocab, lines: list[str], src_lang: str, tgt_lang: str, beam: int = 20,
               nbest: int | None = None, batch_size: int = 32, alpha: float = 1.0, max_len_ratio: float = 2.0,
               max_len_extra: int = 5, max_src_len: int = 200, device: str = "cpu", path: str = "<input>",
-              progress: bool = True):
+              progress: Progress = True):
     """For every input line (in order, none dropped), a list of (detokenised hypothesis, features
     [nmt, nmt_norm, len], total) sorted by total = nmt_norm (alpha > 0) or nmt (alpha = 0).
 
@@ -102,7 +102,7 @@ def oracle_bleu(nbest_hyps: list[list[str]], refs: list[str]) -> float:
 
 
 def translate_file(run_dir: str, input_path: str, nbest_out: str, beam: int, nbest: int | None = None,
-                   device: str = "cpu", checkpoint: str = "best", batch_size: int = 32, progress: bool = True):
+                   device: str = "cpu", checkpoint: str = "best", batch_size: int = 32, progress: Progress = True):
     """Translate a source file with a trained run directory and write its Moses n-best list."""
     from rerank.nmt.train import load_model
     from rerank.device import resolve_device

@@ -14,7 +14,6 @@ import logging
 import glob
 import os
 import re
-import sys
 import time
 from importlib import resources
 
@@ -27,6 +26,7 @@ from rerank.errors import InputError
 from rerank.formats import read_nbest, read_references, write_nbest
 from rerank.io import atomic_write, read_lines
 from rerank.nbest import NBestList
+from rerank.cliargs import terminal_bars
 
 logger = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ def add_embedding_feature(nbest, sources, model_path: str, name: str = "s_s", de
 
     encoder = Encoder.load(model_path)
     values = embedding_features(nbest, encoder, ["s_s"], "de", sources=sources, src_lang="en", device=device,
-                                progress=sys.stderr.isatty())["s_s"]
+                                progress=terminal_bars())["s_s"]
     return nbest.with_feature(name, values), encoder
 
 

@@ -27,6 +27,7 @@ from rerank.recipes.embedding_variants import CONFIGS, GROUPS, available, load_v
 from rerank.recipes.steps import Steps, marker_path, read_marker
 from rerank.errors import InputError
 from rerank.io import atomic_copy, atomic_write
+from rerank.cliargs import terminal_bars
 
 logger = logging.getLogger(__name__)
 
@@ -109,7 +110,7 @@ class Study:
         label = f"{variant}: train {stage['name']}"
         if not self.steps.is_done(label, run, inputs, resolved, directory=True):
             started = self.steps.start(label, run, resolved, directory=True)
-            train(config, self.m30k, run, self.device, quiet=self.quiet)
+            train(config, self.m30k, run, self.device, quiet=self.quiet, progress=terminal_bars())
             self.steps.finish(label, run, inputs, resolved, started, directory=True)
         with open(os.path.join(run, "model.json"), encoding="utf-8") as f:
             tr = json.load(f)["training"]

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from rerank.metrics.bleu import oracle
 from rerank.io import atomic_write
 from rerank.nbest import NBestList
+from rerank.progress import Progress
 from rerank.weights import best_rows, weight_vector, write_weights
 
 if TYPE_CHECKING:
@@ -41,7 +42,7 @@ class ExperimentResult:
 
 
 def tune_system(dev: NBestList, dev_refs, features: list[str], runs: int, seed: int, epochs: int,
-                tokenize: str, progress: bool = False) -> tuple[list[dict[str, float]], list[float]]:
+                tokenize: str, progress: Progress = False) -> tuple[list[dict[str, float]], list[float]]:
     """R k-best MIRA runs (seeds seed..seed+R-1) over `features`; other columns keep weight 0."""
     from rerank.multirun import run_seeds
     from rerank.tuning import prepare

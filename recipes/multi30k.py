@@ -32,6 +32,7 @@ from rerank.errors import InputError
 from rerank.formats import read_nbest, read_references, write_nbest
 from rerank.io import atomic_write, read_lines
 from rerank.recipes.multi30k_config import FLAVOURS, PRESETS, RecipeConfig
+from rerank.cliargs import terminal_bars
 
 logger = logging.getLogger(__name__)
 
@@ -120,7 +121,7 @@ class Recipe:
             return
         started, resume = self.steps.begin(step, out, resolved, directory=True)
         self.log(f"training embedding model {name}: {json.dumps(config)}")
-        model = train(config, self.cfg.data_dir, out, self.cfg.device, resume=resume)
+        model = train(config, self.cfg.data_dir, out, self.cfg.device, resume=resume, progress=terminal_bars())
         self.steps.finish(step, out, [], resolved, started, directory=True, model=os.path.basename(model))
 
     # --- 2./3. NMT and n-best lists --------------------------------------------------------
@@ -155,7 +156,8 @@ class Recipe:
             return run
         started, resume = self.steps.begin(step, run, resolved, directory=True)
         self.log(f"training NMT {flavour}: {json.dumps(asdict(cfg))}")
-        state = train_files(cfg, os.path.join(self.cfg.data_dir, "task1", "raw"), run, device=self.cfg.device, resume=resume)
+        state = train_files(cfg, os.path.join(self.cfg.data_dir, "task1", "raw"), run, device=self.cfg.device, resume=resume,
+                            progress=terminal_bars())
         if state.get("stopped") == "time budget":
             self.log(f"NMT {flavour} was stopped by its time budget ({cfg.max_minutes} min) after epoch {state['epoch']}")
         self.steps.finish(step, run, [], resolved, started, directory=True,
@@ -182,7 +184,7 @@ class Recipe:
             return
         started = self.steps.start(step, out, config)
         self.log(f"translating {source} with {run}: beam {n}, {n}-best")
-        translate_file(run, source, out, beam=n, nbest=n, device=self.cfg.device)
+        translate_file(run, source, out, beam=n, nbest=n, device=self.cfg.device, progress=terminal_bars())
         self.steps.finish(step, out, inputs, config, started)
 
     # --- 4. features -------------------------------------------------------------------------
@@ -211,7 +213,7 @@ class Recipe:
                 which = ["s_i"]
             self.log(f"features {', '.join(model['prefix'] + w for w in which)} for {flavour} {split} {n}-best")
             columns = embedding_features(nbest, encoder, which, "de", sources=sources, src_lang="en", images=images,
-                                         device=self.cfg.device, progress=sys.stderr.isatty())
+                                         device=self.cfg.device, progress=terminal_bars())
             for w in which:
                 nbest = nbest.with_feature(model["prefix"] + w, columns[w])
         write_nbest(nbest, out)

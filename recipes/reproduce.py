@@ -36,6 +36,7 @@ from rerank.recipes.steps import Steps
 from rerank.errors import InputError
 from rerank.formats import read_nbest, write_nbest
 from rerank.io import atomic_copy, atomic_write, read_json_object, read_lines
+from rerank.cliargs import terminal_bars
 
 logger = logging.getLogger(__name__)
 
@@ -94,7 +95,7 @@ class Reproduction:
         resolved = {"data_dir": os.path.abspath(self.m30k), **resolve_config(config)}
         if not self.steps.is_done(label, run, list(inputs), resolved, directory=True):
             started, resume = self.steps.begin(label, run, resolved, directory=True, inputs=list(inputs))
-            train(config, self.m30k, run, self.device, resume=resume)
+            train(config, self.m30k, run, self.device, resume=resume, progress=terminal_bars())
             self.steps.finish(label, run, list(inputs), resolved, started, directory=True)
         return os.path.join(run, "model.pt")
 
@@ -135,7 +136,7 @@ class Reproduction:
         resolved = {"data_dir": os.path.abspath(self.raw), **asdict(cfg)}
         if not self.steps.is_done("channel model", out, [], resolved, directory=True):
             started, resume = self.steps.begin("channel model", out, resolved, directory=True)
-            state = train_files(cfg, self.raw, out, device=self.device, resume=resume)
+            state = train_files(cfg, self.raw, out, device=self.device, resume=resume, progress=terminal_bars())
             self.steps.finish("channel model", out, [], resolved, started, directory=True,
                               **{k: state.get(k) for k in ("stopped", "epoch", "best_epoch", "best_bleu")})
         return out

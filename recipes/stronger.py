@@ -35,6 +35,7 @@ from rerank.recipes.steps import Steps
 from rerank.errors import InputError
 from rerank.formats import read_nbest, write_nbest
 from rerank.io import atomic_write, read_lines
+from rerank.cliargs import terminal_bars
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +62,7 @@ def add_features(nbest, sources: list[str], models: dict, device: str = "cpu", k
     """s_s, mbr, channel(_norm), lm(_norm) columns for one n-best list; the groups named in `keep`
     (keys of COMPUTED, e.g. "channel") are the list's own columns, not computed. The columns come
     out in one order whatever was kept: the list's other columns, then COLUMNS."""
-    progress = sys.stderr.isatty()
+    progress = terminal_bars()
     computed = [c for g, cols in COMPUTED.items() if g not in keep for c in cols]
     if any(c in nbest.feature_names for c in computed):  # the list's own values of a computed column go
         nbest = nbest.select_features([c for c in nbest.feature_names if c not in computed])

@@ -15,7 +15,7 @@ import sys
 import traceback
 from typing import NoReturn
 
-from rerank import __version__, distributed, plugins, progress
+from rerank import __version__, distributed, plugins
 from rerank.cliargs import reset_command_line, set_command_line, stderr_log
 from rerank.device import prefer_passive_openmp
 from rerank.errors import InputError, MissingDependency, missing_neural
@@ -121,22 +121,14 @@ def exit_process(status: int) -> NoReturn:
     os._exit(status)
 
 
-def _tqdm_bar(desc, total=None, unit="it", initial=0, leave=False, **options):
-    from tqdm import tqdm
-
-    return tqdm(total=total, desc=desc, unit=unit, initial=initial, leave=leave, file=sys.stderr, **options)
-
-
 def _report_on_stderr():
     """For one command: the library's warnings and notes (logger `rerank`) on stderr as the
-    message alone (cliargs.stderr_log), and progress=True as tqdm bars (rerank.progress).
+    message alone (cliargs.stderr_log). (Progress bars: each command passes rerank.cliargs.bars.)
     Returns the function that undoes it."""
     logs = stderr_log(logging.WARNING)
     logs.__enter__()
-    previous = progress.set_reporter(_tqdm_bar)
 
     def restore():
-        progress.set_reporter(previous)
         logs.__exit__(None, None, None)
 
     return restore

@@ -97,7 +97,41 @@ def add_quiet(parser) -> None:
 
 def show_progress(args: argparse.Namespace) -> bool:
     """Progress bars go to stderr, only when it is a terminal and --quiet is not given."""
-    return not args.quiet and sys.stderr.isatty()
+    return not getattr(args, "quiet", False) and sys.stderr.isatty()
+
+
+class TerminalBars:
+    """The command line's progress (rerank.progress): tqdm bars on stderr. Called as a plain
+    callback `(desc, done, total)` it keeps one bar per `desc`, closed when `done` reaches
+    `total`; the library's own bars open through `open_bar` with their units and postfix."""
+
+    def __init__(self):
+        self._bars: dict = {}
+
+    def open_bar(self, desc: str, total: int | None = None, unit: str = "it", initial: int = 0,
+                 leave: bool = False, **options):
+        from tqdm import tqdm
+
+        return tqdm(total=total, desc=desc, unit=unit, initial=initial, leave=leave, file=sys.stderr, **options)
+
+    def __call__(self, desc: str, done: int, total: int | None) -> None:
+        bar = self._bars.get(desc)
+        if bar is None:
+            bar = self._bars[desc] = self.open_bar(desc, total)
+        bar.update(done - bar.n)
+        if total is not None and done >= total:
+            self._bars.pop(desc).close()
+
+
+def terminal_bars() -> TerminalBars | bool:
+    """TerminalBars when stderr is a terminal, else False (for commands without --quiet)."""
+    return TerminalBars() if sys.stderr.isatty() else False
+
+
+def bars(args: argparse.Namespace) -> TerminalBars | bool:
+    """The `progress` a command passes to the library: tqdm bars on stderr when it is a terminal
+    and --quiet is not given (show_progress), else False."""
+    return TerminalBars() if show_progress(args) else False
 
 
 # argparse types of checked numbers: the checks of rerank.options (shared with the library, which

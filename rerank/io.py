@@ -27,6 +27,7 @@ from collections.abc import Generator, Iterable, Iterator
 from typing import Any
 
 from rerank.errors import InputError
+from rerank.progress import Progress, track
 
 GZIP_MAGIC = b"\x1f\x8b"
 UTF8_BOM = b"\xef\xbb\xbf"
@@ -128,14 +129,15 @@ def _decoded(raw_lines: Iterable[bytes], path: str) -> Iterator[tuple[int, str]]
         raise InputError(f"cannot read: {'corrupt or truncated gzip data: ' if broken else ''}{exc}", path, number + 1) from None
 
 
-_PROGRESS: contextvars.ContextVar[bool] = contextvars.ContextVar("rerank_reading_progress", default=False)
+_PROGRESS: contextvars.ContextVar[Progress] = contextvars.ContextVar("rerank_reading_progress", default=False)
 
 
 @contextlib.contextmanager
-def reading_progress(enabled: bool):
-    """Inside, iter_lines shows a tqdm bar of the lines read on stderr (commands enable it when
-    stderr is a terminal and --quiet is not given: reading a large n-best list takes seconds)."""
-    token = _PROGRESS.set(enabled)
+def reading_progress(progress: Progress):
+    """Inside, iter_lines reports the lines read to `progress` (rerank.progress; the commands pass
+    their bars when stderr is a terminal and --quiet is not given: reading a large n-best list
+    takes seconds). A context variable, because the format readers take no `progress`."""
+    token = _PROGRESS.set(progress)
     try:
         yield
     finally:
@@ -160,11 +162,10 @@ def iter_lines(path: str) -> Generator[tuple[int, str], None, None]:
 
 
 def _with_progress(lines: Iterator[tuple[int, str]], path: str) -> Iterator[tuple[int, str]]:
-    if not _PROGRESS.get():
+    progress = _PROGRESS.get()
+    if not progress:
         return lines
-    from rerank.progress import track
-
-    return track(lines, True, f"reading {os.path.basename(path) or path}", unit=" lines", unit_scale=True,
+    return track(lines, progress, f"reading {os.path.basename(path) or path}", unit=" lines", unit_scale=True,
                  mininterval=0.5)
 
 

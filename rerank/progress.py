@@ -4,10 +4,19 @@ Library functions that take `progress` accept:
 
 - False or None: silent;
 - a callable `progress(desc, done, total)`: called as the work advances (`done` and `total` in
-  the task's unit, `total` None when unknown) -- a GUI, a notebook widget or a log of your own;
-- True: the default reporter. The `rerank` command line installs a tqdm bar on stderr
-  (`set_reporter`); in a script, records of the `rerank.progress` logger at INFO level, at most
-  one every 10 seconds per task, and one at its end.
+  the task's unit, `total` None when unknown; `done` grows to `total`) -- a GUI, a notebook
+  widget or a log of your own. A callable that also has `open_bar(desc, total=, unit=, initial=,
+  leave=, **options)` returning a bar (update(n), set_postfix_str(text), close()) gets bars
+  opened through it instead, with their units and postfix: the command line passes such an
+  object (rerank.cliargs.TerminalBars, tqdm bars on stderr);
+- True: records of the `rerank.progress` logger at INFO level, at most one every 10 seconds per
+  task, and one at its end.
+
+There is no process-wide reporter: the command line passes its bars to each call like any other
+callback (a torchrun rank is a process of its own that parses its command line and passes them
+too, or False off rank 0). Reading n-best files is the one path whose functions take no
+`progress` (the format readers): `rerank.io.reading_progress(progress)` gives iter_lines one for
+the duration of a block, in a context variable.
 
 `progress_bar(progress, desc, total)` gives an object with `update(n)`, `set_postfix_str(text)`
 and `close()` (a context manager too); `track(iterable, progress, desc)` iterates with it.
@@ -24,15 +33,6 @@ from collections.abc import Callable, Iterable, Iterator, Sized
 log = logging.getLogger(__name__)
 
 Progress = bool | None | Callable[[str, int, "int | None"], None]
-_reporter: Callable | None = None   # factory(desc, total=, unit=, initial=, leave=, **options) -> bar (the CLI's)
-
-
-def set_reporter(factory: Callable | None) -> Callable | None:
-    """Use `factory(desc, total=..., unit=..., initial=..., leave=...)` for progress=True (the
-    command line passes a tqdm bar); None restores log records. Returns the previous factory."""
-    global _reporter
-    previous, _reporter = _reporter, factory
-    return previous
 
 
 class _Bar:
@@ -97,13 +97,14 @@ class _LogBar(_Bar):
 def progress_bar(progress: Progress, desc: str, total: int | None = None, *, unit: str = "it", initial: int = 0,
                  leave: bool = False, **bar_options):
     """A bar for `progress` (see the module doc): update(n), set_postfix_str(text), close().
-    `bar_options` (e.g. unit_scale, mininterval) go to the installed reporter only."""
+    `bar_options` (e.g. unit_scale, mininterval) go to a callback's `open_bar` only."""
     if not progress:
         return _Silent(desc, total, initial)
+    open_bar = getattr(progress, "open_bar", None)
+    if open_bar is not None:
+        return open_bar(desc, total=total, unit=unit, initial=initial, leave=leave, **bar_options)
     if callable(progress):
         return _Callback(progress, desc, total, initial)
-    if _reporter is not None:
-        return _reporter(desc, total=total, unit=unit, initial=initial, leave=leave, **bar_options)
     return _LogBar(desc, total, initial, unit)
 
 

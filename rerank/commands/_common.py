@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from rerank.cliargs import bars
 from rerank.errors import InputError, NeedsOption
 from rerank.formats import (POST_PROCESS, UNESCAPE, ReadReport, format_names, formats, get_format, read_nbest,
                             reading_options, write_losses, write_nbest)
@@ -104,7 +105,7 @@ def load_nbest(args: argparse.Namespace, path: str | None = None, allow_empty: b
     """
     path = path or args.nbest
     report = ReadReport()
-    progress = not getattr(args, "quiet", False) and sys.stderr.isatty()
+    progress = bars(args)
     try:
         with reading_progress(progress):
             nbest = read_nbest(path, fmt=args.in_format, strict=args.strict, report=report, cache=getattr(args, "cache", None),

@@ -11,7 +11,7 @@ import re
 import sys
 from collections.abc import Sequence
 
-from rerank.cliargs import nonnegative_int, positive_int, probability, show_progress
+from rerank.cliargs import nonnegative_int, positive_int, probability, bars
 from rerank.commands._common import add_reading_options, add_text_options, read_options, with_flags
 from rerank.errors import InputError, NeedsOption
 from rerank.formats import format_names
@@ -105,7 +105,7 @@ def evaluate(args, outputs: list, extra_inputs: Sequence = ()):
     if args.nbest:
         record["nbest_text"] = {"post_process": args.post_process, "unescape": args.unescape}
     return evaluate_outputs(args.ref, (baseline[0], _as_runs(baseline[1])), named, options,
-                            progress=show_progress(args), record=record)
+                            progress=bars(args), record=record)
 
 
 def _as_runs(files: list[str]):

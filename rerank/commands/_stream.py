@@ -13,6 +13,7 @@ import sys
 
 import numpy as np
 
+from rerank.cliargs import bars
 from rerank.commands._common import read_options
 from rerank.formats import ReadReport, detect_format, formats
 from rerank.formats.cache import cache_dir
@@ -36,7 +37,7 @@ def scan(args, out_formats: list[str]) -> dict | None:
         return None  # the text changes: read whole
     report = ReadReport()
     try:
-        with reading_progress(not getattr(args, "quiet", False) and sys.stderr.isatty()):  # as load_nbest
+        with reading_progress(bars(args)):  # as load_nbest
             fmt = args.in_format or detect_format(path, report, read_options(args))
     except Exception:  # noqa: BLE001 - the whole-list path gives the error
         return None

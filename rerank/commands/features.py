@@ -9,7 +9,7 @@ import sys
 
 from rerank import distributed, plugins
 from rerank.cliargs import (add_nbest_positional, add_quiet, nonnegative_int, positive_int, resolve_nbest,
-                            show_progress)
+                            bars)
 from rerank.commands._common import format_help, nbest_inputs, add_nbest_input, add_output_format, load_nbest, write_output
 from rerank.errors import InputError
 from rerank.features import shard_range
@@ -113,7 +113,7 @@ def _run(args, features: dict) -> int:
     part = nbest.select_sentences(range(start, end)) if (start, end) != (0, nbest.n_sentences) else nbest
     context = FeatureContext(nbest_path=args.nbest, sources=sources, src_lang=args.src_lang, tgt_lang=args.tgt_lang,
                              device=distributed.local_device(args.device), threads=args.threads, first_sentence=start,
-                             total_sentences=nbest.n_sentences, progress=show_progress(args) and main,
+                             total_sentences=nbest.n_sentences, progress=bars(args) if main else False,
                              cache=None if args.no_score_cache else (args.score_cache or default_cache_path()))
     which = [w.strip() for w in args.which.split(",") if w.strip()] if args.which else None
     part = add_features(part, which, context=context, replace=args.replace, source=args.nbest,

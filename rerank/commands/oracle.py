@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from rerank.metrics.bleu import make_bleu
-from rerank.cliargs import add_quiet, show_progress
+from rerank.cliargs import add_quiet, bars
 from rerank.commands._common import format_help, nbest_inputs, add_nbest_input, load_nbest
 from rerank.io import atomic_write, read_references
 from rerank.outputs import check_outputs
@@ -35,7 +35,7 @@ def run(args) -> int:
     make_bleu(args.tokenize, args.lowercase)  # validates the tokenizer before reading big files
     nbest, _ = load_nbest(args)
     refs = read_references(args.ref, nbest.n_sentences, args.nbest)
-    found = oracle(nbest, refs, tokenize=args.tokenize, lowercase=args.lowercase, progress=show_progress(args))
+    found = oracle(nbest, refs, tokenize=args.tokenize, lowercase=args.lowercase, progress=bars(args))
     if args.output:
         with atomic_write(args.output) as out:
             out.writelines(hyp + "\n" for hyp in found.hypotheses)

@@ -10,7 +10,7 @@ import numpy as np
 
 from rerank import plugins
 from rerank.cliargs import (add_nbest_positional, add_quiet, nonnegative_int, positive_int, resolve_nbest,
-                            show_progress, stderr_log)
+                            bars, stderr_log)
 from rerank.commands._common import format_help, nbest_inputs, add_nbest_input, load_nbest
 from rerank.errors import InputError
 from rerank.io import read_references
@@ -145,7 +145,7 @@ def _run(args, chosen) -> int:
 
     record = {"command": sys.argv, "references": [os.path.abspath(x) for x in args.ref], "sentences": args.sentences,
               "nbest_text": {"post_process": args.post_process, "unescape": args.unescape}}
-    result = tune(nbest, refs, chosen, init=args.init, output=args.output, progress=show_progress(args),
+    result = tune(nbest, refs, chosen, init=args.init, output=args.output, progress=bars(args),
                   verbose=(lambda msg: print(msg, file=sys.stderr)) if args.verbose else lambda msg: None,
                   on_start=_tuning_set, on_run=show, record=record, source=args.nbest)
     if args.runs > 1:

@@ -25,6 +25,7 @@ import numpy as np
 
 from rerank.metrics.base import Metric
 from rerank.metrics.meteor.resources import LANG_NAMES, MeteorResourceError, load_resources
+from rerank.progress import Progress
 
 if TYPE_CHECKING:  # imported when first used: a metric that is only named loads none of them
     from rerank.metrics.meteor.aligner import Aligner
@@ -108,7 +109,7 @@ class MeteorMetric(Metric):
 
     def __init__(self, lang: str = "en", modules: Sequence[str] | None = None, backend: str = "native",
                  resources: str | None = None, jar: str | None = None, normalize: bool = True,
-                 lowercase: bool = True, function_words: str = "jar", progress: bool = False):
+                 lowercase: bool = True, function_words: str = "jar", progress: Progress = False):
         lang = lang.lower()
         if lang not in LANG_NAMES:
             raise ValueError(f"METEOR: unknown language {lang!r} (known: {', '.join(sorted(LANG_NAMES))})")
