@@ -174,7 +174,7 @@ class TuningData:
 
     def oracle_rows(self) -> np.ndarray:
         """Each list's best hypothesis by its sentence-level score in the metric's direction
-        (BLEU+1 for BLEU, the toolkit's one oracle rerank.bleu.oracle_rows; the lowest sentence TER
+        (BLEU+1 for BLEU, the toolkit's one oracle rerank.metrics.bleu.oracle_rows; the lowest sentence TER
         for TER); ties go to the earlier hypothesis."""
         if self.metric.name == "bleu":
             return oracle_rows(self.stats, self.offsets)

@@ -13,6 +13,7 @@ from rerank.metrics import make_metric
 from rerank.metrics.meteor import MeteorMetric, meteor_score, summable
 from rerank.metrics.meteor.jar import MeteorJar, java_available
 from rerank.metrics.meteor.normalize import normalize_line
+from rerank.errors import InputError
 from rerank.metrics.meteor.resources import MeteorResourceError, default_jar
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "eval")
@@ -109,9 +110,9 @@ def test_score_formula_equals_jar_eval():
 def test_missing_resources_and_bad_options_are_clear():
     with pytest.raises(MeteorResourceError, match="paraphrase-de.gz"):
         MeteorMetric("de")  # default German modules include paraphrase, not shipped here
-    with pytest.raises(ValueError, match="unknown language"):
+    with pytest.raises(InputError, match="unknown language"):
         MeteorMetric("xx")
-    with pytest.raises(ValueError, match="modules"):
+    with pytest.raises(InputError, match="modules"):
         MeteorMetric("en", ["stem"])
     with pytest.raises(MeteorResourceError, match="synonym"):
         MeteorMetric("de", ["exact", "synonym"])

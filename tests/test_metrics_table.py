@@ -54,7 +54,7 @@ def test_make_metric_refuses_an_unknown_name_naming_the_known_ones_and_an_unknow
     with pytest.raises(InputError) as caught:
         make_metric("rouge")
     assert all(name in str(caught.value) for name in METRICS)
-    with pytest.raises(TypeError, match="tokenise"):
+    with pytest.raises(InputError, match="tokenise"):
         make_metric("bleu", tokenise="none")
 
 

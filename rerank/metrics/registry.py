@@ -56,7 +56,7 @@ def make_metric(name: str, **options: Any) -> Metric:
     naming the known ones; an option no metric takes is a TypeError (a misspelling)."""
     unknown = sorted(set(options) - OPTIONS)
     if unknown:
-        raise TypeError(f"make_metric: unknown option {unknown[0]!r} (known: {', '.join(sorted(OPTIONS))})")
+        raise InputError(f"make_metric: unknown option {unknown[0]!r} (known: {', '.join(sorted(OPTIONS))})")
     cls = METRICS.get(name.lower()) if isinstance(name, str) else None
     if cls is None:
         raise InputError(f"unknown metric {name!r} (known: {', '.join(METRIC_NAMES)})")

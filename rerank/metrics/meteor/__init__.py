@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from rerank.metrics.base import Metric
+from rerank.errors import InputError
 from rerank.metrics.meteor.resources import LANG_NAMES, MeteorResourceError, load_resources
 from rerank.progress import Progress
 
@@ -112,16 +113,16 @@ class MeteorMetric(Metric):
                  lowercase: bool = True, function_words: str = "jar", progress: Progress = False):
         lang = lang.lower()
         if lang not in LANG_NAMES:
-            raise ValueError(f"METEOR: unknown language {lang!r} (known: {', '.join(sorted(LANG_NAMES))})")
+            raise InputError(f"METEOR: unknown language {lang!r} (known: {', '.join(sorted(LANG_NAMES))})")
         modules = tuple(m.lower() for m in (modules or DEFAULT_MODULES[lang]))
         bad = [m for m in modules if m not in KNOWN_MODULES]
         if bad or not modules or modules[0] != "exact" or len(set(modules)) != len(modules):
-            raise ValueError(f"METEOR modules must start with exact and be distinct, from {', '.join(KNOWN_MODULES)} "
+            raise InputError(f"METEOR modules must start with exact and be distinct, from {', '.join(KNOWN_MODULES)} "
                              f"(got {', '.join(modules)})")
         if "stem" in modules and lang not in STEM_LANGS:
             raise MeteorResourceError(f"METEOR: no stemmer for {lang}; drop the stem module")
         if backend not in ("native", "jar"):
-            raise ValueError(f"METEOR backend must be native or jar, not {backend!r}")
+            raise InputError(f"METEOR backend must be native or jar, not {backend!r}")
         self.lang, self.modules, self.backend = lang, modules, backend
         self.params = PARAMETERS[lang]
         self.weights = WEIGHTS[lang][: len(modules)]
@@ -131,7 +132,7 @@ class MeteorMetric(Metric):
         # Meteor 1.5's command line keeps the function-word list of its default language (English)
         # whatever -l says; "jar" reproduces that, "language" uses the language's own list.
         if function_words not in ("jar", "language"):
-            raise ValueError("function_words must be 'jar' or 'language'")
+            raise InputError("function_words must be 'jar' or 'language'")
         self.fw_source = "en" if function_words == "jar" else lang
         self.function_words = self.res.function_words(self.fw_source)
         self.nonbreaking = self.res.nonbreaking_prefixes(lang)
