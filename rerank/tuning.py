@@ -115,10 +115,7 @@ def named_metric(name: str, nbest: NBestList, refs, tokenize: str = "13a", lower
         return bleu_metric(nbest, refs, tokenize, lowercase, progress)
     from rerank.metrics import make_metric
 
-    try:
-        metric = make_metric(name, lang=lang, tokenize=tokenize, lowercase=lowercase)
-    except ValueError as exc:
-        raise InputError(str(exc)) from None
+    metric = make_metric(name, lang=lang, tokenize=tokenize, lowercase=lowercase)  # bad names: InputError
     rows, inverse = unique_strings(nbest)
     hyps = [nbest.hyps[int(r)] for r in rows]
     stats = np.asarray(metric.sentence_stats(hyps, expand_refs(refs, nbest.sentence_of_hyp[rows])), dtype=np.float64)
