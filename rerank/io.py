@@ -24,7 +24,10 @@ import sys
 import tempfile
 import zlib
 from collections.abc import Generator, Iterable, Iterator
-from typing import Any
+from typing import IO, TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from _typeshed import WriteableBuffer
 
 from rerank.errors import InputError
 from rerank.progress import Progress, track
@@ -36,21 +39,22 @@ UTF8_BOM = b"\xef\xbb\xbf"
 class _Prefixed(io.RawIOBase):
     """A readable stream: the bytes `head` (read off `stream` to look at them), then the rest of `stream`."""
 
-    def __init__(self, head: bytes, stream):
+    def __init__(self, head: bytes, stream: IO[bytes]) -> None:
         self._head, self._stream = head, stream
         self._read = getattr(stream, "read1", stream.read)
 
     def readable(self) -> bool:
         return True
 
-    def readinto(self, buffer) -> int:
-        data = self._head[:len(buffer)] if self._head else self._read(len(buffer))
+    def readinto(self, buffer: WriteableBuffer) -> int:
+        view = memoryview(buffer)
+        data = self._head[:len(view)] if self._head else self._read(len(view))
         self._head = self._head[len(data):]
-        buffer[:len(data)] = data
+        view[:len(data)] = data
         return len(data)
 
 
-def _gunzipped(raw):
+def _gunzipped(raw: IO[bytes]) -> IO[bytes] | gzip.GzipFile:
     """`raw`, or its decompressed content if it starts with the gzip magic bytes."""
     peek = getattr(raw, "peek", None)
     head = peek(2)[:2] if peek is not None else b""
@@ -95,7 +99,7 @@ class _Stdin:
             yield raw
 
 
-def open_binary(path: str):
+def open_binary(path: str) -> tuple[IO[bytes], IO[bytes] | gzip.GzipFile]:
     """(raw file, its bytes gunzipped when the gzip magic starts it) of `path`; InputError if it cannot be opened."""
     try:
         raw = open(path, "rb")
@@ -133,7 +137,7 @@ _PROGRESS: contextvars.ContextVar[Progress] = contextvars.ContextVar("rerank_rea
 
 
 @contextlib.contextmanager
-def reading_progress(progress: Progress):
+def reading_progress(progress: Progress) -> Iterator[None]:
     """Inside, iter_lines reports the lines read to `progress` (rerank.progress; the commands pass
     their bars when stderr is a terminal and --quiet is not given: reading a large n-best list
     takes seconds). A context variable, because the format readers take no `progress`."""
@@ -185,7 +189,8 @@ def read_lines(path: str) -> list[str]:
     return [line for _, line in iter_lines(path)]
 
 
-def read_references(refs, n_sentences: int | None = None, nbest_path: str | None = None) -> list[list[str]]:
+def read_references(refs: str | os.PathLike | Iterable[str | os.PathLike | Iterable[str]], n_sentences: int | None = None,
+                    nbest_path: str | None = None) -> list[list[str]]:
     """The reference streams refs[k][i] (reference k of sentence i), the one reader of the CLI and
     the Python API. `refs`: one reference file path, or a sequence with one item per reference,
     each a file path or a list of strings (one per sentence). Every stream must be non-empty and
@@ -296,7 +301,7 @@ _GROUP: contextvars.ContextVar[list | None] = contextvars.ContextVar("rerank_out
 
 
 @contextlib.contextmanager
-def output_group():
+def output_group() -> Iterator[None]:
     """Within it, `atomic_write` renames its files into place only when the outermost group ends
     without an exception (else they are removed): all outputs or none. Nested groups join it."""
     if _GROUP.get() is not None:
@@ -341,7 +346,7 @@ def _temp_beside(path: str) -> tuple[int, str]:
 
 
 @contextlib.contextmanager
-def atomic_write(path: str, mode: str = "w", encoding: str | None = "utf-8", grouped: bool = True):
+def atomic_write(path: str, mode: str = "w", encoding: str | None = "utf-8", grouped: bool = True) -> Iterator[Any]:
     """Write to a temporary file beside `path` and rename it into place only on success (at the
     end of the `output_group` when in one and `grouped`: a cache entry is not an output and is
     renamed at once); on any exception, Ctrl-C included, it is removed.

@@ -6,7 +6,7 @@ from __future__ import annotations
 from rerank.errors import InputError
 
 
-def feature_name_problem(name) -> str | None:
+def feature_name_problem(name: object) -> str | None:
     """Why `name` cannot be a feature name (every format must write and read it back), or None."""
     if not isinstance(name, str) or not name:
         return "is empty"
@@ -25,7 +25,7 @@ def feature_name_problem(name) -> str | None:
     return None
 
 
-def check_feature_name(name, path: str | None = None, line: int | None = None) -> None:
+def check_feature_name(name: object, path: str | None = None, line: int | None = None) -> None:
     """InputError naming `path`:`line` if `name` cannot be a feature name."""
     problem = feature_name_problem(name)
     if problem:

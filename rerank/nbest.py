@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import overload
 
 import numpy as np
 
@@ -40,7 +41,13 @@ class StringColumn(Sequence):
         """The UTF-8 buffer and the int64 offsets (len + 1) of the strings in it (not to be modified)."""
         return self._buffer, self._offsets
 
-    def __getitem__(self, index):
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[str]: ...
+
+    def __getitem__(self, index: int | slice) -> str | list[str]:
         if isinstance(index, slice):
             start, stop, step = index.indices(len(self))
             if step == 1:
@@ -90,10 +97,10 @@ class StringColumn(Sequence):
     def take(self, indices: Iterable[int]) -> StringColumn:
         return StringColumn.from_strings(self[int(i)] for i in indices)
 
-    def __eq__(self, other) -> bool:
+    def __eq__(self, other: object) -> bool:
         if isinstance(other, StringColumn):
             return self._buffer == other._buffer and np.array_equal(self._offsets, other._offsets)
-        return list(self) == list(other)
+        return isinstance(other, Iterable) and list(self) == list(other)
 
     def __repr__(self) -> str:
         return f"StringColumn({len(self)} strings)"
@@ -102,7 +109,7 @@ class StringColumn(Sequence):
 class StringColumnBuilder:
     """Append strings one at a time; `build()` returns the StringColumn."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._chunks: list[bytes] = []
         self._ends: list[int] = [0]
         self._size = 0
@@ -143,7 +150,7 @@ class NBestList:
     scores: np.ndarray | None = None
     missing: dict[str, int] = field(default_factory=dict)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         self.offsets = np.asarray(self.offsets, dtype=np.int64)
         self.features = np.asarray(self.features, dtype=np.float64)
         self.features = self.features.reshape(len(self.hyps), -1 if self.features.size else len(self.feature_names))
@@ -319,7 +326,7 @@ class NBestList:
         scores = None if self.scores is None else self.scores[rows]
         return NBestList(self.offsets, self.hyps.take(rows), self.features[rows], list(self.feature_names), list(self.groups), scores)
 
-    def __eq__(self, other) -> bool:
+    def __eq__(self, other: object) -> bool:
         if not isinstance(other, NBestList):
             return NotImplemented
         same_scores = (self.scores is None and other.scores is None) or (

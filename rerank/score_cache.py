@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import os
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from rerank.caches import cache_path
 from rerank.errors import InputError
@@ -93,7 +93,7 @@ class ScoreCache:
                     found[i] = (value, count)
         return found
 
-    def put(self, namespace: str, pairs: Sequence[tuple[str, str]], values, counts) -> None:
+    def put(self, namespace: str, pairs: Sequence[tuple[str, str]], values: Iterable[float], counts: Iterable[float]) -> None:
         rows = [(self.key(namespace, p), float(v), float(c)) for p, v, c in zip(pairs, values, counts)]
         try:
             self.db.executemany("INSERT OR REPLACE INTO scores VALUES (?, ?, ?)", rows)

@@ -22,7 +22,7 @@ docs/evaluation.md has the calibration of each test (`benchmarks/bench_calibrati
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 import itertools
 import math
 from dataclasses import dataclass
@@ -60,7 +60,7 @@ class ARResult:
     trials: int
 
 
-def _batches(total: int, size: int):
+def _batches(total: int, size: int) -> Iterator[tuple[int, int]]:
     """(start, size) of consecutive blocks of at most `size` of range(total)."""
     start = 0
     while start < total:
@@ -81,7 +81,7 @@ def _block_rows(n: int, limit: int) -> int:
     return max(1, min(limit, max(16, BLOCK_ENTRIES // max(n, 1))))
 
 
-def _coin_rows(rng: np.random.Generator, rows: int, n: int, block: int):
+def _coin_rows(rng: np.random.Generator, rows: int, n: int, block: int) -> Iterator[tuple[int, np.ndarray]]:
     """(start, bool block) of `rng.integers(2, size=(rows, n), dtype=bool)` drawn as ONE call, in
     blocks of `block` rows: numpy fills booleans from the bits of 32-bit draws, lowest bit first,
     which this repeats (tests check it against numpy)."""
@@ -113,7 +113,7 @@ def _perm_tables(runs: int) -> tuple[np.ndarray, np.ndarray]:
 MAX_SUBSETS = 924
 
 
-def _multeval_masks(rng: np.random.Generator, batch: int, n: int, runs: int):
+def _multeval_masks(rng: np.random.Generator, batch: int, n: int, runs: int) -> tuple[np.ndarray, np.ndarray]:
     """MultEval's Shuffling: selection weights (wx, wy), each (batch, n, 2R), of the 2R pooled
     outputs per sentence (0..R-1 are A's runs, R..2R-1 B's).
 
@@ -138,13 +138,16 @@ def _multeval_masks(rng: np.random.Generator, batch: int, n: int, runs: int):
 
 
 @overload
-def approximate_randomization(metrics: Metric, stats_a, stats_b, trials: int = ..., seed: int | None = ...,
+def approximate_randomization(metrics: Metric, stats_a: np.ndarray, stats_b: np.ndarray, trials: int = ...,
+                              seed: int | None = ...,
                               stratified: bool = ..., multeval_compat: bool = ..., batch_size: int = ...) -> ARResult: ...
 @overload
-def approximate_randomization(metrics: Sequence[Metric], stats_a, stats_b, trials: int = ..., seed: int | None = ...,
+def approximate_randomization(metrics: Sequence[Metric], stats_a: Sequence[np.ndarray], stats_b: Sequence[np.ndarray],
+                              trials: int = ..., seed: int | None = ...,
                               stratified: bool = ..., multeval_compat: bool = ...,
                               batch_size: int = ...) -> list[ARResult]: ...
-def approximate_randomization(metrics: Metric | Sequence[Metric], stats_a, stats_b, trials: int = 10000,
+def approximate_randomization(metrics: Metric | Sequence[Metric], stats_a: np.ndarray | Sequence[np.ndarray],
+                              stats_b: np.ndarray | Sequence[np.ndarray], trials: int = 10000,
                               seed: int | None = 12345, stratified: bool = False, multeval_compat: bool = False,
                               batch_size: int = 2000) -> ARResult | list[ARResult]:
     """Two-sided approximate randomisation test of system B against system A.
@@ -177,7 +180,7 @@ def approximate_randomization(metrics: Metric | Sequence[Metric], stats_a, stats
         raise ValueError("choose the stratified split or MultEval's rules, not both")
     single = isinstance(metrics, Metric)
     if isinstance(metrics, Metric):
-        metrics, stats_a, stats_b = [metrics], [stats_a], [stats_b]
+        metrics, stats_a, stats_b = [metrics], [np.asarray(stats_a)], [np.asarray(stats_b)]
     a_list, b_list = _paired_runs(stats_a, stats_b)
     if not (stratified or multeval_compat):  # one unit per sentence: the average of each system's runs
         a_list = [a.mean(axis=0, keepdims=True) for a in a_list]
@@ -218,7 +221,7 @@ def approximate_randomization(metrics: Metric | Sequence[Metric], stats_a, stats
     return results[0] if single else results
 
 
-def _paired_runs(stats_a, stats_b) -> tuple[list[np.ndarray], list[np.ndarray]]:
+def _paired_runs(stats_a: Iterable[np.ndarray], stats_b: Iterable[np.ndarray]) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """Each metric's statistics of both systems as (R, n, k): the same sentences, and each system
     with the same run count for every metric."""
     a_list = [as_runs(s) for s in stats_a]
@@ -231,7 +234,8 @@ def _paired_runs(stats_a, stats_b) -> tuple[list[np.ndarray], list[np.ndarray]]:
     return a_list, b_list
 
 
-def _swap_blocks(pool, trials, batch_size, rng):
+def _swap_blocks(pool: np.ndarray, trials: int, batch_size: int,
+                 rng: np.random.Generator) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """R_A = R_B = 1: (sums_x, sums_y) blocks of trials that swap each sentence's A/B statistics
     with p = 0.5. The coins are those of one (trials, n) call (sacrebleu's swaps for the same seed)
     up to ONE_CALL_COINS, else of one call per batch, generated in blocks (`_coin_rows`)."""
@@ -246,7 +250,8 @@ def _swap_blocks(pool, trials, batch_size, rng):
             yield sums_x, total - sums_x
 
 
-def _stratified_blocks(pool, size_a, size_b, trials, batch_size, rng):
+def _stratified_blocks(pool: np.ndarray, size_a: int, size_b: int, trials: int, batch_size: int,
+                       rng: np.random.Generator) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """(sums_x, sums_y) blocks of trials that split each sentence's size_a + size_b outputs
     uniformly into size_a for X and the rest for Y. Up to MAX_SUBSETS possible splits, each
     sentence contributes one of its precomputed subset sums (a sparse row per trial); beyond,
@@ -274,7 +279,8 @@ def _stratified_blocks(pool, size_a, size_b, trials, batch_size, rng):
         yield sums_x, total - sums_x
 
 
-def _multeval_blocks(pool, ra, rb, trials, batch_size, rng):
+def _multeval_blocks(pool: np.ndarray, ra: int, rb: int, trials: int, batch_size: int,
+                     rng: np.random.Generator) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """MultEval's shuffle (`_multeval_masks`) over R = max(R_A, R_B) runs; a one-run system fills
     all R of its run slots."""
     runs = max(ra, rb)
@@ -318,7 +324,7 @@ class Resamples:
         self.seed, self.shape = seed, (samples, n)
         self._products: dict = {}
 
-    def blocks(self):
+    def blocks(self) -> Iterator[tuple[int, np.ndarray]]:
         """(start, counts) blocks of rows of the dense (samples, n) counts, in order."""
         samples, n = self.shape
         rng = np.random.default_rng(self.seed)
@@ -326,10 +332,10 @@ class Resamples:
             yield start, _resample_counts(rng, size, n)
 
     @staticmethod
-    def _key(a: np.ndarray):
+    def _key(a: np.ndarray) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
         return a.__array_interface__["data"][0], a.shape, a.strides
 
-    def prefetch(self, arrays) -> None:
+    def prefetch(self, arrays: Iterable[np.ndarray]) -> None:
         """Compute `self @ a` for every 2-D float64 array `a` in one pass over the resamples."""
         todo = {self._key(a): a for a in arrays if self._key(a) not in self._products}
         if not todo:
@@ -340,13 +346,13 @@ class Resamples:
                 out[key][start:start + len(counts)] = counts @ a
         self._products.update({key: (todo[key], out[key]) for key in todo})  # (array kept alive, product)
 
-    def __matmul__(self, stats) -> np.ndarray:
+    def __matmul__(self, stats: np.ndarray) -> np.ndarray:
         stats = np.asarray(stats, dtype=np.float64)
         self.prefetch([stats])
         return self._products[self._key(stats)][1]
 
 
-def bootstrap_run_scores(metric: Metric, stats, weights) -> np.ndarray:
+def bootstrap_run_scores(metric: Metric, stats: np.ndarray, weights: np.ndarray | Resamples) -> np.ndarray:
     """Scores (R, samples) of every run on every resample of `weights` ((samples, n) or Resamples)."""
     return np.stack([np.asarray(metric.score_from_stats(weights @ r)) for r in as_runs(stats)])
 
@@ -359,7 +365,8 @@ class RunStats:
     run_scores: list
 
 
-def run_statistics(metric: Metric, stats, weights=None, samples: int = 1000, seed: int | None = 12345) -> RunStats:
+def run_statistics(metric: Metric, stats: np.ndarray, weights: np.ndarray | Resamples | None = None, samples: int = 1000,
+                   seed: int | None = 12345) -> RunStats:
     """Mean, s_opt and s_sel as MultEval reports them (Clark et al. 2011); `weights`: (samples, n)
     counts or Resamples (default: `samples` resamples from `seed`)."""
     scores = run_scores(metric, stats)
@@ -391,7 +398,8 @@ class BootstrapResult:
     delta_high: float  # 97.5% quantile
 
 
-def paired_bootstrap(metric: Metric, stats_base, stats_sys, weights, sacrebleu_compat: bool = False) -> BootstrapResult:
+def paired_bootstrap(metric: Metric, stats_base: np.ndarray, stats_sys: np.ndarray, weights: np.ndarray | Resamples,
+                     sacrebleu_compat: bool = False) -> BootstrapResult:
     """Paired bootstrap resampling (Koehn 2004) over run-averaged scores.
 
     Both systems are scored on the same resamples (`weights`: `bootstrap_weights` or `Resamples`),

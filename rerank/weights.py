@@ -8,6 +8,7 @@ import itertools
 import json
 import logging
 import re
+from collections.abc import Callable
 
 import numpy as np
 
@@ -151,7 +152,7 @@ def write_weights(path: str, weights: dict[str, float], meta: dict | None = None
 
 
 def weight_vector(weights: dict[str, float], feature_names: list[str], source: str = "weights",
-                  warn=None) -> np.ndarray:
+                  warn: Callable[[str], object] | None = None) -> np.ndarray:
     """Align weights to the n-best's columns: unknown names are errors, missing ones get 0 (warned)."""
     unknown = [name for name in weights if name not in feature_names]
     if unknown:
