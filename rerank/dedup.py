@@ -26,7 +26,8 @@ from collections.abc import Callable, Hashable
 
 import numpy as np
 
-ROW = 48    # the bytes of an item read at once after its first `width` (6 little-endian uint64 words)
+FIRST = 24  # the bytes of every item read first (3 little-endian uint64 words): most items are shorter
+ROW = 48    # the bytes read at once after those, of the items that long (6 words: half the passes of 3)
 LONG = 240  # items are compared in numpy up to this length, longer ones in Python (after equal first LONG bytes)
 _KEEP = np.array([[(1 << (8 * min(8, max(0, k - j)))) - 1 for j in range(0, ROW, 8)] for k in range(ROW + 1)],
                  dtype=np.uint64)  # row k: the words that keep the first k bytes of ROW
@@ -141,7 +142,7 @@ def group(hashes: np.ndarray, differ: Callable[[np.ndarray, np.ndarray], np.ndar
 
 
 def distinct_bytes(buf, starts: np.ndarray, lengths: np.ndarray, salt: np.ndarray | None = None,
-                   width: int = 24) -> tuple[np.ndarray, np.ndarray]:
+                   width: int = FIRST) -> tuple[np.ndarray, np.ndarray]:
     """(ids, leads) of the items buf[start:start + length] (and their `salt`, if given) by content.
 
     `buf`: bytes-like or a uint8 array, best with ROW readable bytes after the last item (else a
@@ -206,10 +207,10 @@ def distinct_rows(matrix: np.ndarray, salt: np.ndarray | None = None) -> tuple[n
 def equal_to_previous(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """Whether each item (after the first) equals the one before it: a run of equal items, such as
     a table's lines of one phrase, needs one look-up (buf padded as for `item_rows`)."""
-    rows = item_rows(buf, starts, lengths, 0, ROW)
+    rows = item_rows(buf, starts, lengths, 0, FIRST)
     same = (lengths[1:] == lengths[:-1]) & ~rows_differ(rows[1:], rows[:-1])
     del rows
-    k, skip = np.flatnonzero(same & (lengths[1:] > ROW)), ROW
+    k, skip = np.flatnonzero(same & (lengths[1:] > FIRST)), FIRST
     while len(k):  # pairs equal so far and longer than skip
         same[k] = ~rows_differ(item_rows(buf, starts[k + 1], lengths[k + 1], skip, ROW),
                                item_rows(buf, starts[k], lengths[k], skip, ROW))
