@@ -330,7 +330,7 @@ class Oracle:
 
 def oracle(nbest: NBestList | PathLike, refs: PathLike | Sequence[PathLike | Sequence[str]], *, tokenize: str = "13a",
            lowercase: bool = False,
-           progress: bool = False) -> Oracle:
+           progress: Progress = False) -> Oracle:
     """The sentence-BLEU+1 oracle of every list (ties: the earlier hypothesis), as `rerank oracle`."""
     from rerank.metrics.bleu import bleu_signature, corpus_bleu, hypothesis_stats, make_bleu, oracle_rows
 
@@ -360,7 +360,9 @@ class Reranked:
 def _files_of(output: object) -> list[str]:
     """The files an output argument of `evaluate` names (for messages)."""
     if isinstance(output, Reranked):
-        return [output.source or os.fspath(output.nbest)] if isinstance(output.nbest, (str, os.PathLike)) or output.source else []
+        if output.source:
+            return [output.source]
+        return [os.fspath(output.nbest)] if isinstance(output.nbest, (str, os.PathLike)) else []
     if isinstance(output, (str, os.PathLike)):
         return [os.fspath(output)]
     return [os.fspath(x) for x in output if isinstance(x, os.PathLike)] if isinstance(output, Sequence) else []
