@@ -35,7 +35,7 @@ _MIX = (0xBF58476D1CE4E5B9, 0x94D049BB133111EB)  # splitmix64's multipliers
 _ODD = np.uint64(0x9E3779B97F4A7C15)
 
 
-def padded(data) -> np.ndarray:
+def padded(data: bytes | memoryview | np.ndarray) -> np.ndarray:
     """The bytes of `data` as uint8 followed by ROW zero bytes (item reads may run past the end)."""
     out = np.zeros(len(data) + ROW, dtype=np.uint8)
     out[:len(data)] = np.frombuffer(data, dtype=np.uint8)
@@ -141,8 +141,8 @@ def group(hashes: np.ndarray, differ: Callable[[np.ndarray, np.ndarray], np.ndar
     return ids, leads
 
 
-def distinct_bytes(buf, starts: np.ndarray, lengths: np.ndarray, salt: np.ndarray | None = None,
-                   width: int = FIRST) -> tuple[np.ndarray, np.ndarray]:
+def distinct_bytes(buf: bytes | memoryview | np.ndarray, starts: np.ndarray, lengths: np.ndarray,
+                   salt: np.ndarray | None = None, width: int = FIRST) -> tuple[np.ndarray, np.ndarray]:
     """(ids, leads) of the items buf[start:start + length] (and their `salt`, if given) by content.
 
     `buf`: bytes-like or a uint8 array, best with ROW readable bytes after the last item (else a
