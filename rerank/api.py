@@ -185,7 +185,9 @@ def add_features(nbest: NBestList | PathLike, names: str | Sequence[str] | None 
         for column, column_values in values.items():
             problem = nbest.feature_clash(column, replace)
             if problem:
-                raise InputError(problem + (" (replace overwrites it)" if column in nbest.feature_names else ""), source)
+                overwrite = column in nbest.feature_names
+                raise InputError(problem + (" (replace overwrites it)" if overwrite else ""), source,
+                                 option="replace" if overwrite else None)
             nbest = nbest.with_feature(column, column_values, replace=replace)
     for note in context.notes:
         log.warning("note: %s", note)

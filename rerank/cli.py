@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import re
 import sys
 import traceback
 from typing import NoReturn
@@ -89,16 +90,17 @@ def main(argv: list[str] | None = None) -> int:
 
 def _with_flag(exc: Exception, parser: argparse.ArgumentParser | None, args: argparse.Namespace | None) -> str:
     """The error's message, with the option it is about (InputError.option, a keyword of the
-    library) said as the command's flag of the same destination, when the command has one."""
+    library, named in the message as a word) said as the command's flag of the same destination,
+    when the command has one: `bootstrap must be ...` reads `--bootstrap must be ...`."""
     option = getattr(exc, "option", None)
-    if not isinstance(exc, InputError) or not option or parser is None or args is None or not exc.problem.startswith(option):
+    if not isinstance(exc, InputError) or not option or parser is None or args is None:
         return str(exc)
     commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     flags = [a.option_strings for a in commands.choices[args.command]._actions if a.dest == option and a.option_strings]
-    if not flags:
+    word = re.compile(rf"(?<![\w-]){re.escape(option)}(?![\w-])")
+    if not flags or not word.search(exc.problem):
         return str(exc)
-    flag = max(flags[0], key=len)
-    return str(InputError(flag + exc.problem[len(option):], exc.path, exc.line))
+    return str(InputError(word.sub(max(flags[0], key=len), exc.problem, count=1), exc.path, exc.line))
 
 
 def run() -> NoReturn:
