@@ -15,6 +15,7 @@ list, cuts shards, loads the source sentences and checks the values.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -73,12 +74,12 @@ class Feature(Configurable):
     description = ""
     requires: tuple[str, ...] = ()    # modules it imports that the core does not install (e.g. "torch")
 
-    def default_columns(self, options) -> list[str]:
+    def default_columns(self, options: Any) -> list[str]:
         """Columns to add when no column is asked for (usually none, or those its options ask for)."""
         return []
 
     def compute(self, nbest: NBestList, which: Sequence[str], context: FeatureContext | None = None,
-                options=None) -> dict[str, np.ndarray]:
+                options: Any = None) -> dict[str, np.ndarray]:
         """One (n_hyps,) array per requested column; `options` an `Options` (None: the defaults)."""
         raise NotImplementedError
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from typing import Any
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -63,7 +64,7 @@ class TuningMetric:
     exact: Callable[[np.ndarray], float] | None = None  # exact scalar scorer of the value, if different
     info: MetricInfo | None = None                       # default: the registry's entry for `name`
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.info is None:
             self.info = metric_info(self.name)
 
@@ -82,7 +83,7 @@ class TuningMetric:
         """Value a is strictly better than value b (a < b for TER)."""
         return better(a, b, self.info)
 
-    def best_index(self, values) -> int:
+    def best_index(self, values: Sequence[float] | np.ndarray) -> int:
         """Index of the best of these values, the first of equal ones."""
         return best_index(values, self.info)
 
@@ -97,7 +98,7 @@ def unique_strings(nbest: NBestList) -> tuple[np.ndarray, np.ndarray]:
     return leads, ids
 
 
-def bleu_metric(nbest: NBestList, refs, tokenize: str = "13a", lowercase: bool = False,
+def bleu_metric(nbest: NBestList, refs: Sequence[Sequence[str]], tokenize: str = "13a", lowercase: bool = False,
                 progress: Progress = False) -> TuningMetric:
     """Corpus BLEU exactly as sacrebleu computes it (and as `rerank eval` reports it)."""
     rows, inverse = unique_strings(nbest)
@@ -108,7 +109,7 @@ def bleu_metric(nbest: NBestList, refs, tokenize: str = "13a", lowercase: bool =
     return TuningMetric("bleu", stats[inverse], corpus_bleu_batch, exact=corpus_bleu)
 
 
-def named_metric(name: str, nbest: NBestList, refs, tokenize: str = "13a", lowercase: bool = False,
+def named_metric(name: str, nbest: NBestList, refs: Sequence[Sequence[str]], tokenize: str = "13a", lowercase: bool = False,
                  lang: str = "en", progress: Progress = False) -> TuningMetric:
     """BLEU, or any metric of `rerank.metrics` (TER, chrF, chrF++, METEOR), per hypothesis."""
     if name == "bleu":
@@ -182,7 +183,8 @@ class TuningData:
         return self.metric.value(self.stats[self.oracle_rows()].sum(axis=0))
 
 
-def prepare(nbest: NBestList, refs, *, metric: str = "bleu", tokenize: str = "13a", lowercase: bool = False,
+def prepare(nbest: NBestList, refs: Sequence[Sequence[str]], *, metric: str = "bleu", tokenize: str = "13a",
+            lowercase: bool = False,
             tune: Sequence[str] | None = None, fix: Sequence[str] | None = None, lang: str = "en",
             progress: Progress = False, source: str = "n-best") -> TuningData:
     """Check the input, merge exact duplicates and compute per-hypothesis statistics once."""
@@ -307,7 +309,7 @@ class Tuner(Configurable):
     step_name = "step"               # x axis of the tuning curve
     requires: tuple[str, ...] = ()   # modules of an optional extra it needs (e.g. "sklearn")
 
-    def tune(self, data: TuningData, w0: np.ndarray, *, seed: int = 1, options=None, progress: Progress = False,
+    def tune(self, data: TuningData, w0: np.ndarray, *, seed: int = 1, options: Any = None, progress: Progress = False,
              log: Callable[[str], None] | None = None) -> TunerOutput:
         """Tuned weights from w0; `progress` as in rerank.progress, `log` called with one line per step."""
         raise NotImplementedError

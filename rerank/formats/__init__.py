@@ -10,6 +10,8 @@ detects the format from the first lines when it is not given (`detect_format`), 
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from rerank.errors import InputError, NeedsOption
@@ -76,7 +78,7 @@ def detect_format(path: str, report: ReadReport | None = None, options: dict | N
 
 def read_nbest(path: str, fmt: str | None = None, strict: bool = False, report: ReadReport | None = None,
                cache: bool | str | None = None, post_process: str | None = None, unescape: str | None = None,
-               **options) -> NBestList:
+               **options: Any) -> NBestList:
     """Read any n-best format of the table (gzip'd or not); `fmt=None` detects it.
 
     `options` are the formats' reading options (rerank.formats.reading_options: plain's ids,

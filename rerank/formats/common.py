@@ -5,8 +5,12 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from rerank.errors import InputError
+
+if TYPE_CHECKING:
+    from rerank.nbest import StringColumnBuilder
 
 
 @dataclass
@@ -72,7 +76,7 @@ def json_object(text: str) -> dict | None:
     return value if isinstance(value, dict) else None
 
 
-def append_text(builder, text: str, path: str, line: int) -> None:
+def append_text(builder: StringColumnBuilder, text: str, path: str, line: int) -> None:
     """`builder.append(text)`, or an InputError naming the line when JSON text holds a lone surrogate
     (valid JSON, but no UTF-8 string)."""
     try:
