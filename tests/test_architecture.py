@@ -2,6 +2,7 @@
 
 import ast
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -118,3 +119,35 @@ def test_the_wheel_installs_one_import_package(tmp_path):
     assert "rerank/py.typed" in names  # PEP 561: the package's type hints are for its users too
     for component in COMPONENTS:
         assert f"rerank/{component}/__init__.py" in names, component
+
+
+def package_modules() -> set[str]:
+    """Every .py file of the package's folders: rerank/ (the core; its links to the component folders
+    left out) and the component folders mira/, embeddings/, nmt/, recipes/."""
+    found = set()
+    for folder in ("rerank", *COMPONENTS):
+        for path in (ROOT / folder).rglob("*.py"):
+            name = path.relative_to(ROOT).as_posix()
+            if folder == "rerank" and name.split("/")[1] in COMPONENTS:
+                continue
+            found.add(name)
+    return found
+
+
+def documented_modules() -> list[str]:
+    """The modules of docs/architecture.md's "Modules" section: the first cell of each table row."""
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    section = text.split("\n## Modules\n", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"^\| `([\w/.]+\.py)` \|", section, flags=re.M)
+
+
+def test_the_architecture_doc_lists_every_module():
+    """docs/architecture.md gives every module its one-line role, grouped by floor: a new module
+    is missing there until it is described, and a moved or removed one is listed no longer."""
+    listed = documented_modules()
+    modules = package_modules()
+    missing = sorted(modules - set(listed))
+    gone = sorted(set(listed) - modules)
+    twice = sorted({m for m in listed if listed.count(m) > 1})
+    assert not (missing or gone or twice), (f"not in docs/architecture.md's Modules section: {missing}; "
+                                            f"listed there but not a module: {gone}; listed twice: {twice}")
