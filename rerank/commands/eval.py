@@ -10,7 +10,7 @@ import os
 import sys
 
 from rerank.cliargs import add_quiet
-from rerank.commands._evaluation import add_evaluation_arguments, evaluate, resolve_runs  # noqa: F401 (API)
+from rerank.commands._evaluation import add_evaluation_arguments, evaluate
 from rerank.errors import InputError
 from rerank.io import atomic_write, output_group
 

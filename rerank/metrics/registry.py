@@ -133,9 +133,6 @@ def best_of(items: Iterable[T], metric: MetricLike, key: Callable[[T], float]) -
     return items[best_index([key(x) for x in items], metric)]
 
 
-def rank(values: Sequence[float] | np.ndarray, metric: MetricLike) -> np.ndarray:
-    """Indices from the best value to the worst (stable: equal values keep their order)."""
-    return np.argsort(-objective(np.asarray(values, dtype=np.float64), metric), kind="stable")
 
 
 def markdown_table() -> str:
