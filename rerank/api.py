@@ -130,24 +130,15 @@ def _feature_options(installed: Mapping[str, type[Feature]], plugins: Sequence[s
     return result
 
 
-def add_features(nbest: NBestList | PathLike, names: str | Sequence[str] | None = None, *,
-                 sources: Sequence[str] | PathLike | None = None, src_lang: str = "en", tgt_lang: str = "de",
-                 device: str = "cpu", threads: int | None = None, replace: bool = False, progress: Progress = False,
-                 cache: str | PathLike | None = None, context: FeatureContext | None = None,
-                 options: Mapping[str, object] | None = None, source: str | None = None, **keywords: Any) -> NBestList:
-    """The n-best list with the columns `names` (e.g. "mbr" or ["s_s", "mbr"]) of the installed
-    feature plug-ins (rerank.plugins) added; `names=None`: the columns the plug-ins' options ask for
-    (e.g. s_s when a model is given). `sources`: one source sentence per n-best sentence (a list or
-    a file), for the features that need them; `device` (cpu, cuda) and `threads` (torch CPU threads)
-    for the model features; `cache`: a score-cache file for users' models (rerank.score_cache; None
-    caches nothing). `context`: a whole FeatureContext instead of those keywords (a shard of a
-    larger list: its first sentence and the total). `options`: {plug-in: its Options or a mapping};
-    `keywords`: plug-in options by field name (mbr: utility, temperature, ...; `mbr_utility=` names
-    the plug-in too). A column the list has already is an error unless `replace`."""
+def plan_features(names: str | Sequence[str] | None = None, *, options: Mapping[str, object] | None = None,
+                  **keywords: Any) -> tuple[dict[str, list[str]], dict[str, Any]]:
+    """({plug-in: its requested columns}, {plug-in: its checked Options}) of an `add_features` call,
+    after every check that needs no data: unknown or repeated columns, bad or unknown options, the
+    extras the plug-ins need. `add_features` starts with it; a caller that reads a big list first
+    calls it before."""
     from rerank import plugins
-    from rerank.features import check_columns, column_owners
+    from rerank.features import column_owners
 
-    nbest, source = _nbest(nbest, source)
     installed = plugins.features()
     owners = column_owners(installed)
     given = dict(options or {})
@@ -170,6 +161,29 @@ def add_features(nbest: NBestList | PathLike, names: str | Sequence[str] | None 
     plugin_options = _feature_options(installed, list(requested), given, keywords)
     for plugin, columns in requested.items():  # a missing extra is said before any work
         require(installed[plugin].requires, f"the {', '.join(columns)} feature")
+    return requested, plugin_options
+
+
+def add_features(nbest: NBestList | PathLike, names: str | Sequence[str] | None = None, *,
+                 sources: Sequence[str] | PathLike | None = None, src_lang: str = "en", tgt_lang: str = "de",
+                 device: str = "cpu", threads: int | None = None, replace: bool = False, progress: Progress = False,
+                 cache: str | PathLike | None = None, context: FeatureContext | None = None,
+                 options: Mapping[str, object] | None = None, source: str | None = None, **keywords: Any) -> NBestList:
+    """The n-best list with the columns `names` (e.g. "mbr" or ["s_s", "mbr"]) of the installed
+    feature plug-ins (rerank.plugins) added; `names=None`: the columns the plug-ins' options ask for
+    (e.g. s_s when a model is given). `sources`: one source sentence per n-best sentence (a list or
+    a file), for the features that need them; `device` (cpu, cuda) and `threads` (torch CPU threads)
+    for the model features; `cache`: a score-cache file for users' models (rerank.score_cache; None
+    caches nothing). `context`: a whole FeatureContext instead of those keywords (a shard of a
+    larger list: its first sentence and the total). `options`: {plug-in: its Options or a mapping};
+    `keywords`: plug-in options by field name (mbr: utility, temperature, ...; `mbr_utility=` names
+    the plug-in too). A column the list has already is an error unless `replace`."""
+    from rerank import plugins
+    from rerank.features import check_columns
+
+    requested, plugin_options = plan_features(names, options=options, **keywords)
+    nbest, source = _nbest(nbest, source)
+    installed = plugins.features()
     if context is None:
         if isinstance(sources, (str, os.PathLike)):
             sources = read_lines(os.fspath(sources))

@@ -90,17 +90,20 @@ def main(argv: list[str] | None = None) -> int:
 
 def _with_flag(exc: Exception, parser: argparse.ArgumentParser | None, args: argparse.Namespace | None) -> str:
     """The error's message, with the option it is about (InputError.option, a keyword of the
-    library, named in the message as a word) said as the command's flag of the same destination,
-    when the command has one: `bootstrap must be ...` reads `--bootstrap must be ...`."""
+    library, named at the start of the message or of a parenthesis) said as the command's flag of
+    the same destination, when the command has one: `bootstrap must be ...` reads `--bootstrap must
+    be ...`, `... (replace overwrites it)` reads `... (--replace overwrites it)`."""
     option = getattr(exc, "option", None)
     if not isinstance(exc, InputError) or not option or parser is None or args is None:
         return str(exc)
     commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     flags = [a.option_strings for a in commands.choices[args.command]._actions if a.dest == option and a.option_strings]
-    word = re.compile(rf"(?<![\w-]){re.escape(option)}(?![\w-])")
+    word = re.compile(rf"(?:^|(?<=\())({re.escape(option)})(?![\w'.-])")   # at the start, or opening a parenthesis
     if not flags or not word.search(exc.problem):
         return str(exc)
-    return str(InputError(word.sub(max(flags[0], key=len), exc.problem, count=1), exc.path, exc.line))
+    flag = max(flags[0], key=len)
+    return str(InputError(word.sub(lambda m: m.group(0).replace(option, flag), exc.problem, count=1), exc.path,
+                          exc.line))
 
 
 def run() -> NoReturn:

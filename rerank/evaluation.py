@@ -235,8 +235,20 @@ class EvalOptions:
         from rerank.metrics import METRIC_NAMES
         from rerank.metrics.bleu import make_bleu
 
+        if not isinstance(self.lang, str):
+            raise InputError(f"lang must be a language code, got {self.lang!r}", option="lang")
+        for name in ("ar", "bootstrap", "seed"):
+            if not isinstance(getattr(self, name), int) or isinstance(getattr(self, name), bool):
+                raise InputError(f"{name} must be an integer, got {getattr(self, name)!r}", option=name)
+        if not isinstance(self.alpha, (int, float)) or isinstance(self.alpha, bool):
+            raise InputError(f"alpha must be a number between 0 and 1, got {self.alpha!r}", option="alpha")
+        if self.meteor is not None and not isinstance(self.meteor, dict):
+            raise InputError(f"meteor must be a dict of the METEOR scorer's options, got {self.meteor!r}", option="meteor")
         metrics = tuple(m.strip().lower() if isinstance(m, str) else m for m in
                         ([self.metrics] if isinstance(self.metrics, str) else self.metrics))
+        bad = [m for m in metrics if not isinstance(m, (str, Metric))]
+        if bad:
+            raise InputError(f"metrics holds {bad[0]!r}: give metric names or Metric objects", option="metrics")
         object.__setattr__(self, "metrics", metrics)
         object.__setattr__(self, "lang", self.lang.lower())
         names = [m if isinstance(m, str) else m.name for m in metrics]
@@ -245,7 +257,7 @@ class EvalOptions:
             raise InputError(f"unknown metric(s) {', '.join(unknown) or '(none)'} (known: {', '.join(METRIC_NAMES)})")
         twice = [m for m in names if names.count(m) > 1]
         if twice:
-            raise InputError(f"the metrics name {twice[0]} twice")
+            raise InputError(f"metrics names {twice[0]} twice", option="metrics")
         if self.lang not in METEOR_LANGUAGES:
             raise InputError(f"lang: unknown language {self.lang!r} (known: {', '.join(METEOR_LANGUAGES)})", option="lang")
         make_bleu(self.tokenize)
@@ -259,7 +271,7 @@ class EvalOptions:
         if not 0 < self.alpha < 1:
             raise InputError(f"alpha must be between 0 and 1, got {self.alpha!r}", option="alpha")
         if self.stratified and self.multeval_compat:
-            raise InputError("stratified and multeval_compat are two different tests: choose one")
+            raise InputError("stratified and multeval_compat are two different tests: choose one", option="stratified")
 
     @classmethod
     def make(cls, options: EvalOptions | None = None, **keywords: Any) -> EvalOptions:

@@ -91,8 +91,9 @@ class TuneSettings:
         return cls(**{f.name: getattr(settings, f.name) for f in fields(cls)} | own) if own else settings
 
     def reuse_record(self) -> dict:
-        """The fields of REUSE as JSON values (the tuner's options as a dict of their fields)."""
-        record = {name: getattr(self, name) for name in self.REUSE}
+        """The fields of REUSE as JSON values (the tuner's options as a dict of their fields);
+        `lang` only where the metric reads it (METEOR)."""
+        record = {name: getattr(self, name) for name in self.REUSE if name != "lang" or self.metric == "meteor"}
         record["tuner_options"] = options_record(self.tuner_options)
         record["tune_features"], record["fix"] = list(self.tune_features), list(self.fix)
         return json.loads(json.dumps(record, default=str))
@@ -286,6 +287,7 @@ def tune_runs(data: TuningData, tuner: Tuner, settings: TuneSettings, *, w0: np.
     if inputs is not None:
         record = {"options": {**settings.reuse_record(), "tuner_options": options_record(options), "init": w0.tolist()},
                   "version": __version__, "inputs": inputs}
+        record = json.loads(json.dumps(record, default=str))  # as a run file reads back (tuples are lists)
     paths: list[str | None] = [None] * runs
     reused: dict[int, TuneRun] = {}
     if output:
@@ -313,9 +315,8 @@ def tune_runs(data: TuningData, tuner: Tuner, settings: TuneSettings, *, w0: np.
             on_run(run)
     best = best_run(results, data.metric.name)
     if output and runs > 1:
-        kept = results[best]  # its own meta (a reused run's has the command that tuned it: say this one's)
-        now = {"command": meta["command"]} if meta and "command" in meta else {}
-        write_weights(output, kept.weights, {**kept.meta, **now, "runs": runs, "best_of_runs": kept.path,
+        kept = results[best]  # its own meta, with this call's inputs and record (a reused run was tuned by another)
+        write_weights(output, kept.weights, {**kept.meta, **(meta or {}), "runs": runs, "best_of_runs": kept.path,
                                              "tuned_scores": [x.score for x in results]})
     return TuneResult(dict(results[best].weights), results, best, data.metric.name, output, tuner_name,
                       tuner.step_name, [n for n, t in zip(data.feature_names, data.tuned) if t])

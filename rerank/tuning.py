@@ -255,7 +255,7 @@ def normalize(w: np.ndarray, how: str, tuned: np.ndarray) -> np.ndarray:
         return w
     if not tuned.all():
         raise InputError(f"normalizing the weights ({how}) would rescale fixed features; keep them as they are "
-                         "(normalize none) when some features are fixed")
+                         "(normalize none) when some features are fixed", option="normalize")
     norm = np.abs(w).sum() if how == "l1" else np.abs(w).max()
     return w / norm if norm > 0 else w
 

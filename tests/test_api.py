@@ -226,5 +226,7 @@ def test_one_options_object_per_job_checked_once_without_flag_names():
     settings = rerank.TuneSettings.make(rerank.TuneSettings(metric="ter"), runs=2, epochs=3)
     assert (settings.metric, settings.runs, settings.tuner_options) == ("ter", 2, {"epochs": 3})
     assert "runs" not in settings.reuse_record() and settings.reuse_record()["tuner_options"] == {"epochs": 3}
+    assert "lang" not in rerank.TuneSettings(lang="de").reuse_record()     # BLEU does not read it
+    assert rerank.TuneSettings(metric="meteor", lang="de").reuse_record()["lang"] == "de"
     ev = rerank.evaluate(refs, hyps, {"s": hyps}, rerank.EvalOptions(metrics=("bleu",), ar=20, bootstrap=0))
     assert ev.metrics == ["bleu"] and ev.table.config["ar_trials"] == 20

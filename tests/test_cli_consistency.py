@@ -152,3 +152,20 @@ def test_number_types():
     for bad in ("0", "-1", "inf", "nan", "x"):
         with pytest.raises(argparse.ArgumentTypeError):
             positive_float(bad)
+
+
+def test_a_library_error_about_an_option_names_its_flag_only_where_the_option_stands():
+    """InputError.option: the command line says the flag where the message names the option (its
+    start, or opening a parenthesis), never inside a quoted name or another word."""
+    from rerank.cli import _with_flag, build_parser
+    from rerank.errors import InputError
+
+    parser = build_parser()
+    args = parser.parse_args(["features", "x.nbest", "--which", "mbr", "-o", "y"])
+    clash = InputError("the n-best already has a feature 'replace' (replace overwrites it)", "x.nbest", option="replace")
+    assert _with_flag(clash, parser, args) == "x.nbest: the n-best already has a feature 'replace' (--replace overwrites it)"
+    args = parser.parse_args(["eval", "-r", "r", "-b", "b"])
+    assert _with_flag(InputError("bootstrap must be 0 or at least 2", option="bootstrap"), parser, args) == \
+        "--bootstrap must be 0 or at least 2"
+    assert _with_flag(InputError("bootstraps are many", option="bootstrap"), parser, args) == "bootstraps are many"
+    assert _with_flag(InputError("no such option here", option="nope"), parser, args) == "no such option here"

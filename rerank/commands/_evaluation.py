@@ -89,15 +89,17 @@ def evaluate(args, outputs: list, extra_inputs: Sequence = ()):
     check_outputs(outputs, [*args.ref, *(f for _, files in [baseline, *systems] for f in files),
                             *(path for _, path, _ in nbest_pairs), *args.weights, *(f for _, f in specs),
                             *extra_inputs, args.meteor_jar, args.meteor_resources])
-    n = len(read_references(args.ref)[0])
     files = dict(specs)
-    metrics = [read_segment_scores(m, files[m], n, higher_is_better=m not in lower) if m in files else m for m in names]
-    options = EvalOptions(metrics=tuple(metrics), lang=args.lang, tokenize=args.tokenize, lowercase=args.lowercase,
-                          ter_case_sensitive=args.ter_case_sensitive,
+    options = EvalOptions(metrics=tuple(m for m in names if m not in files) or ("length",), lang=args.lang,
+                          tokenize=args.tokenize, lowercase=args.lowercase, ter_case_sensitive=args.ter_case_sensitive,
                           meteor=_meteor_options(args) if "meteor" in names else None, ar=args.ar,
                           bootstrap=args.bootstrap, seed=args.seed, alpha=args.alpha,
                           second_baseline=args.second_baseline, holm=args.holm, stratified=args.stratified,
                           multeval_compat=args.multeval_compat, sacrebleu_compat=args.sacrebleu_compat)
+    # checked before any file is read; the segment-score metrics join once their files are read
+    n = len(read_references(args.ref)[0])
+    metrics = [read_segment_scores(m, files[m], n, higher_is_better=m not in lower) if m in files else m for m in names]
+    options = EvalOptions.make(options, metrics=tuple(metrics))
     named: list[tuple[str, object]] = [(name, _as_runs(runs)) for name, runs in systems]
     named += [(label or os.path.basename(path), Reranked(_read_nbest(path, args, n), wpath, source=path))
               for label, path, wpath in nbest_pairs]

@@ -91,10 +91,13 @@ def _notes_on_main():
 
 
 def _run(args, features: dict) -> int:
-    from rerank.api import FeatureContext, add_features
+    from rerank.api import FeatureContext, add_features, plan_features
 
     main = distributed.is_main()
     check_outputs(nbest_outputs(args.output, args.out_format), [*nbest_inputs(args), args.src, *_plugin_files(args)])
+    which = [w.strip() for w in args.which.split(",") if w.strip()] if args.which else None
+    options = {name: cls.options_from_args(args) for name, cls in features.items()}
+    plan_features(which, options=options)  # names, options and extras, before a big list is read
     nbest, _ = load_nbest(args)
     try:
         start, end = shard_range(nbest.n_sentences, args.shard)
@@ -115,9 +118,7 @@ def _run(args, features: dict) -> int:
                              device=distributed.local_device(args.device), threads=args.threads, first_sentence=start,
                              total_sentences=nbest.n_sentences, progress=bars(args) if main else False,
                              cache=None if args.no_score_cache else (args.score_cache or default_cache_path()))
-    which = [w.strip() for w in args.which.split(",") if w.strip()] if args.which else None
-    part = add_features(part, which, context=context, replace=args.replace, source=args.nbest,
-                        options={name: cls.options_from_args(args) for name, cls in features.items()})
+    part = add_features(part, which, context=context, replace=args.replace, source=args.nbest, options=options)
     if main:
         write_output(part, args.output, args.out_format, first_id=args.id_offset)
     return 0
