@@ -152,7 +152,8 @@ def distinct_bytes(buf: bytes | memoryview | np.ndarray, starts: np.ndarray, len
     if n == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     starts, lengths = np.asarray(starts, dtype=np.int64), np.asarray(lengths, dtype=np.int64)
-    if not isinstance(buf, np.ndarray) or buf.dtype != np.uint8 or len(buf) < int((starts + lengths).max()) + ROW:
+    if (not isinstance(buf, np.ndarray) or buf.dtype != np.uint8 or not buf.flags.c_contiguous
+            or len(buf) < int((starts + lengths).max()) + ROW):   # the rows are strided views of one contiguous buffer
         buf = padded(buf)
     data = buf.data  # a memoryview of the array
     tiers = _tiers(buf, starts, lengths, width)
