@@ -151,3 +151,15 @@ def test_a_failing_stream_propagates_unless_it_is_a_read_error(tmp_path, monkeyp
     monkeypatch.setattr(fast, "open_binary", failing(EOFError("truncated")))
     assert fast.read_moses_fast(path) is None
     assert_same(read_moses(path), read_moses_lines(path))
+
+
+@pytest.mark.parametrize("digits", [19, 5000])
+def test_an_id_too_long_for_an_integer_is_an_input_error_on_every_path(tmp_path, digits):
+    """Python's int() refuses over 4300 digits with a ValueError and int64 holds 18: both readers
+    say which line, instead of failing with a traceback; the two-pass scan hands the file over."""
+    path = tmp_path / "big.nbest"
+    path.write_text("0 ||| a ||| f=1 ||| 0\n" + "1" * digits + " ||| b ||| f=1 ||| 0\n")
+    assert scan_moses(str(path)) is None
+    for read in (read_moses, read_moses_lines, read_nbest):
+        with pytest.raises(InputError, match=f"big.nbest:2: sentence id .* is too large \\({digits} digits\\)"):
+            read(str(path))

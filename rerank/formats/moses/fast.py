@@ -149,6 +149,9 @@ def _separators(codes: np.ndarray, ends: np.ndarray, n_fields: int | None) -> np
     return starts.reshape(len(ends), k - 1)
 
 
+MAX_ID_DIGITS = 18   # every id of 18 digits fits an int64
+
+
 def _sentence_runs(ids: list[str]) -> tuple[np.ndarray, np.ndarray]:
     """(id, number of lines) of every run of equal ids; NeedsLineReader unless all are plain decimals."""
     joined = "".join(ids)
@@ -156,10 +159,9 @@ def _sentence_runs(ids: list[str]) -> tuple[np.ndarray, np.ndarray]:
         raise NeedsLineReader
     text = np.array(ids)
     starts = np.concatenate([[0], np.flatnonzero(text[1:] != text[:-1]) + 1])
-    try:
-        heads = np.array(list(map(int, text[starts].tolist())), dtype=np.int64)
-    except OverflowError:
-        raise NeedsLineReader from None
+    if text.dtype.itemsize > 4 * MAX_ID_DIGITS:   # an id too long for int64 (or for int()): the line reader says so
+        raise NeedsLineReader
+    heads = np.array(list(map(int, text[starts].tolist())), dtype=np.int64)
     return heads, np.diff(np.append(starts, len(ids)))
 
 

@@ -183,6 +183,8 @@ def _split_fields(text: str, state: ParserState, line: int) -> list[str]:
 
 def _bad_id(text: str, path: str, line: int) -> int:
     """The InputError for a sentence id that is not a plain non-negative decimal integer."""
+    if text.isdigit() and text.isascii():
+        raise InputError(f"sentence id {text[:20]}... is too large ({len(text)} digits)", path, line)
     try:
         value = int(text)
     except ValueError:
@@ -226,7 +228,8 @@ def read_moses_lines(path: str, strict: bool = False, report: ReadReport | None 
         if len(fields) > 4:
             report.extra_fields_lines += 1
         id_text = fields[0].strip()
-        sent_id = int(id_text) if id_text.isdigit() and id_text.isascii() else _bad_id(id_text, path, number)
+        plain = id_text.isdigit() and id_text.isascii() and len(id_text) <= 18
+        sent_id = int(id_text) if plain else _bad_id(id_text, path, number)
         if sent_id != previous_id:
             check_next_id(sent_id, previous_id, path, number)
             sizes.append(0)
