@@ -244,6 +244,15 @@ class EvalOptions:
             raise InputError(f"alpha must be a number between 0 and 1, got {self.alpha!r}", option="alpha")
         if self.meteor is not None and not isinstance(self.meteor, dict):
             raise InputError(f"meteor must be a dict of the METEOR scorer's options, got {self.meteor!r}", option="meteor")
+        if self.meteor:
+            import inspect
+
+            from rerank.metrics.meteor import MeteorMetric
+
+            known = [p for p in inspect.signature(MeteorMetric.__init__).parameters if p not in ("self", "lang", "progress")]
+            unknown = sorted(set(self.meteor) - set(known))
+            if unknown:
+                raise InputError(f"meteor: unknown METEOR option {unknown[0]!r} (known: {', '.join(known)})", option="meteor")
         metrics = tuple(m.strip().lower() if isinstance(m, str) else m for m in
                         ([self.metrics] if isinstance(self.metrics, str) else self.metrics))
         bad = [m for m in metrics if not isinstance(m, (str, Metric))]

@@ -218,6 +218,8 @@ def test_one_options_object_per_job_checked_once_without_flag_names():
         with pytest.raises(InputError) as caught:
             rerank.evaluate(refs, hyps, {"s": hyps}, **bad)
         assert caught.value.option == option and caught.value.problem.startswith(option) and "--" not in str(caught.value)
+    with pytest.raises(InputError, match="unknown METEOR option 'bogus'"):
+        rerank.EvalOptions(metrics=("meteor",), meteor={"bogus": 1})
     with pytest.raises(InputError, match="unknown evaluation option 'trials'"):
         rerank.evaluate(refs, hyps, {"s": hyps}, trials=5)
     with pytest.raises(InputError) as caught:
