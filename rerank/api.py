@@ -260,6 +260,12 @@ def metric_signature(metric: str, tokenize: str, lowercase: bool, lang: str, n_r
     return scorer.signature()
 
 
+def _reference_files(refs: object) -> list[str]:
+    """The files among the references given as `read_references` takes them (paths and lists)."""
+    items = [refs] if isinstance(refs, (str, os.PathLike)) else refs if isinstance(refs, Sequence) else []
+    return [os.fspath(r) for r in items if isinstance(r, (str, os.PathLike))]
+
+
 def tune_outputs(output: PathLike, runs: int) -> tuple[list[str], list[str]]:
     """(the files `tune(..., output=output)` with `runs` runs writes, the run files of an earlier
     tuning it removes): what a caller checks before the work starts."""
@@ -312,8 +318,7 @@ def tune(nbest: NBestList | PathLike, refs: PathLike | Sequence[PathLike | Seque
     settings = TuneSettings.make(settings, **keywords)
     plugin = tuner_for(settings)  # before any file is read
     nbest, source = _nbest(nbest, source)
-    ref_paths = [os.fspath(r) for r in ([refs] if isinstance(refs, (str, os.PathLike)) else refs)
-                 if isinstance(r, (str, os.PathLike))]
+    ref_paths = _reference_files(refs)
     refs = read_references(refs, nbest.n_sentences, source)
     w0 = None if init is None else _weight_vector(init, nbest)
     data = prepare(nbest, refs, metric=settings.metric, tokenize=settings.tokenize, lowercase=settings.lowercase,
@@ -520,8 +525,7 @@ def evaluate(refs: PathLike | Sequence[PathLike | Sequence[str]], baseline: obje
     options = EvalOptions.make(options, **keywords)
     if isinstance(baseline, tuple) and len(baseline) == 2 and isinstance(baseline[0], str):
         baseline_name, baseline = baseline
-    ref_files = [os.fspath(r) for r in ([refs] if isinstance(refs, (str, os.PathLike)) else refs)
-                 if isinstance(r, (str, os.PathLike))]
+    ref_files = _reference_files(refs)
     refs = read_references(refs)
     refs_name = ref_files[0] if ref_files else "reference 1"
     outputs: dict[str, list[list[str]]] = {}

@@ -22,6 +22,7 @@ import numpy as np
 from rerank.metrics import Metric, make_metric
 from rerank.metrics.registry import display_name
 from rerank.errors import InputError
+from rerank.options import NONNEGATIVE_INT, POSITIVE_INT, PROBABILITY
 from rerank.progress import Progress, track
 from rerank.significance import (Resamples, approximate_randomization, as_runs, holm_bonferroni,
                                  paired_bootstrap, run_statistics)
@@ -237,11 +238,12 @@ class EvalOptions:
 
         if not isinstance(self.lang, str):
             raise InputError(f"lang must be a language code, got {self.lang!r}", option="lang")
-        for name in ("ar", "bootstrap", "seed"):
-            if not isinstance(getattr(self, name), int) or isinstance(getattr(self, name), bool):
-                raise InputError(f"{name} must be an integer, got {getattr(self, name)!r}", option=name)
-        if not isinstance(self.alpha, (int, float)) or isinstance(self.alpha, bool):
-            raise InputError(f"alpha must be a number between 0 and 1, got {self.alpha!r}", option="alpha")
+        for name, check in (("ar", POSITIVE_INT), ("seed", NONNEGATIVE_INT), ("alpha", PROBABILITY)):
+            if not check.accepts(getattr(self, name)):
+                raise InputError(f"{name} must be {check.what}, got {getattr(self, name)!r}", option=name)
+        if not NONNEGATIVE_INT.accepts(self.bootstrap) or self.bootstrap == 1:
+            raise InputError(f"bootstrap must be 0 (no s_sel or intervals) or at least 2, got {self.bootstrap!r}",
+                             option="bootstrap")
         if self.meteor is not None and not isinstance(self.meteor, dict):
             raise InputError(f"meteor must be a dict of the METEOR scorer's options, got {self.meteor!r}", option="meteor")
         if self.meteor:
@@ -270,15 +272,6 @@ class EvalOptions:
         if self.lang not in METEOR_LANGUAGES:
             raise InputError(f"lang: unknown language {self.lang!r} (known: {', '.join(METEOR_LANGUAGES)})", option="lang")
         make_bleu(self.tokenize)
-        if not isinstance(self.ar, int) or self.ar < 1:
-            raise InputError(f"ar (randomisation trials) must be a positive integer, got {self.ar!r}", option="ar")
-        if not isinstance(self.bootstrap, int) or self.bootstrap < 0 or self.bootstrap == 1:
-            raise InputError(f"bootstrap must be 0 (no s_sel or intervals) or at least 2, got {self.bootstrap!r}",
-                             option="bootstrap")
-        if not isinstance(self.seed, int) or self.seed < 0:
-            raise InputError(f"seed must be a non-negative integer, got {self.seed!r}", option="seed")
-        if not 0 < self.alpha < 1:
-            raise InputError(f"alpha must be between 0 and 1, got {self.alpha!r}", option="alpha")
         if self.stratified and self.multeval_compat:
             raise InputError("stratified and multeval_compat are two different tests: choose one", option="stratified")
 

@@ -19,7 +19,7 @@ import logging
 import os
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field, fields, is_dataclass
+from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -27,6 +27,7 @@ import numpy as np
 from rerank import __version__
 from rerank.errors import InputError
 from rerank.metrics.registry import best_index, display_name, metric_info
+from rerank.options import NONNEGATIVE_INT, POSITIVE_INT
 from rerank.progress import Progress
 from rerank.tuning import Tuner, TuningData, degenerate, normalize as rescale, weight_shares
 from rerank.weights import read_weights, write_weights
@@ -56,9 +57,9 @@ class TuneSettings:
     normalize: str = "none"
     tuner_options: Any = None
 
+    NORMALIZE = ("none", "l1", "max")
     # What a run's result depends on: a run file is reused only when these match (and the inputs,
     # the start weights and the package version). `runs` is not among them: run r of 3 is run r of 5.
-    NORMALIZE = ("none", "l1", "max")
     REUSE = ("tuner", "metric", "seed", "tokenize", "lowercase", "lang", "tune_features", "fix", "normalize",
              "tuner_options")
 
@@ -68,10 +69,9 @@ class TuneSettings:
         for name in ("tune_features", "fix"):
             value = getattr(self, name)
             object.__setattr__(self, name, tuple([value] if isinstance(value, str) else value or ()))
-        if not isinstance(self.runs, int) or self.runs < 1:
-            raise InputError(f"runs must be a positive integer, got {self.runs!r}", option="runs")
-        if not isinstance(self.seed, int) or self.seed < 0:
-            raise InputError(f"seed must be a non-negative integer, got {self.seed!r}", option="seed")
+        for name, check in (("runs", POSITIVE_INT), ("seed", NONNEGATIVE_INT)):
+            if not check.accepts(getattr(self, name)):
+                raise InputError(f"{name} must be {check.what}, got {getattr(self, name)!r}", option=name)
         if self.normalize not in self.NORMALIZE:
             raise InputError(f"normalize must be one of {', '.join(self.NORMALIZE)}, got {self.normalize!r}",
                              option="normalize")
@@ -88,7 +88,7 @@ class TuneSettings:
         if extra:
             base = settings.tuner_options if own.get("tuner_options") is None else own["tuner_options"]
             own["tuner_options"] = {**options_record(base), **extra}
-        return cls(**{f.name: getattr(settings, f.name) for f in fields(cls)} | own) if own else settings
+        return replace(settings, **own) if own else settings
 
     def reuse_record(self) -> dict:
         """The fields of REUSE as JSON values (the tuner's options as a dict of their fields);
@@ -132,7 +132,6 @@ class TuneResult:
     output: str | None = None       # the kept run's weights file, when written
     tuner: str = ""                 # the tuner plug-in's name
     step_name: str = "step"         # the x axis of its tuning curves
-    tuned: list[str] = field(default_factory=list)   # the features the tuner could change
 
     @property
     def best_run(self) -> TuneRun:
@@ -319,4 +318,4 @@ def tune_runs(data: TuningData, tuner: Tuner, settings: TuneSettings, *, w0: np.
         write_weights(output, kept.weights, {**kept.meta, **(meta or {}), "runs": runs, "best_of_runs": kept.path,
                                              "tuned_scores": [x.score for x in results]})
     return TuneResult(dict(results[best].weights), results, best, data.metric.name, output, tuner_name,
-                      tuner.step_name, [n for n, t in zip(data.feature_names, data.tuned) if t])
+                      tuner.step_name)
