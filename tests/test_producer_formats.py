@@ -44,6 +44,10 @@ def test_marian_extra_fields_are_read_past(tmp_path, extras):
 def test_a_plain_marian_list_reads_as_moses(tmp_path):
     path = write(tmp_path, "m", PLAIN_MARIAN)
     assert read_nbest(path).features.tolist() == read_nbest(path, "moses").features.tolist()
+    marian, moses = read_nbest(path), read_nbest(path, "moses")
+    assert list(marian.hyps) == list(moses.hyps) and np.array_equal(marian.offsets, moses.offsets)
+    assert marian.feature_names == moses.feature_names and marian.groups == moses.groups
+    assert (marian.scores is None and moses.scores is None) or np.array_equal(marian.scores, moses.scores)
 
 
 def test_a_bad_marian_file_is_one_line_on_stderr(tmp_path, capsys):

@@ -160,6 +160,8 @@ def test_convert_round_trips(output, tmp_path, capsys):
         again = read_nbest(str(out))
         assert list(again.hyps) == list(first.hyps) and again.feature_names == first.feature_names
         assert np.array_equal(again.features, first.features) and np.array_equal(again.offsets, first.offsets)
+        assert again.groups == first.groups and (again.scores is None) == (first.scores is None)
+        assert first.scores is None or np.array_equal(again.scores, first.scores)   # the totals survive too
 
 
 def _weights(output: Output, tmp_path) -> Path:
@@ -205,8 +207,14 @@ def test_tune_and_oracle_take_each_output(output, tmp_path, capsys):
     code, out, err = run(["oracle", DATA / output.path, "-r", ref, "-o", tmp_path / "oracle.txt", *common], capsys)
     assert code == 0, err
     oracle = (tmp_path / "oracle.txt").read_text(encoding="utf-8").splitlines()
-    _, hyps, _, _ = expected(output)
+    sizes, hyps, _, _ = expected(output)
     assert len(oracle) == output.sentences and set(oracle) <= set(hyps)
+    starts = np.cumsum([0, *sizes])
+    lists = [hyps[a:b] for a, b in zip(starts[:-1], starts[1:])]
+    assert all(pick in own for pick, own in zip(oracle, lists))       # each pick from its own sentence's list
+    refs = [ref.read_text(encoding="utf-8").splitlines()]
+    first = [own[0] for own in lists]
+    assert sacrebleu.corpus_bleu(oracle, refs).score >= sacrebleu.corpus_bleu(first, refs).score
 
 
 def test_ctranslate2_results_as_the_toolkit_wrote_them():
