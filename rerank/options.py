@@ -337,11 +337,11 @@ def _check_value(cls: type, f: dataclasses.Field, value: Any) -> None:
     items = value if info.many else (value,)
     if info.many and not isinstance(value, (list, tuple)):
         raise InputError(f"option {f.name!r} of {cls.__qualname__} must be a list, got {value!r}")
+    check = _check_of(f)
     for item in items:
         if info.choices is not None and item not in info.choices:
             raise InputError(f"option {f.name!r} of {cls.__qualname__} must be one of "
                              f"{', '.join(map(str, info.choices))}, got {item!r}")
-        check = _check_of(f)
         if check is not None and not check.accepts(item):
             raise InputError(f"option {f.name!r} of {cls.__qualname__} must be {check.what}, got {item!r}")
 

@@ -17,6 +17,7 @@ from rerank.cliargs import bars
 from rerank.commands._common import read_options
 from rerank.formats import ReadReport, detect_format, formats
 from rerank.formats.cache import cache_dir
+from rerank.errors import InputError
 from rerank.formats import moses
 from rerank.formats.text import hint_notes
 from rerank.io import reading_progress
@@ -39,7 +40,7 @@ def scan(args, out_formats: list[str]) -> dict | None:
     try:
         with reading_progress(bars(args)):  # as load_nbest
             fmt = args.in_format or detect_format(path, report, read_options(args))
-    except Exception:  # noqa: BLE001 - the whole-list path gives the error
+    except InputError:  # bad input: the whole-list path reads it and says so
         return None
     if fmt not in streamed or report.notes:
         return None

@@ -21,7 +21,7 @@ from rerank.formats.decoders import from_ctranslate2, from_generate
 from rerank.formats.fairseq import read_fairseq
 from rerank.formats.moses import iter_moses_lines, parse_feature_field, parse_features_fast, read_moses
 from rerank.formats.plain import read_plain
-from rerank.formats.record import NBestFormat, ReadOption, Sample
+from rerank.formats.record import DETECT_LINES, NBestFormat, ReadOption, Sample
 from rerank.formats.table import detection_order, format_names, formats, get_format
 from rerank.formats.text import POST_PROCESS, UNESCAPE, postprocess, text_hints
 from rerank.io import head_lines, read_references  # read_references: the one reader, in rerank.io
@@ -33,7 +33,6 @@ __all__ = ["NBestFormat", "ReadOption", "ReadReport", "Sample", "detect_format",
            "read_nbest", "read_plain", "read_references", "reading_options", "write_losses", "write_nbest",
            "POST_PROCESS", "UNESCAPE"]
 
-DETECT_LINES = 1000  # how far detection looks (fairseq's first S-/H- line may follow log lines)
 
 
 def reading_options() -> list[ReadOption]:

@@ -16,7 +16,7 @@ import numpy as np
 
 from rerank.errors import InputError
 from rerank.formats.common import ReadReport, append_text, json_object
-from rerank.formats.moses import FeatureTable, check_next_id
+from rerank.formats.moses import FeatureTable, check_next_id, read_notes
 from rerank.formats.record import NBestFormat, Sample
 from rerank.io import atomic_write, iter_lines
 from rerank.nbest import NBestList, StringColumnBuilder
@@ -87,8 +87,7 @@ def read_jsonl(path: str, *, strict: bool = False, report: ReadReport | None = N
             totals.append(_number(obj["total"], "`total`", path, number))
     features, names, groups, missing = table.finish(strict)
     if report is not None:
-        report.notes.extend(f"feature {name} missing on {count} of {len(hyps)} lines, read as 0 (strict reading makes "
-                            "this an error)" for name, count in missing.items())
+        read_notes(report, missing, len(hyps))
     offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
     scores = np.array(totals) if first and first[0] else None
     return NBestList(offsets, hyps.build(), features, names, groups, scores, missing)

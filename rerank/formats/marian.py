@@ -20,7 +20,7 @@ import re
 from rerank.errors import InputError
 from rerank.formats.common import ReadReport
 from rerank.formats.moses import moses_fields, read_moses, read_moses_lines
-from rerank.formats.record import NBestFormat, Sample
+from rerank.formats.record import DETECT_LINES, NBestFormat, Sample
 from rerank.io import head_lines, iter_lines
 from rerank.nbest import NBestList
 
@@ -64,11 +64,11 @@ def _lines(path: str, extras: int):
 
 def read_marian(path: str, *, strict: bool = False, report: ReadReport | None = None) -> NBestList:
     report = report if report is not None else ReadReport()
-    first = next((text for _, text in head_lines(path, 1000) if text.strip()), "")
-    extras = max(0, len(first.split("|||")) - 4)
+    first = next((text for _, text in head_lines(path, DETECT_LINES) if text.strip()), "").split("|||")
+    extras = max(0, len(first) - 4)
     if not extras:
         return read_moses(path, strict=strict, report=report)
-    kinds = sorted({_extra_kind(f) or "?" for f in first.split("|||")[2:2 + extras]})
+    kinds = sorted({_extra_kind(f) or "?" for f in first[2:2 + extras]})
     nbest = read_moses_lines(path, strict, report, lines=_lines(path, extras))
     report.notes.append(f"Marian n-best with {' and '.join(kinds)}: read past them (not feature columns)")
     return nbest

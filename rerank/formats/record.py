@@ -31,9 +31,12 @@ class ReadOption:
     file: bool = False                  # its value is a file the read opens (commands check it is no output)
 
 
+DETECT_LINES = 1000  # how far detection looks (fairseq's first S-/H- line may follow log lines)
+
+
 @dataclass(frozen=True)
 class Sample:
-    """What detection sees of a file: its first lines (up to rerank.formats.DETECT_LINES, with
+    """What detection sees of a file: its first lines (up to DETECT_LINES, with
     their line numbers, empty ones left out), the reading options given and the file's path (a
     format may look for its side files)."""
 

@@ -223,13 +223,18 @@ def read_blocks(path: str) -> Iterator[bytes]:
         raw.close()
 
 
-def check_runs(state: ParserState) -> None:
-    """NeedsLineReader unless the sentence ids of the parsed rows run 0, 1, 2, ... (the line reader
-    names the gap, the decrease or the first id)."""
-    heads = np.concatenate([h for h, _ in state.runs])
-    step = np.diff(heads)
-    if heads[0] != 0 or ((step != 0) & (step != 1)).any():
+def check_heads(heads: np.ndarray, last: int = -1) -> int:
+    """The last of the sentence ids `heads`, or NeedsLineReader unless they run 0, 1, 2, ... on from
+    `last` (-1: from the start; the line reader names the gap, the decrease or the first id)."""
+    step = np.diff(np.concatenate([[last], heads]))
+    if ((step != 0) & (step != 1)).any() or (last < 0 and heads[0] != 0):
         raise NeedsLineReader
+    return int(heads[-1])
+
+
+def check_runs(state: ParserState) -> None:
+    """`check_heads` of the sentence ids of every parsed row."""
+    check_heads(np.concatenate([h for h, _ in state.runs]))
 
 
 def check_names(state: ParserState) -> None:

@@ -20,18 +20,10 @@ from collections.abc import Iterator
 import numpy as np
 
 from rerank.errors import InputError
-from rerank.formats.moses.fast import check_names, parse_block, read_blocks
+from rerank.formats.moses.fast import check_heads, check_names, parse_block, read_blocks
 from rerank.formats.moses.state import Chunk, NeedsLineReader, ParserState
 from rerank.formats.text import text_signs
 from rerank.nbest import NBestList, StringColumn
-
-
-def _check_heads(heads: np.ndarray, last: int) -> int:
-    """The last sentence id of a block, or NeedsLineReader if its ids do not continue 0, 1, 2, ... after `last`."""
-    step = np.diff(np.concatenate([[last], heads]))
-    if ((step != 0) & (step != 1)).any() or (last < 0 and heads[0] != 0):
-        raise NeedsLineReader
-    return int(heads[-1])
 
 
 def _scan(path: str, state: ParserState) -> tuple[np.ndarray, int, int, set]:
@@ -41,7 +33,7 @@ def _scan(path: str, state: ParserState) -> tuple[np.ndarray, int, int, set]:
     for data in read_blocks(path):
         parse_block(data, state)
         block = state.take_chunk()
-        last = _check_heads(block.heads, last)
+        last = check_heads(block.heads, last)
         signs |= text_signs(StringColumn(block.hyps, np.concatenate([[0], np.cumsum(block.lengths)])))
         n, width = len(block.values), len(state.index)
         counts = np.concatenate([counts, np.zeros(width - len(counts), np.int64)])
