@@ -4,20 +4,29 @@ Subcommands are plug-ins of the entry-point group `rerank.commands` (rerank.plug
 an `add_parser(subparsers)` that creates its parser and sets `func`; `func(args)` returns an
 exit status. Bad input raises InputError, printed as `rerank <command>: error: FILE:LINE:
 problem` with exit status 2.
+
+Start-up: a command of this distribution (rerank.commands.COMMANDS) is run with its own module
+imported and its own parser built, and no entry point scanned; `rerank --help`, a missing or an
+unknown command list every command, this distribution's from the table (their modules not
+imported) and the installed plug-ins' from their entry points.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
+import importlib
 import logging
 import os
 import re
 import sys
 import traceback
+from collections.abc import Callable
 from typing import NoReturn
 
 from rerank import __version__, distributed, plugins
 from rerank.cliargs import reset_command_line, set_command_line, stderr_log
+from rerank.commands import COMMANDS
 from rerank.device import prefer_passive_openmp
 from rerank.errors import InputError, MissingDependency, missing_neural
 
@@ -31,7 +40,12 @@ class OneLineErrors(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n" if distributed.is_main() else None)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None, listing: bool = False) -> argparse.ArgumentParser:
+    """The `rerank` parser. With `command`, one of this distribution's commands (COMMANDS): that
+    command's parser alone, no other command module imported and no entry point scanned. With
+    `listing`: every command, this distribution's as placeholders that carry only their one-line
+    help (for `rerank --help` and the errors of a missing or unknown command), the installed
+    plug-ins' built by their add_parser. Otherwise every installed command built in full."""
     parser = OneLineErrors(
         prog="rerank",
         description="Rerank MT n-best lists with multilingual multi-modal sentence embeddings: "
@@ -41,9 +55,26 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"mlmme-rerank {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     subparsers.required = True
-    for add_parser in plugins.commands().values():
-        add_parser(subparsers)
+    if command in COMMANDS:
+        builtin_command(command)(subparsers)
+        return parser
+    if not listing:
+        for add_parser in plugins.commands().values():
+            add_parser(subparsers)
+        return parser
+    others = plugins.commands(known=[(name, value) for name, (value, _) in COMMANDS.items()])
+    for name in sorted({*COMMANDS, *others}):
+        if name in others:
+            others[name](subparsers)
+        else:
+            subparsers.add_parser(name, help=COMMANDS[name][1])
     return parser
+
+
+def builtin_command(name: str) -> Callable:
+    """The add_parser of this distribution's command `name` (COMMANDS), its module imported now."""
+    module, _, attribute = COMMANDS[name][0].partition(":")
+    return getattr(importlib.import_module(module), attribute)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -58,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     restore = _report_on_stderr()
     parser = args = None
     try:
-        parser = _parser()
+        parser = _parser(sys.argv[1:] if argv is None else argv)
         args = parser.parse_args(argv)
         name = f"rerank {args.command}"
         return int(args.func(args) or 0)
@@ -117,8 +148,13 @@ def exit_process(status: int) -> NoReturn:
     flushed): its outputs are written and its group ended, but a native library's thread still
     running while the C++ static objects are destroyed made a finished rank abort now and then
     ('terminate called without an active exception', SIGABRT: 1 run in 5 of the users'-model
-    torchrun test beside a busy neighbour), and torchrun then stops its peers and fails the run."""
+    torchrun test beside a busy neighbour), and torchrun then stops its peers and fails the run.
+
+    Any other process freezes the objects it holds (gc.freeze) before the interpreter's teardown,
+    so that its last collections do not walk them: with torch loaded they took 0.3 to 0.4 s of
+    every command's time; files and streams are closed and the atexit functions run as before."""
     if not distributed.joined():
+        gc.freeze()
         raise SystemExit(status)
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
@@ -139,10 +175,14 @@ def _report_on_stderr():
     return restore
 
 
-def _parser() -> argparse.ArgumentParser:
-    """`build_parser()`, with two plug-ins adding the same option to one command an InputError."""
+def _parser(argv: list[str]) -> argparse.ArgumentParser:
+    """The parser of the command `argv` runs (build_parser: its name comes first, since `rerank`'s
+    own options, --help and --version, end the command line where they stand), or of the listing;
+    two plug-ins adding the same option to one command are an InputError."""
     try:
-        return build_parser()
+        if argv and argv[0] in COMMANDS:
+            return build_parser(argv[0])
+        return build_parser(listing=True)
     except argparse.ArgumentError as exc:
         raise InputError(f"the options of the installed plug-ins clash: {exc}") from None
 

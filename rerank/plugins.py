@@ -16,14 +16,15 @@ never names a plug-in: it loads what is installed. See docs/plugins.md.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from functools import cache
-from importlib.metadata import EntryPoint, entry_points
 from typing import TYPE_CHECKING, Any
 
 from rerank.errors import InputError
 
 if TYPE_CHECKING:
+    from importlib.metadata import EntryPoint
+
     from rerank.features import Feature
     from rerank.tuning import Tuner
 
@@ -32,6 +33,14 @@ GROUPS = ("rerank.commands", "rerank.features", "rerank.tuners", "rerank.formats
 
 class PluginError(InputError):
     """An installed plug-in that cannot be loaded or clashes with another."""
+
+
+def entry_points(group: str) -> list[EntryPoint]:
+    """The entry points installed in `group` (importlib.metadata, imported here: the command line
+    scans them only when it needs a plug-in, rerank.commands.COMMANDS)."""
+    from importlib.metadata import entry_points as installed
+
+    return list(installed(group=group))
 
 
 def _entries(group: str) -> list[EntryPoint]:
@@ -45,12 +54,15 @@ def _entries(group: str) -> list[EntryPoint]:
 
 
 @cache
-def load(group: str) -> dict[str, Any]:
-    """name -> loaded object of every plug-in installed in `group`, sorted by name."""
+def load(group: str, known: frozenset[tuple[str, str]] = frozenset()) -> dict[str, Any]:
+    """name -> loaded object of every plug-in installed in `group`, sorted by name; an entry
+    point in `known` ((name, value) pairs the caller has without loading them) is left out."""
     if group not in GROUPS:
         raise ValueError(f"unknown plug-in group {group!r}")
     loaded = {}
     for ep in _entries(group):
+        if (ep.name, ep.value) in known:
+            continue
         try:
             loaded[ep.name] = ep.load()
         except Exception as exc:  # noqa: BLE001 - a broken plug-in names itself instead of a traceback
@@ -59,8 +71,9 @@ def load(group: str) -> dict[str, Any]:
     return loaded
 
 
-def commands() -> dict[str, Callable]:
-    return load("rerank.commands")
+def commands(known: Collection[tuple[str, str]] = ()) -> dict[str, Callable]:
+    """name -> add_parser of every installed command but those in `known` ((name, value) pairs)."""
+    return load("rerank.commands", frozenset(known))
 
 
 def features() -> dict[str, type[Feature]]:

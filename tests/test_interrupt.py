@@ -153,7 +153,7 @@ def test_ctrl_c_in_a_command_exits_130_with_one_line_and_no_output(work, capsys,
     assert {p.name: p.read_bytes() for p in work.iterdir()} == before  # no output, no temp file, inputs unchanged
 
 
-@pytest.mark.parametrize("target", ["rerank.plugins.commands", "argparse.ArgumentParser.parse_args"])
+@pytest.mark.parametrize("target", ["rerank.cli.builtin_command", "argparse.ArgumentParser.parse_args"])
 def test_ctrl_c_while_plugins_load_or_arguments_parse(work, capsys, monkeypatch, target):
     monkeypatch.setattr(target, ctrl_c_after(1))
     assert main(["convert", str(work / "in.nbest"), "-o", str(work / "out")]) == 130

@@ -100,10 +100,15 @@ def fresh_cache():
 
 
 def test_a_broken_plugin_is_one_error_not_a_traceback(monkeypatch, capsys):
+    """Said where the commands are listed (--help, a missing or unknown command) or it is asked for;
+    this distribution's commands scan no entry points (rerank.commands.COMMANDS) and run without it."""
     fake_entry_points(monkeypatch, "rerank.commands", ("broken", "no_such_module_here:add_parser"))
+    for argv in (["broken"], ["--help"], [], ["nonesuch"]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert "cannot load plug-in 'broken' (no_such_module_here:add_parser)" in err and "Traceback" not in err
     assert main(["info", "x"]) == 2
-    err = capsys.readouterr().err
-    assert "cannot load plug-in 'broken' (no_such_module_here:add_parser)" in err and "Traceback" not in err
+    assert capsys.readouterr().err == "rerank info: error: x: cannot open: No such file or directory\n"
 
 
 def test_two_plugins_with_one_name_are_refused(monkeypatch):
@@ -134,7 +139,7 @@ def test_a_column_claimed_by_two_features_is_refused(monkeypatch, tmp_path, caps
 def test_plugins_whose_options_clash_are_named(monkeypatch, capsys):
     fake_entry_points(monkeypatch, "rerank.features", ("mlmme", "rerank.embeddings.features:MLMMEFeatures"),
                       ("same", "tests.test_plugins:SameOptions"))
-    assert main(["info", "x"]) == 2
+    assert main(["features", "x", "-o", "y"]) == 2
     err = capsys.readouterr().err
     assert "options of the installed plug-ins clash" in err and "--model" in err and "Traceback" not in err
 

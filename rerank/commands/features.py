@@ -8,6 +8,7 @@ import os
 import sys
 
 from rerank import distributed, plugins
+from rerank.commands import COMMANDS
 from rerank.cliargs import (add_nbest_positional, add_quiet, nonnegative_int, positive_int, resolve_nbest,
                             bars)
 from rerank.commands._common import format_help, nbest_inputs, add_nbest_input, add_output_format, load_nbest, write_output
@@ -22,7 +23,7 @@ def add_parser(subparsers):
     features = plugins.features()
     listing = "; ".join(f"{', '.join(cls.columns)} ({name}): {cls.description}" for name, cls in features.items())
     parser = subparsers.add_parser(
-        "features", help="add feature columns (" + ", ".join(c for cls in features.values() for c in cls.columns) + ")",
+        "features", help=COMMANDS["features"][1],
         description="Compute features of every hypothesis with the installed feature plug-ins (entry-point "
         "group rerank.features) and add them as named columns next to the existing ones. Installed: "
         + (listing or "none") + ". --shard i/N processes the i-th of N sentence ranges; its ids start at "

@@ -9,6 +9,7 @@ import time
 import numpy as np
 
 from rerank import plugins
+from rerank.commands import COMMANDS
 from rerank.cliargs import (add_nbest_positional, add_quiet, nonnegative_int, positive_int, resolve_nbest,
                             bars, stderr_log)
 from rerank.commands._common import format_help, nbest_inputs, add_nbest_input, load_nbest
@@ -24,7 +25,7 @@ NORMALIZE = ("none", "l1", "max")   # rerank.api.TuneSettings.NORMALIZE, without
 def add_parser(subparsers):
     tuners = plugins.tuners()
     p = subparsers.add_parser(
-        "tune", help="tune feature weights (" + ", ".join(tuners) + ")",
+        "tune", help=COMMANDS["tune"][1],
         description="Tune the feature weights of a reranker on an n-best list and its references with one "
         "of the installed tuners (entry-point group rerank.tuners): "
         + "; ".join(f"{name}: {cls.description}" for name, cls in tuners.items())
