@@ -13,9 +13,13 @@ TORCH_SPEC ?= torch==2.13.0
 
 .PHONY: install demo test test-core test-compat lint reproduce bench clean
 
+# The C kernel of TER (rerank/metrics/_ter.c) is compiled by the editable install (`pip install -e`),
+# so a change to it re-installs like a change to pyproject.toml does.
+TER_C := rerank/metrics/_ter.c
+
 # The last step indexes Meteor's paraphrase table (pycocoevalcap's) into the user's cache, so that
 # the first METEOR run does not (about 15 s; it says so and succeeds when there is no table).
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml $(TER_C)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q $(TORCH_SPEC)
@@ -25,14 +29,14 @@ $(VENV)/.installed: pyproject.toml
 
 # The other side of the transformers version skew: with unbabel-comet (which needs transformers 4
 # and numpy 1), pip resolves transformers 4.x and sentence-transformers 5.x.
-$(COMPAT_VENV)/.installed: pyproject.toml
+$(COMPAT_VENV)/.installed: pyproject.toml $(TER_C)
 	$(PYTHON) -m venv $(COMPAT_VENV)
 	$(COMPAT_VENV)/bin/python -m pip install -q --upgrade pip
 	$(COMPAT_VENV)/bin/python -m pip install -q $(TORCH_SPEC)
 	$(COMPAT_VENV)/bin/python -m pip install -q -e '.[neural,ct2,st,comet,test]'
 	touch $@
 
-$(CORE_VENV)/.installed: pyproject.toml
+$(CORE_VENV)/.installed: pyproject.toml $(TER_C)
 	$(PYTHON) -m venv $(CORE_VENV)
 	$(CORE_VENV)/bin/python -m pip install -q --upgrade pip
 	$(CORE_VENV)/bin/python -m pip install -q -e '.[test]'

@@ -2,8 +2,9 @@
 
 BLEU's statistics are the toolkit's one implementation of them, rerank.metrics.bleu.hypothesis_stats
 (sacrebleu's tokenisers, closest reference length and clipping, computed as arrays; tests check
-them against sacrebleu's own per-segment statistics). chrF's and TER's come from sacrebleu itself
-(read through rerank.metrics.sacre_stats, the only user of its private methods). So corpus scores
+them against sacrebleu's own per-segment statistics). TER's are rerank.metrics.ter's (sacrebleu's
+algorithm on token ids, in C; tests/test_ter.py checks them equal to sacrebleu's). chrF's come from
+sacrebleu itself (read through rerank.metrics.sacre_stats, the only user of its private methods). So corpus scores
 equal the `sacrebleu` CLI; only the final formulas are re-written in numpy so that they run over a
 batch axis (randomisation/bootstrap trials). Tests compare both formulas on real data.
 """
@@ -15,6 +16,7 @@ from sacrebleu.metrics import BLEU, CHRF, TER
 
 from rerank.metrics.bleu import corpus_bleu_batch, hypothesis_stats
 from rerank.metrics.base import Metric
+from rerank.metrics.ter import segment_stats as ter_segment_stats
 from rerank.metrics.sacre_stats import clear_tokenizer_cache, corpus_segment_stats
 
 # Sentences per sacrebleu call: it keeps the tokenised references (BLEU: their n-gram Counters) of a
@@ -112,7 +114,8 @@ class CHRFPlusMetric(CHRFMetric):
 
 
 class TERMetric(Metric):
-    """TER as sacrebleu computes it; lower is better. Statistics: [edits, ref_len]."""
+    """TER as sacrebleu computes it; lower is better. Statistics: [edits, ref_len], sacrebleu's numbers
+    from rerank.metrics.ter (a C kernel on token ids); the sacrebleu object gives the signature."""
 
     name, display, higher_is_better = "ter", "TER", False
     scale = "0-100+ (edits per 100 reference words)"
@@ -122,7 +125,8 @@ class TERMetric(Metric):
     score_doc = "100 · edits / ref_len"
 
     def __init__(self, normalized: bool = False, no_punct: bool = False, case_sensitive: bool = False):
-        self._ter = TER(normalized=normalized, no_punct=no_punct, case_sensitive=case_sensitive)
+        self._ter = TER(normalized=normalized, no_punct=no_punct, case_sensitive=case_sensitive)  # the signature
+        self.normalized, self.no_punct, self.case_sensitive = normalized, no_punct, case_sensitive
 
     @classmethod
     def from_options(cls, **options):
@@ -130,7 +134,12 @@ class TERMetric(Metric):
         return cls(case_sensitive=bool(options.get("ter_case_sensitive", False)))
 
     def sentence_stats(self, hyps, refs):
-        return segment_stats(self._ter, hyps, refs, 2)
+        refs = [list(stream) for stream in refs]
+        # the signature's nrefs, as sacrebleu's own statistics set it (-1: it varies between sentences)
+        counts = {sum(stream[i] is not None for stream in refs) for i in range(len(hyps))}
+        self._ter.num_refs = counts.pop() if len(counts) == 1 else -1
+        return ter_segment_stats(list(hyps), refs, normalized=self.normalized, no_punct=self.no_punct,
+                                 case_sensitive=self.case_sensitive)
 
     def score_from_stats(self, stats):
         stats = np.asarray(stats, dtype=np.float64)

@@ -2,9 +2,9 @@
 
 sacrebleu's public API scores a corpus (`corpus_score`) or one sentence (`sentence_score`); it
 has no call that returns the statistics of every segment, which the significance tests (one row
-per sentence) sum over and over. chrF and TER read theirs here (BLEU's are the toolkit's own
-arrays, rerank.metrics.bleu.hypothesis_stats, checked against these and `sentence_score`; it
-uses `clear_tokenizer_cache` below). Scoring each segment with the public `sentence_score`
+per sentence) sum over and over. chrF reads its own here (BLEU's are the toolkit's own arrays,
+rerank.metrics.bleu.hypothesis_stats, and TER's rerank.metrics.ter's, both checked against these
+and `sentence_score`; hypothesis_stats uses `clear_tokenizer_cache` below). Scoring each segment with the public `sentence_score`
 gives the same numbers but re-reads the references every time. So the private methods are used
 here, behind this adapter: pyproject.toml bounds sacrebleu above (< 2.7) and
 tests/test_metrics_sacre.py checks these statistics against `corpus_score` / `sentence_score`, so
