@@ -16,8 +16,10 @@ of --repeat runs, with the machine's load average (1, 5, 15 min) printed before 
   3. `rerank features --which s_s -m mlmme-small.pt` on the whole shipped optimised test_2016
      20-best list: hypotheses per second (goal >= 4,000).
   4. `torchrun --standalone --nproc_per_node 2 -m rerank features --which s_s ...` against one
-     process, both with --threads 1, on the shipped optimised test_2016 50-best list: the wall
-     ratio (goal <= 0.6), and the outputs byte-identical. Ranks need idle cores: the load
+     process, both with --threads 1, on the shipped optimised test_2016 50-best list (with
+     --torchrun-val, the val and test_2016 lists of bench_torchrun.py): the wall ratio (goal <= 0.6),
+     the outputs byte-identical, and torchrun's launcher alone (`--no-python true`: its own torch
+     import and rendezvous, which one process does not pay). Ranks need idle cores: the load
      average says whether they had them.
 Also printed: `rerank --help` and `rerank eval --help` (start-up alone).
 
@@ -26,8 +28,9 @@ the environment is dropped for the commands and their bytecode goes to a tempora
 PYTHONPYCACHEPREFIX, filled by one warm-up run of each command first (--no-bytecode keeps the
 environment as it is: every start then compiles the package's sources). OMP_NUM_THREADS=1.
 
-    python benchmarks/bench_startup.py [--repeat 3] [--data-dir /work/shared/data/multi30k]
-                                       [--only eval,features,throughput,torchrun] [--no-bytecode]
+    python benchmarks/bench_startup.py [--repeat 3] [--torchrun-repeat 1] [--torchrun-val] [--no-bytecode]
+                                       [--data-dir /work/shared/data/multi30k]
+                                       [--only eval,features,throughput,torchrun]
 
 About two minutes on two idle cores with the defaults (the torchrun case once, --torchrun-repeat).
 """
@@ -47,7 +50,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from bench_torchrun import run_once  # noqa: E402
+from bench_torchrun import joined_list, run_once  # noqa: E402
 
 from rerank.formats import read_nbest, write_nbest  # noqa: E402
 from rerank.io import read_lines  # noqa: E402
@@ -56,6 +59,7 @@ DATA = os.path.join(ROOT, "rerank", "data")
 SHIPPED = os.path.join(DATA, "multi30k")
 MODEL = os.path.join(DATA, "models", "mlmme-small.pt")
 RERANK = [sys.executable, "-m", "rerank"]
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
 CASES = ("eval", "features", "throughput", "torchrun")
 
 
@@ -71,11 +75,11 @@ def environment(bytecode: bool, tmp: str) -> dict:
     return env
 
 
-def best(commands: dict[str, list[str]], env: dict, repeat: int) -> dict[str, float]:
+def best(commands: dict[str, list[str]], env: dict, repeat: int, warm_up: bool = True) -> dict[str, float]:
     """Smallest wall-clock seconds of each command, the commands alternating run by run (after one
-    untimed warm-up run each, which also fills the bytecode cache)."""
+    untimed warm-up run each, which also fills the bytecode cache, unless not `warm_up`)."""
     times: dict[str, list[float]] = {name: [] for name in commands}
-    for command in commands.values():
+    for command in commands.values() if warm_up else ():
         run_once(command, env)
     for _ in range(repeat):
         for name, command in commands.items():
@@ -163,20 +167,27 @@ def goal_throughput(args, env: dict, tmp: str) -> None:
 
 
 def goal_torchrun(args, env: dict, tmp: str) -> None:
-    path, src = os.path.join(SHIPPED, "optimised.test_2016.50best.gz"), os.path.join(SHIPPED, "test_2016_flickr.en.gz")
-    n_hyps = read_nbest(path).n_hyps
+    names = ("val", "test_2016") if args.torchrun_val else ("test_2016",)
+    lists = [os.path.join(SHIPPED, f"optimised.{name}.50best.gz") for name in names]
+    srcs = [os.path.join(SHIPPED, f"{name}.en.gz" if name == "val" else "test_2016_flickr.en.gz") for name in names]
+    path, src, n_hyps = joined_list(lists, srcs, 10**9, tmp, "fifty")
+    small, small_src, _ = joined_list(lists, srcs, 1, tmp, "one-sentence")
     one = features_command(path, src, os.path.join(tmp, "one.out"))
-    ranks = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-             *features_command(path, src, os.path.join(tmp, "ranks.out"))[1:]]
-    print(f"4. torchrun x2 against one process, s_s on the optimised test_2016 50-best ({n_hyps} hypotheses); "
-          f"{load()}")
+    ranks = [*TORCHRUN, *features_command(path, src, os.path.join(tmp, "ranks.out"))[1:]]
+    launcher = [*TORCHRUN, "--no-python", "true"]
+    print(f"4. torchrun x2 against one process, s_s on the optimised {' and '.join(names)} 50-best "
+          f"({n_hyps} hypotheses); {load()}")
     show("one process", one)
     show("torchrun", ranks)
-    t = best({"one": one, "ranks": ranks}, env, args.torchrun_repeat)
+    for command in (features_command(small, small_src, os.path.join(tmp, "small.out")),
+                    [*TORCHRUN, *features_command(small, small_src, os.path.join(tmp, "small.out"))[1:]]):
+        run_once(command, env)   # warm-up on one sentence: the bytecode of torch.distributed cached
+    t = best({"one": one, "ranks": ranks, "launcher": launcher}, env, args.torchrun_repeat, warm_up=False)
     with open(one[-1], "rb") as f, open(ranks[-1], "rb") as g:
         same = f.read() == g.read()
     print(f"  one process {t['one']:.2f} s, torchrun x2 {t['ranks']:.2f} s: ratio {t['ranks'] / t['one']:.2f} "
-          f"(goal <= 0.6); outputs byte-identical: {same}; {load()}", flush=True)
+          f"(goal <= 0.6); outputs byte-identical: {same}; torchrun's launcher alone ({shlex.join(launcher[3:])}): "
+          f"{t['launcher']:.2f} s; {load()}", flush=True)
     if not same:
         sys.exit(1)
 
@@ -188,6 +199,8 @@ def main() -> None:
         "(default: /work/shared/data/multi30k when present, else the shipped lists)")
     parser.add_argument("--repeat", type=int, default=3, help="timed runs per command in cases 1-3 (default: 3)")
     parser.add_argument("--torchrun-repeat", type=int, default=1, help="timed runs per command in case 4 (default: 1)")
+    parser.add_argument("--torchrun-val", action="store_true", help="case 4 on the val and test_2016 50-best lists "
+                        "one after the other (bench_torchrun.py's list: 100,608 hypotheses; default: test_2016 alone)")
     parser.add_argument("--only", default=",".join(CASES), help="comma-separated cases of: " + ", ".join(CASES))
     parser.add_argument("--no-bytecode", action="store_true", help="keep PYTHONDONTWRITEBYTECODE as it is")
     args = parser.parse_args()

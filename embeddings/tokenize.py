@@ -25,7 +25,8 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
-from functools import cache
+from collections.abc import Callable
+from functools import cache, partial
 from types import SimpleNamespace
 
 from rerank.embeddings.config import LANGUAGES  # the tokeniser languages
@@ -139,6 +140,12 @@ def compact_patterns(lang: str) -> dict[str, tuple[str, str]]:
     return patterns(lang, short)
 
 
+# the steps of _Moses.tokenize: names of patterns(lang), in order ("apostrophe": the language's APOSTROPHE_i)
+STEPS = {"start": ("DEDUPLICATE_SPACE", "ASCII_JUNK", "PAD_NOT_ISALNUM"),
+         "comma": ("COMMA_SEPARATE_1", "COMMA_SEPARATE_2", "COMMA_SEPARATE_3"),
+         "trailing": ("TRAILING_DOT_APOSTROPHE",)}
+
+
 class _Moses:
     """sacremoses' MosesTokenizer(lang).tokenize(text, escape=False, aggressive_dash_splits=False):
     the same tokens, its expressions compiled once, on first use (see the module docstring)."""
@@ -148,46 +155,46 @@ class _Moses:
             raise ValueError(f"no CJK tokenisation here: {lang!r}")
         self.lang = lang
         self._patterns: dict[str, tuple[str, str]] | None = None
-        self._compiled: dict[str, tuple[re.Pattern, str]] = {}
-        self._apostrophes = [f"APOSTROPHE_{i + 1}" for i in range({"en": 5, "fr": 4, "it": 4}.get(lang, 1))]
+        self._steps: dict[str, list[Callable[[str], str]]] = {}
         self._prefixes: frozenset[str] | None = None
 
-    def _rule(self, name: str) -> tuple[re.Pattern, str]:
-        """The expression `name` of patterns(lang), compiled on its first use, its large character
-        classes written as ranges (compact_patterns)."""
-        rule = self._compiled.get(name)
-        if rule is None:
+    def _step(self, step: str) -> list[Callable[[str], str]]:
+        """The substitutions of one step (STEPS), each `text -> text`, compiled on the step's first
+        use from compact_patterns (the large character classes written as ranges)."""
+        subs = self._steps.get(step)
+        if subs is None:
             if self._patterns is None:
                 self._patterns = compact_patterns(self.lang)
-            pattern, replacement = self._patterns[name]
-            rule = self._compiled[name] = (re.compile(pattern), replacement)
-        return rule
-
-    def _sub(self, name: str, text: str) -> str:
-        regexp, replacement = self._rule(name)
-        return regexp.sub(replacement, text)
+            names = [n for n in self._patterns if n.startswith("APOSTROPHE_")] if step == "apostrophe" else STEPS[step]
+            subs = self._steps[step] = [partial(re.compile(self._patterns[n][0]).sub, self._patterns[n][1])
+                                        for n in names]
+        return subs
 
     def tokenize(self, text: str, escape: bool = False, aggressive_dash_splits: bool = False) -> list[str]:
-        """MosesTokenizer.tokenize's steps, each skipped where its expression cannot match."""
+        """MosesTokenizer.tokenize's steps, each skipped where its expressions cannot match."""
         if escape or aggressive_dash_splits:
             raise ValueError("only escape=False, aggressive_dash_splits=False are implemented")
-        text = self._sub("ASCII_JUNK", self._sub("DEDUPLICATE_SPACE", str(text))).strip()
-        text = self._sub("PAD_NOT_ISALNUM", text)
+        space, junk, pad = self._steps.get("start") or self._step("start")
+        text = pad(junk(space(str(text))).strip())
         if ".." in text:
-            text = _replace_multidots(self._rule("MULTIDOT_RUN")[0], text)
+            text = _replace_multidots(self._rule("MULTIDOT_RUN"), text)
         if "," in text:
-            for name in ("COMMA_SEPARATE_1", "COMMA_SEPARATE_2", "COMMA_SEPARATE_3"):
-                text = self._sub(name, text)
+            for sub in self._steps.get("comma") or self._step("comma"):
+                text = sub(text)
         if "'" in text:
-            for name in self._apostrophes:
-                text = self._sub(name, text)
-        text = self.handles_nonbreaking_prefixes(text)
-        text = self._sub("DEDUPLICATE_SPACE", text).strip()
+            for sub in self._steps.get("apostrophe") or self._step("apostrophe"):
+                text = sub(text)
+        text = space(self.handles_nonbreaking_prefixes(text)).strip()
         if ".'" in text:
-            text = self._sub("TRAILING_DOT_APOSTROPHE", text)
+            text = self._step("trailing")[0](text)
         if "MULTI" in text:   # restore_multidots
-            text = self._rule("MULTIDOT_MARKER")[0].sub(lambda m: "." * ((m.end() - m.start() - 5) // 3), text)
+            text = self._rule("MULTIDOT_MARKER").sub(lambda m: "." * ((m.end() - m.start() - 5) // 3), text)
         return text.split()
+
+    def _rule(self, name: str) -> re.Pattern:
+        if self._patterns is None:
+            self._patterns = compact_patterns(self.lang)
+        return re.compile(self._patterns[name][0])   # re's own cache keeps it
 
     def handles_nonbreaking_prefixes(self, text: str) -> str:
         """MosesTokenizer.handles_nonbreaking_prefixes: a token of two or more characters ending
