@@ -19,7 +19,8 @@ clipped matches min(c_i, c_j) = sum_t [c_i >= t][c_j >= t] come from sparse prod
 count-threshold indicator matrices (block-diagonal by sentence), and the formulas run over all
 pairs as numpy arrays; the n-grams are counted, clipped and laid out as BLEU statistics by the
 toolkit's BLEU code (rerank.metrics.ngrams.NgramCounter, rerank.metrics.bleu). TER needs an edit
-distance with shifts per pair (sacrebleu, cached on distinct string pairs) and is much slower.
+distance with shifts per pair: the toolkit's TER (rerank.metrics.ter, sacrebleu's numbers), which
+runs every distinct pair of a block in one call of its compiled kernel.
 
 Exact MBR runs in blocks of whole sentences of at most `block_pairs` pairs (a list larger than
 that is a block of its own), so its memory is bounded by the largest list, not by the file; the
@@ -127,17 +128,12 @@ def chrf_utility(texts: Sequence[str], offsets: np.ndarray, I, J, pair_offsets, 
 
 
 def ter_values(texts: Sequence[str], I, J) -> np.ndarray:
-    """Sentence TER (sacrebleu, with shifts) of every pair as a fraction, the metric's own value
-    (lower is better), cached on distinct string pairs."""
-    from sacrebleu.metrics import TER
+    """Sentence TER (sacrebleu's numbers, with shifts) of every pair as a fraction, the metric's own
+    value (lower is better): rerank.metrics.ter.pair_ter, which tokenises each text once and runs
+    every distinct pair through the compiled edit distance in one call."""
+    from rerank.metrics.ter import pair_ter
 
-    ter, cache, out = TER(), {}, np.zeros(len(I))
-    for p, (i, j) in enumerate(zip(I.tolist(), J.tolist())):
-        key = (texts[i], texts[j])
-        if key not in cache:
-            cache[key] = ter.sentence_score(texts[i], [texts[j]]).score / 100.0
-        out[p] = cache[key]
-    return out
+    return pair_ter(texts, I, J)
 
 
 def ter_utility(texts: Sequence[str], I, J) -> np.ndarray:
@@ -281,7 +277,7 @@ class MBROptions:
     """Options of the mbr feature (flags of `rerank features`: --mbr-utility, --mbr-temperature,
     --mbr-score-feature, --mbr-tokenize, --mbr-method)."""
 
-    utility: str = option("bleu", "utility: sentence BLEU+1, chrF, or -TER (ter is much slower)", choices=UTILITIES)
+    utility: str = option("bleu", "utility: sentence BLEU+1, chrF, or -TER", choices=UTILITIES)
     temperature: float = option(1.0, "posterior = softmax(score / T) within each list", check=POSITIVE)
     score_feature: str | None = option(None, "the model log-probability column for the posterior, or `total` for "
                                        "the lists' total scores", metavar="NAME",
