@@ -91,7 +91,10 @@ def write_1best(results, path: str) -> None:
 
 
 def bleu_ter(hyps: list[str], refs: list[str]) -> dict:
-    return {"bleu": sacrebleu.corpus_bleu(hyps, [refs]).score, "ter": sacrebleu.corpus_ter(hyps, [refs]).score}
+    """Corpus BLEU and TER, sacrebleu's numbers (TER through the toolkit's TER, rerank.metrics.ter)."""
+    from rerank.metrics import make_metric
+
+    return {"bleu": sacrebleu.corpus_bleu(hyps, [refs]).score, "ter": make_metric("ter").corpus_score(hyps, [refs])}
 
 
 def oracle_bleu(nbest_hyps: list[list[str]], refs: list[str]) -> float:

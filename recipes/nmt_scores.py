@@ -17,6 +17,7 @@ import sacrebleu
 
 from rerank.formats import read_nbest, read_references
 from rerank.io import atomic_write
+from rerank.metrics import make_metric
 
 SPLIT_FILES = {"val": "val", "test_2016": "test_2016_flickr"}
 
@@ -42,7 +43,7 @@ def list_record(path: str, refs_path: str) -> dict:
     refs = read_references([refs_path], nbest.n_sentences)
     firsts = [nbest.hyps[int(i)] for i in nbest.offsets[:-1]]
     return {"bleu": round(sacrebleu.corpus_bleu(firsts, refs).score, 2),
-            "ter": round(sacrebleu.corpus_ter(firsts, refs).score, 2),
+            "ter": round(make_metric("ter").corpus_score(firsts, refs), 2),
             "oracle": round(oracle(nbest.hyps, nbest.offsets, refs, "13a")[0], 2),
             "file": os.path.basename(path)}
 
