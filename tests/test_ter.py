@@ -79,6 +79,22 @@ def test_unicode_punctuation_and_every_option(flags, hyps, refs):
     both_backends(hyps, [refs], **dict(zip(OPTIONS, flags)))
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_references_are_tokenised_twice_as_sacrebleu_does(backend):
+    """sacrebleu's TER tokenises each reference twice (_cache_references, then _extract_reference_info);
+    `normalized` is not idempotent: "'s" before a comma, a period or a tab splits off only in the second
+    pass, ".,1" becomes ". , 1". Hypotheses are tokenised once."""
+    texts = ["the dog's, tail", "a man's. 3.5 .,1 ok", "it's\tdone", "plain words ."]
+    for options in ({"normalized": True}, {"normalized": True, "no_punct": True}, {"normalized": True, "case_sensitive": True}):
+        stats = ter.segment_stats(texts, [texts], backend=backend, **options)
+        np.testing.assert_array_equal(stats, sacre_stats(texts, [texts], **options))
+        assert stats[:3, 0].min() > 0  # the same text as hypothesis and reference: not the same words
+        I, J = np.arange(4).repeat(4), np.tile(np.arange(4), 4)
+        scorer = TER(**options)
+        assert ter.pair_ter(texts, I, J, backend=backend, **options).tolist() == \
+            [scorer.sentence_score(texts[i], [texts[j]]).score / 100 for i, j in zip(I, J)]
+
+
 def random_pair(rng, n, m, vocab):
     """A reference of m words and a hypothesis of n words: a perturbed copy (shifts, drops, repeats)."""
     ref = [rng.choice(vocab) for _ in range(m)]

@@ -3,10 +3,11 @@
 sacrebleu 2.6's TER (sacrebleu/metrics/lib_ter.py) runs its shift search and beam edit distance on
 lists of strings in Python: about 250 times slower than BLEU's statistics. This module computes
 the same numbers: sacrebleu's own TercomTokenizer (applied as TER applies it: rstrip, tokenise,
-split), tokens mapped to int32 ids (`WordIds`), and `translation_edit_rate`'s edit count of every
-(hypothesis, reference) pair in one call of the compiled kernel `rerank.metrics._ter` (built from
-_ter.c when the package is installed with a C compiler), or of `_edits`, the same algorithm in
-Python, where the kernel is missing or `RERANK_TER_BACKEND=python` asks for it.
+split; a reference tokenised twice, as TER does), tokens mapped to int32 ids (`WordIds`), and
+`translation_edit_rate`'s edit count of every (hypothesis, reference) pair in one call of the
+compiled kernel `rerank.metrics._ter` (built from _ter.c when the package is installed with a C
+compiler), or of `_edits`, the same algorithm in Python, where the kernel is missing or
+`RERANK_TER_BACKEND=python` asks for it.
 
 What has to match, step by step (both backends; tests/test_ter.py checks them against sacrebleu):
 the beam of the edit distance (row i keeps the cells [floor(i*m/n) -+ 25), the width widened to
@@ -47,16 +48,21 @@ _NOP, _SUB, _DEL, _INS, _UNDEF = 1, 2, 3, 4, 0  # the DP's labels (deletion: a h
 # -- tokens ------------------------------------------------------------------------------------------
 
 def tokenize(texts: Sequence[str], *, case_sensitive: bool = False, normalized: bool = False,
-             no_punct: bool = False, asian_support: bool = False) -> list[list[str]]:
+             no_punct: bool = False, asian_support: bool = False, reference: bool = False) -> list[list[str]]:
     """The words TER compares: sacrebleu's TercomTokenizer of each text's rstrip(), split on whitespace.
+
+    `reference`: tokenised twice, as sacrebleu's TER tokenises references (`_cache_references`
+    preprocesses each line and `_extract_reference_info` preprocesses it again). That changes words
+    only with `normalized` ("dog's," is "dog's ," after one pass, "dog 's ," after two); without it the tokeniser (lowercasing,
+    punctuation removal, whitespace joining) is idempotent and one pass is enough.
 
     The tokeniser's own function is called without its lru_cache (process-wide, 65,536 lines), so
     a large corpus does not fill it; callers tokenise each distinct text once anyway."""
     tokenizer = TercomTokenizer(normalized=normalized, no_punct=no_punct, asian_support=asian_support,
                                 case_sensitive=case_sensitive)
-    call = getattr(TercomTokenizer.__call__, "__wrapped__", None)
-    if call is None:  # a sacrebleu without the lru_cache wrapper
-        return [tokenizer(text.rstrip()).split() for text in texts]
+    call = getattr(TercomTokenizer.__call__, "__wrapped__", TercomTokenizer.__call__)  # without the lru_cache
+    if reference and normalized:
+        return [call(tokenizer, call(tokenizer, text.rstrip()).rstrip()).split() for text in texts]
     return [call(tokenizer, text.rstrip()).split() for text in texts]
 
 
@@ -256,11 +262,19 @@ def _edits(hyp: list[int], ref: list[int]) -> int:
 
 # -- sentence statistics -----------------------------------------------------------------------------
 
-def _sequences(texts: Sequence[str], options: dict[str, bool]) -> tuple[np.ndarray, np.ndarray, dict[str, int]]:
-    """ids and offsets of each distinct text, tokenised once, and each text's sequence number."""
-    distinct = list(dict.fromkeys(texts))
-    ids, offsets = WordIds()(tokenize(distinct, **options))
-    return ids, offsets, {text: k for k, text in enumerate(distinct)}
+def _sequences(hyps: Sequence[str], refs: Sequence[str], options: dict[str, bool]
+               ) -> tuple[np.ndarray, np.ndarray, dict[str, int], dict[str, int]]:
+    """ids and offsets of each distinct hypothesis text and each distinct reference text (tokenised
+    as sacrebleu tokenises references: twice), each tokenised once, and their sequence numbers."""
+    if not options["normalized"]:  # references tokenise as hypotheses do: one sequence per distinct text
+        distinct = list(dict.fromkeys([*hyps, *refs]))
+        ids, offsets = WordIds()(tokenize(distinct, **options))
+        seqs = {text: k for k, text in enumerate(distinct)}
+        return ids, offsets, seqs, seqs
+    hyp_distinct, ref_distinct = list(dict.fromkeys(hyps)), list(dict.fromkeys(refs))
+    ids, offsets = WordIds()(tokenize(hyp_distinct, **options) + tokenize(ref_distinct, reference=True, **options))
+    return (ids, offsets, {text: k for k, text in enumerate(hyp_distinct)},
+            {text: len(hyp_distinct) + k for k, text in enumerate(ref_distinct)})
 
 
 def segment_stats(hyps: Sequence[str], refs: Sequence[Sequence[str | None]], *, case_sensitive: bool = False,
@@ -287,9 +301,9 @@ def segment_stats(hyps: Sequence[str], refs: Sequence[Sequence[str | None]], *, 
     counts = np.bincount(sentence, minlength=n)
     if n and counts.min() == 0:
         raise ValueError(f"segment_stats: sentence {int(np.argmin(counts))} has no reference (all None)")
-    ids, offsets, seq = _sequences([*hyps, *ref_texts], options)
-    hyp_seq = np.fromiter((seq[text] for text in hyps), dtype=np.int64, count=n)
-    ref_seq = np.fromiter((seq[text] for text in ref_texts), dtype=np.int64, count=len(ref_texts))
+    ids, offsets, hyp_seqs, ref_seqs = _sequences(hyps, ref_texts, options)
+    hyp_seq = np.fromiter((hyp_seqs[text] for text in hyps), dtype=np.int64, count=n)
+    ref_seq = np.fromiter((ref_seqs[text] for text in ref_texts), dtype=np.int64, count=len(ref_texts))
     out = np.zeros((n, 2))
     if not n:
         return out
@@ -309,9 +323,10 @@ def pair_ter(texts: Sequence[str], I: np.ndarray | Sequence[int], J: np.ndarray 
     edits, else 0.0). Each distinct text is tokenised once, each distinct pair scored once."""
     options = dict(case_sensitive=case_sensitive, normalized=normalized, no_punct=no_punct, asian_support=asian_support)
     I, J = np.asarray(I, dtype=np.int64).reshape(-1), np.asarray(J, dtype=np.int64).reshape(-1)
-    ids, offsets, seq = _sequences(texts, options)
-    text_seq = np.fromiter((seq[text] for text in texts), dtype=np.int64, count=len(texts))
-    hyp, ref = text_seq[I], text_seq[J]
+    ids, offsets, hyp_seqs, ref_seqs = _sequences(texts, texts, options)
+    hyp, ref = (np.fromiter((seqs[text] for text in texts), dtype=np.int64, count=len(texts))
+                for seqs in (hyp_seqs, ref_seqs))
+    hyp, ref = hyp[I], ref[J]
     edits = edit_counts(ids, offsets, hyp, ref, backend=backend).astype(np.float64)
     ref_len = np.diff(offsets)[ref].astype(np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
