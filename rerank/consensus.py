@@ -11,8 +11,8 @@ The sum includes j = i, as standard MBR decoding does (mbrs, Kumar & Byrne 2004)
 the feature ranks the model's 1-best first (MAP), as T grows it becomes pure consensus.
 
 U is sentence BLEU+1 (Lin & Och 2004; the toolkit's sentence-level BLEU, rerank.metrics.bleu),
-sentence chrF (sacrebleu's formula, rerank.metrics), or minus sentence TER (sacrebleu): each
-pair's metric value oriented by the metric registry (rerank.metrics.registry.objective), so a
+sentence chrF (sacrebleu's formula, rerank.metrics), or minus sentence TER (sacrebleu's numbers,
+rerank.metrics.ter): each pair's metric value oriented by the metric registry (rerank.metrics.registry.objective), so a
 lower-is-better metric counts as a loss and the feature is always higher-is-better. For
 BLEU and chrF every pair of a list is scored at once: n-grams get integer ids per sentence,
 clipped matches min(c_i, c_j) = sum_t [c_i >= t][c_j >= t] come from sparse products of the

@@ -49,7 +49,7 @@ examples:
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
         "eval", help="score systems with BLEU/METEOR/TER/chrF and significance tests",
-        description="Score a baseline and systems against references (BLEU, chrF, TER through sacrebleu; "
+        description="Score a baseline and systems against references (BLEU, chrF and TER with sacrebleu's numbers; "
         "METEOR 1.5 natively or through the Meteor jar; segment scores computed elsewhere) and report "
         "MultEval-style tables with approximate randomisation p-values, optimizer-instability estimates "
         "and paired-bootstrap intervals. `rerank report` takes the same inputs and writes an HTML page.",
