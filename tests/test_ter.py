@@ -248,6 +248,24 @@ def test_edit_counts_do_not_depend_on_order_or_duplicates(backend):
         ter.edit_counts(ids, offsets, [0], [12], backend=backend)
 
 
+@pytest.mark.skipif(ter._kernel is None, reason="C kernel not built")
+def test_the_kernel_refuses_what_it_cannot_read_safely():
+    """Callers of rerank.metrics._ter itself: integer buffers of the right size only, and an `out` that
+    shares memory with the offsets (a pair's edit count becoming a later pair's offset) is an error,
+    not a read past the arrays."""
+    kernel = ter._kernel
+    ids = np.arange(20, dtype=np.int32)
+    offsets = np.array([0, 5, 5, 20], dtype=np.int64)
+    one = (np.array([0]), np.array([2]), np.zeros(1, dtype=np.int64))
+    for bad_ids, bad_offsets in ((ids.astype(np.float32), offsets), (ids, offsets.astype(np.float64)),
+                                 (ids.astype(">i4"), offsets), (ids.reshape(4, 5), offsets)):
+        with pytest.raises(TypeError, match="native"):
+            kernel.edit_counts(bad_ids, bad_offsets, *one)
+    kernel.edit_counts(ids.astype(np.uint32), offsets, *one)  # signed or not, the values are checked
+    with pytest.raises(ValueError, match="changed during the call"):
+        kernel.edit_counts(ids, offsets, np.array([2, 1]), np.array([1, 0]), offsets[1:3])
+
+
 def test_word_ids_keep_their_table_between_calls():
     words = ter.WordIds()
     ids1, off1 = words([["a", "b"], [], ["b", "c"]])

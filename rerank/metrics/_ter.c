@@ -287,13 +287,17 @@ static int64_t ter_edits(Work *w, const int32_t *hyp, Py_ssize_t n, const int32_
     return shifts + pre;
 }
 
-/* A C-contiguous buffer of the given item size. */
+/* A 1-d C-contiguous buffer of native integers of the given item size. */
 static int get_buffer(PyObject *obj, Py_buffer *view, Py_ssize_t itemsize, int writable, const char *name)
 {
+    const char *f;
     if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0)) < 0)
         return 0;
-    if (view->itemsize != itemsize || view->ndim != 1) {
-        PyErr_Format(PyExc_TypeError, "%s: expected a 1-d buffer of %zd-byte integers", name, itemsize);
+    f = view->format ? view->format : "B";
+    if (*f == '@' || *f == '=' || (PY_LITTLE_ENDIAN && *f == '<') || (!PY_LITTLE_ENDIAN && (*f == '>' || *f == '!')))
+        f++;
+    if (view->itemsize != itemsize || view->ndim != 1 || *f == '\0' || f[1] != '\0' || !strchr("bBhHiIlLqQnN", *f)) {
+        PyErr_Format(PyExc_TypeError, "%s: expected a 1-d buffer of native %zd-byte integers", name, itemsize);
         PyBuffer_Release(view);
         return 0;
     }
@@ -322,6 +326,7 @@ static PyObject *edit_counts(PyObject *self, PyObject *args)
     }
     {
         const int32_t *I = (const int32_t *)ids.buf;
+        const int64_t n_ids = (int64_t)ids.shape[0];
         const int64_t *O = (const int64_t *)off.buf, *H = (const int64_t *)hyp.buf, *R = (const int64_t *)ref.buf;
         int64_t *E = (int64_t *)out.buf;
         for (p = 0; p <= n_seq; p++)
@@ -338,14 +343,23 @@ static PyObject *edit_counts(PyObject *self, PyObject *args)
         Work w;
         memset(&w, 0, sizeof(w));
         for (p = 0; p < n_pairs && !failed; p++) {
-            E[p] = ter_edits(&w, I + O[H[p]], (Py_ssize_t)(O[H[p] + 1] - O[H[p]]),
-                             I + O[R[p]], (Py_ssize_t)(O[R[p] + 1] - O[R[p]]));
-            failed = E[p] < 0;
+            /* Read once and checked again: out may share memory with the inputs (a write changing a
+             * later pair's offsets) and other threads run while the GIL is released. */
+            int64_t h = H[p], r = R[p], h0, h1, r0, r1, e;
+            if (h < 0 || h >= n_seq || r < 0 || r >= n_seq) { failed = 2; break; }
+            h0 = O[h]; h1 = O[h + 1]; r0 = O[r]; r1 = O[r + 1];
+            if (h0 < 0 || h1 < h0 || h1 > n_ids || r0 < 0 || r1 < r0 || r1 > n_ids) { failed = 2; break; }
+            e = ter_edits(&w, I + h0, (Py_ssize_t)(h1 - h0), I + r0, (Py_ssize_t)(r1 - r0));
+            if (e < 0) failed = 1;
+            else E[p] = e;
         }
         work_free(&w);
         Py_END_ALLOW_THREADS
     }
-    if (failed)
+    if (failed == 2)
+        PyErr_SetString(PyExc_ValueError, "edit_counts: the indices or offsets changed during the call "
+                        "(out shares memory with them?)");
+    else if (failed)
         PyErr_SetString(PyExc_MemoryError, "edit_counts: out of memory (or an undefined traceback)");
     else
         ok = 1;
