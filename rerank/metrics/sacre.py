@@ -135,11 +135,12 @@ class TERMetric(Metric):
 
     def sentence_stats(self, hyps, refs):
         refs = [list(stream) for stream in refs]
+        stats = ter_segment_stats(list(hyps), refs, normalized=self.normalized, no_punct=self.no_punct,
+                                  case_sensitive=self.case_sensitive)  # streams of another length: ValueError
         # the signature's nrefs, as sacrebleu's own statistics set it (-1: it varies between sentences)
         counts = {sum(stream[i] is not None for stream in refs) for i in range(len(hyps))}
         self._ter.num_refs = counts.pop() if len(counts) == 1 else -1
-        return ter_segment_stats(list(hyps), refs, normalized=self.normalized, no_punct=self.no_punct,
-                                 case_sensitive=self.case_sensitive)
+        return stats
 
     def score_from_stats(self, stats):
         stats = np.asarray(stats, dtype=np.float64)
