@@ -9,13 +9,18 @@ Four cases, each checked for identical statistics before it is timed:
   references (1,000 sentences of about 12 words);
 - `25 words`: 2,489 sentences of about 25 words (MultEval's example size), each the 1-best of
   one val/test sentence followed by that of another, against the matching references;
-- `long`: 300 sentences of about 75 words (six sentences joined);
+- `long`: 300 sentences of about 66 words (six sentences joined);
+- `joshua`: every hypothesis of the Joshua Bengali-English Hiero n-best list under ../shared
+  (805 hypotheses of real decoder output, four references), as `tune --metric ter` scores them;
 - `tune`: `rerank.tune` (one kbmira run) on the val 20-best list with `metric="ter"`, against the
   same with `metric="bleu"`; the TER statistics of every distinct hypothesis through sacrebleu
   (what `tune --metric ter` computed before) are timed apart;
 - `mbr`: the `mbr` feature (rerank.consensus.mbr_scores, exact) on the test 20-best list with the
   ter utility, against the bleu utility; sacrebleu's sentence TER per pair (what
   `--mbr-utility ter` computed before) is timed on the first --mbr-sacre-sentences lists.
+
+With `--cases lists` (not in the default), every hypothesis of the four shipped Multi30k 20-best
+lists (80,518) is compared with sacrebleu's statistics, untimed: about 30 s.
 
 sacrebleu is timed on the first --sacre-limit sentences of the two long cases (it takes minutes on
 all of them); the ratio compares the same sentences. Every figure is the best of --repeat runs,
@@ -74,13 +79,16 @@ def joined(hyps: list[str], refs: list[str], n: int, parts: int) -> tuple[list[s
     return ([" ".join(hyps[i] for i in p) for p in picks], [" ".join(refs[i] for i in p) for p in picks])
 
 
-def corpus_case(name: str, hyps: list[str], refs: list[str], args, record: dict) -> None:
+def corpus_case(name: str, hyps: list[str], refs: list, args, record: dict) -> None:
+    """refs: one reference per sentence, or a list of reference streams."""
+    streams = refs if refs and isinstance(refs[0], list) else [refs]
     k = min(len(hyps), args.sacre_limit)
-    t_sacre, sacre = best_of(lambda: corpus_segment_stats(TER(), hyps[:k], [refs[:k]]), 1 if k > 500 else args.repeat)
-    t_c_k, ours = best_of(lambda: ter.segment_stats(hyps[:k], [refs[:k]], backend="c"), args.repeat)
-    t_py_k, ours_py = best_of(lambda: ter.segment_stats(hyps[:k], [refs[:k]], backend="python"), max(1, args.repeat // 3))
+    first = [stream[:k] for stream in streams]
+    t_sacre, sacre = best_of(lambda: corpus_segment_stats(TER(), hyps[:k], first), 1 if k > 500 else args.repeat)
+    t_c_k, ours = best_of(lambda: ter.segment_stats(hyps[:k], first, backend="c"), args.repeat)
+    t_py_k, ours_py = best_of(lambda: ter.segment_stats(hyps[:k], first, backend="python"), max(1, args.repeat // 3))
     same = np.array_equal(np.asarray(sacre, dtype=np.float64), ours) and np.array_equal(ours, ours_py)
-    t_c, _ = best_of(lambda: ter.segment_stats(hyps, [refs], backend="c"), args.repeat)
+    t_c, _ = best_of(lambda: ter.segment_stats(hyps, streams, backend="c"), args.repeat)
     words = np.mean([len(h.split()) for h in hyps])
     row = {"sentences": len(hyps), "words_per_hyp": round(float(words), 1), "sacre_sentences": k,
            "sacrebleu_s": t_sacre, "c_s": t_c_k, "python_s": t_py_k, "c_all_s": t_c,
@@ -89,6 +97,33 @@ def corpus_case(name: str, hyps: list[str], refs: list[str], args, record: dict)
     print(f"{name}: {len(hyps)} sentences of {words:.1f} words; on the first {k}: sacrebleu {t_sacre:.3f} s, "
           f"C {t_c_k:.4f} s ({row['speedup_c']:.0f}x), Python {t_py_k:.3f} s ({row['speedup_python']:.1f}x); "
           f"C on all {len(hyps)}: {t_c:.3f} s; identical: {same}", flush=True)
+
+
+def joshua_case(args, record: dict) -> None:
+    from rerank.tuning import expand_refs
+
+    folder = os.path.join(args.data_dir, "..", "nbest", "joshua-bn-en", "orig")
+    nbest = read_nbest(os.path.join(folder, "output.gold"))
+    refs = []
+    for k in range(4):
+        with open(os.path.join(folder, f"reference.en.{k}"), encoding="utf-8") as fh:
+            refs.append([line.rstrip("\n") for line in fh])
+    corpus_case("joshua", list(nbest.hyps), expand_refs(refs, nbest.sentence_of_hyp), args, record)
+
+
+def lists_case(args, record: dict) -> None:
+    from rerank.tuning import expand_refs
+
+    raw, rows = os.path.join(args.data_dir, "task1", "raw"), {}
+    for name in ("optimised", "regular"):
+        for split, ref in (("val", "val.de.gz"), ("test_2016", "test_2016_flickr.de.gz")):
+            nbest = read_nbest(os.path.join(SHIPPED, f"{name}.{split}.20best.gz"))
+            refs = expand_refs([read_lines(os.path.join(raw, ref))], nbest.sentence_of_hyp)
+            same = np.array_equal(np.asarray(corpus_segment_stats(TER(), list(nbest.hyps), refs), dtype=np.float64),
+                                  ter.segment_stats(list(nbest.hyps), refs))
+            rows[f"{name}.{split}.20best"] = {"hypotheses": nbest.n_hyps, "identical": bool(same)}
+            print(f"lists: {name}.{split}.20best, {nbest.n_hyps} hypotheses: identical: {same}", flush=True)
+    record["lists"] = rows
 
 
 def tune_case(args, record: dict) -> None:
@@ -153,9 +188,10 @@ def main() -> None:
     ap.add_argument("--data-dir", default=os.path.join(HERE, "..", "..", "shared", "data", "multi30k"),
                     help="Multi30k (task1/raw/*.de.gz; default ../shared/data/multi30k)")
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--sacre-limit", type=int, default=400, help="sentences sacrebleu scores in the long cases")
+    ap.add_argument("--sacre-limit", type=int, default=400, help="sentences sacrebleu scores in the long cases "
+                    "(all 805 of joshua: give 805 or more)")
     ap.add_argument("--mbr-sacre-sentences", type=int, default=20, help="lists whose pairs sacrebleu scores")
-    ap.add_argument("--cases", default="corpus,25,long,tune,mbr")
+    ap.add_argument("--cases", default="corpus,25,long,joshua,tune,mbr")
     ap.add_argument("--json")
     args = ap.parse_args()
     if ter.BACKEND != "c":
@@ -175,6 +211,10 @@ def main() -> None:
         corpus_case("25 words", *joined(val_hyps + test_hyps, val_refs + test_refs, 2489, 2), args, record)
     if "long" in cases:
         corpus_case("long", *joined(val_hyps + test_hyps, val_refs + test_refs, 300, 6), args, record)
+    if "joshua" in cases:
+        joshua_case(args, record)
+    if "lists" in cases:
+        lists_case(args, record)
     if "tune" in cases:
         tune_case(args, record)
     if "mbr" in cases:
