@@ -9,10 +9,12 @@ A model is a local directory, and what it holds says what it is (`model_kind`):
 Scores are teacher-forced log-probabilities summed over the model's own target tokens, with the
 end-of-sentence token counted as the model counts it:
 - translation models score `log p(output | input)` over the tokens the tokenizer makes of the
-  output as a target, EOS included; a forced first token (NLLB/M2M target-language code, from
-  the model's generation config or `tgt_lang_code`) is fed but not counted, since decoding
-  forces it; tokens the model's generation config bans (Marian's `<pad>`) are outside the
-  softmax, as in decoding and in the CTranslate2 conversion;
+  output as a target and exactly one EOS after them, the one generation ends on (the model's
+  `eos_token_id`), whether or not the tokenizer appends it: CTranslate2's `score_batch` always
+  scores it, as fairseq and Marian do, so both forms of a model give one score; a forced first
+  token (NLLB/M2M target-language code, from the model's generation config or `tgt_lang_code`)
+  is fed but not counted, since decoding forces it; tokens the model's generation config bans
+  (Marian's `<pad>`) are outside the softmax, as in decoding and in the CTranslate2 conversion;
 - causal LMs score every token after BOS, with EOS appended when the tokenizer does not add it,
   so that a sentence that stops early pays for stopping.
 
@@ -45,6 +47,9 @@ from rerank.score_cache import model_digest
 log = logging.getLogger(__name__)
 
 PROJECT, HF, CT2 = "project", "hf", "ct2"
+# in the score cache's key of translation scores: 2 since the target's EOS is scored whatever the
+# tokenizer appends (before, transformers models whose tokenizer adds no EOS were scored without it)
+TRANSLATION_SCORING = 2
 
 
 @dataclass(frozen=True)
@@ -174,6 +179,8 @@ class HFTranslationScorer:
         if self.start is None:
             raise InputError("the model's config names no decoder_start_token_id", path)
         self.forced = _forced_bos(self.tokenizer, config, generation, settings.tgt_lang_code, path)
+        self.eos, self.eos_ids = _translation_eos(self.tokenizer, config, generation, path)
+        self.special = frozenset(self.tokenizer.all_special_ids)
         self.banned = _banned_tokens(path, config, generation)
         self.pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         if settings.src_lang_code:
@@ -189,11 +196,12 @@ class HFTranslationScorer:
         return [self.tokenizer(prefix + t)["input_ids"] for t in texts]
 
     def encode_outputs(self, texts: Sequence[str]) -> list[list[int]]:
-        """Target token ids as the model emits them (EOS included), without a forced first token."""
+        """Target token ids as the model emits them, ending in one EOS whether or not the tokenizer
+        appends it, without a forced first token."""
         ids = [self.tokenizer(text_target=t)["input_ids"] for t in texts]
         if self.forced is not None and _tokenizer_prefixes(self.tokenizer, self.forced):
             ids = [s[1:] for s in ids]
-        return ids
+        return [_before_eos(s, self.eos_ids, self.special) + [self.eos] for s in ids]
 
     def score_ids(self, inputs: list[list[int]], outputs: list[list[int]]) -> np.ndarray:
         """Summed log-probabilities of one batch of (input ids, output ids)."""
@@ -282,6 +290,32 @@ def _forced_bos(tokenizer, config, generation, code: str | None, path: str) -> i
     return None
 
 
+def _translation_eos(tokenizer, config, generation, path: str) -> tuple[int, frozenset[int]]:
+    """(the EOS id a target ends with, every id that ends generation): the generation config's
+    eos_token_id, else config.json's, else the tokenizer's. Of several, the tokenizer's EOS if it
+    is one of them, else the first."""
+    for source in (generation, config, tokenizer):
+        ids = getattr(source, "eos_token_id", None) if source is not None else None
+        if ids is not None:
+            break
+    if ids is None:
+        raise InputError("neither the model nor its tokenizer names an EOS token, so the end of a target cannot "
+                         "be scored", path)
+    ids = [int(i) for i in ids] if isinstance(ids, (list, tuple)) else [int(ids)]
+    eos = tokenizer.eos_token_id if tokenizer.eos_token_id in ids else ids[0]
+    return eos, frozenset(ids)
+
+
+def _before_eos(ids: list[int], eos_ids: frozenset[int], special: frozenset[int]) -> list[int]:
+    """A target's ids without the EOS the tokenizer ends it with, if it does, and without the
+    special tokens it puts after that EOS (mBART's target language code), which decoding, ended
+    by the EOS, never emits."""
+    end = len(ids)
+    while end and ids[end - 1] in special and ids[end - 1] not in eos_ids:
+        end -= 1
+    return ids[:end - 1] if end and ids[end - 1] in eos_ids else ids
+
+
 def _tokenizer_prefixes(tokenizer, token_id: int) -> bool:
     """Whether the tokenizer puts `token_id` before every target (NLLB/M2M tokenizers add the target
     language code themselves); then it is the forced token, not a word of the text."""
@@ -330,6 +364,9 @@ class CT2TranslationScorer:
             raise InputError(f"not a CTranslate2 translation model: {_one_line(exc)}", path) from None
         config = _raw_config(path)
         self.eos = config.get("eos_token", self.tokenizer.eos_token)
+        eos_id = self.tokenizer.convert_tokens_to_ids(self.eos) if self.eos is not None else None
+        self.eos_ids = frozenset([eos_id] if eos_id is not None else [])
+        self.special = frozenset(self.tokenizer.all_special_ids)
         self.forced = None
         if settings.tgt_lang_code:
             self.forced = settings.tgt_lang_code
@@ -343,17 +380,16 @@ class CT2TranslationScorer:
         return [self.tokenizer.convert_ids_to_tokens(self.tokenizer(prefix + t)["input_ids"]) for t in texts]
 
     def encode_outputs(self, texts: Sequence[str]) -> list[list[str]]:
-        """Target tokens without EOS (score_batch adds it) and without a forced first token."""
+        """Target tokens without EOS (score_batch appends the model's EOS whether or not the
+        tokenizer adds one) and without a forced first token."""
         rows = []
         strip = self.forced is not None and _tokenizer_prefixes(self.tokenizer,
                                                                 self.tokenizer.convert_tokens_to_ids(self.forced))
         for t in texts:
-            tokens = self.tokenizer.convert_ids_to_tokens(self.tokenizer(text_target=t)["input_ids"])
+            ids = self.tokenizer(text_target=t)["input_ids"]
             if strip:
-                tokens = tokens[1:]
-            if tokens and tokens[-1] == self.eos:
-                tokens = tokens[:-1]
-            rows.append(tokens)
+                ids = ids[1:]
+            rows.append(self.tokenizer.convert_ids_to_tokens(_before_eos(ids, self.eos_ids, self.special)))
         return rows
 
     def score_tokens(self, inputs, outputs) -> np.ndarray:
@@ -409,7 +445,8 @@ def translation_scores(path: str, inputs: Sequence[str], outputs: Sequence[str],
         return HFTranslationScorer(path, device, settings) if kind == HF else \
             CT2TranslationScorer(path, device, threads, settings)
 
-    tag = json.dumps({"what": what, "settings": settings.__dict__ | {"batch_tokens": None}}, sort_keys=True)
+    tag = json.dumps({"what": what, "settings": settings.__dict__ | {"batch_tokens": None},
+                      "scoring": TRANSLATION_SCORING}, sort_keys=True)
     return _cached_pairs(scorer, kind, path, tag, list(inputs), list(outputs),
                          settings.batch_tokens or default_batch_tokens(device), progress, cache, what)
 
