@@ -339,30 +339,112 @@ def tune(nbest: NBestList | PathLike, refs: PathLike | Sequence[PathLike | Seque
 
 @dataclass
 class Oracle:
-    """Each list's best hypothesis by sentence-level BLEU+1 against the references, and its corpus BLEU."""
+    """Each list's best hypothesis by a sentence-level score, and the corpus score of the picks.
+
+    `metric` is what picked them, as `oracle(metric=...)` was given it ("bleu", "ter", "column:COMET"),
+    `display` its name in print ("BLEU", "TER", "column:COMET"). `score` / `first_score`: the metric's
+    corpus value of the picks / of the first hypotheses (sacrebleu's corpus BLEU, TER..., or for a
+    column the mean of the picked values over the sentences); `higher_is_better` says which way is
+    better (False for TER and a column taken with `lower_better`). `bleu` / `first_bleu` are the
+    same numbers, for an oracle by BLEU only."""
 
     hypotheses: list[str]
     rows: np.ndarray            # row of each pick in the list
-    bleu: float                 # corpus BLEU of the picks
-    first_bleu: float           # corpus BLEU of the first hypotheses
+    score: float                # corpus score of the picks (the metric's own value: TER, not -TER)
+    first_score: float          # corpus score of the first hypotheses
     changed: int                # sentences whose pick is not the first hypothesis
     signature: str
+    metric: str = "bleu"
+    display: str = "BLEU"
+    higher_is_better: bool = True
+    decimals: int = 2           # how many decimals `rerank oracle` prints
+
+    @property
+    def bleu(self) -> float:
+        """Corpus BLEU of the picks (an oracle by BLEU only; else read `score`)."""
+        return self._bleu(self.score)
+
+    @property
+    def first_bleu(self) -> float:
+        """Corpus BLEU of the first hypotheses (an oracle by BLEU only; else read `first_score`)."""
+        return self._bleu(self.first_score)
+
+    def _bleu(self, value: float) -> float:
+        if self.metric != "bleu":
+            raise AttributeError(f"an oracle by {self.display} has no BLEU: read .score and .first_score")
+        return value
 
 
-def oracle(nbest: NBestList | PathLike, refs: PathLike | Sequence[PathLike | Sequence[str]], *, tokenize: str = "13a",
-           lowercase: bool = False,
-           progress: Progress = False) -> Oracle:
-    """The sentence-BLEU+1 oracle of every list (ties: the earlier hypothesis), as `rerank oracle`."""
-    from rerank.metrics.bleu import bleu_signature, corpus_bleu, hypothesis_stats, make_bleu, oracle_rows
+def oracle(nbest: NBestList | PathLike, refs: PathLike | Sequence[PathLike | Sequence[str]] | None = None, *,
+           metric: str = "bleu", tokenize: str = "13a", lowercase: bool = False, lang: str = "en",
+           ter_case_sensitive: bool = False, lower_better: bool = False, progress: Progress = False) -> Oracle:
+    """Each list's best hypothesis by a sentence-level score in the metric's direction (ties: the
+    earlier hypothesis), and the corpus score of the picks and of the first hypotheses, as `rerank oracle`.
 
-    make_bleu(tokenize, lowercase)  # checks the tokeniser's name
+    `metric`: bleu (the default), chrf, chrf++, ter, meteor, or `column:NAME`
+    (`rerank.metrics.registry.parse_objective`).
+    - bleu: sentence BLEU+1 picks (Lin & Och 2004), sacrebleu's corpus BLEU;
+    - chrf, chrf++, ter, meteor: the metric of each hypothesis alone against its references
+      (`score_from_stats` of its statistics row), the highest (TER: the lowest); the corpus score is
+      the metric of the summed statistics of the picks, as `rerank eval` computes it. `tokenize` is
+      BLEU's, `lowercase` BLEU's and chrF's, `lang` METEOR's, `ter_case_sensitive` TER's;
+    - `column:NAME`: the list's own column NAME (a COMET score joined with `rerank add-feature`), the
+      highest (`lower_better`: the lowest); the corpus score is the mean over the sentences of the
+      picked values. It needs no `refs` (given ones are not read); every other metric does.
+    An unknown metric or column is an InputError with `option` "metric"."""
+    from rerank.metrics.registry import decimals, objective, parse_objective
+    from rerank.nbest import segment_argmax
+
+    kind, name = parse_objective(metric)
+    if lower_better and kind != "column":
+        raise InputError(f"lower_better is for a column:NAME metric; {name} has its own direction", option="lower_better")
+    if kind == "metric" and refs is None:
+        raise InputError(f"refs are needed for the metric {name!r} (only column:NAME needs none)", option="refs")
+    if kind == "metric" and name == "bleu":
+        from rerank.metrics.bleu import make_bleu
+        make_bleu(tokenize, lowercase)  # checks the tokeniser's name
     nbest, source = _nbest(nbest)
+    empty = np.flatnonzero(nbest.sizes == 0)
+    if len(empty):
+        raise InputError(f"{len(empty)} sentences have no hypotheses (first: sentence {int(empty[0])}); "
+                         "each needs at least one for an oracle", source)
+    first = nbest.offsets[:-1]
+    if kind == "column":
+        if name not in nbest.feature_names:
+            columns = nbest.feature_names
+            listed = ", ".join(columns[:30]) + (f", ... ({len(columns)} in all)" if len(columns) > 30 else "")
+            raise InputError(f"metric column:{name}: the n-best list has no column {name!r} "
+                             f"(its columns: {listed or 'none'})", option="metric")
+        values = nbest.column(name)
+        bad = np.flatnonzero(~np.isfinite(values))
+        if len(bad):
+            raise InputError(f"metric column:{name}: {len(bad)} hypotheses have no finite value "
+                             f"(first: row {int(bad[0])}, {values[bad[0]]})", option="metric")
+        picks = segment_argmax(-values if lower_better else values, nbest.offsets)
+        direction = "lower" if lower_better else "higher"
+        return Oracle([nbest.hyps[int(r)] for r in picks], picks, float(np.mean(values[picks])),
+                      float(np.mean(values[first])), int(np.sum(picks != first)),
+                      f"column:{name} (mean over sentences, {direction} is better)", f"column:{name}",
+                      f"column:{name}", not lower_better, 4)
+    assert refs is not None  # checked above, before the list is read
     refs = read_references(refs, nbest.n_sentences, source)
-    stats = hypothesis_stats(nbest.hyps, nbest.offsets, refs, tokenize, lowercase, progress=progress)
-    picks, first = oracle_rows(stats, nbest.offsets), nbest.offsets[:-1]
-    return Oracle([nbest.hyps[int(r)] for r in picks], picks, corpus_bleu(stats[picks].sum(0)),
-                  corpus_bleu(stats[first].sum(0)), int(np.sum(picks != first)),
-                  bleu_signature(tokenize, lowercase, len(refs)))
+    if name == "bleu":
+        from rerank.metrics.bleu import bleu_signature, corpus_bleu, hypothesis_stats, oracle_rows
+
+        stats = hypothesis_stats(nbest.hyps, nbest.offsets, refs, tokenize, lowercase, progress=progress)
+        picks = oracle_rows(stats, nbest.offsets)
+        return Oracle([nbest.hyps[int(r)] for r in picks], picks, corpus_bleu(stats[picks].sum(0)),
+                      corpus_bleu(stats[first].sum(0)), int(np.sum(picks != first)),
+                      bleu_signature(tokenize, lowercase, len(refs)))
+    from rerank.tuning import row_stats
+
+    scorer = make_metric(name, lang=lang, tokenize=tokenize, lowercase=lowercase, ter_case_sensitive=ter_case_sensitive)
+    stats = row_stats(scorer, nbest, refs)
+    sentence = np.asarray(scorer.score_from_stats(stats), dtype=np.float64)
+    picks = segment_argmax(objective(sentence, scorer.info), nbest.offsets)
+    return Oracle([nbest.hyps[int(r)] for r in picks], picks, float(scorer.score_from_stats(stats[picks].sum(0))),
+                  float(scorer.score_from_stats(stats[first].sum(0))), int(np.sum(picks != first)),
+                  scorer.signature(), name, scorer.info.display, scorer.info.higher_is_better, decimals(scorer))
 
 
 # ---- evaluation ------------------------------------------------------------------------------------

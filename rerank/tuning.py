@@ -117,11 +117,18 @@ def named_metric(name: str, nbest: NBestList, refs: Sequence[Sequence[str]], tok
     from rerank.metrics import make_metric
 
     metric = make_metric(name, lang=lang, tokenize=tokenize, lowercase=lowercase)  # bad names: InputError
+    info = metric.info
+    return TuningMetric(name, row_stats(metric, nbest, refs), lambda s: objective(metric.score_from_stats(s), info),
+                        info=info)
+
+
+def row_stats(metric: Any, nbest: NBestList, refs: Sequence[Sequence[str]]) -> np.ndarray:
+    """A `rerank.metrics.Metric`'s statistics (n_hyps x k, float64) of every hypothesis against its
+    sentence's references, computed once per distinct (sentence, string) pair (`unique_strings`)."""
     rows, inverse = unique_strings(nbest)
     hyps = [nbest.hyps[int(r)] for r in rows]
     stats = np.asarray(metric.sentence_stats(hyps, expand_refs(refs, nbest.sentence_of_hyp[rows])), dtype=np.float64)
-    info = metric.info
-    return TuningMetric(name, stats[inverse], lambda s: objective(metric.score_from_stats(s), info), info=info)
+    return stats[inverse]
 
 
 @dataclass

@@ -63,6 +63,28 @@ def make_metric(name: str, **options: Any) -> Metric:
     return cls.from_options(**{k: v for k, v in options.items() if k in cls.options})
 
 
+COLUMN_PREFIX = "column:"
+
+
+def parse_objective(spec: str, option: str = "metric") -> tuple[str, str]:
+    """What a metric option names: ("metric", NAME) for a built-in quality metric (QUALITY_METRICS,
+    case-insensitive: "TER" gives "ter"), ("column", NAME) for `column:NAME`, a per-hypothesis score
+    in the n-best list's own column NAME (case kept). Anything else is an InputError about `option`
+    (the keyword, which the command line says as its flag) naming the known choices. Whether the
+    column exists is the caller's to check, against its list."""
+    known = f"known: {', '.join(QUALITY_METRICS)}, or {COLUMN_PREFIX}NAME for an n-best column"
+    if not isinstance(spec, str):
+        raise InputError(f"{option} must be a metric name ({known}), not {type(spec).__name__}", option=option)
+    if spec[:len(COLUMN_PREFIX)].lower() == COLUMN_PREFIX:
+        name = spec[len(COLUMN_PREFIX):]
+        if not name.strip():
+            raise InputError(f"{option} {spec!r}: {COLUMN_PREFIX}NAME needs the column's NAME", option=option)
+        return "column", name
+    if spec.strip().lower() in QUALITY_METRICS:
+        return "metric", spec.strip().lower()
+    raise InputError(f"{option} {spec!r} is not a metric ({known})", option=option)
+
+
 def lookup(name: str) -> MetricInfo | None:
     """The registry's entry of a built-in metric (case-insensitive), else None."""
     return REGISTRY.get(name.lower()) if isinstance(name, str) else None
