@@ -18,7 +18,10 @@ epoch is returned even if the initial weights scored better.
 Other metrics (chrF, TER, METEOR) have no BLEU background: the gain of hypothesis j is its
 sentence-level score as a fraction (oriented: -TER) times the mean hypothesis length of its list,
 fixed for the run -- the same order of magnitude as kbmira's length-scaled background BLEU, so
-C keeps its meaning. The epochs are scored with the corpus metric as for BLEU.
+C keeps its meaning. The epochs are scored with the corpus metric as for BLEU. A column objective
+(`column:NAME`) or an interpolation (`bleu=0.5,column:comet=0.5`) has no background either: the
+gain is the sentence-level objective itself (a column's value; sum_k w_k x each component's, BLEU's
+as sentence BLEU+1 in points), unscaled.
 
 All statistics and features are precomputed per sentence as contiguous arrays; one visit is a
 handful of numpy operations on a (k x F) and a (k x 9) array.
@@ -66,8 +69,13 @@ def _bleu_bg_t(Kt: np.ndarray, bg: np.ndarray) -> np.ndarray:
 
 def fixed_gains(data: TuningData) -> list[np.ndarray]:
     """Per sentence: the sentence-level score (fraction, higher is better) of each hypothesis
-    times the mean hypothesis length in words of its list (see the module doc)."""
+    times the mean hypothesis length in words of its list (see the module doc). A column or an
+    interpolated objective (`TuningMetric.sentence`): the sentence-level objective as it is, on the
+    objective's own scale (a column's value; an interpolation's sum_k w_k x component, BLEU+1 in points)."""
     scores = data.sentence_objectives()
+    if data.metric.sentence is not None:
+        bounds = data.offsets.tolist()
+        return [np.ascontiguousarray(scores[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
     lengths = np.array([len(h.split()) for h in data.nbest.hyps], dtype=np.float64)
     bounds = data.offsets.tolist()
     return [scores[a:b] * max(lengths[a:b].mean(), 1.0) for a, b in zip(bounds[:-1], bounds[1:])]

@@ -80,7 +80,7 @@ def pro(data: TuningData, w0: np.ndarray | None = None, *, seed: int = 1, sample
     sbleu = data.sentence_objectives()  # higher is better (-TER for TER): j beats j' when sbleu[j] > sbleu[j']
     j1, j2 = sample_pairs(sbleu, data.offsets, rng, samples, keep, threshold)
     if len(j1) == 0:
-        raise InputError(f"PRO found no hypothesis pair whose sentence-level {data.metric.name} differs by more "
+        raise InputError(f"PRO found no hypothesis pair whose sentence-level {data.metric.display} differs by more "
                          f"than {threshold}")
     tuned = data.tuned
     diff = data.features[j1] - data.features[j2]

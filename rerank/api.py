@@ -260,6 +260,25 @@ def metric_signature(metric: str, tokenize: str, lowercase: bool, lang: str, n_r
     return scorer.signature()
 
 
+def objective_signature(metric: str, lower_better: Sequence[str], tokenize: str, lowercase: bool, lang: str,
+                        n_refs: int) -> str:
+    """The signature of a tuning metric: `metric_signature` for a built-in one; for a column
+    `column:NAME (mean over sentences, higher is better)`; for an interpolation its components'
+    signatures with their weights joined by ` + `."""
+    from rerank.metrics.registry import parse_interpolation
+
+    components = parse_interpolation(metric)
+
+    def one(kind: str, name: str) -> str:
+        if kind == "metric":
+            return metric_signature(name, tokenize, lowercase, lang, n_refs)
+        return f"column:{name} (mean over sentences, {'lower' if name in lower_better else 'higher'} is better)"
+
+    if len(components) == 1 and "=" not in metric:
+        return one(components[0][1], components[0][2])
+    return " + ".join(f"{w:g} * {one(kind, name)}" for w, kind, name in components)
+
+
 def _reference_files(refs: object) -> list[str]:
     """The files among the references given as `read_references` takes them (paths and lists)."""
     items = [refs] if isinstance(refs, (str, os.PathLike)) else refs if isinstance(refs, Sequence) else []
@@ -284,14 +303,17 @@ def tuner_for(settings: TuneSettings) -> Tuner:
     if settings.tuner not in installed:
         raise InputError(f"unknown tuner {settings.tuner!r} (installed: {', '.join(installed) or 'none'})")
     plugin = installed[settings.tuner]()
-    if settings.metric not in plugin.metrics:
-        raise InputError(f"tuner {settings.tuner} optimises {', '.join(plugin.metrics)}, not {settings.metric}")
+    from rerank.metrics.registry import objective_metrics
+
+    for name in objective_metrics(settings.metric):  # a column is any tuner's (its statistics are [value, 1])
+        if name not in plugin.metrics:
+            raise InputError(f"tuner {settings.tuner} optimises {', '.join(plugin.metrics)}, not {name}")
     plugin.make_options(settings.tuner_options)
     require(plugin.requires, f"the {settings.tuner} tuner")
     return plugin
 
 
-def tune(nbest: NBestList | PathLike, refs: PathLike | Sequence[PathLike | Sequence[str]],
+def tune(nbest: NBestList | PathLike, refs: PathLike | Sequence[PathLike | Sequence[str]] | None = None,
          settings: TuneSettings | None = None, *,
          init: Mapping[str, float] | PathLike | None = None, output: PathLike | None = None, progress: Progress = False,
          verbose: Callable[[str], None] | None = None, on_start: Callable[[TuningData], None] | None = None,
@@ -302,6 +324,13 @@ def tune(nbest: NBestList | PathLike, refs: PathLike | Sequence[PathLike | Seque
     metric's direction (the lowest TER). `settings`: a TuneSettings; `keywords` replace its fields
     (runs=3, metric="ter") and set the tuner's options (mira: epochs, C, decay, model_bg, shuffle).
     `init`: start weights (default: all zero, as kbmira).
+
+    `metric` (a TuneSettings field): bleu, chrf, chrf++, ter, meteor; `column:NAME`, the mean over the
+    sentences of the n-best column NAME of the chosen hypotheses (higher is better unless NAME is in
+    `lower_better`); or an interpolation `bleu=0.5,column:comet=0.5` (Moses' interpolated scorer:
+    sum_k w_k x each component oriented by its direction, each on its own scale). The columns of the
+    metric are the objective, not features: they get no weight. `refs` may be None when every
+    component is a column.
 
     `output`: write each run's weights file when it ends and the kept run there (OUTPUT.runK.json for
     several runs), and reuse the run files an earlier call wrote from equal inputs (the list and
@@ -319,18 +348,27 @@ def tune(nbest: NBestList | PathLike, refs: PathLike | Sequence[PathLike | Seque
     plugin = tuner_for(settings)  # before any file is read
     nbest, source = _nbest(nbest, source)
     ref_paths = _reference_files(refs)
-    refs = read_references(refs, nbest.n_sentences, source)
-    w0 = None if init is None else _weight_vector(init, nbest)
-    data = prepare(nbest, refs, metric=settings.metric, tokenize=settings.tokenize, lowercase=settings.lowercase,
+    from rerank.metrics.registry import objective_metrics
+
+    if refs is None and objective_metrics(settings.metric):
+        raise InputError(f"refs are needed for the metric {settings.metric!r} (only column:NAME needs none)",
+                         option="refs")
+    refs = [] if refs is None else read_references(refs, nbest.n_sentences, source)
+    data = prepare(nbest, refs if objective_metrics(settings.metric) else None, metric=settings.metric,
+                   tokenize=settings.tokenize, lowercase=settings.lowercase,
                    tune=settings.tune_features or None, fix=settings.fix or None, lang=settings.lang,
-                   progress=progress, source=source)
+                   lower_better=settings.lower_better, progress=progress, source=source)
+    w0 = None if init is None else _weight_vector(init, data.nbest)
     normalize(np.zeros(len(data.feature_names)), settings.normalize, data.tuned)  # refuses to rescale fixed features
     if on_start is not None:
         on_start(data)
     meta = {"nbest": source if source == "n-best list" else os.path.abspath(source),
             "references": [os.path.abspath(p) for p in ref_paths] or None, "metric": settings.metric,
             "tokenize": settings.tokenize, "lowercase": settings.lowercase,
-            "signature": metric_signature(settings.metric, settings.tokenize, settings.lowercase, settings.lang, len(refs)),
+            "signature": objective_signature(settings.metric, settings.lower_better, settings.tokenize,
+                                             settings.lowercase, settings.lang, len(refs)),
+            "lower_better": list(settings.lower_better), "objective": data.metric.components or None,
+            "objective_columns": list(data.metric.columns),
             "init": os.fspath(init) if isinstance(init, (str, os.PathLike)) else None, **(record or {})}
     return tune_runs(data, plugin, settings, w0=w0, output=None if output is None else os.fspath(output),
                      inputs={"n-best and references": _digest(nbest, refs)}, meta=meta, progress=progress,

@@ -26,7 +26,8 @@ import numpy as np
 
 from rerank import __version__
 from rerank.errors import InputError
-from rerank.metrics.registry import best_index, display_name, metric_info
+from rerank.metrics.base import MetricInfo
+from rerank.metrics.registry import MetricLike, best_index, metric_info
 from rerank.options import NONNEGATIVE_INT, POSITIVE_INT
 from rerank.progress import Progress
 from rerank.tuning import Tuner, TuningData, degenerate, normalize as rescale, weight_shares
@@ -39,7 +40,9 @@ log = logging.getLogger(__name__)
 class TuneSettings:
     """What a tuning does, besides its inputs: `runs` runs of the tuner plug-in `tuner` with seeds
     seed..seed+runs-1, optimising `metric` (BLEU with sacrebleu's `tokenize` and `lowercase`; METEOR's
-    language `lang`), changing only `tune_features` (empty: all) minus `fix`, and rescaling the
+    language `lang`; `column:NAME`, an n-best column, lower is better for the columns in `lower_better`;
+    an interpolation `bleu=0.5,column:comet=0.5`: rerank.tuning.objective_metric), changing only
+    `tune_features` (empty: all) minus `fix`, and rescaling the
     weights by `normalize` (none, l1: sum |w| = 1, max: max |w| = 1). `tuner_options`: the tuner's
     `Options`, a mapping of its fields, or None (its defaults); the tuner checks them.
 
@@ -56,17 +59,19 @@ class TuneSettings:
     fix: tuple[str, ...] = ()
     normalize: str = "none"
     tuner_options: Any = None
+    lower_better: tuple[str, ...] = ()
 
     NORMALIZE = ("none", "l1", "max")
     # What a run's result depends on: a run file is reused only when these match (and the inputs,
     # the start weights and the package version). `runs` is not among them: run r of 3 is run r of 5.
     REUSE = ("tuner", "metric", "seed", "tokenize", "lowercase", "lang", "tune_features", "fix", "normalize",
-             "tuner_options")
+             "tuner_options", "lower_better")
 
     def __post_init__(self) -> None:
         from rerank.metrics.bleu import make_bleu
+        from rerank.metrics.registry import objective_columns
 
-        for name in ("tune_features", "fix"):
+        for name in ("tune_features", "fix", "lower_better"):
             value = getattr(self, name)
             object.__setattr__(self, name, tuple([value] if isinstance(value, str) else value or ()))
         for name, check in (("runs", POSITIVE_INT), ("seed", NONNEGATIVE_INT)):
@@ -76,6 +81,16 @@ class TuneSettings:
             raise InputError(f"normalize must be one of {', '.join(self.NORMALIZE)}, got {self.normalize!r}",
                              option="normalize")
         make_bleu(self.tokenize, self.lowercase)  # an unknown tokenizer, before any file is read
+        columns = objective_columns(self.metric)  # the metric's syntax, before any file is read
+        stray = [n for n in self.lower_better if n not in columns]
+        if stray:
+            raise InputError(f"lower_better {', '.join(stray)}: not a column of the metric {self.metric!r} (give "
+                             "metric column:NAME with lower_better NAME)", option="lower_better")
+        for name in ("tune_features", "fix"):
+            clash = [n for n in getattr(self, name) if n in columns]
+            if clash:
+                raise InputError(f"{name} {', '.join(clash)}: the column of the tuning metric {self.metric!r} is the "
+                                 "objective, not a feature to tune or fix", option=name)
 
     @classmethod
     def make(cls, settings: TuneSettings | None = None, **keywords: Any) -> TuneSettings:
@@ -93,9 +108,13 @@ class TuneSettings:
     def reuse_record(self) -> dict:
         """The fields of REUSE as JSON values (the tuner's options as a dict of their fields);
         `lang` only where the metric reads it (METEOR)."""
-        record = {name: getattr(self, name) for name in self.REUSE if name != "lang" or self.metric == "meteor"}
+        from rerank.metrics.registry import objective_metrics
+
+        meteor = "meteor" in objective_metrics(self.metric)
+        record = {name: getattr(self, name) for name in self.REUSE if name != "lang" or meteor}
         record["tuner_options"] = options_record(self.tuner_options)
         record["tune_features"], record["fix"] = list(self.tune_features), list(self.fix)
+        record["lower_better"] = list(self.lower_better)
         return json.loads(json.dumps(record, default=str))
 
 
@@ -132,6 +151,11 @@ class TuneResult:
     output: str | None = None       # the kept run's weights file, when written
     tuner: str = ""                 # the tuner plug-in's name
     step_name: str = "step"         # the x axis of its tuning curves
+    info: MetricInfo | None = None  # the metric's direction and name in print (default: the registry's for `metric`)
+
+    @property
+    def metric_info(self) -> MetricInfo:
+        return self.info if self.info is not None else metric_info(self.metric)
 
     @property
     def best_run(self) -> TuneRun:
@@ -147,11 +171,11 @@ class TuneResult:
 
     def summary(self) -> str:
         """One line: the runs' mean and sd, and the run kept (with several runs), as `rerank tune` prints it."""
-        name, best = display_name(self.metric), self.best_run
+        name, best = self.metric_info.display, self.best_run
         if len(self.runs) == 1:
             return f"{name} initial {best.initial_score:.2f} -> tuned {best.score:.2f} (seed {best.seed})"
         scores = np.array(self.scores)
-        which = "highest" if metric_info(self.metric).higher_is_better else "lowest"
+        which = "highest" if self.metric_info.higher_is_better else "lowest"
         return (f"{len(self.runs)} runs: {name} mean {scores.mean():.2f}, sd {scores.std(ddof=1):.2f}; "
                 f"best run {best.run} ({which} {name}, {best.score:.2f})")
 
@@ -162,13 +186,13 @@ class TuneResult:
         kept = self.best_run
         names = list(self.weights)
         plot_tuning(path, [(f"run {x.run}", x.curve) for x in self.runs], names,
-                    np.array([self.weights[n] for n in names]), metric=display_name(self.metric), tuner=self.tuner,
-                    step_name=self.step_name, higher_is_better=metric_info(self.metric).higher_is_better,
+                    np.array([self.weights[n] for n in names]), metric=self.metric_info.display, tuner=self.tuner,
+                    step_name=self.step_name, higher_is_better=self.metric_info.higher_is_better,
                     shares=kept.meta.get("weight_shares"),
                     run_label=f"run {kept.run}" + (f" (kept of {len(self.runs)})" if len(self.runs) > 1 else ""))
 
 
-def best_run(runs: Sequence[TuneRun], metric: str) -> int:
+def best_run(runs: Sequence[TuneRun], metric: MetricLike) -> int:
     """Index of the run with the best tuned score in the metric's direction, the first of equal ones."""
     return best_index([r.score for r in runs], metric)
 
@@ -307,15 +331,15 @@ def tune_runs(data: TuningData, tuner: Tuner, settings: TuneSettings, *, w0: np.
             if path:
                 write_weights(path, run.weights, run.meta)
                 run.path = path
-            log.info(f"run {r}: {display_name(data.metric.name)} initial {run.initial_score:.2f} -> tuned "
+            log.info(f"run {r}: {data.metric.display} initial {run.initial_score:.2f} -> tuned "
                      f"{run.score:.2f} ({tuner_name}, seed {s})")
         results.append(run)
         if on_run is not None:
             on_run(run)
-    best = best_run(results, data.metric.name)
+    best = best_run(results, data.metric)
     if output and runs > 1:
         kept = results[best]  # its own meta, with this call's inputs and record (a reused run was tuned by another)
         write_weights(output, kept.weights, {**kept.meta, **(meta or {}), "runs": runs, "best_of_runs": kept.path,
                                              "tuned_scores": [x.score for x in results]})
     return TuneResult(dict(results[best].weights), results, best, data.metric.name, output, tuner_name,
-                      tuner.step_name)
+                      tuner.step_name, data.metric.info)

@@ -63,10 +63,22 @@ class TuningMetric:
     objective: Callable[[np.ndarray], np.ndarray]
     exact: Callable[[np.ndarray], float] | None = None  # exact scalar scorer of the value, if different
     info: MetricInfo | None = None                       # default: the registry's entry for `name`
+    # For a column or an interpolated objective: each hypothesis's sentence-level objective (higher
+    # is better, on the objective's own scale), what MIRA's gains and PRO's pairs use; None for a
+    # built-in metric (TuningData.sentence_objectives computes its BLEU+1 or sentence fraction).
+    sentence: np.ndarray | None = None
+    columns: tuple[str, ...] = ()                        # n-best columns the objective reads (never features)
+    components: list = field(default_factory=list)       # [{"weight", "metric" or "column", "higher_is_better"}]
 
     def __post_init__(self) -> None:
         if self.info is None:
             self.info = metric_info(self.name)
+
+    @property
+    def display(self) -> str:
+        """The metric's name in print: BLEU, TER, column:COMET, 0.5*BLEU+0.5*column:comet."""
+        assert self.info is not None  # set by __post_init__
+        return self.info.display
 
     def value(self, summed: np.ndarray) -> float:
         """The metric's own value (e.g. TER, not -TER) for one summed statistics vector."""
@@ -122,6 +134,94 @@ def named_metric(name: str, nbest: NBestList, refs: Sequence[Sequence[str]], tok
                         info=info)
 
 
+def column_metric(nbest: NBestList, name: str, lower_better: bool = False) -> TuningMetric:
+    """The n-best list's column `name` as a tuning metric: statistics [value, 1] per hypothesis, so
+    the summed statistics of the chosen hypotheses give the mean value over the sentences (the
+    value; the objective is the mean, negated when `lower_better`); the sentence-level objective of
+    a hypothesis is its (oriented) value."""
+    check_objective_column(nbest, name)
+    values = np.asarray(nbest.column(name), dtype=np.float64)
+    sign = -1.0 if lower_better else 1.0
+    info = MetricInfo(f"column:{name}", f"column:{name}", not lower_better, 4, "the column's")
+
+    def column_objective(s: np.ndarray) -> np.ndarray:
+        s = np.asarray(s, dtype=np.float64)
+        return sign * s[..., 0] / np.maximum(s[..., 1], 1.0)
+
+    stats = np.column_stack([values, np.ones_like(values)])
+    return TuningMetric(f"column:{name}", stats, column_objective, info=info, sentence=sign * values, columns=(name,),
+                        components=[{"weight": 1.0, "column": name, "higher_is_better": not lower_better}])
+
+
+def check_objective_column(nbest: NBestList, name: str) -> None:
+    """InputError (option metric) unless `name` is a column of the list with a finite value everywhere."""
+    if name not in nbest.feature_names:
+        columns = nbest.feature_names
+        listed = ", ".join(columns[:30]) + (f", ... ({len(columns)} in all)" if len(columns) > 30 else "")
+        raise InputError(f"metric column:{name}: the n-best list has no column {name!r} (its columns: {listed or 'none'})",
+                         option="metric")
+    values = nbest.column(name)
+    bad = np.flatnonzero(~np.isfinite(values))
+    if len(bad):
+        raise InputError(f"metric column:{name}: {len(bad)} hypotheses have no finite value "
+                         f"(first: row {int(bad[0])}, {values[bad[0]]})", option="metric")
+
+
+def _sentence_scores(metric: TuningMetric) -> np.ndarray:
+    """A component's sentence-level objective on the scale of its corpus value: BLEU+1 in points,
+    another metric of the sentence alone in points (-TER for TER), a column as it is."""
+    if metric.sentence is not None:
+        return metric.sentence
+    if metric.name == "bleu":
+        return 100.0 * sentence_bleu_plus1(metric.stats)
+    return np.asarray(metric.objective(metric.stats), dtype=np.float64)
+
+
+def objective_metric(spec: str, nbest: NBestList, refs: Sequence[Sequence[str]] | None, *,
+                     lower_better: Sequence[str] = (), tokenize: str = "13a", lowercase: bool = False, lang: str = "en",
+                     progress: Progress = False) -> TuningMetric:
+    """The tuning metric of an objective (`rerank.metrics.registry.parse_interpolation`): a built-in
+    metric (`named_metric`), a column `column:NAME` (`column_metric`, lower is better for the names
+    in `lower_better`), or an interpolation `bleu=0.5,column:comet=0.5`, as Moses' interpolated
+    scorer: the statistics are the components' side by side, the objective is sum_k w_k objective_k
+    (each oriented by its own direction, on its own scale: BLEU 0-100, a column as it is), higher is
+    better, and its value is that objective; the sentence-level objective is sum_k w_k times the
+    component's (`_sentence_scores`: BLEU+1 for BLEU)."""
+    from rerank.metrics.registry import parse_interpolation
+
+    components = parse_interpolation(spec)
+    columns = [name for _, kind, name in components if kind == "column"]
+    stray = [n for n in lower_better if n not in columns]
+    if stray:
+        raise InputError(f"lower_better {', '.join(stray)}: not a column of the metric {spec!r} "
+                         f"(give metric column:NAME with lower_better NAME)", option="lower_better")
+    if any(kind == "metric" for _, kind, _ in components) and refs is None:
+        raise InputError(f"refs are needed for the metric {spec!r} (only column:NAME needs none)", option="refs")
+    parts = [named_metric(name, nbest, refs or [], tokenize, lowercase, lang, progress) if kind == "metric"
+             else column_metric(nbest, name, name in lower_better) for _, kind, name in components]
+    if len(components) == 1 and "=" not in spec:
+        return parts[0]
+    weights = [w for w, _, _ in components]
+    bounds = np.cumsum([0] + [p.stats.shape[1] for p in parts]).tolist()
+
+    def interpolated(s: np.ndarray) -> np.ndarray:
+        s = np.asarray(s, dtype=np.float64)
+        total = np.zeros(s.shape[:-1])
+        for w, p, a, b in zip(weights, parts, bounds[:-1], bounds[1:]):
+            if w:
+                total = total + w * np.asarray(p.objective(s[..., a:b]), dtype=np.float64)
+        return total
+
+    name = ",".join(f"{'' if kind == 'metric' else 'column:'}{n}={w:g}" for w, kind, n in components)
+    info = MetricInfo(name, "+".join(f"{w:g}*{p.info.display}" for w, p in zip(weights, parts)), True, 4,  # type: ignore[union-attr]
+                      "mixed")
+    sentence = sum(w * _sentence_scores(p) for w, p in zip(weights, parts))
+    described = [{"weight": w, kind: n, "higher_is_better": p.info.higher_is_better}  # type: ignore[union-attr]
+                 for (w, kind, n), p in zip(components, parts)]
+    return TuningMetric(name, np.hstack([p.stats for p in parts]), interpolated, info=info,
+                        sentence=np.asarray(sentence, dtype=np.float64), columns=tuple(columns), components=described)
+
+
 def row_stats(metric: Any, nbest: NBestList, refs: Sequence[Sequence[str]]) -> np.ndarray:
     """A `rerank.metrics.Metric`'s statistics (n_hyps x k, float64) of every hypothesis against its
     sentence's references, computed once per distinct (sentence, string) pair (`unique_strings`)."""
@@ -173,6 +273,8 @@ class TuningData:
     def sentence_objectives(self) -> np.ndarray:
         """Each hypothesis's own sentence-level score as a fraction, oriented so that higher is
         better: BLEU+1 (Lin & Och 2004) for BLEU, else the metric on that sentence alone (-TER)."""
+        if self.metric.sentence is not None:  # a column or an interpolation: on the objective's own scale
+            return self.metric.sentence
         if self.metric.name == "bleu":
             return sentence_bleu_plus1(self.stats)
         return np.asarray(self.metric.objective(self.stats), dtype=np.float64) / 100.0
@@ -190,23 +292,38 @@ class TuningData:
         return self.metric.value(self.stats[self.oracle_rows()].sum(axis=0))
 
 
-def prepare(nbest: NBestList, refs: Sequence[Sequence[str]], *, metric: str = "bleu", tokenize: str = "13a",
+def prepare(nbest: NBestList, refs: Sequence[Sequence[str]] | None, *, metric: str = "bleu", tokenize: str = "13a",
             lowercase: bool = False,
             tune: Sequence[str] | None = None, fix: Sequence[str] | None = None, lang: str = "en",
-            progress: Progress = False, source: str = "n-best") -> TuningData:
-    """Check the input, merge exact duplicates and compute per-hypothesis statistics once."""
+            lower_better: Sequence[str] = (), progress: Progress = False, source: str = "n-best") -> TuningData:
+    """Check the input, merge exact duplicates and compute per-hypothesis statistics once.
+
+    `metric`: a built-in metric, `column:NAME` or an interpolation (`objective_metric`); the columns
+    it reads are the objective, not features: they are left out of the tuned list (and so of the
+    weights and the model score). `refs` may be None when every component is a column."""
+    from rerank.metrics.registry import objective_columns
+
+    columns = objective_columns(metric)
+    for option, listed in (("tune", tune), ("fix", fix)):
+        clash = [n for n in listed or [] if n in columns]
+        if clash:
+            raise InputError(f"{option} {', '.join(clash)}: the column of the tuning metric {metric!r} is the objective, "
+                             "not a feature to tune or fix", option=option)
     if nbest.n_sentences == 0:
         raise InputError("the n-best list is empty", source)
     empty = np.flatnonzero(nbest.sizes == 0)
     if len(empty):
         raise InputError(f"{len(empty)} sentences have no hypotheses (first: sentence {int(empty[0])}); "
                          "every reference line needs an n-best list", source)
-    if not nbest.feature_names:
-        raise InputError("the n-best list has no features to tune", source)
-    for k, stream in enumerate(refs):
+    for name in columns:
+        check_objective_column(nbest, name)
+    if not [n for n in nbest.feature_names if n not in columns]:
+        raise InputError("the n-best list has no features to tune" + (f" besides the objective's column "
+                         f"{', '.join(columns)}" if columns else ""), source)
+    for k, stream in enumerate(refs or []):
         if len(stream) != nbest.n_sentences:
             raise InputError(f"reference set {k + 1} has {len(stream)} lines for {nbest.n_sentences} n-best sentences")
-    names = nbest.feature_names
+    names = [n for n in nbest.feature_names if n not in columns]
     tuned = np.ones(len(names), dtype=bool)
     for option, listed in (("features to tune", tune), ("features to fix", fix)):
         unknown = [n for n in listed or [] if n not in names]
@@ -222,10 +339,11 @@ def prepare(nbest: NBestList, refs: Sequence[Sequence[str]], *, metric: str = "b
 
     kept = merge_duplicates(nbest)
     merged = nbest if len(kept) == nbest.n_hyps else _take_rows(nbest, kept)
+    tuned_list = merged.select_features(names) if columns else merged  # the objective's columns are no features
     if merged.sizes.max() < 2:
         raise InputError("every sentence has a single (distinct) hypothesis: there is nothing to choose between, "
                          "so no weights can be tuned", source)
-    spread = _varies_within_sentence(merged)
+    spread = _varies_within_sentence(tuned_list)
     if not spread[tuned].any():
         raise InputError("all tuned features are equal across the hypotheses of every sentence "
                          f"({', '.join(np.array(names)[tuned])}): no weights can change the ranking", source)
@@ -233,8 +351,9 @@ def prepare(nbest: NBestList, refs: Sequence[Sequence[str]], *, metric: str = "b
     if useless:
         log.warning("warning: %s: features constant within every list (their weights cannot matter): %s",
                     source, ", ".join(useless))
-    stats_metric = named_metric(metric, merged, refs, tokenize, lowercase, lang, progress)
-    return TuningData(merged, kept, stats_metric, tuned, nbest.n_hyps)
+    stats_metric = objective_metric(metric, merged, refs, lower_better=lower_better, tokenize=tokenize,
+                                    lowercase=lowercase, lang=lang, progress=progress)
+    return TuningData(tuned_list, kept, stats_metric, tuned, nbest.n_hyps)
 
 
 def _take_rows(nbest: NBestList, rows: np.ndarray) -> NBestList:

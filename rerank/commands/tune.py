@@ -15,7 +15,7 @@ from rerank.cliargs import (add_nbest_positional, add_quiet, nonnegative_int, po
 from rerank.commands._common import format_help, nbest_inputs, add_nbest_input, load_nbest
 from rerank.errors import InputError
 from rerank.io import read_references
-from rerank.metrics.registry import QUALITY_METRICS, display_name
+from rerank.metrics.registry import QUALITY_METRICS, objective_display, objective_metrics
 from rerank.outputs import check_outputs
 
 METRICS = QUALITY_METRICS
@@ -40,7 +40,8 @@ def add_parser(subparsers):
     )
     add_nbest_positional(p)
     add_nbest_input(p, positional=False)
-    p.add_argument("-r", "--ref", action="append", required=True, metavar="REF", help="reference file (repeat for several)")
+    p.add_argument("-r", "--ref", action="append", metavar="REF", help="reference file (repeat for several; required "
+                   "unless every component of --metric is a column:NAME; default: none)")
     p.add_argument("-o", "--output", required=True, help="output weights (JSON; the run config is in its \"meta\")")
     p.add_argument("--tuner", choices=list(tuners), default="mira" if "mira" in tuners else next(iter(tuners), None),
                    help="tuning algorithm (default: %(default)s)")
@@ -57,8 +58,15 @@ def add_parser(subparsers):
     p.add_argument("--sentences", metavar="A-B", help="tune on sentences A..B only (0-based, inclusive; the references "
                    "are cut the same way; default: all)")
     m = p.add_argument_group("metric")
-    m.add_argument("--metric", choices=METRICS, default="bleu", help="metric to optimise (the tuner must support it; "
-                   "TER is minimised; default: %(default)s)")
+    m.add_argument("--metric", default="bleu", metavar="METRIC",
+                   help=f"what to optimise: {', '.join(METRICS)} (TER is minimised); column:NAME, the mean over the "
+                   "sentences of the chosen hypotheses' n-best column NAME (e.g. COMET scores joined with `rerank "
+                   "add-feature`; it needs no references, and is the objective, never a feature: it gets no weight); or "
+                   "an interpolation as Moses' interpolated scorer, METRIC=W,METRIC=W (bleu=0.5,column:comet=0.5: "
+                   "sum of W x each component on its own scale, BLEU 0-100, a column as it is, each oriented by its "
+                   "direction, so higher is better; weights >= 0, not all 0) (default: %(default)s)")
+    m.add_argument("--lower-better", metavar="NAME[,NAME]", help="these columns of --metric are better when lower "
+                   "(default: a column is better when higher)")
     m.add_argument("--tokenize", default="13a", help="BLEU tokeniser as sacrebleu -tok, as `rerank eval` and `rerank "
                    "oracle` (default: %(default)s; none for text tokenised like its references)")
     m.add_argument("--lowercase", action="store_true", help="case-insensitive BLEU (default: case-sensitive)")
@@ -95,12 +103,17 @@ def settings(args):
     tuner = plugins.tuners()[args.tuner]()
     return TuneSettings(tuner=args.tuner, metric=args.metric, runs=args.runs, seed=args.seed, tokenize=args.tokenize,
                         lowercase=args.lowercase, lang=args.lang, tune_features=_names(args.tune_features),
-                        fix=_names(args.fix), normalize=args.normalize, tuner_options=tuner.options_from_args(args))
+                        fix=_names(args.fix), normalize=args.normalize, tuner_options=tuner.options_from_args(args),
+                        lower_better=_names(args.lower_better))
 
 
 def _inputs(args):
     """(n-best list, reference streams), cut to --sentences."""
     nbest, _ = load_nbest(args, args.nbest)
+    if not args.ref:  # every component of --metric is a column (checked before): no references
+        if args.sentences:
+            nbest = nbest.select_sentences(_sentence_range(args.sentences, nbest.n_sentences))
+        return nbest, None
     refs = read_references(args.ref)
     if len(refs[0]) != nbest.n_sentences:
         raise InputError(f"{len(refs[0])} reference lines for {nbest.n_sentences} n-best sentences in {args.nbest}",
@@ -123,10 +136,12 @@ def run(args) -> int:
     from rerank.api import tune_outputs, tuner_for
 
     resolve_nbest(args)
-    chosen = settings(args)
+    chosen = settings(args)  # --metric's syntax and --lower-better (InputErrors naming the option)
+    if objective_metrics(args.metric) and not args.ref:
+        raise InputError(f"--metric {args.metric} needs references (-r REF); only column:NAME components need none")
     tuner_for(chosen)  # the tuner, its metric, options and extras, before reading big files
     writes, stale = tune_outputs(args.output, args.runs)
-    check_outputs([*writes, args.plot, *stale], [*nbest_inputs(args), *args.ref, args.init])
+    check_outputs([*writes, args.plot, *stale], [*nbest_inputs(args), *(args.ref or []), args.init])
     with stderr_log():  # the library's notes and warnings on stderr (the CLI may have done it already)
         return _run(args, chosen)
 
@@ -136,7 +151,7 @@ def _run(args, chosen) -> int:
 
     start = time.time()
     nbest, refs = _inputs(args)
-    metric = display_name(args.metric)
+    metric = objective_display(args.metric)
 
     def show(run) -> None:
         label = f"run {run.run}: " if args.runs > 1 else ""
@@ -144,7 +159,7 @@ def _run(args, chosen) -> int:
         print(f"{label}{how}{metric} initial {run.initial_score:.2f} -> tuned {run.score:.2f} "
               f"({args.tuner}, seed {run.seed})")
 
-    record = {"command": sys.argv, "references": [os.path.abspath(x) for x in args.ref], "sentences": args.sentences,
+    record = {"command": sys.argv, "references": [os.path.abspath(x) for x in args.ref or []] or None, "sentences": args.sentences,
               "nbest_text": {"post_process": args.post_process, "unescape": args.unescape}}
     result = tune(nbest, refs, chosen, init=args.init, output=args.output, progress=bars(args),
                   verbose=(lambda msg: print(msg, file=sys.stderr)) if args.verbose else lambda msg: None,

@@ -85,6 +85,61 @@ def parse_objective(spec: str, option: str = "metric") -> tuple[str, str]:
     raise InputError(f"{option} {spec!r} is not a metric ({known})", option=option)
 
 
+def parse_interpolation(spec: str, option: str = "metric") -> list[tuple[float, str, str]]:
+    """The components of a tuning objective as [(weight, kind, name)], kind and name as
+    `parse_objective` gives them. A single metric or column (`bleu`, `column:COMET`) is one component
+    of weight 1; an interpolation, as Moses' interpolated scorer, is `SPEC=W,SPEC=W,...`
+    (`bleu=0.5,column:comet=0.5`): every component needs its weight (a finite number >= 0), not all
+    weights may be 0, and no component may repeat. Anything else is an InputError about `option`."""
+    if not isinstance(spec, str) or "=" not in spec:
+        kind, name = parse_objective(spec, option)
+        return [(1.0, kind, name)]
+    components: list[tuple[float, str, str]] = []
+    for part in spec.split(","):
+        what, eq, weight_text = part.strip().rpartition("=")
+        if not eq or not what.strip():
+            raise InputError(f"{option} {spec!r}: an interpolation is METRIC=WEIGHT,METRIC=WEIGHT,... "
+                             f"(e.g. bleu=0.5,{COLUMN_PREFIX}comet=0.5); {part.strip()!r} is not METRIC=WEIGHT",
+                             option=option)
+        try:
+            weight = float(weight_text)
+        except ValueError:
+            raise InputError(f"{option} {spec!r}: the weight of {what.strip()} is {weight_text.strip()!r}, not a number",
+                             option=option) from None
+        if not np.isfinite(weight) or weight < 0:
+            raise InputError(f"{option} {spec!r}: the weight of {what.strip()} is {weight_text.strip()}; "
+                             "interpolation weights must be finite numbers >= 0", option=option)
+        kind, name = parse_objective(what.strip(), option)
+        if any((kind, name) == (k, n) for _, k, n in components):
+            raise InputError(f"{option} {spec!r}: {what.strip()} is given twice", option=option)
+        components.append((weight, kind, name))
+    if not any(weight > 0 for weight, _, _ in components):
+        raise InputError(f"{option} {spec!r}: every interpolation weight is 0; give at least one a positive weight",
+                         option=option)
+    return components
+
+
+def objective_columns(spec: str, option: str = "metric") -> list[str]:
+    """The n-best columns a tuning objective reads (`parse_interpolation`), in its order."""
+    return [name for _, kind, name in parse_interpolation(spec, option) if kind == "column"]
+
+
+def objective_metrics(spec: str, option: str = "metric") -> list[str]:
+    """The built-in metrics (which need references) a tuning objective reads, in its order."""
+    return [name for _, kind, name in parse_interpolation(spec, option) if kind == "metric"]
+
+
+def objective_display(spec: str, option: str = "metric") -> str:
+    """How a tuning objective is named in print: BLEU, TER, column:COMET, or for an
+    interpolation `0.5*BLEU+0.5*column:comet`."""
+    components = parse_interpolation(spec, option)
+    if len(components) == 1 and "=" not in spec:
+        weight, kind, name = components[0]
+        return display_name(name) if kind == "metric" else COLUMN_PREFIX + name
+    return "+".join(f"{weight:g}*" + (display_name(name) if kind == "metric" else COLUMN_PREFIX + name)
+                    for weight, kind, name in components)
+
+
 def lookup(name: str) -> MetricInfo | None:
     """The registry's entry of a built-in metric (case-insensitive), else None."""
     return REGISTRY.get(name.lower()) if isinstance(name, str) else None
