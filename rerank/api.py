@@ -222,10 +222,15 @@ def read_weights(weights: Mapping[str, float] | PathLike) -> dict[str, float]:
 
 
 def _weight_vector(weights: Mapping[str, float] | PathLike, nbest: NBestList) -> np.ndarray:
-    from rerank.weights import weight_vector
+    from rerank.weights import objective_columns, weight_vector
 
-    source = os.fspath(weights) if isinstance(weights, (str, os.PathLike)) else "weights"
-    return weight_vector(read_weights(weights), nbest.feature_names, source=source, warn=log.warning)
+    if isinstance(weights, (str, os.PathLike)):
+        source = os.fspath(weights)
+        objective = objective_columns(source)
+    else:
+        source, objective = "weights", []
+    return weight_vector(read_weights(weights), nbest.feature_names, source=source, warn=log.warning,
+                         objective=objective)
 
 
 def apply(nbest: NBestList | PathLike, weights: Mapping[str, float] | PathLike) -> list[str]:

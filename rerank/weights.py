@@ -8,7 +8,7 @@ import itertools
 import json
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 import numpy as np
 
@@ -151,13 +151,30 @@ def write_weights(path: str, weights: dict[str, float], meta: dict | None = None
         out.write("\n")
 
 
+def objective_columns(path: str) -> list[str]:
+    """The columns a weights file was tuned toward (`rerank tune --metric column:NAME` records them
+    as the meta's `objective_columns`): no features, so a list that carries them ranks with weight 0
+    on them, unwarned. Empty for every other file."""
+    text = "\n".join(line for _, line in iter_lines(path)).strip()
+    if not text.startswith("{"):
+        return []
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:
+        return []  # read_weights says what is wrong with it
+    meta = data.get("meta") if isinstance(data, dict) else None
+    columns = meta.get("objective_columns") if isinstance(meta, dict) else None
+    return [str(c) for c in columns] if isinstance(columns, list) else []
+
+
 def weight_vector(weights: dict[str, float], feature_names: list[str], source: str = "weights",
-                  warn: Callable[[str], object] | None = None) -> np.ndarray:
-    """Align weights to the n-best's columns: unknown names are errors, missing ones get 0 (warned)."""
+                  warn: Callable[[str], object] | None = None, objective: Collection[str] = ()) -> np.ndarray:
+    """Align weights to the n-best's columns: unknown names are errors, missing ones get 0 (warned,
+    except the `objective` columns the weights were tuned toward, which are no features)."""
     unknown = [name for name in weights if name not in feature_names]
     if unknown:
         raise InputError(f"weights for features the n-best lacks: {', '.join(unknown)} (n-best has: {', '.join(feature_names)})", source)
-    missing = [name for name in feature_names if name not in weights]
+    missing = [name for name in feature_names if name not in weights and name not in objective]
     if missing:
         (warn or log.warning)(f"warning: {source}: no weight for {', '.join(missing)}; using 0")
     return np.array([weights.get(name, 0.0) for name in feature_names], dtype=np.float64)

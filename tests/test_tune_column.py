@@ -191,3 +191,31 @@ def test_cli_errors_exit_2_and_write_nothing(tmp_path, capsys, args, message):
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
     assert not out.exists()
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+def test_applying_column_tuned_weights_ignores_the_objective_column_unwarned(tmp_path, capsys, streamed):
+    """The objective column is no feature: `rerank apply` with the tuned weights on the list that still
+    carries it ranks by w·f of the features alone (weight 0 on the column) and does not warn that
+    the column has no weight; a feature without a weight is still warned about."""
+    import rerank
+    from rerank.cli import main
+    from rerank.weights import best_rows
+
+    nbest = planted()
+    path, weights = _write(tmp_path, nbest), tmp_path / "w.json"
+    result = rerank.tune(nbest, metric="column:q", output=weights, tuner="mert", restarts=2)
+    best = tmp_path / "best.txt"
+    option = "--no-cache" if streamed else "--cache"
+    assert main(["apply", path, "-w", str(weights), "-o", str(best), option]) == 0
+    err = capsys.readouterr().err
+    assert "no weight" not in err
+    w = np.array([result.weights.get(n, 0.0) for n in nbest.feature_names])
+    assert best.read_text().splitlines() == [nbest.hyps[int(r)] for r in best_rows(nbest, w)]
+    assert rerank.apply(nbest, weights) == [nbest.hyps[int(r)] for r in best_rows(nbest, w)]
+    table = json.loads(weights.read_text())
+    del table["weights"]["a"]
+    weights.write_text(json.dumps(table))
+    assert main(["apply", path, "-w", str(weights), "-o", str(best), option]) == 0
+    err = capsys.readouterr().err
+    assert "no weight for a;" in err and "q" not in err.split("no weight for", 1)[1].split(";")[0]

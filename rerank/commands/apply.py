@@ -14,7 +14,7 @@ from rerank.io import atomic_write, output_group, read_references
 from rerank.metrics.registry import QUALITY_METRICS
 from rerank.nbest import segment_argmax
 from rerank.outputs import check_outputs, nbest_outputs
-from rerank.weights import best_rows, read_weights, resorted, weight_vector
+from rerank.weights import best_rows, objective_columns, read_weights, resorted, weight_vector
 
 SCORED = QUALITY_METRICS
 
@@ -77,7 +77,8 @@ def run(args) -> int:
     refs = None
     if args.ref:
         refs = read_references(args.ref, nbest.n_sentences, args.nbest)
-    w = weight_vector(read_weights(args.weights), nbest.feature_names, source=args.weights)
+    w = weight_vector(read_weights(args.weights), nbest.feature_names, source=args.weights,
+                      objective=objective_columns(args.weights))
     rows = best_rows(nbest, w)
     with output_group():  # both outputs or none
         with atomic_write(args.output) as out:
@@ -96,7 +97,8 @@ def _run_streamed(args, layout: dict, metrics: list) -> int:
     refs = None
     if args.ref:
         refs = read_references(args.ref, layout["n_sentences"], args.nbest)
-    w = weight_vector(read_weights(args.weights), layout["feature_names"], source=args.weights)
+    w = weight_vector(read_weights(args.weights), layout["feature_names"], source=args.weights,
+                      objective=objective_columns(args.weights))
     best, first = [], []
     with output_group(), atomic_write(args.output) as out, \
             (atomic_write(args.nbest_out) if args.nbest_out else contextlib.nullcontext()) as nbest_out:
