@@ -453,16 +453,10 @@ def oracle(nbest: NBestList | PathLike, refs: PathLike | Sequence[PathLike | Seq
                          "each needs at least one for an oracle", source)
     first = nbest.offsets[:-1]
     if kind == "column":
-        if name not in nbest.feature_names:
-            columns = nbest.feature_names
-            listed = ", ".join(columns[:30]) + (f", ... ({len(columns)} in all)" if len(columns) > 30 else "")
-            raise InputError(f"metric column:{name}: the n-best list has no column {name!r} "
-                             f"(its columns: {listed or 'none'})", option="metric")
+        from rerank.tuning import check_objective_column
+
+        check_objective_column(nbest, name)
         values = nbest.column(name)
-        bad = np.flatnonzero(~np.isfinite(values))
-        if len(bad):
-            raise InputError(f"metric column:{name}: {len(bad)} hypotheses have no finite value "
-                             f"(first: row {int(bad[0])}, {values[bad[0]]})", option="metric")
         picks = segment_argmax(-values if lower_better else values, nbest.offsets)
         direction = "lower" if lower_better else "higher"
         return Oracle([nbest.hyps[int(r)] for r in picks], picks, float(np.mean(values[picks])),

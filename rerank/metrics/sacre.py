@@ -17,6 +17,7 @@ from sacrebleu.metrics import BLEU, CHRF, TER
 from rerank.metrics.bleu import corpus_bleu_batch, hypothesis_stats
 from rerank.metrics.base import Metric
 from rerank.metrics.ter import segment_stats as ter_segment_stats
+from rerank.metrics.ter import ter_fraction
 from rerank.metrics.sacre_stats import clear_tokenizer_cache, corpus_segment_stats
 
 # Sentences per sacrebleu call: it keeps the tokenised references (BLEU: their n-gram Counters) of a
@@ -144,10 +145,7 @@ class TERMetric(Metric):
 
     def score_from_stats(self, stats):
         stats = np.asarray(stats, dtype=np.float64)
-        edits, ref_len = stats[..., 0], stats[..., 1]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            score = np.where(ref_len > 0, edits / np.where(ref_len > 0, ref_len, 1.0),
-                             np.where(edits > 0, 1.0, 0.0)) * 100.0
+        score = ter_fraction(stats[..., 0], stats[..., 1]) * 100.0
         return score if score.ndim else float(score)
 
     def signature(self):

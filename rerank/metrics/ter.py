@@ -329,6 +329,12 @@ def pair_ter(texts: Sequence[str], I: np.ndarray | Sequence[int], J: np.ndarray 
     hyp, ref = hyp[I], ref[J]
     edits = edit_counts(ids, offsets, hyp, ref, backend=backend).astype(np.float64)
     ref_len = np.diff(offsets)[ref].astype(np.float64)
+    return (100.0 * ter_fraction(edits, ref_len)) / 100.0  # sacrebleu's score / 100, bit for bit
+
+
+def ter_fraction(edits: np.ndarray, ref_len: np.ndarray) -> np.ndarray:
+    """edits / ref_len with sacrebleu's rule for empty references (1.0 with edits, else 0.0): TER as
+    a fraction, for TERMetric's corpus scores and pair_ter's sentence scores alike."""
+    edits, ref_len = np.asarray(edits, dtype=np.float64), np.asarray(ref_len, dtype=np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
-        frac = np.where(ref_len > 0, edits / np.where(ref_len > 0, ref_len, 1.0), np.where(edits > 0, 1.0, 0.0))
-    return (100.0 * frac) / 100.0  # sacrebleu's score is 100 * fraction; this is score / 100, bit for bit
+        return np.where(ref_len > 0, edits / np.where(ref_len > 0, ref_len, 1.0), np.where(edits > 0, 1.0, 0.0))
