@@ -222,11 +222,11 @@ def read_weights(weights: Mapping[str, float] | PathLike) -> dict[str, float]:
 
 
 def _weight_vector(weights: Mapping[str, float] | PathLike, nbest: NBestList) -> np.ndarray:
-    from rerank.weights import objective_columns, weight_vector
+    from rerank.weights import tuned_toward, weight_vector
 
     if isinstance(weights, (str, os.PathLike)):
         source = os.fspath(weights)
-        objective = objective_columns(source)
+        objective = tuned_toward(source)
     else:
         source, objective = "weights", []
     return weight_vector(read_weights(weights), nbest.feature_names, source=source, warn=log.warning,

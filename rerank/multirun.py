@@ -69,7 +69,7 @@ class TuneSettings:
 
     def __post_init__(self) -> None:
         from rerank.metrics.bleu import make_bleu
-        from rerank.metrics.registry import objective_columns
+        from rerank.metrics.registry import check_objective_options
 
         for name in ("tune_features", "fix", "lower_better"):
             value = getattr(self, name)
@@ -81,16 +81,8 @@ class TuneSettings:
             raise InputError(f"normalize must be one of {', '.join(self.NORMALIZE)}, got {self.normalize!r}",
                              option="normalize")
         make_bleu(self.tokenize, self.lowercase)  # an unknown tokenizer, before any file is read
-        columns = objective_columns(self.metric)  # the metric's syntax, before any file is read
-        stray = [n for n in self.lower_better if n not in columns]
-        if stray:
-            raise InputError(f"lower_better {', '.join(stray)}: not a column of the metric {self.metric!r} (give "
-                             "metric column:NAME with lower_better NAME)", option="lower_better")
-        for name in ("tune_features", "fix"):
-            clash = [n for n in getattr(self, name) if n in columns]
-            if clash:
-                raise InputError(f"{name} {', '.join(clash)}: the column of the tuning metric {self.metric!r} is the "
-                                 "objective, not a feature to tune or fix", option=name)
+        check_objective_options(self.metric, lower_better=self.lower_better,  # before any file is read
+                                features={"tune_features": self.tune_features, "fix": self.fix})
 
     @classmethod
     def make(cls, settings: TuneSettings | None = None, **keywords: Any) -> TuneSettings:

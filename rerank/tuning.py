@@ -187,14 +187,10 @@ def objective_metric(spec: str, nbest: NBestList, refs: Sequence[Sequence[str]] 
     (each oriented by its own direction, on its own scale: BLEU 0-100, a column as it is), higher is
     better, and its value is that objective; the sentence-level objective is sum_k w_k times the
     component's (`_sentence_scores`: BLEU+1 for BLEU)."""
-    from rerank.metrics.registry import parse_interpolation
+    from rerank.metrics.registry import check_objective_options, parse_interpolation
 
     components = parse_interpolation(spec)
-    columns = [name for _, kind, name in components if kind == "column"]
-    stray = [n for n in lower_better if n not in columns]
-    if stray:
-        raise InputError(f"lower_better {', '.join(stray)}: not a column of the metric {spec!r} "
-                         f"(give metric column:NAME with lower_better NAME)", option="lower_better")
+    columns = check_objective_options(spec, lower_better=lower_better)
     if any(kind == "metric" for _, kind, _ in components) and refs is None:
         raise InputError(f"refs are needed for the metric {spec!r} (only column:NAME needs none)", option="refs")
     parts = [named_metric(name, nbest, refs or [], tokenize, lowercase, lang, progress) if kind == "metric"
@@ -301,14 +297,9 @@ def prepare(nbest: NBestList, refs: Sequence[Sequence[str]] | None, *, metric: s
     `metric`: a built-in metric, `column:NAME` or an interpolation (`objective_metric`); the columns
     it reads are the objective, not features: they are left out of the tuned list (and so of the
     weights and the model score). `refs` may be None when every component is a column."""
-    from rerank.metrics.registry import objective_columns
+    from rerank.metrics.registry import check_objective_options
 
-    columns = objective_columns(metric)
-    for option, listed in (("tune", tune), ("fix", fix)):
-        clash = [n for n in listed or [] if n in columns]
-        if clash:
-            raise InputError(f"{option} {', '.join(clash)}: the column of the tuning metric {metric!r} is the objective, "
-                             "not a feature to tune or fix", option=option)
+    columns = check_objective_options(metric, features={"tune": tune or [], "fix": fix or []})
     if nbest.n_sentences == 0:
         raise InputError("the n-best list is empty", source)
     empty = np.flatnonzero(nbest.sizes == 0)

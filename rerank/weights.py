@@ -151,7 +151,7 @@ def write_weights(path: str, weights: dict[str, float], meta: dict | None = None
         out.write("\n")
 
 
-def objective_columns(path: str) -> list[str]:
+def tuned_toward(path: str) -> list[str]:
     """The columns a weights file was tuned toward (`rerank tune --metric column:NAME` records them
     as the meta's `objective_columns`): no features, so a list that carries them ranks with weight 0
     on them, unwarned. Empty for every other file."""

@@ -14,7 +14,7 @@ from rerank.io import atomic_write, output_group, read_references
 from rerank.metrics.registry import QUALITY_METRICS
 from rerank.nbest import segment_argmax
 from rerank.outputs import check_outputs, nbest_outputs
-from rerank.weights import best_rows, objective_columns, read_weights, resorted, weight_vector
+from rerank.weights import best_rows, read_weights, resorted, tuned_toward, weight_vector
 
 SCORED = QUALITY_METRICS
 
@@ -78,7 +78,7 @@ def run(args) -> int:
     if args.ref:
         refs = read_references(args.ref, nbest.n_sentences, args.nbest)
     w = weight_vector(read_weights(args.weights), nbest.feature_names, source=args.weights,
-                      objective=objective_columns(args.weights))
+                      objective=tuned_toward(args.weights))
     rows = best_rows(nbest, w)
     with output_group():  # both outputs or none
         with atomic_write(args.output) as out:
@@ -98,7 +98,7 @@ def _run_streamed(args, layout: dict, metrics: list) -> int:
     if args.ref:
         refs = read_references(args.ref, layout["n_sentences"], args.nbest)
     w = weight_vector(read_weights(args.weights), layout["feature_names"], source=args.weights,
-                      objective=objective_columns(args.weights))
+                      objective=tuned_toward(args.weights))
     best, first = [], []
     with output_group(), atomic_write(args.output) as out, \
             (atomic_write(args.nbest_out) if args.nbest_out else contextlib.nullcontext()) as nbest_out:

@@ -19,7 +19,7 @@ takes a metric as a registered name, a `MetricInfo` or an object with an `info` 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar, Union
 
 import numpy as np
@@ -122,6 +122,25 @@ def parse_interpolation(spec: str, option: str = "metric") -> list[tuple[float, 
 def objective_columns(spec: str, option: str = "metric") -> list[str]:
     """The n-best columns a tuning objective reads (`parse_interpolation`), in its order."""
     return [name for _, kind, name in parse_interpolation(spec, option) if kind == "column"]
+
+
+def check_objective_options(spec: str, *, lower_better: Sequence[str] = (),
+                            features: Mapping[str, Sequence[str]] | None = None) -> list[str]:
+    """The n-best columns a tuning objective reads, after the checks of the options beside it: every
+    `lower_better` name is one of them, and none is among the features an option (`features`:
+    {option: names}, e.g. tune, fix) tunes or fixes, since the objective is no feature. InputErrors
+    name the option."""
+    columns = objective_columns(spec)
+    stray = [n for n in lower_better if n not in columns]
+    if stray:
+        raise InputError(f"lower_better {', '.join(stray)}: not a column of the metric {spec!r} (give "
+                         "metric column:NAME with lower_better NAME)", option="lower_better")
+    for option, listed in (features or {}).items():
+        clash = [n for n in listed if n in columns]
+        if clash:
+            raise InputError(f"{option} {', '.join(clash)}: the column of the tuning metric {spec!r} is the "
+                             "objective, not a feature to tune or fix", option=option)
+    return columns
 
 
 def objective_metrics(spec: str, option: str = "metric") -> list[str]:
