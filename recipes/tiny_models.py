@@ -14,7 +14,8 @@ writes, under DIR:
   `gpt2-de-ct2/`;
 - `st-en-de/`: a sentence-transformers encoder (a 1-layer BERT with mean pooling);
 - with --comet, `cometkiwi-tiny/`: a reference-free COMET checkpoint (UnifiedMetric, src + mt)
-  on a 2-layer XLM-R encoder (needs unbabel-comet, extra [comet]).
+  and `comet22-tiny/`: a reference-based one (RegressionMetric, src + mt + ref, as COMET-22), on
+  2-layer XLM-R encoders (needs unbabel-comet, extra [comet]).
 
 The models know no language: their scores are random functions of the tokens. They exist to
 test that each backend's column equals the backend's own computation, and to run the whole
@@ -135,18 +136,32 @@ def build_sentence_encoder(out: str, tokenizer, seed: int = 0) -> str:
     return out
 
 
-def build_comet_qe(out: str, lines: list[str], seed: int = 0) -> str:
-    """A reference-free COMET (UnifiedMetric with input segments mt and src, as CometKiwi) on a
-    2-layer XLM-R encoder of width 32, saved as COMET lays a model out (hparams.yaml,
-    checkpoints/model.ckpt), its encoder's config and tokenizer in `out`/encoder (named by
-    pretrained_model, so it loads offline). Needs the [comet] extra."""
+# The COMET model classes a tiny checkpoint can be built of (kind -> class identifier, input
+# segments): every class unbabel-comet 2.2 loads, reference-free (qe) and reference-based.
+COMET_KINDS = {
+    "kiwi": ("unified_metric", ["mt", "src"]),          # CometKiwi-style, for qe
+    "referenceless": ("referenceless_regression_metric", None),
+    "regression": ("regression_metric", None),           # COMET-22-style
+    "unified": ("unified_metric", ["mt", "src", "ref"]),
+    "xcomet": ("xcomet_metric", None),
+    "ranking": ("ranking_metric", None),
+}
+
+
+def build_comet(out: str, lines: list[str], seed: int = 0, kind: str = "kiwi") -> str:
+    """A COMET checkpoint of `kind` (COMET_KINDS) on a 2-layer XLM-R encoder of width 32 with
+    random weights, saved as COMET lays a model out (hparams.yaml, checkpoints/model.ckpt: the
+    state_dict and hyper-parameters, nothing pickled beyond them), its encoder's config and
+    tokenizer in `out`/encoder (named by pretrained_model, so it loads offline). Needs the [comet]
+    extra."""
     import pytorch_lightning
     import torch
     import yaml
-    from comet.models import UnifiedMetric
+    from comet.models import str2model
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
     from transformers import XLMRobertaConfig, XLMRobertaTokenizerFast
 
+    identifier, segments = COMET_KINDS[kind]
     tok = Tokenizer(models.BPE(unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.Metaspace()
     tok.decoder = decoders.Metaspace()
@@ -162,9 +177,16 @@ def build_comet_qe(out: str, lines: list[str], seed: int = 0) -> str:
                      intermediate_size=64, max_position_embeddings=258, pad_token_id=1, bos_token_id=0,
                      eos_token_id=2).save_pretrained(encoder)
     torch.manual_seed(seed)
-    model = UnifiedMetric(pretrained_model=encoder, input_segments=["mt", "src"], hidden_sizes=[32], word_layer=2,
-                          load_pretrained_weights=False, local_files_only=True)
-    hparams = {**dict(model.hparams), "class_identifier": "unified_metric"}
+    common = {"pretrained_model": encoder, "encoder_model": "XLM-RoBERTa", "load_pretrained_weights": False,
+              "local_files_only": True}
+    if identifier in ("unified_metric", "xcomet_metric"):
+        common.update(hidden_sizes=[32], word_layer=2)
+        if segments:
+            common["input_segments"] = segments
+    elif identifier != "ranking_metric":
+        common["hidden_sizes"] = [32]
+    model = str2model[identifier](**common)
+    hparams = {**dict(model.hparams), "class_identifier": identifier}
     os.makedirs(os.path.join(out, "checkpoints"), exist_ok=True)
     with open(os.path.join(out, "hparams.yaml"), "w", encoding="utf-8") as f:
         yaml.safe_dump(hparams, f)
@@ -172,6 +194,11 @@ def build_comet_qe(out: str, lines: list[str], seed: int = 0) -> str:
                 "pytorch-lightning_version": pytorch_lightning.__version__},
                os.path.join(out, "checkpoints", "model.ckpt"))
     return out
+
+
+def build_comet_qe(out: str, lines: list[str], seed: int = 0) -> str:
+    """A reference-free COMET (UnifiedMetric with input segments mt and src, as CometKiwi): `build_comet` of kind kiwi."""
+    return build_comet(out, lines, seed, "kiwi")
 
 
 def convert_ct2(model_dir: str, out: str) -> str:
@@ -214,6 +241,7 @@ def _build_all(out, text, seed, ct2, st, comet) -> dict[str, str]:
         paths["st"] = build_sentence_encoder(os.path.join(out, "st-en-de"), tokenizer, seed)
     if comet:
         paths["comet"] = build_comet_qe(os.path.join(out, "cometkiwi-tiny"), lines, seed)
+        paths["comet_ref"] = build_comet(os.path.join(out, "comet22-tiny"), lines, seed, "regression")
     return paths
 
 
@@ -222,7 +250,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True, help="output directory")
     parser.add_argument("--text", nargs="+", help="tokenizer training text (default: rerank/data/multi30k/val.{en,de}.gz)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--comet", action="store_true", help="also a reference-free COMET model (needs the [comet] extra)")
+    parser.add_argument("--comet", action="store_true", help="also COMET models, reference-free and reference-based "
+                        "(needs the [comet] extra)")
     args = parser.parse_args(argv)
     import logging
 

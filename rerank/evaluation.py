@@ -13,6 +13,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
@@ -67,6 +68,12 @@ class ResultTable:
     stats: dict = field(default_factory=dict, repr=False, compare=False)
     metric_objects: dict = field(default_factory=dict, repr=False, compare=False)
 
+    def display(self, metric: str) -> str:
+        """How `metric` is printed: its object's display name (COMET for the model metric comet,
+        the name itself for segment scores read from a file), else the registry's."""
+        found = self.metric_objects.get(metric)
+        return found.info.display if found is not None else display_name(metric)
+
     def fmt(self, metric: str, value: float | None, none: str = "-") -> str:
         """A score (or s_sel, s_opt, delta) of `metric` with its number of decimals."""
         return none if value is None else f"{value:.{self.decimals.get(metric, 2)}f}"
@@ -76,7 +83,7 @@ class ResultTable:
         header = ["System"]
         for m in self.metrics:
             arrow = "" if m == "length" else " \u2191" if self.higher_is_better[m] else " \u2193"
-            header += [f"{display_name(m)}{arrow}", "s_sel/s_opt/p" + ("/p\u2021" if self.second_baseline else "")]
+            header += [f"{self.display(m)}{arrow}", "s_sel/s_opt/p" + ("/p\u2021" if self.second_baseline else "")]
         rows = []
         for name in self.systems:
             row = [name]
@@ -118,7 +125,7 @@ class ResultTable:
         if isinstance(runs, dict):
             lines.append("runs: " + ", ".join(f"{name} {r}" for name, r in runs.items()))
         for m in self.metrics:
-            lines.append(f"{display_name(m)}: {self.signatures[m]}")
+            lines.append(f"{self.display(m)}: {self.signatures[m]}")
         return lines
 
     def to_text(self) -> str:
@@ -139,7 +146,7 @@ class ResultTable:
 
     def to_latex(self) -> str:
         cols = "l" + "rr" * len(self.metrics)
-        head = ["System"] + [f"{display_name(m)} $\\{'uparrow' if self.higher_is_better[m] else 'downarrow'}$ & "
+        head = ["System"] + [f"{self.display(m)} $\\{'uparrow' if self.higher_is_better[m] else 'downarrow'}$ & "
                              "$s_{sel}$/$s_{opt}$/$p$" + ("/$p^\\ddagger$" if self.second_baseline else "") for m in self.metrics]
         out = [f"\\begin{{tabular}}{{{cols}}}", "\\toprule", " & ".join(head) + " \\\\", "\\midrule"]
         for name in self.systems:
@@ -212,7 +219,10 @@ class EvalOptions:
     seed: of both; alpha: the level of the marks; second_baseline: a system also tested against every
     other (double dagger); holm: Holm-Bonferroni over each comparison's cells; stratified: Clark et
     al.'s stratified randomisation; multeval_compat, sacrebleu_compat: those tools' rules (not
-    calibrated: docs/evaluation.md).
+    calibrated: docs/evaluation.md). comet_model: a reference-based COMET checkpoint (its directory
+    or .ckpt) for the metric `comet`, which also needs `sources` (the source sentences: a file or a
+    list, one per reference line); comet_batch_size, device (cpu, cuda) and score_cache (a score-cache
+    file, rerank.score_cache; None: none) are the model's.
 
     Every rule that needs no data is checked here, once (InputError)."""
 
@@ -231,9 +241,14 @@ class EvalOptions:
     stratified: bool = False
     multeval_compat: bool = False
     sacrebleu_compat: bool = False
+    comet_model: str | None = None
+    sources: Any = None
+    comet_batch_size: int = 16
+    device: str | None = None
+    score_cache: str | None = None
 
     def __post_init__(self) -> None:
-        from rerank.metrics import METRIC_NAMES
+        from rerank.metrics.registry import EVAL_METRIC_NAMES
         from rerank.metrics.bleu import make_bleu
 
         if not isinstance(self.lang, str):
@@ -263,9 +278,10 @@ class EvalOptions:
         object.__setattr__(self, "metrics", metrics)
         object.__setattr__(self, "lang", self.lang.lower())
         names = [m if isinstance(m, str) else m.name for m in metrics]
-        unknown = [m for m in metrics if isinstance(m, str) and m not in METRIC_NAMES]
+        unknown = [m for m in metrics if isinstance(m, str) and m not in EVAL_METRIC_NAMES]
         if unknown or not metrics:
-            raise InputError(f"unknown metric(s) {', '.join(unknown) or '(none)'} (known: {', '.join(METRIC_NAMES)})")
+            raise InputError(f"unknown metric(s) {', '.join(unknown) or '(none)'} (known: {', '.join(EVAL_METRIC_NAMES)})")
+        self._check_comet([m for m in metrics if isinstance(m, str)])
         twice = [m for m in names if names.count(m) > 1]
         if twice:
             raise InputError(f"metrics names {twice[0]} twice", option="metrics")
@@ -274,6 +290,40 @@ class EvalOptions:
         make_bleu(self.tokenize)
         if self.stratified and self.multeval_compat:
             raise InputError("stratified and multeval_compat are two different tests: choose one", option="stratified")
+
+    def _check_comet(self, names: list[str]) -> None:
+        """The comet metric's options (`names`: the metrics named by string): a model and sources
+        with it, neither without it. A Metric object named comet (segment scores read from a file)
+        is not the model metric."""
+        if "comet" not in names:
+            given = [f for f in ("comet_model", "sources") if getattr(self, f) is not None]
+            if given:
+                raise InputError(f"{given[0]} is given but metrics has no comet", option=given[0])
+            return
+        if not isinstance(self.comet_model, (str, os.PathLike)):
+            raise InputError("the metric comet needs comet_model, a reference-based COMET checkpoint (its directory or "
+                             ".ckpt)", option="comet_model")
+        if self.sources is None:
+            raise InputError("the metric comet needs the source sentences (sources: a file or a list)", option="sources")
+        if not POSITIVE_INT.accepts(self.comet_batch_size):
+            raise InputError(f"comet_batch_size must be {POSITIVE_INT.what}, got {self.comet_batch_size!r}",
+                             option="comet_batch_size")
+
+    def model_metrics(self, n: int) -> dict[str, Metric]:
+        """{name: metric} of the model metrics named in `metrics` (comet), for `n` sentences: the
+        sources read (a file) and checked against the references' length."""
+        from rerank.io import read_lines
+        from rerank.metrics.comet import COMETMetric
+
+        if "comet" not in [m for m in self.metrics if isinstance(m, str)] or self.comet_model is None:
+            return {}
+        path = os.fspath(self.sources) if isinstance(self.sources, (str, os.PathLike)) else None
+        sources = read_lines(path) if path is not None else list(self.sources)
+        if len(sources) != n or not all(isinstance(line, str) for line in sources):
+            raise InputError(f"{len(sources)} source sentences for {n} reference lines" if len(sources) != n
+                             else "sources must be strings, one per sentence", path, option="sources")
+        return {"comet": COMETMetric(os.fspath(self.comet_model), sources, batch_size=self.comet_batch_size,
+                                                device=self.device, cache=self.score_cache)}
 
     @classmethod
     def make(cls, options: EvalOptions | None = None, **keywords: Any) -> EvalOptions:
@@ -309,9 +359,10 @@ def evaluate_systems(refs: Sequence[Sequence[str]], baseline_runs: Sequence[Sequ
     if second_baseline is not None and second_baseline not in systems:
         raise InputError(f"second_baseline {second_baseline!r} is not a system name "
                          f"(systems: {', '.join(systems) or 'none'})", option="second_baseline")
-    metric_objs = [m if isinstance(m, Metric) else make_metric(m, lang=o.lang, tokenize=o.tokenize, lowercase=o.lowercase,
-                                                               ter_case_sensitive=o.ter_case_sensitive,
-                                                               meteor_options=o.meteor) for m in o.metrics]
+    models = o.model_metrics(n)
+    metric_objs = [m if isinstance(m, Metric) else models.get(m) or make_metric(
+        m, lang=o.lang, tokenize=o.tokenize, lowercase=o.lowercase, ter_case_sensitive=o.ter_case_sensitive,
+        meteor_options=o.meteor) for m in o.metrics]
     for metric in metric_objs:  # segment scores read elsewhere: every system's columns, before any work
         if hasattr(metric, "system_stats"):
             for sname, runs in all_systems.items():
@@ -354,6 +405,9 @@ def evaluate_systems(refs: Sequence[Sequence[str]], baseline_runs: Sequence[Sequ
               "marks": "randomisation and bootstrap" if bootstrap >= 2 else "randomisation",
               "runs": {name: len(runs) for name, runs in all_systems.items()}, "sentences": n,
               "references": len(refs)}
+    if models and o.comet_model is not None:
+        config["comet"] = {"model": os.fspath(o.comet_model), "batch_size": o.comet_batch_size, "device": o.device,
+                           **({"sources": os.fspath(o.sources)} if isinstance(o.sources, (str, os.PathLike)) else {})}
     return ResultTable(systems=list(all_systems), metrics=names, cells=cells, baseline=baseline_name,
                        second_baseline=second_baseline, signatures={m.name: m.signature() for m in metric_objs},
                        higher_is_better={m.name: m.higher_is_better for m in metric_objs}, config=config,
@@ -395,6 +449,8 @@ def _statistics(metric_objs: list[Metric], refs: Sequence[Sequence[str]], all_sy
         [line for runs in all_systems.values() for hyps in runs for line in hyps]
     for metric in metric_objs:
         metric.prepare(all_texts)
+        if hasattr(metric, "prepare_systems"):  # a model metric scores every system's distinct inputs at once
+            metric.prepare_systems([hyps for runs in all_systems.values() for hyps in runs], refs)
     iterator = track([(s, metric) for s in all_systems for metric in metric_objs], progress, "statistics",
                      unit="system-metric")
     n = len(refs[0])

@@ -35,6 +35,7 @@ class FeatureContext:
 
     nbest_path: str = "n-best"        # names the list in error messages
     sources: Sequence[str] | None = None   # one source sentence per n-best sentence, if given
+    references: Sequence[Sequence[str]] | None = None   # reference streams (references[j][i]), if given
     src_lang: str = "en"
     tgt_lang: str = "de"
     device: str = "cpu"               # cpu, cuda or cuda:N (a torch plug-in resolves it: rerank.device)

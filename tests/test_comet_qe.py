@@ -18,6 +18,7 @@ from rerank.cli import main
 from rerank.embeddings import comet_qe
 from rerank.errors import InputError
 from rerank.features import FeatureContext
+from rerank.metrics import comet
 from rerank.nbest import NBestList
 from rerank.recipes import tiny_models
 
@@ -54,7 +55,7 @@ def test_qe_is_comets_own_segment_score(comet_dir, nbest, tmp_path):
 def test_a_rerun_reads_the_cache_and_loads_nothing(comet_dir, nbest, tmp_path, monkeypatch):
     cache = str(tmp_path / "c.sqlite")
     first = api.add_features(nbest, "qe", sources=SOURCES, qe_model=comet_dir, cache=cache).column("qe")
-    monkeypatch.setattr(comet_qe, "load_comet", lambda *a: pytest.fail("the model was loaded"))
+    monkeypatch.setattr(comet, "load_comet", lambda *a: pytest.fail("the model was loaded"))
     again = api.add_features(nbest, "qe", sources=SOURCES, qe_model=comet_dir, cache=cache).column("qe")
     assert np.array_equal(first, again)
 
@@ -65,7 +66,7 @@ def test_bad_checkpoints_are_one_clear_error(comet_dir, tmp_path, nbest, capsys)
     moved = shutil.copytree(comet_dir, str(tmp_path / "moved"))
     os.remove(os.path.join(moved, "hparams.yaml"))
     with pytest.raises(InputError, match="needs hparams.yaml"):
-        comet_qe.load_comet(moved)
+        comet.load_comet(moved, False, "qe")
     offline = shutil.copytree(comet_dir, str(tmp_path / "offline"))   # an encoder named on the hub, not cached
     ckpt = os.path.join(offline, "checkpoints", "model.ckpt")
     state = torch.load(ckpt, weights_only=False)

@@ -9,7 +9,7 @@ import pytest
 from rerank.cli import build_parser
 from rerank.errors import InputError
 from rerank.metrics import METRICS, Metric, make_metric
-from rerank.metrics.registry import (METRIC_NAMES, OPTIONS, QUALITY_METRICS, REGISTRY, display_name, higher_is_better,
+from rerank.metrics.registry import (METRIC_NAMES, MODEL_METRICS, OPTIONS, QUALITY_METRICS, REGISTRY, display_name, higher_is_better,
                                      markdown_table, metric_info)
 
 DOCS = Path(__file__).parent.parent / "docs" / "evaluation.md"
@@ -66,7 +66,8 @@ def test_the_command_line_offers_the_tables_names():
     apply_metrics = _parser("apply")._option_string_actions["--metrics"]
     for command in ("eval", "report"):
         help_text = " ".join(_parser(command)._option_string_actions["--metrics"].help.split())
-        assert f"comma-separated: {', '.join(METRICS)} or" in help_text, command
+        assert f"comma-separated: {', '.join([*METRICS, *MODEL_METRICS])} (comet: with --comet-model) or" in help_text, \
+            command
     assert all(name in apply_metrics.help for name in QUALITY_METRICS)
 
 

@@ -138,7 +138,7 @@ def test_bad_tables_exit_2_naming_file_and_line(tmp_path, capsys, content, messa
     (["--segment-scores", "comet"], "expected NAME=FILE.tsv"),
     (["--segment-scores", "co,met=x.tsv"], "NAME must start with a letter"),
     (["--lower-better", "comet"], "--lower-better comet: not a --segment-scores NAME"),
-    (["--metrics", "bleu,comet"], "unknown metric(s) comet"),
+    (["--metrics", "bleu,comet"], "the metric comet needs --comet-model PATH"),
 ])
 def test_bad_options(capsys, extra, message):
     code = main(["eval", "-r", REF, "-b", os.path.join(DATA, "cap1.en"), "--quiet", *extra])

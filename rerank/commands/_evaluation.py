@@ -16,7 +16,7 @@ from rerank.commands._common import add_reading_options, add_text_options, read_
 from rerank.errors import InputError, NeedsOption
 from rerank.formats import format_names
 from rerank.io import read_references
-from rerank.metrics import METRIC_NAMES
+from rerank.metrics.registry import EVAL_METRIC_NAMES, METRIC_NAMES
 from rerank.outputs import check_outputs
 
 
@@ -34,8 +34,8 @@ def add_evaluation_arguments(p) -> None:
                    "an error (default: read as 0 and said)")
     add_reading_options(p, prefix="nbest-", help_prefix="--nbest lists: ")
     add_text_options(p, "the --nbest lists' hypotheses")
-    p.add_argument("--metrics", default="bleu,meteor,ter", help=f"comma-separated: {', '.join(METRIC_NAMES)} or a "
-                   "--segment-scores NAME (default: %(default)s)")
+    p.add_argument("--metrics", default="bleu,meteor,ter", help=f"comma-separated: {', '.join(EVAL_METRIC_NAMES)} "
+                   "(comet: with --comet-model) or a --segment-scores NAME (default: %(default)s)")
     p.add_argument("--segment-scores", action="append", default=[], metavar="NAME=FILE.tsv",
                    help="segment-level scores computed elsewhere (COMET, BLEURT, human): a TSV with a header of system "
                    "names (runs: NAME.run1 ...) and one row per segment; NAME is then a metric, the mean of its "
@@ -47,6 +47,18 @@ def add_evaluation_arguments(p) -> None:
                    "oracle` (default: %(default)s; 'none' for pre-tokenised text)")
     p.add_argument("--lowercase", action="store_true", help="case-insensitive BLEU and chrF (as sacrebleu -lc)")
     p.add_argument("--ter-case-sensitive", action="store_true", help="case-sensitive TER (sacrebleu's default is insensitive)")
+    c = p.add_argument_group("COMET (reference-based, from a local checkpoint; needs the [comet] extra)")
+    c.add_argument("--comet-model", metavar="PATH", help="a reference-based COMET checkpoint (COMET-22, XCOMET): its "
+                   "directory (hparams.yaml, checkpoints/model.ckpt) or the .ckpt; adds the metric comet, the mean of "
+                   "its segment scores, each distinct (source, hypothesis, reference) scored once (default: none)")
+    c.add_argument("--src", metavar="FILE", help="source sentences, one per reference line, for --comet-model "
+                   "(default: none)")
+    c.add_argument("--comet-batch-size", type=positive_int, default=16, metavar="N",
+                   help="COMET inputs per batch (default: %(default)s)")
+    c.add_argument("--device", default="cpu", help="cpu or cuda, for COMET (default: %(default)s)")
+    c.add_argument("--score-cache", metavar="FILE", help="score cache of users' models, shared with `rerank features` "
+                   "(default: $RERANK_CACHE_DIR/scores.sqlite or ~/.cache/mlmme-rerank/scores.sqlite)")
+    c.add_argument("--no-score-cache", action="store_true", help="neither read nor write the score cache")
     g = p.add_argument_group("METEOR")
     g.add_argument("--meteor-backend", choices=["native", "jar"], default="native",
                    help="native scorer or the Meteor 1.5 jar (Java; default: %(default)s)")
@@ -86,7 +98,7 @@ def evaluate(args, outputs: list, extra_inputs: Sequence = ()):
     baseline = resolve_runs(args.baseline)
     systems = [resolve_runs(spec) for spec in args.systems]
     nbest_pairs = [(*_split_name(spec), wpath) for spec, wpath in zip(args.nbest, args.weights)]
-    check_outputs(outputs, [*args.ref, *(f for _, files in [baseline, *systems] for f in files),
+    check_outputs(outputs, [*args.ref, args.src, args.comet_model, *(f for _, files in [baseline, *systems] for f in files),
                             *(path for _, path, _ in nbest_pairs), *args.weights, *(f for _, f in specs),
                             *extra_inputs, args.meteor_jar, args.meteor_resources])
     files = dict(specs)
@@ -95,7 +107,8 @@ def evaluate(args, outputs: list, extra_inputs: Sequence = ()):
                           meteor=_meteor_options(args) if "meteor" in names else None, ar=args.ar,
                           bootstrap=args.bootstrap, seed=args.seed, alpha=args.alpha,
                           second_baseline=args.second_baseline, holm=args.holm, stratified=args.stratified,
-                          multeval_compat=args.multeval_compat, sacrebleu_compat=args.sacrebleu_compat)
+                          multeval_compat=args.multeval_compat, sacrebleu_compat=args.sacrebleu_compat,
+                          **_comet_options(args))
     # checked before any file is read; the segment-score metrics join once their files are read
     n = len(read_references(args.ref)[0])
     metrics = [read_segment_scores(m, files[m], n, higher_is_better=m not in lower) if m in files else m for m in names]
@@ -124,16 +137,24 @@ def check_options(args) -> tuple[list[str], list[tuple[str, str]], set[str]]:
 
     specs = [parse_spec(spec) for spec in args.segment_scores]
     external = [name for name, _ in specs]
-    clash = [n for n in external if n.lower() in METRIC_NAMES] or [n for n in external if external.count(n) > 1]
+    taken = METRIC_NAMES + (("comet",) if args.comet_model else ())  # comet names segment scores unless COMET runs here
+    clash = [n for n in external if n.lower() in taken] or [n for n in external if external.count(n) > 1]
     if clash:
-        raise InputError(f"--segment-scores {clash[0]}: the name is taken (built-in metrics: {', '.join(METRIC_NAMES)}; "
+        raise InputError(f"--segment-scores {clash[0]}: the name is taken (built-in metrics: {', '.join(taken)}; "
                          "each NAME once)")
     metrics = [m.strip() for m in args.metrics.split(",") if m.strip()]
     metrics = [m if m in external else m.lower() for m in metrics]
-    unknown = [m for m in metrics if m not in METRIC_NAMES and m not in external]
+    unknown = [m for m in metrics if m not in EVAL_METRIC_NAMES and m not in external]
     if unknown:
-        raise InputError(f"unknown metric(s) {', '.join(unknown)} (known: {', '.join(METRIC_NAMES)}"
+        raise InputError(f"unknown metric(s) {', '.join(unknown)} (known: {', '.join(EVAL_METRIC_NAMES)}"
                          + (f"; segment scores: {', '.join(external)}" if external else "") + ")")
+    if args.comet_model and "comet" not in metrics:
+        metrics.append("comet")  # --comet-model asks for the metric, as --segment-scores does for its NAME
+    if "comet" in metrics and "comet" not in external and not (args.comet_model and args.src):
+        raise InputError("the metric comet needs --comet-model PATH (a reference-based COMET checkpoint) and --src "
+                         "FILE (the source sentences)")
+    if args.src and not args.comet_model:
+        raise InputError("--src is read by the comet metric only: give --comet-model too")
     lower = {n.strip() for n in (args.lower_better or "").split(",") if n.strip()}
     if lower - set(external):
         raise InputError(f"--lower-better {','.join(sorted(lower - set(external)))}: not a --segment-scores NAME")
@@ -175,6 +196,16 @@ def resolve_runs(spec: str) -> tuple[str, list[str]]:
         base = os.path.basename(path.replace("*", ""))
         name = re.sub(r"\.run\d*$", "", base).rstrip(".") or base
     return name, files
+
+
+def _comet_options(args) -> dict:
+    """EvalOptions' COMET fields from the command line (none without --comet-model)."""
+    from rerank.score_cache import default_cache_path
+
+    if not args.comet_model:
+        return {}
+    return {"comet_model": args.comet_model, "sources": args.src, "comet_batch_size": args.comet_batch_size,
+            "device": args.device, "score_cache": None if args.no_score_cache else (args.score_cache or default_cache_path())}
 
 
 def _meteor_options(args) -> dict:

@@ -14,7 +14,7 @@ from rerank.cliargs import (add_nbest_positional, add_quiet, nonnegative_int, po
 from rerank.commands._common import format_help, nbest_inputs, add_nbest_input, add_output_format, load_nbest, write_output
 from rerank.errors import InputError
 from rerank.features import shard_range
-from rerank.io import read_lines
+from rerank.io import read_lines, read_references
 from rerank.outputs import check_outputs, nbest_outputs
 from rerank.score_cache import default_cache_path
 
@@ -38,6 +38,8 @@ def add_parser(subparsers):
                         "e.g. s_s for -m MODEL, plus s_i with --images)")
     parser.add_argument("--src", help="source sentences, one per n-best sentence (raw text; default: none, "
                         "which features needing them refuse)")
+    parser.add_argument("-r", "--ref", action="append", metavar="REF", help="reference file, one line per n-best "
+                        "sentence, for the features that need references (comet_ref; repeat for several; default: none)")
     parser.add_argument("--src-lang", default="en", help="source language (default: %(default)s)")
     parser.add_argument("--tgt-lang", default="de", help="hypothesis language (default: %(default)s)")
     parser.add_argument("--shard", help="process shard i of N (e.g. 1/4) of the sentences (default: all of them)")
@@ -95,7 +97,8 @@ def _run(args, features: dict) -> int:
     from rerank.api import FeatureContext, add_features, plan_features
 
     main = distributed.is_main()
-    check_outputs(nbest_outputs(args.output, args.out_format), [*nbest_inputs(args), args.src, *_plugin_files(args)])
+    check_outputs(nbest_outputs(args.output, args.out_format),
+                  [*nbest_inputs(args), args.src, *(args.ref or []), *_plugin_files(args)])
     which = [w.strip() for w in args.which.split(",") if w.strip()] if args.which else None
     options = {name: cls.options_from_args(args) for name, cls in features.items()}
     plan_features(which, options=options)  # names, options and extras, before a big list is read
@@ -111,11 +114,14 @@ def _run(args, features: dict) -> int:
             raise InputError(f"{len(sources)} source lines for {nbest.n_sentences} n-best sentences in {args.nbest}",
                              args.src)
         sources = sources[start:end]
+    references = None
+    if args.ref:
+        references = [stream[start:end] for stream in read_references(args.ref, nbest.n_sentences, args.nbest)]
     if args.shard and main:
         print(f"note: shard {args.shard} holds sentences {start}..{end - 1} (--id-offset {start} keeps their ids)",
               file=sys.stderr)
     part = nbest.select_sentences(range(start, end)) if (start, end) != (0, nbest.n_sentences) else nbest
-    context = FeatureContext(nbest_path=args.nbest, sources=sources, src_lang=args.src_lang, tgt_lang=args.tgt_lang,
+    context = FeatureContext(nbest_path=args.nbest, sources=sources, references=references, src_lang=args.src_lang, tgt_lang=args.tgt_lang,
                              device=distributed.local_device(args.device), threads=args.threads, first_sentence=start,
                              total_sentences=nbest.n_sentences, progress=bars(args) if main else False,
                              cache=None if args.no_score_cache else (args.score_cache or default_cache_path()))

@@ -107,6 +107,18 @@ class Metric:
         raise NotImplementedError
 
 
+class MeanOfSegments(Metric):
+    """A metric whose statistics are [segment score, 1] per sentence ([0, 0]: a sentence that does
+    not count) and whose corpus score is their mean: segment scores read from a file, COMET."""
+
+    def score_from_stats(self, stats):
+        stats = np.asarray(stats, dtype=np.float64)
+        counted = stats[..., 1] > 0
+        with np.errstate(divide="ignore", invalid="ignore"):
+            score = np.where(counted, stats[..., 0] / np.where(counted, stats[..., 1], 1.0), 0.0)
+        return score if score.ndim else float(score)
+
+
 _CLASS_INFO: dict[type, MetricInfo] = {}  # one MetricInfo per class, so that `info is metric_info(name)`
 
 

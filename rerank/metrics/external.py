@@ -20,12 +20,12 @@ import numpy as np
 
 from rerank.errors import InputError
 from rerank.io import file_digest
-from rerank.metrics.base import Metric
+from rerank.metrics.base import MeanOfSegments
 
 NAME_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_.+-]*$")
 
 
-class SegmentScoresMetric(Metric):
+class SegmentScoresMetric(MeanOfSegments):
     """The mean of per-segment scores read from a table; `system_stats(name, runs)` gives a
     system's statistics (runs, n, 2). Higher is better unless `higher_is_better=False`."""
 
@@ -69,12 +69,6 @@ class SegmentScoresMetric(Metric):
 
     def sentence_stats(self, hyps, refs):
         raise ValueError(f"{self.name} scores come from {self.source}, not from text: use system_stats")
-
-    def score_from_stats(self, stats):
-        stats = np.asarray(stats, dtype=np.float64)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            score = np.where(stats[..., 1] > 0, stats[..., 0] / np.where(stats[..., 1] > 0, stats[..., 1], 1.0), 0.0)
-        return score if score.ndim else float(score)
 
     def signature(self):
         digest = f"|sha256:{self.digest[:16]}" if self.digest else ""

@@ -26,6 +26,7 @@ import numpy as np
 
 from rerank.errors import InputError
 from rerank.metrics.base import Metric, MetricInfo
+from rerank.metrics.comet import COMETMetric
 from rerank.metrics.meteor import MeteorMetric
 from rerank.metrics.sacre import BLEUMetric, CHRFMetric, CHRFPlusMetric, LengthMetric, TERMetric
 
@@ -40,9 +41,17 @@ METRICS: dict[str, type[Metric]] = {
     "chrf++": CHRFPlusMetric,
     "length": LengthMetric,
 }
-REGISTRY: dict[str, MetricInfo] = {name: cls.class_info() for name, cls in METRICS.items()}
 METRIC_NAMES: tuple[str, ...] = tuple(METRICS)                                      # every built-in metric
 QUALITY_METRICS: tuple[str, ...] = tuple(name for name, cls in METRICS.items() if cls.quality)  # a tuner's choices
+
+# Metrics that score with a user's model and need the source sentences besides the references:
+# `rerank eval`/`report` and `rerank.evaluate` take them (with the model's options, EvalOptions),
+# the tuners and the oracle do not (a model score is tuned toward as an n-best column instead).
+MODEL_METRICS: dict[str, type[Metric]] = {"comet": COMETMetric}
+EVAL_METRIC_NAMES: tuple[str, ...] = METRIC_NAMES + tuple(MODEL_METRICS)          # what evaluation takes by name
+# by name: the text metrics only (a model metric's info travels with its object, as segment scores'
+# do, so that a user's segment scores named comet keep their own name)
+REGISTRY: dict[str, MetricInfo] = {name: cls.class_info() for name, cls in METRICS.items()}
 
 MetricLike = Union[str, MetricInfo, object]
 OPTIONS: frozenset[str] = frozenset(o for cls in METRICS.values() for o in cls.options)  # every make_metric option
@@ -232,11 +241,12 @@ def best_of(items: Iterable[T], metric: MetricLike, key: Callable[[T], float]) -
 
 
 def markdown_table() -> str:
-    """The metrics table of docs/evaluation.md (between its `metrics-table` markers), from METRICS."""
+    """The metrics table of docs/evaluation.md (between its `metrics-table` markers), from METRICS
+    and MODEL_METRICS."""
     rows = ["| metric (`--metrics`) | better | statistics | score | options |", "|---|---|---|---|---|"]
-    for name, cls in METRICS.items():
+    for name, cls in {**METRICS, **MODEL_METRICS}.items():
         info = cls.class_info()
         better_side = info.direction if info.quality else "(not a quality score)"
-        options = ", ".join(f"`{o}`" for o in cls.options) or "none"
+        options = ", ".join(f"`{o}`" for o in cls.options) or getattr(cls, "options_doc", "none")
         rows.append(f"| {info.display} (`{name}`) | {better_side} | {cls.statistics_doc} | {cls.score_doc} | {options} |")
     return "\n".join(rows) + "\n"

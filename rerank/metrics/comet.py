@@ -1,0 +1,253 @@
+"""COMET from a user's local checkpoint (unbabel-comet), offline: the loader that the `qe` and
+`comet_ref` features, the `comet` metric of `rerank eval`/`report` and the MBR utility share, and
+the metric itself.
+
+A checkpoint is a COMET model directory (hparams.yaml and checkpoints/model.ckpt, as `comet-score`
+and `download_model` leave it) or its .ckpt file. Its kind is read from hparams.yaml
+(`class_identifier`, and `input_segments` for a unified model) before anything is loaded:
+
+- reference-based (input segments include ref): regression_metric (COMET-22, COMET-20),
+  unified_metric with ref (UniTE-style), xcomet_metric (XCOMET), ranking_metric (COMET-rank);
+- reference-free (src and mt only): referenceless_regression_metric (COMET-QE) and unified_metric
+  without ref (CometKiwi), for `qe`.
+
+Loading never runs code from the file: COMET loads through Lightning, which leaves torch.load's
+`weights_only` at torch's default (True since torch 2.6), and nothing here passes
+`weights_only=False`; a checkpoint that pickles anything but tensors and plain values is refused
+in one line. COMET builds the encoder named by `pretrained_model` in hparams.yaml without its
+weights, but it needs that encoder's config and tokenizer: a local directory named there, or the
+Hugging Face cache holding them. unbabel-comet 2.2 needs transformers 4 (the [comet] extra).
+
+Scores are COMET's own (`model.predict(...).scores`), each distinct input once, cut into batches
+as COMET's length batching would sort them, cached by model digest and input
+(rerank.score_cache), and split over ranks under torchrun (rerank.distributed).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+from collections.abc import Sequence
+
+import numpy as np
+
+from rerank import distributed
+from rerank.errors import InputError, needs_neural
+from rerank.metrics.base import MeanOfSegments
+from rerank.progress import transformers_bars_off
+
+log = logging.getLogger(__name__)
+
+# the input segments of each model class unbabel-comet 2.2 knows (a unified model names its own)
+CLASS_SEGMENTS: dict[str, tuple[str, ...] | None] = {
+    "regression_metric": ("src", "mt", "ref"),
+    "ranking_metric": ("src", "mt", "ref"),
+    "xcomet_metric": ("mt", "src", "ref"),
+    "unified_metric": None,
+    "referenceless_regression_metric": ("src", "mt"),
+}
+
+
+def checkpoint_file(path: str) -> str:
+    """The .ckpt of a COMET model path (its directory or the file itself)."""
+    if os.path.isfile(path) and path.endswith(".ckpt"):
+        return path
+    candidate = os.path.join(path, "checkpoints", "model.ckpt")
+    if os.path.isdir(path) and os.path.isfile(candidate):
+        return candidate
+    raise InputError("not a COMET model: give its directory (hparams.yaml and checkpoints/model.ckpt) or the .ckpt "
+                     "file", path)
+
+
+def hparams_file(ckpt: str) -> str:
+    """hparams.yaml of a checkpoint: in the folder above checkpoints/, where COMET looks for it."""
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(ckpt))), "hparams.yaml")
+    if not os.path.isfile(path):
+        raise InputError("a COMET checkpoint needs hparams.yaml in the folder above checkpoints/", ckpt)
+    return path
+
+
+def model_kind(path: str) -> tuple[str, tuple[str, ...]]:
+    """(class identifier, input segments) of a COMET model, read from its hparams.yaml alone."""
+    import yaml
+
+    hparams = hparams_file(checkpoint_file(path))
+    try:
+        with open(hparams, encoding="utf-8") as f:
+            data = yaml.safe_load(f)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise InputError(f"cannot read hparams.yaml: {' '.join(str(exc).split())[:200]}", hparams) from None
+    kind = data.get("class_identifier") if isinstance(data, dict) else None
+    if kind not in CLASS_SEGMENTS:
+        raise InputError(f"class_identifier {kind!r} is not a COMET model class (known: {', '.join(CLASS_SEGMENTS)})",
+                         hparams)
+    segments = CLASS_SEGMENTS[kind] or tuple(data.get("input_segments") or ("mt", "src", "ref"))
+    return kind, segments
+
+
+def load_comet(path: str, reference: bool, what: str):
+    """The COMET model of a local checkpoint, offline. `reference`: whether `what` (the feature or
+    metric that asks, for the messages) needs a reference-based model (True) or a reference-free one."""
+    ckpt = checkpoint_file(path)
+    kind, segments = model_kind(path)
+    if reference and "ref" not in segments:
+        raise InputError(f"a reference-free COMET model ({kind}, input segments {list(segments)}); {what} needs a "
+                         "reference-based one (COMET-22, XCOMET): score reference-free models with the qe feature "
+                         "(--qe-model)", ckpt)
+    if not reference and "ref" in segments:
+        raise InputError(f"a reference-based COMET model ({kind}, input segments {list(segments)}); {what} needs a "
+                         "reference-free (CometKiwi-style) one: score with references through the comet_ref feature "
+                         "or `rerank eval --metrics comet`", ckpt)
+    with needs_neural(what):
+        from comet import load_from_checkpoint
+    try:
+        with transformers_bars_off():
+            return load_from_checkpoint(ckpt, local_files_only=True)
+    except Exception as exc:  # noqa: BLE001 - a checkpoint that does not load is bad input, said in one line
+        message = " ".join(str(exc).split())
+        if "Weights only load failed" in message:
+            found = re.search(r"(?:Unsupported global: GLOBAL|unsupported GLOBAL) (\S+)", message)
+            raise InputError("refused: the checkpoint pickles " + (found.group(1) if found else "objects")
+                             + ", not only tensors and plain values, and loading it would run code from it; re-save "
+                             "its state_dict and hyper_parameters from a trusted copy", ckpt) from None
+        raise InputError(f"cannot load the COMET checkpoint offline ({type(exc).__name__}: {message[:300]}); its "
+                         "encoder (pretrained_model in hparams.yaml) must be a local directory or in the Hugging Face "
+                         "cache", ckpt) from None
+
+
+def predict_scores(model, rows: Sequence[dict], batch_size: int, device) -> np.ndarray:
+    """The model's segment scores of `rows` (dicts of its input segments), in batches of
+    `batch_size` rows cut as COMET's own length batching cuts them (its argsort of the source
+    lengths), which COMET is then given in that order to take as they come: a score depends on its
+    batch alone, so under torchrun the ranks score whole batches each (rerank.distributed) and the
+    scores are those of one process."""
+    order = np.argsort([len(row.get("src", row["mt"])) for row in rows], kind="stable").tolist()
+    n_batches = -(-len(order) // batch_size)
+
+    def predict(a: int, b: int) -> np.ndarray:
+        chunk = [rows[i] for i in order[a * batch_size:b * batch_size]]
+        quiet = [logging.getLogger(name) for name in ("pytorch_lightning", "lightning.pytorch", "lightning")]
+        levels = [logger.level for logger in quiet]
+        for logger in quiet:
+            logger.setLevel(logging.ERROR)
+        try:
+            cuda = device.type == "cuda"
+            # Lightning would take the torchrun variables for a distributed run of its own
+            with distributed.without_launcher_environment() if distributed.active() else contextlib.nullcontext():
+                out = model.predict(chunk, batch_size=batch_size, gpus=1 if cuda else 0, progress_bar=False,
+                                    accelerator="cuda" if cuda else "cpu", length_batching=False)
+        finally:
+            for logger, level in zip(quiet, levels):
+                logger.setLevel(level)
+        return np.asarray(out.scores, dtype=np.float64)
+
+    scores = np.zeros(len(rows))
+    weights = [sum(sum(len(v) for v in rows[i].values()) for i in order[k * batch_size:(k + 1) * batch_size])
+               for k in range(n_batches)]
+    scores[order] = distributed.concat(distributed.map_parts(predict, n_batches, weights))
+    return scores
+
+
+def cached_scores(path: str, inputs: Sequence[tuple[str, ...]], *, reference: bool, what: str, batch_size: int = 16,
+                  device=None, cache: str | None = None) -> np.ndarray:
+    """COMET's segment score of each (src, mt) or (src, mt, ref) of `inputs` under the model at
+    `path` (`reference`: a reference-based model, inputs with ref; else reference-free, inputs
+    without), each distinct input scored once; `cache` a score-cache file (None: none). The model
+    is loaded only when some input is not cached. Under torchrun rank 0 alone reads and writes the
+    cache, and the ranks split the scoring."""
+    from rerank.device import resolve_device
+    from rerank.score_cache import model_digest, open_cache
+
+    ckpt = checkpoint_file(path)
+    model_kind(path)
+    distinct = list(dict.fromkeys(inputs))
+    keys = [(src, mt) if len(rest) == 0 else (src + "\0" + rest[0], mt) for src, mt, *rest in distinct]
+    values = np.zeros(len(distinct))
+    store = open_cache(cache)
+    try:
+        namespace = ""
+        if store is not None:  # the qe namespace is the one its cache has used since qe was written
+            namespace = model_digest(ckpt) + model_digest(hparams_file(ckpt)) + ("\0comet_ref" if reference else "\0qe")
+        # under torchrun rank 0 alone has the cache and reads it for all: every rank leaves the same inputs
+        found = distributed.on_main(lambda: store.get(namespace, keys) if store is not None else {})
+        for i, (value, _) in found.items():
+            values[i] = value
+        todo = [i for i in range(len(distinct)) if i not in found]
+        if todo:
+            model = load_comet(path, reference, what)
+            names = ("src", "mt", "ref") if reference else ("src", "mt")
+            values[todo] = predict_scores(model, [dict(zip(names, distinct[i])) for i in todo], batch_size,
+                                          resolve_device(device))
+            if store is not None:
+                store.put(namespace, [keys[i] for i in todo], values[todo], np.ones(len(todo)))
+    finally:
+        if store is not None:
+            store.close()
+    position = {x: i for i, x in enumerate(distinct)}
+    return values[[position[x] for x in inputs]]
+
+
+class COMETMetric(MeanOfSegments):
+    """Reference-based COMET as a metric of `rerank eval`/`report`: the model's segment score of
+    each (source, hypothesis, reference), averaged over a sentence's references (those not None),
+    and the corpus score is the mean over sentences, as `comet-score` reports it.
+
+    Statistics per sentence: [score, 1] ([0, 0] for a sentence without a reference), so
+    randomisation, bootstrap and the multi-run test treat it like any other metric.
+    `prepare_systems` scores the distinct triples of every system and run at once, before the
+    tables ask for statistics."""
+
+    name, display = "comet", "COMET"
+    decimals = 4
+    scale = "the model's segment scores (COMET-22: about 0-1)"
+    statistics_doc = "`[score, 1]`: the checkpoint's segment score (mean over the references)"
+    score_doc = "the mean of the segment scores, as `comet-score` reports it"
+    options_doc = ("EvalOptions `comet_model`, `sources`, `comet_batch_size`, `device`, `score_cache` (`--comet-model`, "
+                   "`--src`, ...)")
+
+    def __init__(self, model: str, sources: Sequence[str], batch_size: int = 16, device=None,
+                 cache: str | None = None):
+        self.model, self.sources = model, list(sources)
+        self.batch_size, self.device, self.cache = batch_size, device, cache
+        self.kind, _ = model_kind(model)
+        self._scores: dict[tuple[str, str, str], float] = {}
+
+    def _triples(self, hyps: Sequence[str], refs: Sequence[Sequence[str]]) -> list[tuple[str, str, str]]:
+        if len(hyps) != len(self.sources):
+            raise InputError(f"COMET: {len(hyps)} hypotheses but {len(self.sources)} source sentences")
+        return [(src, hyp, stream[i]) for i, (src, hyp) in enumerate(zip(self.sources, hyps))
+                for stream in refs if stream[i] is not None]
+
+    def prepare_systems(self, runs: Sequence[Sequence[str]], refs: Sequence[Sequence[str]]) -> None:
+        """Score every distinct (source, hypothesis, reference) of `runs` once."""
+        todo = list(dict.fromkeys(t for hyps in runs for t in self._triples(hyps, refs) if t not in self._scores))
+        if todo:
+            log.info("COMET: %d distinct (source, hypothesis, reference) triples", len(todo))
+            scores = cached_scores(self.model, todo, reference=True, what="the comet metric",
+                                   batch_size=self.batch_size, device=self.device, cache=self.cache)
+            self._scores.update(zip(todo, scores.tolist()))
+
+    def sentence_stats(self, hyps, refs):
+        self.prepare_systems([hyps], refs)
+        out = np.zeros((len(hyps), 2))
+        for i, (src, hyp) in enumerate(zip(self.sources, hyps)):
+            values = [self._scores[(src, hyp, stream[i])] for stream in refs if stream[i] is not None]
+            if values:
+                out[i] = (float(np.mean(values)), 1.0)
+        return out
+
+    def signature(self):
+        from rerank.score_cache import model_digest
+
+        ckpt = checkpoint_file(self.model)
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            comet = version("unbabel-comet")
+        except PackageNotFoundError:
+            comet = "not-installed"
+        name = os.path.basename(os.path.normpath(self.model))
+        return (f"comet|model:{name}|sha256:{model_digest(ckpt)[:16]}|class:{self.kind}|mean-over-refs|"
+                f"unbabel-comet:{comet}")
