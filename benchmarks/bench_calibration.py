@@ -8,7 +8,8 @@ Null model: the shipped Multi30k test_2016 20-best list (optimised flavour), eac
 4 hypotheses in list order. Each run of each system picks one of the 4 uniformly at random per
 sentence, so the two systems of a pair are exchangeable sentence by sentence. Statistics of every
 hypothesis are computed once per metric (BLEU, chrF, TER, METEOR de exact+stem, and an external
-segment score: each hypothesis's sentence chrF through `SegmentScoresMetric`); a simulation only
+segment score: each hypothesis's sentence chrF through `SegmentScoresMetric`; with --comet-model, COMET
+computed here, `rerank.metrics.comet.COMETMetric`, the COMET-style column); a simulation only
 gathers rows.
 
 Layouts (runs of A vs runs of B): 1 vs 1, 3 vs 3, 1 vs 3 (a deterministic baseline against
@@ -47,6 +48,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 NBEST = "rerank/data/multi30k/optimised.test_2016.20best.gz"
 REFS = "rerank/data/multi30k/test_2016_flickr.de.gz"
+SOURCES = "rerank/data/multi30k/test_2016_flickr.en.gz"   # for the COMET column (--comet-model)
 # (runs of A, runs of B, correlated): independent runs, or runs that share a system's picks except
 # where a run re-draws (REDRAW of the sentences), as tuning runs agree on most sentences
 LAYOUTS = [(1, 1, False), (3, 3, False), (1, 3, False), (2, 3, False), (3, 3, True), (1, 3, True)]
@@ -81,6 +83,9 @@ def parse_args(argv=None):
     ap.add_argument("--seed", type=int, default=12345)
     ap.add_argument("--threads", type=int, default=1, help="BLAS/OpenMP threads (default 1)")
     ap.add_argument("--out", default="calibration", help="output prefix: OUT.md and OUT.json")
+    ap.add_argument("--comet-model", metavar="PATH", help="a reference-based COMET checkpoint: adds the COMET-style "
+                    "column, COMET computed here (rerank.metrics.comet) of each hypothesis against the reference and "
+                    "its source (needs the [comet] extra, e.g. .venv-compat; default: no such column)")
     ap.add_argument("--no-progress", action="store_true")
     args = ap.parse_args(argv)
     for name in ("sims", "trials", "resamples", "top"):
@@ -93,6 +98,9 @@ def main(argv=None):
     args = parse_args(argv)
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[var] = str(args.threads)
+    if args.comet_model:  # one more metric column, after the others
+        METRICS.append("comet")
+        DISPLAY["comet"] = "COMET (computed here)"
     bench = Calibration(args)
     bench.run()
     bench.write()
@@ -148,6 +156,13 @@ class Calibration:
         self.segment = seg
         self.H["segchrf"] = np.stack([seg, np.ones_like(seg)], axis=-1)
         self.metrics["segchrf"] = SegmentScoresMetric("segchrf", {})
+        if "comet" in METRICS:  # every hypothesis scored once, then gathered like the others' statistics
+            from rerank.metrics.comet import COMETMetric
+
+            sources = [line for _, line in iter_lines(os.path.join(ROOT, SOURCES))][:n]
+            comet = self.metrics["comet"] = COMETMetric(self.args.comet_model, sources, batch_size=32)
+            comet.prepare_systems(self.hyps, [self.refs])
+            self.H["comet"] = np.stack([comet.sentence_stats(h, [self.refs]) for h in self.hyps], axis=1)
         self.metric_list = [self.metrics[m] for m in METRICS]
         self.sign = np.array([1.0 if self.metrics[m].higher_is_better else -1.0 for m in METRICS])
         # sentence-BLEU (sacrebleu's sentence_bleu: exp smoothing, effective order) of each hypothesis
@@ -369,7 +384,8 @@ class Calibration:
         for name, p in picks.items():
             for r, run in enumerate(p):
                 columns[name if len(p) == 1 else f"{name}.run{r + 1}"] = self.segment[np.arange(self.n), run]
-        metrics = [self.metrics[m] for m in METRICS[:4]] + [SegmentScoresMetric("segchrf", columns)]
+        metrics = ([self.metrics[m] for m in METRICS[:4]] + [SegmentScoresMetric("segchrf", columns)]
+                   + [self.metrics[m] for m in METRICS[5:]])
         texts = {name: self.texts(p) for name, p in picks.items()}
         common = {"ar": self.args.trials, "bootstrap": self.args.resamples, "seed": seed, "lang": "de"}
         full = evaluate_systems([self.refs], texts["baseline"], {k: texts[k] for k in ("C", "B", "D", "E")},
@@ -453,6 +469,10 @@ class Calibration:
                 "targets": TARGETS,
                 "signatures": {m: self.metrics[m].signature() for m in METRICS if m != "segchrf"},
                 "segchrf": "sentence chrF of each hypothesis (sacrebleu CHRF statistics), as external segment scores",
+                **({"comet": {"model": a.comet_model, "class": self.metrics["comet"].kind,
+                              "what": "COMET computed here (rerank.metrics.comet): each hypothesis's segment score "
+                                      "against the reference, given the source (test_2016_flickr.en)"}}
+                   if "comet" in METRICS else {}),
                 "versions": {"python": platform.python_version(), "numpy": numpy.__version__,
                              "scipy": scipy.__version__, "sacrebleu": sacrebleu.__version__},
                 "machine": {"cpus": os.cpu_count(), "platform": platform.platform()}}
@@ -464,6 +484,9 @@ class Calibration:
                      "seed", "threads"):
             if getattr(a, name) != getattr(d, name):
                 parts += [f"--{name.replace('_', '-')}", str(getattr(a, name))]
+        if a.comet_model:
+            model = os.path.relpath(os.path.abspath(a.comet_model), os.path.abspath(ROOT))
+            parts += ["--comet-model", model if not model.startswith("..") else a.comet_model]
         out = os.path.relpath(os.path.abspath(a.out), os.path.abspath(ROOT))
         parts += ["--out", out if not out.startswith("..") else a.out]
         return " ".join(shlex.quote(p) for p in parts)

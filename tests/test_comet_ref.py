@@ -220,3 +220,28 @@ def test_missing_inputs_and_encoder_are_one_clear_error(models, nbest, tmp_path,
     shutil.copy(ckpt, tmp_path / "checkpoints" / "model.ckpt")
     with pytest.raises(InputError, match="class_identifier 'no_such_metric' is not a COMET model class"):
         comet.model_kind(str(tmp_path))
+
+
+def test_torchrun_splits_the_scoring_and_writes_what_one_process_writes(models, nbest, tmp_path):
+    """Two ranks (gloo, one thread each) score comet_ref in whole batches each; rank 0 writes the
+    bytes one process writes, and fills the cache the one process then reads nothing from."""
+    import subprocess
+    import sys
+
+    for name, lines in (("ref", REF), ("src", SRC)):
+        (tmp_path / name).write_text("\n".join(lines) + "\n")
+    api.write_nbest(nbest, str(tmp_path / "in.nbest"))
+    args = ["features", str(tmp_path / "in.nbest"), "--which", "comet_ref", "-r", str(tmp_path / "ref"), "--src",
+            str(tmp_path / "src"), "--comet-model", models["regression"], "--comet-batch-size", "4", "--quiet"]
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1",
+           "PYTHONPATH": repo + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    ranks = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                            "-m", "rerank", *args, "--score-cache", str(tmp_path / "c.sqlite"),
+                            "-o", str(tmp_path / "two.nbest")], env=env, capture_output=True, text=True, timeout=240)
+    assert ranks.returncode == 0, ranks.stderr[-2000:]
+    assert main([*args, "--no-score-cache", "-o", str(tmp_path / "one.nbest")]) == 0
+    assert (tmp_path / "two.nbest").read_bytes() == (tmp_path / "one.nbest").read_bytes()
+    from rerank.score_cache import ScoreCache
+
+    assert len(ScoreCache(str(tmp_path / "c.sqlite"))) == len(set(zip(nbest.sentence_of_hyp.tolist(), nbest.hyps)))
