@@ -434,9 +434,47 @@ def oracle(nbest: NBestList | PathLike, refs: PathLike | Sequence[PathLike | Seq
     - `column:NAME`: the list's own column NAME (a COMET score joined with `rerank add-feature`), the
       highest (`lower_better`: the lowest); the corpus score is the mean over the sentences of the
       picked values. It needs no `refs` (given ones are not read); every other metric does.
-    An unknown metric or column is an InputError with `option` "metric"."""
-    from rerank.metrics.registry import decimals, objective, parse_objective
+    An unknown metric or column is an InputError with `option` "metric". The scores are
+    `oracle_scores`' (the report's oracle curve takes them too)."""
     from rerank.nbest import segment_argmax
+
+    kind, _ = _oracle_metric(metric, refs, lower_better, tokenize, lowercase)  # before the list is read
+    nbest, source = _nbest(nbest)
+    empty = np.flatnonzero(nbest.sizes == 0)
+    if len(empty):
+        raise InputError(f"{len(empty)} sentences have no hypotheses (first: sentence {int(empty[0])}); "
+                         "each needs at least one for an oracle", source)
+    streams = None
+    if kind == "metric":
+        assert refs is not None  # checked above, before the list is read
+        streams = read_references(refs, nbest.n_sentences, source)
+    scores = oracle_scores(nbest, streams, metric, tokenize=tokenize, lowercase=lowercase, lower_better=lower_better,
+                           progress=progress, lang=lang, ter_case_sensitive=ter_case_sensitive)
+    first = nbest.offsets[:-1]
+    picks = segment_argmax(scores.gain, nbest.offsets)
+    return Oracle([nbest.hyps[int(r)] for r in picks], picks, scores.corpus(picks), scores.corpus(first),
+                  int(np.sum(picks != first)), scores.signature, scores.metric, scores.display,
+                  scores.higher_is_better, scores.decimals)
+
+
+@dataclass
+class OracleScores:
+    """What an oracle by a metric ranks with (`oracle_scores`): every hypothesis's sentence-level
+    score, oriented so that higher is better, and the metric's corpus score of picked rows. `oracle`
+    picks each list's best; the HTML report's oracle curve picks among each list's top k."""
+
+    gain: np.ndarray                         # (n_hyps,) BLEU+1, a metric of the sentence alone (-TER), a column
+    corpus: Callable[[np.ndarray], float]    # the metric's own corpus value (TER, not -TER) of rows, one per sentence
+    signature: str
+    metric: str = "bleu"                     # as given: "bleu", "ter", "column:COMET"
+    display: str = "BLEU"
+    higher_is_better: bool = True
+    decimals: int = 2
+
+
+def _oracle_metric(metric: str, refs: object, lower_better: bool, tokenize: str, lowercase: bool) -> tuple[str, str]:
+    """(kind, name) of an oracle's metric (`parse_objective`) after the checks that need no list."""
+    from rerank.metrics.registry import parse_objective
 
     kind, name = parse_objective(metric)
     if lower_better and kind != "column":
@@ -446,42 +484,47 @@ def oracle(nbest: NBestList | PathLike, refs: PathLike | Sequence[PathLike | Seq
     if kind == "metric" and name == "bleu":
         from rerank.metrics.bleu import make_bleu
         make_bleu(tokenize, lowercase)  # checks the tokeniser's name
-    nbest, source = _nbest(nbest)
-    empty = np.flatnonzero(nbest.sizes == 0)
-    if len(empty):
-        raise InputError(f"{len(empty)} sentences have no hypotheses (first: sentence {int(empty[0])}); "
-                         "each needs at least one for an oracle", source)
-    first = nbest.offsets[:-1]
+    return kind, name
+
+
+def oracle_scores(nbest: NBestList, refs: Sequence[Sequence[str]] | None, metric: str = "bleu", *,
+                  tokenize: str = "13a", lowercase: bool = False, lower_better: bool = False,
+                  progress: Progress = False, scorer: Any = None, **options: Any) -> OracleScores:
+    """Each hypothesis's sentence-level score by `metric` and the metric's corpus score of picks, as
+    `oracle` takes them (see there): `refs` are the reference streams (read; None for a column).
+    `scorer`: the Metric object of a chrF, TER or METEOR oracle (e.g. the one an evaluation scored
+    with, its options and signature), else `make_metric(name, tokenize=..., lowercase=..., **options)`
+    (`options`: lang, ter_case_sensitive, meteor_options); BLEU is always sentence BLEU+1 on
+    `tokenize`/`lowercase` statistics. InputErrors as `oracle`'s."""
+    from rerank.metrics.registry import decimals, objective
+
+    kind, name = _oracle_metric(metric, refs, lower_better, tokenize, lowercase)
     if kind == "column":
         from rerank.tuning import check_objective_column
 
         check_objective_column(nbest, name)
-        values = nbest.column(name)
-        picks = segment_argmax(-values if lower_better else values, nbest.offsets)
+        values = np.asarray(nbest.column(name), dtype=np.float64)
         direction = "lower" if lower_better else "higher"
-        return Oracle([nbest.hyps[int(r)] for r in picks], picks, float(np.mean(values[picks])),
-                      float(np.mean(values[first])), int(np.sum(picks != first)),
-                      f"column:{name} (mean over sentences, {direction} is better)", f"column:{name}",
-                      f"column:{name}", not lower_better, 4)
-    assert refs is not None  # checked above, before the list is read
-    refs = read_references(refs, nbest.n_sentences, source)
+        return OracleScores(-values if lower_better else values, lambda rows: float(np.mean(values[rows])),
+                            f"column:{name} (mean over sentences, {direction} is better)", f"column:{name}",
+                            f"column:{name}", not lower_better, 4)
+    assert refs is not None  # _oracle_metric says so
     if name == "bleu":
-        from rerank.metrics.bleu import bleu_signature, corpus_bleu, hypothesis_stats, oracle_rows
+        from rerank.metrics.bleu import bleu_signature, corpus_bleu, hypothesis_stats, sentence_bleu_plus1
 
         stats = hypothesis_stats(nbest.hyps, nbest.offsets, refs, tokenize, lowercase, progress=progress)
-        picks = oracle_rows(stats, nbest.offsets)
-        return Oracle([nbest.hyps[int(r)] for r in picks], picks, corpus_bleu(stats[picks].sum(0)),
-                      corpus_bleu(stats[first].sum(0)), int(np.sum(picks != first)),
-                      bleu_signature(tokenize, lowercase, len(refs)))
+        return OracleScores(sentence_bleu_plus1(stats), lambda rows: corpus_bleu(stats[rows].sum(0)),
+                            bleu_signature(tokenize, lowercase, len(refs)))
     from rerank.tuning import row_stats
 
-    scorer = make_metric(name, lang=lang, tokenize=tokenize, lowercase=lowercase, ter_case_sensitive=ter_case_sensitive)
+    if scorer is None:
+        scorer = make_metric(name, tokenize=tokenize, lowercase=lowercase, **options)
+    elif scorer.name != name:
+        raise ValueError(f"oracle_scores: the scorer is {scorer.name}, the metric {name}")
     stats = row_stats(scorer, nbest, refs)
     sentence = np.asarray(scorer.score_from_stats(stats), dtype=np.float64)
-    picks = segment_argmax(objective(sentence, scorer.info), nbest.offsets)
-    return Oracle([nbest.hyps[int(r)] for r in picks], picks, float(scorer.score_from_stats(stats[picks].sum(0))),
-                  float(scorer.score_from_stats(stats[first].sum(0))), int(np.sum(picks != first)),
-                  scorer.signature(), name, scorer.info.display, scorer.info.higher_is_better, decimals(scorer))
+    return OracleScores(objective(sentence, scorer.info), lambda rows: float(scorer.score_from_stats(stats[rows].sum(0))),
+                        scorer.signature(), name, scorer.info.display, scorer.info.higher_is_better, decimals(scorer))
 
 
 # ---- evaluation ------------------------------------------------------------------------------------
@@ -606,15 +649,19 @@ class Evaluation:
         return self.table.to_text()
 
     def to_html(self, *, title: str = "rerank report", examples: int = 30, sentence_metric: str | None = None,
-                **options: Any) -> str:
+                oracle_metric: str = "bleu", oracle_lower_better: bool = False, **options: Any) -> str:
         """The self-contained HTML report of `rerank report` (rerank.htmlreport), as a string;
-        `options`: build_report's (tokenize, lowercase, frequencies, length_edges, ...)."""
+        `oracle_metric`: what the oracle curve of the `Reranked` systems picks and scores by, as
+        `oracle`'s `metric` (bleu, chrf, chrf++, ter, meteor, `column:NAME`; `oracle_lower_better`
+        for a column); `options`: build_report's (tokenize, lowercase, frequencies, length_edges,
+        oracle_options, ...)."""
         from rerank.htmlreport import build_report
 
         options.setdefault("tokenize", self.tokenize)
         options.setdefault("lowercase", self.lowercase)
         return build_report(self.table, self.refs, self.outputs, nbests=self.nbests, examples=examples,
-                            sentence_metric=sentence_metric, title=title, **options)
+                            sentence_metric=sentence_metric, title=title, oracle_metric=oracle_metric,
+                            oracle_lower_better=oracle_lower_better, **options)
 
     def plot(self, path: PathLike) -> None:
         """PNG of each system's improvement over the baseline with its bootstrap 95% interval."""

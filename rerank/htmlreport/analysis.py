@@ -7,7 +7,8 @@ keeps (no metric re-reads text) and from the texts themselves:
   frequency bucket): bag-of-words matches of each output against each reference;
 - `sentence_scores` / `changed_sentences`: sentence-level scores and the sentences whose output
   differs from the baseline's, sorted by gain;
-- `oracle_curve`: oracle BLEU of the top-k hypotheses of n-best lists for k = 1..N.
+- `oracle_curve`: the oracle score (BLEU by default, or any metric of `rerank oracle`) of the
+  top-k hypotheses of n-best lists for k = 1..N.
 
 Systems with R runs: bucket scores and F-measures are the mean over runs (a one-run system stands
 for every run); sentence examples use the first run.
@@ -208,14 +209,28 @@ def changed_sentences(baseline: Sequence[str], system: Sequence[str], base_score
     return Changes(better, worse, int(len(idx) - len(better) - len(worse)), gains)
 
 
-def oracle_curve(nbest, refs, model_scores=None, tokenize: str = "13a", lowercase: bool = False) -> tuple[list, list]:
-    """(k, corpus BLEU) for k = 1..N: each sentence's BLEU+1-best hypothesis among its top k under
-    `model_scores` (higher first; None: the list's own order), ties to the higher-ranked one."""
-    from rerank.metrics.bleu import corpus_bleu, hypothesis_stats, sentence_bleu_plus1
+def oracle_curve(nbest, refs, model_scores=None, tokenize: str = "13a", lowercase: bool = False, *,
+                 metric: str = "bleu", lower_better: bool = False, **options) -> tuple[list, list]:
+    """(k, corpus score) for k = 1..N: each sentence's best hypothesis by the sentence-level score of
+    `metric` (as `rerank oracle` picks: BLEU+1 for BLEU, the metric of the sentence alone for chrF,
+    TER, METEOR, a column's value; `lower_better` for a column) among its top k under `model_scores`
+    (higher first; None: the list's own order), ties to the higher-ranked one, and the metric's corpus
+    score of those picks. `options`: `rerank.api.oracle_scores`' (scorer, lang, ter_case_sensitive,
+    meteor_options)."""
+    from rerank.api import oracle_scores
 
-    offsets = np.asarray(nbest.offsets)
-    stats = hypothesis_stats(nbest.hyps, offsets, refs, tokenize, lowercase)
-    gain = sentence_bleu_plus1(stats)
+    scores = oracle_scores(nbest, refs, metric, tokenize=tokenize, lowercase=lowercase, lower_better=lower_better,
+                           **options)
+    return top_k_curve(scores, nbest.offsets, model_scores)
+
+
+def top_k_curve(scores, offsets, model_scores=None) -> tuple[list, list]:
+    """(k, corpus score) for k = 1..N of `rerank.api.OracleScores`: each sentence's best hypothesis
+    by `scores.gain` among its top k under `model_scores` (higher first; None: the list's own order),
+    ties to the higher-ranked one, and `scores.corpus` of those picks. Sentences without hypotheses
+    are left out."""
+    offsets = np.asarray(offsets)
+    gain = scores.gain
     k_max = int(np.max(np.diff(offsets)))
     filled = [(lo, hi) for lo, hi in zip(offsets[:-1].tolist(), offsets[1:].tolist()) if hi > lo]
     picks = np.zeros((k_max, len(filled)), dtype=np.int64)
@@ -229,4 +244,4 @@ def oracle_curve(nbest, refs, model_scores=None, tokenize: str = "13a", lowercas
                 best = j
             picks[j, i] = rows[best]
     ks = list(range(1, k_max + 1))
-    return ks, [corpus_bleu(stats[picks[k - 1]].sum(axis=0)) for k in ks]
+    return ks, [scores.corpus(picks[k - 1]) for k in ks]

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from rerank.htmlreport import analysis, figures
 from rerank.htmlreport.page import esc, figure, page, significance_table, signed, table, word_diff
@@ -14,7 +15,8 @@ def build_report(result, refs: Sequence[Sequence[str]], outputs: dict, *, nbests
                  freq_source: str = "the references", examples: int = 30, sentence_metric: str | None = None,
                  command: str | None = None, title: str | None = None,
                  length_edges: Sequence[int] = analysis.LENGTH_EDGES,
-                 freq_edges: Sequence[int] = analysis.FREQ_EDGES) -> str:
+                 freq_edges: Sequence[int] = analysis.FREQ_EDGES, oracle_metric: str = "bleu",
+                 oracle_lower_better: bool = False, oracle_options: Mapping[str, Any] | None = None) -> str:
     """The whole page as a string.
 
     `result`: the ResultTable of `rerank.evaluation.evaluate_systems` (it keeps the statistics);
@@ -22,6 +24,12 @@ def build_report(result, refs: Sequence[Sequence[str]], outputs: dict, *, nbests
     `nbests`: {system: (NBestList, model score of each hypothesis or None for the list's order)}
     for the oracle curve; `frequencies`: word counts for the frequency buckets (default: the
     references, tokenised as BLEU); `examples`: sentences shown per better/worse section.
+    `oracle_metric`: what the oracle curve picks and scores by, as `rerank.oracle`'s `metric` (bleu,
+    chrf, chrf++, ter, meteor, `column:NAME` of the n-best lists; `oracle_lower_better`: lower values
+    of that column are better). A metric the table scored is scored with the table's metric object
+    (its options and signature); another is made with `oracle_options` (make_metric's lang,
+    ter_case_sensitive, meteor_options; lang defaults to the table's). InputErrors about the oracle
+    name the options `oracle_metric` and `oracle_lower_better`.
     """
     from rerank import __version__
     from rerank.metrics.bleu import make_bleu
@@ -41,7 +49,8 @@ def build_report(result, refs: Sequence[Sequence[str]], outputs: dict, *, nbests
         sections.append((f"changes-{k + 1}", f"{name}: changed sentences",
                          _changes(result, refs, outputs, name, metric, examples, k)))
     if nbests:
-        sections.append(("oracle", "Oracle", _oracle(nbests, refs, tokenize, lowercase)))
+        sections.append(("oracle", "Oracle", _oracle(nbests, refs, tokenize, lowercase, result, oracle_metric,
+                                                      oracle_lower_better, oracle_options)))
     sections.append(("signatures", "Signatures and command", _signatures(result, command, __version__)))
     cfg = result.config
     intro = (f'<p class="muted">{cfg.get("sentences")} sentences, {len(refs)} reference(s), '
@@ -148,18 +157,57 @@ def _example(i: int, kind: str, refs, base, hyps, base_score: float, sys_score: 
     return f'<div class="example {kind}">' + "".join(lines) + "</div>"
 
 
-def _oracle(nbests: dict, refs, tokenize: str, lowercase: bool) -> str:
-    curves = {name: analysis.oracle_curve(nb, refs, scores, tokenize, lowercase) for name, (nb, scores) in nbests.items()}
+def _oracle_scores(nbest, refs, tokenize: str, lowercase: bool, result, metric: str, lower_better: bool,
+                   options: Mapping[str, Any] | None):
+    """`rerank.api.oracle_scores` of one list, with the table's metric object when the table scored
+    the metric; its InputErrors about `metric` and `lower_better` are said as the report's options."""
+    from rerank.api import oracle_scores
+    from rerank.errors import InputError
+    from rerank.metrics.registry import parse_objective
+
+    try:
+        kind, name = parse_objective(metric, "oracle_metric")
+        keywords = {"lang": result.config.get("lang", "en"), **(options or {})}
+        scorer = result.metric_objects.get(name) if kind == "metric" and name != "bleu" else None
+        if scorer is not None and getattr(scorer, "name", None) == name and hasattr(scorer, "sentence_stats"):
+            keywords = {"scorer": scorer}
+        return oracle_scores(nbest, refs, metric, tokenize=tokenize, lowercase=lowercase, lower_better=lower_better,
+                             **keywords)
+    except InputError as exc:
+        if exc.option not in ("metric", "lower_better"):
+            raise
+        raise InputError("oracle_" + exc.problem, exc.path, exc.line, option="oracle_" + exc.option) from None
+
+
+def _oracle(nbests: dict, refs, tokenize: str, lowercase: bool, result, metric: str = "bleu", lower_better: bool = False,
+            options: Mapping[str, Any] | None = None) -> str:
+    curves, scores = {}, None
+    for name, (nb, model_scores) in nbests.items():
+        scores = _oracle_scores(nb, refs, tokenize, lowercase, result, metric, lower_better, options)
+        curves[name] = analysis.top_k_curve(scores, nb.offsets, model_scores)
+    assert scores is not None  # one list at least
+    display, d = scores.display, scores.decimals
     k_max = max(len(ks) for ks, _ in curves.values())
     shown = sorted({k for k in (1, 2, 3, 5, 10, 20, 50, 100, 200, 500, 1000) if k <= k_max} | {k_max})
     header = ["n-best system"] + [f"k = {k}" for k in shown]
-    rows = [[esc(name)] + [f"{values[k - 1]:.2f}" if k <= len(values) else "-" for k in shown]
+    rows = [[esc(name)] + [f"{values[k - 1]:.{d}f}" if k <= len(values) else "-" for k in shown]
             for name, (_, values) in curves.items()]
+    ranked = "among the top k of its list (ranked by the model score under the given weights)"
+    side = "highest" if scores.higher_is_better else "lowest"
+    if scores.metric == "bleu":
+        text = f"Oracle BLEU: each sentence's best hypothesis by sentence BLEU+1 {ranked}, corpus BLEU of those picks"
+    elif scores.metric.startswith("column:"):
+        text = (f"Oracle {esc(display)}: each sentence's hypothesis with the {side} value of the n-best column "
+                f"{esc(scores.metric[len('column:'):])} {ranked}, the mean of the picked values over the sentences")
+    else:
+        text = (f"Oracle {esc(display)}: each sentence's best hypothesis by its sentence-level {esc(display)} (the "
+                f"{side}) {ranked}, the corpus {esc(display)} of those picks")
+    lower = "" if scores.higher_is_better else " Lower is better: the curve goes down as k grows."
     return "\n".join([
-        '<p class="muted">Oracle BLEU: each sentence\'s best hypothesis by sentence BLEU+1 among the top k of its '
-        "list (ranked by the model score under the given weights), corpus BLEU of those picks; k = 1 is the "
-        "system's own 1-best.</p>",
-        table(header, rows), figure(figures.to_svg(figures.oracle_figure(curves), "oracle"), "Oracle BLEU against k.")])
+        f'<p class="muted">{text}; k = 1 is the system\'s own 1-best.{lower}</p>',
+        table(header, rows, caption=f"Oracle {display} of the top k hypotheses"),
+        figure(figures.to_svg(figures.oracle_figure(curves, display, scores.higher_is_better), "oracle"),
+               f"Oracle {display} against k.")])
 
 
 def _signatures(result, command: str | None, version: str) -> str:

@@ -120,14 +120,15 @@ def gain_histogram(gains, metric_label: str, baseline: str):
     return fig
 
 
-def oracle_figure(curves: dict):
-    """Oracle BLEU of the top-k hypotheses against k, one line per n-best system."""
+def oracle_figure(curves: dict, display: str = "BLEU", higher_is_better: bool = True):
+    """The oracle score of the top-k hypotheses against k, one line per n-best system; the y axis
+    names the metric (`display`: BLEU, TER, column:COMET) and says when lower is better."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(5.0, 3.0))
     for j, (name, (ks, values)) in enumerate(curves.items()):
         ax.plot(ks, values, marker="o", ms=3, color=COLORS[j % len(COLORS)], label=name)
     ax.set_xlabel("k (top-k hypotheses of each list)", fontsize=8)
-    ax.set_ylabel("oracle BLEU", fontsize=8)
+    ax.set_ylabel(f"oracle {display}" + ("" if higher_is_better else " (lower is better)"), fontsize=8)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
     fig.tight_layout()
