@@ -165,14 +165,17 @@ def plan_features(names: str | Sequence[str] | None = None, *, options: Mapping[
 
 
 def add_features(nbest: NBestList | PathLike, names: str | Sequence[str] | None = None, *,
-                 sources: Sequence[str] | PathLike | None = None, src_lang: str = "en", tgt_lang: str = "de",
-                 device: str = "cpu", threads: int | None = None, replace: bool = False, progress: Progress = False,
+                 sources: Sequence[str] | PathLike | None = None,
+                 references: Sequence[Sequence[str]] | Sequence[PathLike] | PathLike | None = None,
+                 src_lang: str = "en", tgt_lang: str = "de", device: str = "cpu", threads: int | None = None,
+                 replace: bool = False, progress: Progress = False,
                  cache: str | PathLike | None = None, context: FeatureContext | None = None,
                  options: Mapping[str, object] | None = None, source: str | None = None, **keywords: Any) -> NBestList:
     """The n-best list with the columns `names` (e.g. "mbr" or ["s_s", "mbr"]) of the installed
     feature plug-ins (rerank.plugins) added; `names=None`: the columns the plug-ins' options ask for
     (e.g. s_s when a model is given). `sources`: one source sentence per n-best sentence (a list or
-    a file), for the features that need them; `device` (cpu, cuda) and `threads` (torch CPU threads)
+    a file), and `references` (reference files or streams, as `rerank.evaluate` takes them), for
+    the features that need them; `device` (cpu, cuda) and `threads` (torch CPU threads)
     for the model features; `cache`: a score-cache file for users' models (rerank.score_cache; None
     caches nothing). `context`: a whole FeatureContext instead of those keywords (a shard of a
     larger list: its first sentence and the total). `options`: {plug-in: its Options or a mapping};
@@ -187,7 +190,10 @@ def add_features(nbest: NBestList | PathLike, names: str | Sequence[str] | None 
     if context is None:
         if isinstance(sources, (str, os.PathLike)):
             sources = read_lines(os.fspath(sources))
+        if references is not None:
+            references = read_references(references, nbest.n_sentences)
         context = FeatureContext(nbest_path=source, sources=None if sources is None else list(sources),
+                                 references=references,
                                  src_lang=src_lang, tgt_lang=tgt_lang, device=device, threads=threads,
                                  total_sentences=nbest.n_sentences, progress=progress,
                                  cache=None if cache is None else os.fspath(cache))
