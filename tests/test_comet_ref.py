@@ -157,7 +157,10 @@ def test_report_shows_comet(models, tmp_path):
                  "bleu", "--comet-model", models["regression"], "--src", str(tmp_path / "src"), "--no-score-cache",
                  "--ar", "100", "--bootstrap", "20", "-o", str(out), "--quiet"]) == 0
     text = out.read_text(encoding="utf-8")
-    assert "COMET" in text and "comet|model:regression|" in text
+    assert "COMET \u2191" in text and "comet|model:regression|" in text
+    for hyps in (CAP1, CAP2):   # each system's score is the mean of COMET's own segment scores
+        own = own_scores(models["regression"], [{"src": s, "mt": h, "ref": r} for s, h, r in zip(SRC, hyps, REF)])
+        assert f"{own.mean():.4f}" in text
 
 
 def one_error_line(capsys) -> str:

@@ -91,7 +91,6 @@ def _significance(result) -> str:
 
 
 def _buckets(buckets, result, salt: str) -> str:
-    from rerank.metrics.registry import display_name
 
     parts = []
     others = [s for s in result.systems if s != result.baseline]
@@ -106,25 +105,24 @@ def _buckets(buckets, result, salt: str) -> str:
                 v = scores[s][b]
                 row.append("-" if v is None else f"{v:.{d}f} ({signed(buckets.deltas[m][s][b], d)})")
             rows.append(row)
-        parts.append(table(header, rows, caption=display_name(m)))
+        parts.append(table(header, rows, caption=result.display(m)))
     parts = [f'<p class="muted">Buckets by {esc(buckets.title)} (empty buckets left out).</p>',
              '<div class="row">' + "\n".join(parts) + "</div>"]
     if others:
-        fig = figures.bucket_figure(buckets, result.baseline)
+        fig = figures.bucket_figure(buckets, result.baseline, {m: result.display(m) for m in buckets.deltas})
         parts.append(figure(figures.to_svg(fig, f"buckets-{salt}"), "Improvement over the baseline per bucket "
                             "(positive: better; lower-is-better metrics are turned around)."))
     return "\n".join(parts)
 
 
 def _changes(result, refs, outputs: dict, name: str, metric: str, examples: int, k: int) -> str:
-    from rerank.metrics.registry import display_name
 
     mo = result.metric_objects[metric]
     base_scores = analysis.sentence_scores(mo, result.stats[(result.baseline, metric)][0])
     sys_scores = analysis.sentence_scores(mo, result.stats[(name, metric)][0])
     base, hyps = outputs[result.baseline][0], outputs[name][0]
     ch = analysis.changed_sentences(base, hyps, base_scores, sys_scores, mo.higher_is_better)
-    label = "BLEU+1" if metric == "bleu" else display_name(metric)
+    label = "BLEU+1" if metric == "bleu" else result.display(metric)
     changed = len(ch.better) + len(ch.worse) + ch.tied
     runs = " (first run of each)" if max(len(outputs[name]), len(outputs[result.baseline])) > 1 else ""
     parts = [f"<p>{changed} of {len(base)} outputs differ from {esc(result.baseline)}{runs}: "
@@ -211,9 +209,8 @@ def _oracle(nbests: dict, refs, tokenize: str, lowercase: bool, result, metric: 
 
 
 def _signatures(result, command: str | None, version: str) -> str:
-    from rerank.metrics.registry import display_name
 
-    rows = [[esc(display_name(m)), f"<code>{esc(result.signatures[m])}</code>"] for m in result.metrics]
+    rows = [[esc(result.display(m)), f"<code>{esc(result.signatures[m])}</code>"] for m in result.metrics]
     cfg = result.config
     settings = (f"{cfg.get('ar_trials')} randomisation trials, {cfg.get('bootstrap')} bootstrap resamples, "
                 f"seed {cfg.get('seed')}, alpha {cfg.get('alpha')}" + (", Holm-Bonferroni" if cfg.get("holm") else "")

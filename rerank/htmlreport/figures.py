@@ -65,7 +65,7 @@ def delta_figure(table):
         ax.errorbar(d, ys, xerr=err, fmt="o", capsize=3)
         ax.axvline(0.0, color="grey", lw=0.8, ls="--")
         lower = not table.higher_is_better[m]
-        ax.set_title(f"{display_name(m)}" + (" (lower is better)" if lower else ""), fontsize=10)
+        ax.set_title(f"{table.display(m)}" + (" (lower is better)" if lower else ""), fontsize=10)
         ax.set_xlabel(f"improvement over {table.baseline}" + (" (baseline \u2212 system)" if lower else ""), fontsize=8)
         ax.set_yticks(ys)
         ax.set_yticklabels(systems)

@@ -78,12 +78,11 @@ def _p(p: float | None) -> str:
 
 def significance_table(result) -> str:
     """The ResultTable with marks, the bootstrap 95% interval of each improvement and p-values."""
-    from rerank.metrics.registry import display_name
 
     header = ["System"]
     for m in result.metrics:
         arrow = "" if m == "length" else " \u2191" if result.higher_is_better[m] else " \u2193"
-        header += [esc(f"{display_name(m)}{arrow}"), "\u0394 [95% CI]",
+        header += [esc(f"{result.display(m)}{arrow}"), "\u0394 [95% CI]",
                    "s<sub>sel</sub>/s<sub>opt</sub><br>p" + ("/p\u2021" if result.second_baseline else "")]
     rows, classes = [], []
     for name in result.systems:
