@@ -4,11 +4,13 @@ table of the built-in ones, METRICS = {name: class}, and `make_metric` are in re
 from __future__ import annotations
 
 from rerank.metrics.base import Metric, MetricInfo
-from rerank.metrics.registry import (METRIC_NAMES, METRICS, QUALITY_METRICS, REGISTRY, best_index, best_of, better,
-                                     decimals, display_name, higher_is_better, improvement, make_metric, metric_info,
-                                     objective)
+from rerank.metrics.comet import COMETMetric
+from rerank.metrics.registry import (EVAL_METRIC_NAMES, METRIC_NAMES, METRICS, MODEL_METRICS, QUALITY_METRICS,
+                                     REGISTRY, best_index, best_of, better, decimals, display_name, higher_is_better,
+                                     improvement, make_metric, metric_info, objective)
 from rerank.metrics.sacre import BLEUMetric, CHRFMetric, CHRFPlusMetric, LengthMetric, TERMetric
 
-__all__ = ["Metric", "BLEUMetric", "CHRFMetric", "CHRFPlusMetric", "TERMetric", "LengthMetric", "METRICS",
+__all__ = ["Metric", "BLEUMetric", "CHRFMetric", "CHRFPlusMetric", "TERMetric", "LengthMetric", "COMETMetric",
+           "METRICS", "MODEL_METRICS", "EVAL_METRIC_NAMES",
            "METRIC_NAMES", "QUALITY_METRICS", "REGISTRY", "MetricInfo", "make_metric", "metric_info", "display_name",
            "higher_is_better", "decimals", "objective", "improvement", "better", "best_index", "best_of"]
