@@ -169,11 +169,18 @@ def tuned_toward(path: str) -> list[str]:
 
 def weight_vector(weights: dict[str, float], feature_names: list[str], source: str = "weights",
                   warn: Callable[[str], object] | None = None, objective: Collection[str] = ()) -> np.ndarray:
-    """Align weights to the n-best's columns: unknown names are errors, missing ones get 0 (warned,
-    except the `objective` columns the weights were tuned toward, which are no features)."""
+    """Align weights to the n-best's columns: unknown names with a nonzero weight are errors (a weight
+    of 0 changes no ranking: a column the dev list had but the tuner left at 0, said), missing ones
+    get 0 (warned, except the `objective` columns the weights were tuned toward, which are no
+    features)."""
     unknown = [name for name in weights if name not in feature_names]
+    nonzero = [name for name in unknown if weights[name] != 0]
+    if nonzero:
+        raise InputError(f"weights for features the n-best lacks: {', '.join(nonzero)} "
+                         f"(n-best has: {', '.join(feature_names)})", source)
     if unknown:
-        raise InputError(f"weights for features the n-best lacks: {', '.join(unknown)} (n-best has: {', '.join(feature_names)})", source)
+        (warn or log.warning)(f"note: {source}: weight 0 for {', '.join(unknown)}, which the n-best lacks; "
+                              "it changes nothing")
     missing = [name for name in feature_names if name not in weights and name not in objective]
     if missing:
         (warn or log.warning)(f"warning: {source}: no weight for {', '.join(missing)}; using 0")

@@ -103,6 +103,13 @@ def test_weights_unknown_is_error_missing_is_warning(tmp_path, capsys):
     code, _, err = run(["apply", nbest, "-w", unknown, "-o", tmp_path / "best"], capsys)
     assert code == 2 and "w.json: weights for features the n-best lacks: zz" in err
     assert not (tmp_path / "best").exists()
+    # a weight of 0 for a column the list lacks (left untuned on a dev list that had it) ranks the same
+    zero = write(tmp_path, "w0.json", json.dumps({"f": 1.0, "zz": 0.0}))
+    only = write(tmp_path, "w1.json", json.dumps({"f": 1.0}))
+    code, _, err = run(["apply", nbest, "-w", zero, "-o", tmp_path / "zero"], capsys)
+    assert code == 0 and "weight 0 for zz, which the n-best lacks; it changes nothing" in err
+    assert run(["apply", nbest, "-w", only, "-o", tmp_path / "only"], capsys)[0] == 0
+    assert (tmp_path / "zero").read_bytes() == (tmp_path / "only").read_bytes()
     partial = write(tmp_path, "w2.json", json.dumps({"weights": {"f": 1.0}}))
     code, _, err = run(["apply", nbest, "-w", partial, "-o", tmp_path / "best"], capsys)
     assert code == 0 and "no weight for g; using 0" in err
