@@ -147,6 +147,8 @@ def test_feature_and_metric_share_the_cache(models, nbest, tmp_path, monkeypatch
     assert cell[("a", "comet")] == pytest.approx(np.mean([first[h] for h in CAP1]), abs=1e-12)
     assert cell[("b", "comet")] == pytest.approx(np.mean([first[h] for h in CAP2]), abs=1e-12)
     assert out["signatures"]["comet"].startswith("comet|model:xcomet|")
+    own = own_scores(path, [{"src": s, "mt": h, "ref": r} for s, h, r in zip(SRC, CAP2, REF)])
+    assert cell[("b", "comet")] == pytest.approx(own.mean(), abs=1e-6)   # eval's number is COMET's own
 
 
 def test_report_shows_comet(models, tmp_path):
