@@ -2,7 +2,7 @@
 `rerank features` plug-ins:
 
 - `qe`: a reference-free quality estimate of each hypothesis given its source (CometKiwi-style: a
-  model whose input segments are mt and src);
+  model whose input segments are mt and src; XCOMET and unified models in their source-only mode);
 - `comet_ref`: reference-based COMET (COMET-22, XCOMET) of each hypothesis given its source and
   its sentence's reference (`rerank features -r REF`), the column a reranker is tuned toward with
   `rerank tune --metric column:comet_ref` and the one `rerank oracle --metric column:comet_ref`
@@ -88,16 +88,16 @@ class COMETRefFeature(Feature):
         if not context.references:
             raise InputError("comet_ref needs the references (-r REF)")
         checkpoint_file(options.model)
-        context.use_threads()
         sentence = nbest.sentence_of_hyp.tolist()
+        counts = [sum(stream[i] is not None for stream in context.references) for i in sentence]
+        if 0 in counts:
+            raise InputError(f"comet_ref: sentence {sentence[counts.index(0)] + context.first_sentence} has no "
+                             "reference", context.nbest_path)
+        context.use_threads()
         # one score per (hypothesis, reference); several references: their mean, as the comet metric
         rows = [(context.sources[i], hyp, stream[i]) for i, hyp in zip(sentence, nbest.hyps)
                 for stream in context.references if stream[i] is not None]
         scores = iter(cached_scores(options.model, rows, reference=True, what="the comet_ref feature",
                                     batch_size=options.batch_size, device=context.device, cache=context.cache).tolist())
-        counts = [sum(stream[i] is not None for stream in context.references) for i in sentence]
-        if 0 in counts:
-            raise InputError(f"comet_ref: sentence {sentence[counts.index(0)] + context.first_sentence} has no "
-                             "reference", context.nbest_path)
         values = np.array([np.mean([next(scores) for _ in range(k)]) for k in counts])
         return {"comet_ref": values} if "comet_ref" in which else {}

@@ -199,6 +199,9 @@ def add_features(nbest: NBestList | PathLike, names: str | Sequence[str] | None 
                                  cache=None if cache is None else os.fspath(cache))
     if context.sources is not None and len(context.sources) != nbest.n_sentences:
         raise InputError(f"{len(context.sources)} source sentences for {nbest.n_sentences} n-best sentences", source)
+    for k, stream in enumerate(context.references or [], start=1):
+        if len(stream) != nbest.n_sentences:
+            raise InputError(f"reference {k} has {len(stream)} lines for {nbest.n_sentences} n-best sentences", source)
     for plugin, columns in requested.items():
         values = installed[plugin]().compute(nbest, columns, context, plugin_options[plugin])
         check_columns(values, nbest.n_hyps, plugin)

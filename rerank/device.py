@@ -36,6 +36,13 @@ DEVICE_FORMS = "cpu, cuda or cuda:N (N = 0, 1, ...)"
 _DEVICE = re.compile(r"cpu|cuda(?::(\d+))?")
 
 
+def check_device(device) -> None:
+    """InputError unless `device` (a string or None) has a form resolve_device knows; no torch
+    needed, so a command can refuse a bad --device before any work."""
+    if device is not None and _DEVICE.fullmatch(str(device).strip()) is None:
+        raise InputError(f"device {str(device).strip()!r}: unknown device; use {DEVICE_FORMS}", option="device")
+
+
 def resolve_device(device=None):
     """torch.device for a `--device` value (a string, a torch.device or None for the CPU).
 

@@ -295,11 +295,16 @@ class EvalOptions:
         """The comet metric's options (`names`: the metrics named by string): a model and sources
         with it, neither without it. A Metric object named comet (segment scores read from a file)
         is not the model metric."""
+        from rerank.device import check_device
+
         if "comet" not in names:
-            given = [f for f in ("comet_model", "sources") if getattr(self, f) is not None]
+            given = [f for f in ("comet_model", "sources", "device", "score_cache") if getattr(self, f) is not None]
+            given += ["comet_batch_size"] if self.comet_batch_size != 16 else []
             if given:
-                raise InputError(f"{given[0]} is given but metrics has no comet", option=given[0])
+                raise InputError(f"{given[0]} is given but metrics has no comet (it is read by the comet metric only)",
+                                 option=given[0])
             return
+        check_device(self.device)
         if not isinstance(self.comet_model, (str, os.PathLike)):
             raise InputError("the metric comet needs comet_model, a reference-based COMET checkpoint (its directory or "
                              ".ckpt)", option="comet_model")

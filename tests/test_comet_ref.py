@@ -250,3 +250,62 @@ def test_torchrun_splits_the_scoring_and_writes_what_one_process_writes(models, 
     from rerank.score_cache import ScoreCache
 
     assert len(ScoreCache(str(tmp_path / "c.sqlite"))) == len(set(zip(nbest.sentence_of_hyp.tolist(), nbest.hyps)))
+
+
+def test_the_gpu_index_reaches_comet(monkeypatch):
+    """cuda:N (and a torchrun rank's cuda:LOCAL_RANK) is the device COMET predicts on, not GPU 0."""
+    seen = []
+
+    class Model:
+        def predict(self, rows, **options):
+            seen.append(options)
+            return type("Prediction", (), {"scores": [0.5] * len(rows)})()
+
+    rows = [{"src": "a", "mt": "b", "ref": "c"}] * 3
+    comet.predict_scores(Model(), rows, 2, torch.device("cuda:1"))
+    comet.predict_scores(Model(), rows, 2, torch.device("cpu"))
+    assert (seen[0]["gpus"], seen[0]["devices"], seen[0]["accelerator"]) == (1, [1], "cuda")
+    assert (seen[1]["gpus"], seen[1]["devices"], seen[1]["accelerator"]) == (0, None, "cpu")
+
+
+def test_the_weights_only_check_holds_whatever_the_environment_says(models, tmp_path, monkeypatch):
+    bad = shutil.copytree(models["regression"], str(tmp_path / "bad"))
+    ckpt = os.path.join(bad, "checkpoints", "model.ckpt")
+    state = torch.load(ckpt, weights_only=True)
+    state["callbacks"] = {"on_load": os.system}
+    torch.save(state, ckpt)
+    monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
+    with pytest.raises(InputError, match="refused: the checkpoint pickles posix.system"):
+        comet.load_comet(bad, True, "test")
+
+
+def test_qe_runs_xcomet_and_unified_models_without_references(models, nbest):
+    for kind in ("xcomet", "unified"):
+        column = api.add_features(nbest, "qe", sources=SRC, qe_model=models[kind]).column("qe")
+        rows = [{"src": SRC[i], "mt": h} for i, h in zip(nbest.sentence_of_hyp, nbest.hyps)]
+        from comet import load_from_checkpoint
+
+        model = load_from_checkpoint(comet.checkpoint_file(models[kind]), local_files_only=True)
+        own = model.predict(rows, batch_size=4, gpus=0, progress_bar=False, accelerator="cpu").scores
+        np.testing.assert_allclose(column, own, atol=1e-5)
+
+
+def test_comet_options_without_the_model_and_bad_context_are_refused(models, nbest, tmp_path, capsys):
+    from rerank.features import FeatureContext
+
+    for name, lines in (("ref", REF), ("a", CAP1)):
+        (tmp_path / name).write_text("\n".join(lines) + "\n")
+    for extra in (["--comet-batch-size", "4"], ["--device", "cuda"], ["--no-score-cache"]):
+        assert main(["eval", "-r", str(tmp_path / "ref"), "-b", str(tmp_path / "a"), "--metrics", "bleu", *extra,
+                     "-o", str(tmp_path / "t.txt")]) == 2
+        assert f"{extra[0]} is read by the comet metric only" in one_error_line(capsys)
+    with pytest.raises(InputError, match="comet_batch_size is given but metrics has no comet"):
+        api.evaluate([REF], CAP1, {"b": CAP2}, metrics=["bleu"], comet_batch_size=4)
+    with pytest.raises(InputError, match="device 'gpu': unknown device"):
+        api.evaluate([REF], CAP1, {"b": CAP2}, metrics=["comet"], comet_model=models["regression"], sources=SRC,
+                     device="gpu")
+    with pytest.raises(InputError, match="reference 1 has 2 lines for 12 n-best sentences"):
+        api.add_features(nbest, "comet_ref", comet_ref_model=models["regression"],
+                         context=FeatureContext(sources=SRC, references=[REF[:2]]))
+    ckpt = comet.checkpoint_file(models["regression"])
+    assert comet.COMETMetric(ckpt, SRC).signature().startswith("comet|model:regression|")

@@ -53,9 +53,8 @@ def add_evaluation_arguments(p) -> None:
                    "its segment scores, each distinct (source, hypothesis, reference) scored once (default: none)")
     c.add_argument("--src", metavar="FILE", help="source sentences, one per reference line, for --comet-model "
                    "(default: none)")
-    c.add_argument("--comet-batch-size", type=positive_int, default=16, metavar="N",
-                   help="COMET inputs per batch (default: %(default)s)")
-    c.add_argument("--device", default="cpu", help="cpu or cuda, for COMET (default: %(default)s)")
+    c.add_argument("--comet-batch-size", type=positive_int, metavar="N", help="COMET inputs per batch (default: 16)")
+    c.add_argument("--device", help="cpu, cuda or cuda:N, for COMET (default: cpu)")
     c.add_argument("--score-cache", metavar="FILE", help="score cache of users' models, shared with `rerank features` "
                    "(default: $RERANK_CACHE_DIR/scores.sqlite or ~/.cache/mlmme-rerank/scores.sqlite)")
     c.add_argument("--no-score-cache", action="store_true", help="neither read nor write the score cache")
@@ -153,8 +152,13 @@ def check_options(args) -> tuple[list[str], list[tuple[str, str]], set[str]]:
     if "comet" in metrics and "comet" not in external and not (args.comet_model and args.src):
         raise InputError("the metric comet needs --comet-model PATH (a reference-based COMET checkpoint) and --src "
                          "FILE (the source sentences)")
-    if args.src and not args.comet_model:
-        raise InputError("--src is read by the comet metric only: give --comet-model too")
+    stray = [flag for flag, value in (("--src", args.src), ("--comet-batch-size", args.comet_batch_size),
+                                      ("--device", args.device), ("--score-cache", args.score_cache),
+                                      ("--no-score-cache", args.no_score_cache)) if value]
+    if stray and not args.comet_model:
+        raise InputError(f"{stray[0]} is read by the comet metric only: give --comet-model too")
+    if args.score_cache and args.no_score_cache:
+        raise InputError("--score-cache and --no-score-cache: choose one")
     lower = {n.strip() for n in (args.lower_better or "").split(",") if n.strip()}
     if lower - set(external):
         raise InputError(f"--lower-better {','.join(sorted(lower - set(external)))}: not a --segment-scores NAME")
@@ -204,8 +208,8 @@ def _comet_options(args) -> dict:
 
     if not args.comet_model:
         return {}
-    return {"comet_model": args.comet_model, "sources": args.src, "comet_batch_size": args.comet_batch_size,
-            "device": args.device, "score_cache": None if args.no_score_cache else (args.score_cache or default_cache_path())}
+    return {"comet_model": args.comet_model, "sources": args.src, "comet_batch_size": args.comet_batch_size or 16,
+            "device": args.device or "cpu", "score_cache": None if args.no_score_cache else (args.score_cache or default_cache_path())}
 
 
 def _meteor_options(args) -> dict:

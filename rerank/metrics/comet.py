@@ -6,17 +6,20 @@ A checkpoint is a COMET model directory (hparams.yaml and checkpoints/model.ckpt
 and `download_model` leave it) or its .ckpt file. Its kind is read from hparams.yaml
 (`class_identifier`, and `input_segments` for a unified model) before anything is loaded:
 
-- reference-based (input segments include ref): regression_metric (COMET-22, COMET-20),
-  unified_metric with ref (UniTE-style), xcomet_metric (XCOMET), ranking_metric (COMET-rank);
-- reference-free (src and mt only): referenceless_regression_metric (COMET-QE) and unified_metric
-  without ref (CometKiwi), for `qe`.
+- reference-based (input segments include ref), for `comet_ref` and the metric: regression_metric
+  (COMET-22, COMET-20), unified_metric with ref (UniTE-style), xcomet_metric (XCOMET),
+  ranking_metric (COMET-rank);
+- what scores (src, mt) without a reference, for `qe`: referenceless_regression_metric (COMET-QE),
+  unified_metric (CometKiwi; a unified model with ref in its source-only mode) and xcomet_metric
+  in its source-only mode, as `comet-score` runs them without -r.
 
-Loading never runs code from the file: COMET loads through Lightning, which leaves torch.load's
-`weights_only` at torch's default (True since torch 2.6), and nothing here passes
-`weights_only=False`; a checkpoint that pickles anything but tensors and plain values is refused
-in one line. COMET builds the encoder named by `pretrained_model` in hparams.yaml without its
-weights, but it needs that encoder's config and tokenizer: a local directory named there, or the
-Hugging Face cache holding them. unbabel-comet 2.2 needs transformers 4 (the [comet] extra).
+Loading never runs code from the file: the checkpoint is first unpickled with `weights_only=True`,
+said explicitly (`check_weights_only`), and a file that pickles anything but tensors and plain
+values is refused in one line; COMET then loads it through Lightning (torch's default,
+`weights_only=True` since torch 2.6); nothing here passes `weights_only=False`. COMET builds the
+encoder named by `pretrained_model` in hparams.yaml without its weights, but it needs that
+encoder's config and tokenizer: a local directory named there, or the Hugging Face cache holding
+them. unbabel-comet 2.2 needs transformers 4 (the [comet] extra).
 
 Scores are COMET's own (`model.predict(...).scores`), each distinct input once, cut into batches
 as COMET's length batching would sort them, cached by model digest and input
@@ -48,6 +51,11 @@ CLASS_SEGMENTS: dict[str, tuple[str, ...] | None] = {
     "unified_metric": None,
     "referenceless_regression_metric": ("src", "mt"),
 }
+
+
+# the classes that score (src, mt) without a reference: reference-free ones, and XCOMET and unified
+# models in their source-only mode (as `comet-score` runs them without -r)
+REFERENCE_FREE_CLASSES = ("referenceless_regression_metric", "unified_metric", "xcomet_metric")
 
 
 def checkpoint_file(path: str) -> str:
@@ -96,25 +104,43 @@ def load_comet(path: str, reference: bool, what: str):
         raise InputError(f"a reference-free COMET model ({kind}, input segments {list(segments)}); {what} needs a "
                          "reference-based one (COMET-22, XCOMET): score reference-free models with the qe feature "
                          "(--qe-model)", ckpt)
-    if not reference and "ref" in segments:
-        raise InputError(f"a reference-based COMET model ({kind}, input segments {list(segments)}); {what} needs a "
-                         "reference-free (CometKiwi-style) one: score with references through the comet_ref feature "
-                         "or `rerank eval --metrics comet`", ckpt)
+    if not reference and kind not in REFERENCE_FREE_CLASSES:
+        raise InputError(f"a reference-based COMET model ({kind}, input segments {list(segments)}) that cannot score "
+                         f"without a reference; {what} needs one that can (CometKiwi, COMET-QE, XCOMET, unified "
+                         "models): score with references through the comet_ref feature or `rerank eval --metrics "
+                         "comet`", ckpt)
     with needs_neural(what):
         from comet import load_from_checkpoint
+    check_weights_only(ckpt)
     try:
         with transformers_bars_off():
             return load_from_checkpoint(ckpt, local_files_only=True)
     except Exception as exc:  # noqa: BLE001 - a checkpoint that does not load is bad input, said in one line
         message = " ".join(str(exc).split())
-        if "Weights only load failed" in message:
-            found = re.search(r"(?:Unsupported global: GLOBAL|unsupported GLOBAL) (\S+)", message)
-            raise InputError("refused: the checkpoint pickles " + (found.group(1) if found else "objects")
-                             + ", not only tensors and plain values, and loading it would run code from it; re-save "
-                             "its state_dict and hyper_parameters from a trusted copy", ckpt) from None
         raise InputError(f"cannot load the COMET checkpoint offline ({type(exc).__name__}: {message[:300]}); its "
                          "encoder (pretrained_model in hparams.yaml) must be a local directory or in the Hugging Face "
                          "cache", ckpt) from None
+
+
+def check_weights_only(ckpt: str) -> None:
+    """Unpickle the checkpoint with `weights_only=True`, said explicitly (so neither an old torch
+    nor TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD turns it off), memory-mapped, before COMET reads it: a
+    file that pickles anything but tensors and plain values is refused before any of it runs, and
+    COMET's own load then unpickles bytes known to hold nothing else."""
+    import pickle
+
+    import torch
+
+    try:
+        torch.load(ckpt, map_location="cpu", weights_only=True, mmap=True)
+    except pickle.UnpicklingError as exc:
+        message = " ".join(str(exc).split())
+        found = re.search(r"(?:Unsupported global: GLOBAL|unsupported GLOBAL) (\S+)", message)
+        raise InputError("refused: the checkpoint pickles " + (found.group(1) if found else "objects")
+                         + ", not only tensors and plain values, and loading it would run code from it; re-save "
+                         "its state_dict and hyper_parameters from a trusted copy", ckpt) from None
+    except (OSError, RuntimeError, EOFError) as exc:
+        raise InputError(f"cannot read the COMET checkpoint: {' '.join(str(exc).split())[:200]}", ckpt) from None
 
 
 def predict_scores(model, rows: Sequence[dict], batch_size: int, device) -> np.ndarray:
@@ -136,7 +162,8 @@ def predict_scores(model, rows: Sequence[dict], batch_size: int, device) -> np.n
             cuda = device.type == "cuda"
             # Lightning would take the torchrun variables for a distributed run of its own
             with distributed.without_launcher_environment() if distributed.active() else contextlib.nullcontext():
-                out = model.predict(chunk, batch_size=batch_size, gpus=1 if cuda else 0, progress_bar=False,
+                out = model.predict(chunk, batch_size=batch_size, gpus=1 if cuda else 0,
+                                    devices=[device.index or 0] if cuda else None, progress_bar=False,
                                     accelerator="cuda" if cuda else "cpu", length_batching=False)
         finally:
             for logger, level in zip(quiet, levels):
@@ -248,6 +275,7 @@ class COMETMetric(MeanOfSegments):
             comet = version("unbabel-comet")
         except PackageNotFoundError:
             comet = "not-installed"
-        name = os.path.basename(os.path.normpath(self.model))
+        folder = os.path.dirname(os.path.dirname(os.path.abspath(ckpt)))  # the model's folder, also for a .ckpt
+        name = os.path.basename(folder)
         return (f"comet|model:{name}|sha256:{model_digest(ckpt)[:16]}|class:{self.kind}|mean-over-refs|"
                 f"unbabel-comet:{comet}")
