@@ -82,11 +82,11 @@ class COMETRefFeature(Feature):
         options = self.make_options(options)
         require(self.requires, "the comet_ref feature")
         if not options.model:
-            raise InputError("comet_ref needs a reference-based COMET model (--comet-model)")
+            raise InputError("comet_ref needs a reference-based COMET model")
         if context.sources is None:
-            raise InputError("comet_ref needs the source sentences (--src)")
+            raise InputError("comet_ref needs the source sentences")
         if not context.references:
-            raise InputError("comet_ref needs the references (-r REF)")
+            raise InputError("comet_ref needs the references")
         checkpoint_file(options.model)
         sentence = nbest.sentence_of_hyp.tolist()
         counts = [sum(stream[i] is not None for stream in context.references) for i in sentence]

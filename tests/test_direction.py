@@ -249,7 +249,7 @@ def test_delta_figure_says_how_a_lower_is_better_improvement_is_counted():
     cell = types.SimpleNamespace(delta=1.0, delta_low=0.5, delta_high=1.5)
     table = types.SimpleNamespace(metrics=["bleu", "ter"], systems=["base", "sys"], baseline="base",
                                   cells={("sys", "bleu"): cell, ("sys", "ter"): cell},
-                                  higher_is_better={"bleu": True, "ter": False})
+                                  higher_is_better={"bleu": True, "ter": False}, display=display_name)
     fig = figures.delta_figure(table)
     labels = {ax.get_title(): ax.get_xlabel() for ax in fig.axes}
     figures._pyplot().close(fig)

@@ -129,7 +129,7 @@ CASES = [
     ("convert {d}/in.fairseq -o {d}/out --save-refs {d}/out.ref", "rerank.formats.moses.iter_moses_lines", 1),
     ("apply {d}/in.nbest -w {d}/w.json -o {d}/out --nbest-out {d}/out.nbest", "rerank.formats.moses.iter_moses_lines", 1),
     ("add-feature {d}/in.nbest --name s --scores {d}/scores -o {d}/out", "rerank.formats.moses.iter_moses_lines", 2),
-    ("oracle {d}/in.nbest -r {d}/ref -o {d}/out", "rerank.metrics.bleu.oracle_rows", 1),
+    ("oracle {d}/in.nbest -r {d}/ref -o {d}/out", "rerank.metrics.bleu.sentence_bleu_plus1", 1),
     ("features {d}/in.nbest --which mbr -o {d}/out", "rerank.consensus.MBRFeature.compute", 1),
     ("tune {d}/in.nbest -r {d}/ref -o {d}/out --epochs 2", "rerank.tuning.prepare", 1),
     ("tune {d}/in.nbest -r {d}/ref -o {d}/out --epochs 2", "rerank.weights.json.dump", 1),

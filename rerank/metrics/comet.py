@@ -102,13 +102,13 @@ def load_comet(path: str, reference: bool, what: str):
     kind, segments = model_kind(path)
     if reference and "ref" not in segments:
         raise InputError(f"a reference-free COMET model ({kind}, input segments {list(segments)}); {what} needs a "
-                         "reference-based one (COMET-22, XCOMET): score reference-free models with the qe feature "
-                         "(--qe-model)", ckpt)
+                         "reference-based one (COMET-22, XCOMET): score reference-free models with the qe feature",
+                         ckpt)
     if not reference and kind not in REFERENCE_FREE_CLASSES:
         raise InputError(f"a reference-based COMET model ({kind}, input segments {list(segments)}) that cannot score "
                          f"without a reference; {what} needs one that can (CometKiwi, COMET-QE, XCOMET, unified "
-                         "models): score with references through the comet_ref feature or `rerank eval --metrics "
-                         "comet`", ckpt)
+                         "models): score with references through the comet_ref feature or the comet "
+                         "metric of evaluation", ckpt)
     with needs_neural(what):
         from comet import load_from_checkpoint
     check_weights_only(ckpt)
