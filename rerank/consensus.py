@@ -49,7 +49,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rerank.metrics.bleu import sentence_bleu_plus1, stats_array
+from rerank.metrics.bleu import SMOOTHING, sentence_bleu, sentence_bleu_plus1, stats_array
 from rerank.errors import InputError
 from rerank.features import Feature, FeatureContext
 from rerank.metrics.registry import objective
@@ -102,13 +102,25 @@ def list_of_row(offsets: np.ndarray) -> np.ndarray:
     return np.repeat(np.arange(len(sizes), dtype=np.int64), sizes)
 
 
-def bleu_utility(tokens: Sequence[Sequence[str]], offsets: np.ndarray, I, J, pair_offsets) -> np.ndarray:
-    """Sentence BLEU+1 of every hypothesis against every hypothesis of its list, (P,)."""
+def smoothed_bleu(stats: np.ndarray, smooth: str = "add-k", value: float | None = None) -> np.ndarray:
+    """Sentence BLEU of BLEU statistics rows with sacrebleu's smoothing `smooth` (its value
+    `value`; None: sacrebleu's default): add-k with k = 1, the default, is BLEU+1 as it always was
+    (`sentence_bleu_plus1`); exp is sacrebleu's and mbrs's sentence BLEU (`sentence_bleu`)."""
+    if smooth == "add-k" and value in (None, 1, 1.0):
+        return sentence_bleu_plus1(stats)
+    return sentence_bleu(stats, smooth, value)
+
+
+def bleu_utility(tokens: Sequence[Sequence[str]], offsets: np.ndarray, I, J, pair_offsets, smooth: str = "add-k",
+                 smooth_value: float | None = None) -> np.ndarray:
+    """Sentence BLEU (BLEU+1 unless `smooth` says otherwise) of every hypothesis against every
+    hypothesis of its list, (P,)."""
     ids, bounds = integer_sequences(tokens)
     group = list_of_row(offsets)
     lengths = np.diff(bounds).astype(np.float64)
     orders = [pair_matches(ids, bounds, group, n, I, pair_offsets, offsets) for n in range(1, 5)]
-    return sentence_bleu_plus1(stats_array(lengths[I], lengths[J], [m for m, _ in orders], [t[I] for _, t in orders]))
+    return smoothed_bleu(stats_array(lengths[I], lengths[J], [m for m, _ in orders], [t[I] for _, t in orders]),
+                         smooth, smooth_value)
 
 
 def chrf_utility(texts: Sequence[str], offsets: np.ndarray, I, J, pair_offsets, word_order: int = 0) -> np.ndarray:
@@ -189,15 +201,17 @@ def expected_per_list(values: np.ndarray, group: np.ndarray, p: np.ndarray) -> n
     return np.bincount(group, weights=p * values, minlength=int(group.max(initial=-1)) + 1)[group]
 
 
-def bleu_aggregate(texts: Sequence[str], offsets: np.ndarray, p: np.ndarray, tokenize: str = "13a") -> np.ndarray:
-    """Sentence BLEU+1 of every hypothesis against its list's aggregate reference, (T,)."""
+def bleu_aggregate(texts: Sequence[str], offsets: np.ndarray, p: np.ndarray, tokenize: str = "13a",
+                   smooth: str = "add-k", smooth_value: float | None = None) -> np.ndarray:
+    """Sentence BLEU (BLEU+1 unless `smooth` says otherwise) of every hypothesis against its
+    list's aggregate reference, (T,)."""
     ids, bounds = token_sequences(texts, tokenize)
     group = list_of_row(offsets)
     lengths = np.diff(bounds).astype(np.float64)
     counter = NgramCounter(ids, bounds, group)
     orders = [aggregate_matches(counter, group, p, n) for n in range(1, 5)]
-    return sentence_bleu_plus1(stats_array(lengths, expected_per_list(lengths, group, p), [m for _, _, m in orders],
-                                           [t for t, _, _ in orders]))
+    return smoothed_bleu(stats_array(lengths, expected_per_list(lengths, group, p), [m for _, _, m in orders],
+                                     [t for t, _, _ in orders]), smooth, smooth_value)
 
 
 def chrf_aggregate(texts: Sequence[str], offsets: np.ndarray, p: np.ndarray, word_order: int = 0) -> np.ndarray:
@@ -226,15 +240,15 @@ BLOCK_HYPS = 1_000        # aggregate: hypotheses per block (small blocks sort i
 
 
 def block_scores(texts: list[str], offsets: np.ndarray, p: np.ndarray, utility: str, method: str,
-                 tokenize: str) -> np.ndarray:
+                 tokenize: str, smooth: str = "add-k", smooth_value: float | None = None) -> np.ndarray:
     """The mbr feature (in [0, 1]) of the rows of whole lists: texts, offsets from 0, posteriors."""
     if method == "aggregate":
         if utility == "bleu":
-            return bleu_aggregate(texts, offsets, p, tokenize)
+            return bleu_aggregate(texts, offsets, p, tokenize, smooth, smooth_value)
         return chrf_aggregate(texts, offsets, p)
     I, J, pair_offsets = pair_index(offsets)
     if utility == "bleu":
-        U = bleu_utility(tokenize_many(texts, tokenize), offsets, I, J, pair_offsets)
+        U = bleu_utility(tokenize_many(texts, tokenize), offsets, I, J, pair_offsets, smooth, smooth_value)
     elif utility == "chrf":
         U = chrf_utility(texts, offsets, I, J, pair_offsets)
     else:
@@ -244,11 +258,23 @@ def block_scores(texts: list[str], offsets: np.ndarray, p: np.ndarray, utility: 
 
 def mbr_scores(nbest: NBestList, scores: np.ndarray, utility: str = "bleu", temperature: float = 1.0,
                tokenize: str = "13a", lowercase: bool = False, method: str = "exact",
-               block_pairs: int = BLOCK_PAIRS, block_hyps: int = BLOCK_HYPS) -> np.ndarray:
+               block_pairs: int = BLOCK_PAIRS, block_hyps: int = BLOCK_HYPS, bleu_smooth: str = "add-k",
+               bleu_smooth_value: float | None = None) -> np.ndarray:
     """The mbr feature of every hypothesis, in percent (see the module doc), computed a block of
-    whole lists at a time: at most block_pairs pairs (exact) or block_hyps hypotheses (aggregate)."""
+    whole lists at a time: at most block_pairs pairs (exact) or block_hyps hypotheses (aggregate).
+    `bleu_smooth` (sacrebleu's names, with `bleu_smooth_value`) smooths the bleu utility: add-k
+    (k = 1: BLEU+1, the default), exp (sacrebleu's sentence BLEU, mbrs's), floor or none."""
     if utility not in UTILITIES:
         raise InputError(f"unknown MBR utility {utility!r} (known: {', '.join(UTILITIES)})")
+    if bleu_smooth not in SMOOTHING:
+        raise InputError(f"unknown BLEU smoothing {bleu_smooth!r} (known: {', '.join(SMOOTHING)})",
+                         option="bleu_smooth")
+    if utility != "bleu" and (bleu_smooth != "add-k" or bleu_smooth_value is not None):
+        raise InputError(f"the BLEU smoothing is the bleu utility's; the {utility} utility has none",
+                         option="bleu_smooth")
+    if bleu_smooth_value is not None and (bleu_smooth not in ("add-k", "floor") or not bleu_smooth_value > 0):
+        raise InputError(f"a BLEU smoothing value is a number > 0 for add-k or floor, got {bleu_smooth_value!r} "
+                         f"with {bleu_smooth}", option="bleu_smooth_value")
     if method not in METHODS:
         raise InputError(f"unknown MBR method {method!r} (known: {', '.join(METHODS)})")
     if method == "aggregate" and utility == "ter":
@@ -268,14 +294,15 @@ def mbr_scores(nbest: NBestList, scores: np.ndarray, utility: str = "bleu", temp
         if hi > lo:
             texts = nbest.hyps[lo:hi]
             texts = [h.lower() for h in texts] if lowercase else list(texts)
-            out[lo:hi] = block_scores(texts, offsets[a:b + 1] - lo, p[lo:hi], utility, method, tokenize)
+            out[lo:hi] = block_scores(texts, offsets[a:b + 1] - lo, p[lo:hi], utility, method, tokenize, bleu_smooth,
+                                      bleu_smooth_value)
     return 100.0 * out
 
 
 @dataclass(frozen=True)
 class MBROptions:
     """Options of the mbr feature (flags of `rerank features`: --mbr-utility, --mbr-temperature,
-    --mbr-score-feature, --mbr-tokenize, --mbr-method)."""
+    --mbr-score-feature, --mbr-tokenize, --mbr-method, --mbr-bleu-smooth, --mbr-bleu-smooth-value)."""
 
     utility: str = option("bleu", "utility: sentence BLEU+1, chrF, or -TER", choices=UTILITIES)
     temperature: float = option(1.0, "posterior = softmax(score / T) within each list", check=POSITIVE)
@@ -286,6 +313,10 @@ class MBROptions:
     method: str = option("exact", "exact: every pair of each list (quadratic in the list size); aggregate: each "
                          "hypothesis against one reference of posterior-expected n-gram counts per list (linear; "
                          "bleu and chrf only)", choices=METHODS)
+    bleu_smooth: str = option("add-k", "sentence BLEU smoothing of the bleu utility, sacrebleu's names: add-k (k = 1: "
+                              "BLEU+1), exp (sacrebleu's sentence BLEU, as mbrs scores), floor, none", choices=SMOOTHING)
+    bleu_smooth_value: float | None = option(None, "the value of add-k or floor", check=POSITIVE, metavar="X",
+                                             default_text="sacrebleu's: 1 for add-k, 0.1 for floor")
 
 
 class MBRFeature(Feature):
@@ -302,7 +333,8 @@ class MBRFeature(Feature):
         options = self.make_options(options)
         return {"mbr": mbr_scores(nbest, self.scores(nbest, options.score_feature, context.nbest_path),
                                   options.utility, options.temperature, options.tokenize,
-                                  method=options.method)}
+                                  method=options.method, bleu_smooth=options.bleu_smooth,
+                                  bleu_smooth_value=options.bleu_smooth_value)}
 
     @staticmethod
     def scores(nbest: NBestList, name: str | None, path: str) -> np.ndarray:

@@ -179,6 +179,44 @@ def sentence_bleu_plus1(stats: np.ndarray) -> np.ndarray:
     return np.where((sys_len > 0) & (correct[..., 0] > 0), score, 0.0)
 
 
+SMOOTHING = ("add-k", "exp", "floor", "none")   # sacrebleu's names
+SMOOTH_DEFAULTS = {"add-k": 1.0, "floor": 0.1, "exp": None, "none": None}
+
+
+def sentence_bleu(stats: np.ndarray, smooth: str = "add-k", value: float | None = None) -> np.ndarray:
+    """Sentence BLEU per row as a fraction, as sacrebleu's `BLEU(smooth_method=smooth,
+    smooth_value=value, effective_order=True).sentence_score` computes it (its compute_bleu: the
+    early 0 without matches, add-k on orders 2-4, the orders up to the first empty one, exp's
+    halving per order without matches, floor), vectorised over rows; (..., 10) -> (...). Add-k
+    with k = 1 is BLEU+1 (`sentence_bleu_plus1`, the same numbers); sacrebleu's own default is exp."""
+    if smooth not in SMOOTHING:
+        raise InputError(f"unknown BLEU smoothing {smooth!r} (known: {', '.join(SMOOTHING)})")
+    k = SMOOTH_DEFAULTS[smooth] if value is None else float(value)
+    stats = np.asarray(stats, dtype=np.float64)
+    correct, total = stats[..., CORRECT].copy(), stats[..., TOTAL].copy()
+    matched = (correct > 0).any(axis=-1)
+    if smooth == "add-k":
+        correct[..., 1:] += k
+        total[..., 1:] += k
+    valid = np.cumprod(total > 0, axis=-1).astype(bool)          # orders before the first empty one
+    order = np.maximum(valid.sum(axis=-1), 1)                      # the effective order
+    zero = (correct == 0) & valid
+    with np.errstate(divide="ignore", invalid="ignore"):
+        safe = np.where(total > 0, total, 1.0)
+        precision = np.where(correct > 0, correct / safe, 0.0)
+        if smooth == "exp":
+            precision = np.where(zero, 1.0 / (2.0 ** np.cumsum(zero, axis=-1) * safe), precision)
+        elif smooth == "floor":
+            precision = np.where(zero, k / safe, precision)
+        logs = np.where(precision > 0, np.log(np.where(precision > 0, precision, 1.0)), -np.inf)
+        used = np.arange(4) < order[..., None]
+        log_mean = np.where(used, logs, 0.0).sum(axis=-1) / order
+        sys_len, ref_len = stats[..., SYS_LEN], stats[..., REF_LEN]
+        log_bp = np.where(sys_len < ref_len, 1 - ref_len / np.where(sys_len > 0, sys_len, 1.0), 0.0)
+        score = np.exp(log_mean + log_bp)
+    return np.where(matched & (sys_len > 0), score, 0.0)
+
+
 def oracle_rows(stats: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     """Row of the sentence-BLEU+1 best hypothesis of every list (ties go to the earlier one)."""
     return segment_argmax(sentence_bleu_plus1(stats), offsets)
