@@ -54,7 +54,7 @@ from rerank.errors import InputError
 from rerank.features import Feature, FeatureContext
 from rerank.metrics.registry import objective
 from rerank.nbest import NBestList
-from rerank.options import POSITIVE, option
+from rerank.options import POSITIVE, POSITIVE_INT, option
 from rerank.metrics.ngrams import (NgramCounter, clipped_counts, integer_sequences, sentence_blocks, token_sequences,
                                    tokenize_many)
 
@@ -240,8 +240,12 @@ BLOCK_HYPS = 1_000        # aggregate: hypotheses per block (small blocks sort i
 
 
 def block_scores(texts: list[str], offsets: np.ndarray, p: np.ndarray, utility: str, method: str,
-                 tokenize: str, smooth: str = "add-k", smooth_value: float | None = None) -> np.ndarray:
-    """The mbr feature (in [0, 1]) of the rows of whole lists: texts, offsets from 0, posteriors."""
+                 tokenize: str, smooth: str = "add-k", smooth_value: float | None = None,
+                 candidates: np.ndarray | None = None) -> np.ndarray:
+    """The mbr feature (in [0, 1]) of the rows of whole lists: texts, offsets from 0, posteriors
+    (0 for a row that is no pseudo-reference). With `candidates`, a pairwise utility scores only
+    the pairs of a candidate and a pseudo-reference (TER; BLEU and chrF score a list's pairs at
+    once, and the caller overwrites the other rows)."""
     if method == "aggregate":
         if utility == "bleu":
             return bleu_aggregate(texts, offsets, p, tokenize, smooth, smooth_value)
@@ -252,6 +256,9 @@ def block_scores(texts: list[str], offsets: np.ndarray, p: np.ndarray, utility: 
     elif utility == "chrf":
         U = chrf_utility(texts, offsets, I, J, pair_offsets)
     else:
+        if candidates is not None or not np.all(p > 0):
+            keep = (p[J] > 0) & (np.ones(len(I), dtype=bool) if candidates is None else candidates[I])
+            I, J = I[keep], J[keep]
         U = ter_utility(texts, I, J)
     return expected_utility(U, I, p[J], len(texts))
 
@@ -259,11 +266,18 @@ def block_scores(texts: list[str], offsets: np.ndarray, p: np.ndarray, utility: 
 def mbr_scores(nbest: NBestList, scores: np.ndarray, utility: str = "bleu", temperature: float = 1.0,
                tokenize: str = "13a", lowercase: bool = False, method: str = "exact",
                block_pairs: int = BLOCK_PAIRS, block_hyps: int = BLOCK_HYPS, bleu_smooth: str = "add-k",
-               bleu_smooth_value: float | None = None) -> np.ndarray:
+               bleu_smooth_value: float | None = None, candidates: np.ndarray | None = None,
+               references: int | None = None) -> np.ndarray:
     """The mbr feature of every hypothesis, in percent (see the module doc), computed a block of
     whole lists at a time: at most block_pairs pairs (exact) or block_hyps hypotheses (aggregate).
     `bleu_smooth` (sacrebleu's names, with `bleu_smooth_value`) smooths the bleu utility: add-k
-    (k = 1: BLEU+1, the default), exp (sacrebleu's sentence BLEU, mbrs's), floor or none."""
+    (k = 1: BLEU+1, the default), exp (sacrebleu's sentence BLEU, mbrs's), floor or none.
+
+    `candidates` (a bool per row, `top_rows`): only those rows are scored; every other row gets its
+    list's lowest candidate value, so that no non-candidate outranks a candidate by this feature
+    (the `mbr_candidate` column says which rows were candidates). `references`: only each list's
+    `references` most probable rows are pseudo-references, their posterior renormalised over them
+    (None: every row, as in standard MBR)."""
     if utility not in UTILITIES:
         raise InputError(f"unknown MBR utility {utility!r} (known: {', '.join(UTILITIES)})")
     if bleu_smooth not in SMOOTHING:
@@ -284,9 +298,15 @@ def mbr_scores(nbest: NBestList, scores: np.ndarray, utility: str = "bleu", temp
         raise InputError(f"MBR block sizes must be >= 1, got {block_pairs} pairs and {block_hyps} hypotheses")
     if len(scores) != nbest.n_hyps:
         raise InputError(f"MBR scores: {len(scores)} values for {nbest.n_hyps} hypotheses")
+    if references is not None and not POSITIVE_INT.accepts(references):
+        raise InputError(f"MBR references must be {POSITIVE_INT.what}, got {references!r}", option="references")
     offsets = np.asarray(nbest.offsets, dtype=np.int64)
     sizes = np.diff(offsets)
     p = posterior(scores, offsets, temperature)
+    keep = top_rows(p, offsets, references) if references is not None else None
+    if keep is not None and not keep.all():  # the top `references` by posterior, renormalised over them
+        p = np.where(keep, p, 0.0)
+        p = p / np.repeat(np.add.reduceat(p, offsets[:-1][sizes > 0]), sizes[sizes > 0])
     out = np.zeros(nbest.n_hyps)
     cost, budget = (sizes, block_hyps) if method == "aggregate" else (sizes ** 2, block_pairs)
     for a, b in sentence_blocks(cost, budget):
@@ -295,14 +315,39 @@ def mbr_scores(nbest: NBestList, scores: np.ndarray, utility: str = "bleu", temp
             texts = nbest.hyps[lo:hi]
             texts = [h.lower() for h in texts] if lowercase else list(texts)
             out[lo:hi] = block_scores(texts, offsets[a:b + 1] - lo, p[lo:hi], utility, method, tokenize, bleu_smooth,
-                                      bleu_smooth_value)
+                                      bleu_smooth_value, None if candidates is None else candidates[lo:hi])
+    if candidates is not None:
+        out = mark_non_candidates(out, candidates, offsets)
     return 100.0 * out
+
+
+def top_rows(values: np.ndarray, offsets: np.ndarray, k: int) -> np.ndarray:
+    """A bool per row: whether it is among the `k` highest `values` of its list (ties: the earlier
+    row first), every row of a list of at most k."""
+    rows = np.arange(len(values))
+    group = list_of_row(offsets)
+    order = np.lexsort((rows, -np.asarray(values, dtype=np.float64), group))   # by list, value down, row
+    rank = np.empty(len(values), dtype=np.int64)
+    rank[order] = rows - np.repeat(offsets[:-1], np.diff(offsets))
+    return rank < k
+
+
+def mark_non_candidates(values: np.ndarray, candidates: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """`values` with every non-candidate row set to its list's lowest candidate value (a list
+    without candidates keeps 0): a feature column is finite, and this ranks no non-candidate above
+    a candidate."""
+    group = list_of_row(offsets)
+    lowest = np.full(len(offsets) - 1, np.inf)
+    np.minimum.at(lowest, group[candidates], values[candidates])
+    lowest[~np.isfinite(lowest)] = 0.0
+    return np.where(candidates, values, lowest[group])
 
 
 @dataclass(frozen=True)
 class MBROptions:
     """Options of the mbr feature (flags of `rerank features`: --mbr-utility, --mbr-temperature,
-    --mbr-score-feature, --mbr-tokenize, --mbr-method, --mbr-bleu-smooth, --mbr-bleu-smooth-value)."""
+    --mbr-score-feature, --mbr-tokenize, --mbr-method, --mbr-bleu-smooth, --mbr-bleu-smooth-value,
+    --mbr-candidates, --mbr-references)."""
 
     utility: str = option("bleu", "utility: sentence BLEU+1, chrF, or -TER", choices=UTILITIES)
     temperature: float = option(1.0, "posterior = softmax(score / T) within each list", check=POSITIVE)
@@ -317,12 +362,19 @@ class MBROptions:
                               "BLEU+1), exp (sacrebleu's sentence BLEU, as mbrs scores), floor, none", choices=SMOOTHING)
     bleu_smooth_value: float | None = option(None, "the value of add-k or floor", check=POSITIVE, metavar="X",
                                              default_text="sacrebleu's: 1 for add-k, 0.1 for floor")
+    candidates: str | None = option(None, "only each list's K highest hypotheses by column NAME (e.g. qe, nmt) are "
+                                    "scored; the others get their list's lowest candidate value, and the column "
+                                    "mbr_candidate (--which mbr,mbr_candidate) says which were candidates",
+                                    metavar="NAME:K", default_text="every hypothesis")
+    references: int | None = option(None, "only each list's K most probable hypotheses are pseudo-references (their "
+                                    "posterior renormalised)", check=POSITIVE_INT, metavar="K",
+                                    default_text="every hypothesis")
 
 
 class MBRFeature(Feature):
     """`rerank features NBEST --which mbr`: the consensus feature, no model and no reference needed."""
 
-    columns = ("mbr",)
+    columns = ("mbr", "mbr_candidate")
     description = ("minimum-Bayes-risk expected utility of each hypothesis against the rest of its list, "
                    "weighted by the model posterior (no model or reference needed)")
     Options = MBROptions
@@ -331,10 +383,33 @@ class MBRFeature(Feature):
     def compute(self, nbest, which, context=None, options=None):
         context = context or FeatureContext()
         options = self.make_options(options)
-        return {"mbr": mbr_scores(nbest, self.scores(nbest, options.score_feature, context.nbest_path),
-                                  options.utility, options.temperature, options.tokenize,
-                                  method=options.method, bleu_smooth=options.bleu_smooth,
-                                  bleu_smooth_value=options.bleu_smooth_value)}
+        candidates = self.candidates(nbest, options.candidates, context.nbest_path)
+        if "mbr_candidate" in which and candidates is None:
+            raise InputError("the column mbr_candidate needs the MBR candidates option (NAME:K)", context.nbest_path,
+                             option="candidates")
+        out = {}
+        if "mbr" in which:
+            out["mbr"] = mbr_scores(nbest, self.scores(nbest, options.score_feature, context.nbest_path),
+                                    options.utility, options.temperature, options.tokenize, method=options.method,
+                                    bleu_smooth=options.bleu_smooth, bleu_smooth_value=options.bleu_smooth_value,
+                                    candidates=candidates, references=options.references)
+        if "mbr_candidate" in which and candidates is not None:
+            out["mbr_candidate"] = candidates.astype(np.float64)
+        return out
+
+    @staticmethod
+    def candidates(nbest: NBestList, spec: str | None, path: str) -> np.ndarray | None:
+        """The candidate rows of `NAME:K` (each list's K highest values of column NAME), or None."""
+        if spec is None:
+            return None
+        name, sep, k = spec.rpartition(":")
+        if not sep or not name or not k.strip().isdigit() or int(k) < 1:
+            raise InputError(f"MBR candidates {spec!r}: expected NAME:K, a column and a positive integer (e.g. qe:8)",
+                             path, option="candidates")
+        if name not in nbest.feature_names:
+            raise InputError(f"MBR candidates {spec!r}: no column {name!r} (the list has "
+                             f"{', '.join(nbest.feature_names) or 'no features'})", path, option="candidates")
+        return top_rows(nbest.column(name), np.asarray(nbest.offsets, dtype=np.int64), int(k))
 
     @staticmethod
     def scores(nbest: NBestList, name: str | None, path: str) -> np.ndarray:
