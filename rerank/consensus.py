@@ -54,11 +54,11 @@ from rerank.errors import InputError
 from rerank.features import Feature, FeatureContext
 from rerank.metrics.registry import objective
 from rerank.nbest import NBestList
-from rerank.options import POSITIVE, POSITIVE_INT, option
+from rerank.options import PATH, POSITIVE, POSITIVE_INT, option
 from rerank.metrics.ngrams import (NgramCounter, clipped_counts, integer_sequences, sentence_blocks, token_sequences,
                                    tokenize_many)
 
-UTILITIES = ("bleu", "chrf", "ter")
+UTILITIES = ("bleu", "chrf", "ter", "comet")
 CHRF_CHAR_ORDER, CHRF_BETA = 6, 2.0
 
 
@@ -241,12 +241,14 @@ BLOCK_HYPS = 1_000        # aggregate: hypotheses per block (small blocks sort i
 
 def block_scores(texts: list[str], offsets: np.ndarray, p: np.ndarray, utility: str, method: str,
                  tokenize: str, smooth: str = "add-k", smooth_value: float | None = None,
-                 candidates: np.ndarray | None = None) -> np.ndarray:
+                 candidates: np.ndarray | None = None, comet=None, sources: Sequence[str] | None = None) -> np.ndarray:
     """The mbr feature (in [0, 1]) of the rows of whole lists: texts, offsets from 0, posteriors
     (0 for a row that is no pseudo-reference). With `candidates`, a pairwise utility scores only
     the pairs of a candidate and a pseudo-reference (TER; BLEU and chrF score a list's pairs at
     once, and the caller overwrites the other rows)."""
     if method == "aggregate":
+        if utility == "comet":
+            return comet.aggregate(sources, texts, list_of_row(offsets), p)
         if utility == "bleu":
             return bleu_aggregate(texts, offsets, p, tokenize, smooth, smooth_value)
         return chrf_aggregate(texts, offsets, p)
@@ -259,7 +261,7 @@ def block_scores(texts: list[str], offsets: np.ndarray, p: np.ndarray, utility: 
         if candidates is not None or not np.all(p > 0):
             keep = (p[J] > 0) & (np.ones(len(I), dtype=bool) if candidates is None else candidates[I])
             I, J = I[keep], J[keep]
-        U = ter_utility(texts, I, J)
+        U = ter_utility(texts, I, J) if utility == "ter" else comet.exact(sources, texts, list_of_row(offsets), I, J)
     return expected_utility(U, I, p[J], len(texts))
 
 
@@ -267,7 +269,7 @@ def mbr_scores(nbest: NBestList, scores: np.ndarray, utility: str = "bleu", temp
                tokenize: str = "13a", lowercase: bool = False, method: str = "exact",
                block_pairs: int = BLOCK_PAIRS, block_hyps: int = BLOCK_HYPS, bleu_smooth: str = "add-k",
                bleu_smooth_value: float | None = None, candidates: np.ndarray | None = None,
-               references: int | None = None) -> np.ndarray:
+               references: int | None = None, comet=None, sources: Sequence[str] | None = None) -> np.ndarray:
     """The mbr feature of every hypothesis, in percent (see the module doc), computed a block of
     whole lists at a time: at most block_pairs pairs (exact) or block_hyps hypotheses (aggregate).
     `bleu_smooth` (sacrebleu's names, with `bleu_smooth_value`) smooths the bleu utility: add-k
@@ -277,7 +279,8 @@ def mbr_scores(nbest: NBestList, scores: np.ndarray, utility: str = "bleu", temp
     list's lowest candidate value, so that no non-candidate outranks a candidate by this feature
     (the `mbr_candidate` column says which rows were candidates). `references`: only each list's
     `references` most probable rows are pseudo-references, their posterior renormalised over them
-    (None: every row, as in standard MBR)."""
+    (None: every row, as in standard MBR). The comet utility needs `comet` (a
+    rerank.metrics.comet.MBRUtility: the model) and `sources`, one per list."""
     if utility not in UTILITIES:
         raise InputError(f"unknown MBR utility {utility!r} (known: {', '.join(UTILITIES)})")
     if bleu_smooth not in SMOOTHING:
@@ -291,6 +294,9 @@ def mbr_scores(nbest: NBestList, scores: np.ndarray, utility: str = "bleu", temp
                          f"with {bleu_smooth}", option="bleu_smooth_value")
     if method not in METHODS:
         raise InputError(f"unknown MBR method {method!r} (known: {', '.join(METHODS)})")
+    if utility == "comet" and (comet is None or sources is None or len(sources) != nbest.n_sentences):
+        raise InputError("the comet MBR utility needs a reference-based COMET model and one source sentence per list",
+                         option="comet_model")
     if method == "aggregate" and utility == "ter":
         raise InputError("the aggregate MBR method needs an n-gram utility (bleu or chrf): TER's edit "
                          "distance has no expected reference to score against; use the exact method for ter")
@@ -315,7 +321,8 @@ def mbr_scores(nbest: NBestList, scores: np.ndarray, utility: str = "bleu", temp
             texts = nbest.hyps[lo:hi]
             texts = [h.lower() for h in texts] if lowercase else list(texts)
             out[lo:hi] = block_scores(texts, offsets[a:b + 1] - lo, p[lo:hi], utility, method, tokenize, bleu_smooth,
-                                      bleu_smooth_value, None if candidates is None else candidates[lo:hi])
+                                      bleu_smooth_value, None if candidates is None else candidates[lo:hi], comet,
+                                      None if sources is None else list(sources[a:b]))
     if candidates is not None:
         out = mark_non_candidates(out, candidates, offsets)
     return 100.0 * out
@@ -349,7 +356,8 @@ class MBROptions:
     --mbr-score-feature, --mbr-tokenize, --mbr-method, --mbr-bleu-smooth, --mbr-bleu-smooth-value,
     --mbr-candidates, --mbr-references)."""
 
-    utility: str = option("bleu", "utility: sentence BLEU+1, chrF, or -TER", choices=UTILITIES)
+    utility: str = option("bleu", "utility: sentence BLEU+1, chrF, -TER, or COMET (a reference-based checkpoint, "
+                          "--mbr-comet-model, and --src)", choices=UTILITIES)
     temperature: float = option(1.0, "posterior = softmax(score / T) within each list", check=POSITIVE)
     score_feature: str | None = option(None, "the model log-probability column for the posterior, or `total` for "
                                        "the lists' total scores", metavar="NAME",
@@ -366,6 +374,10 @@ class MBROptions:
                                     "scored; the others get their list's lowest candidate value, and the column "
                                     "mbr_candidate (--which mbr,mbr_candidate) says which were candidates",
                                     metavar="NAME:K", default_text="every hypothesis")
+    comet_model: str | None = option(None, "reference-based COMET model for the comet utility (COMET-22: each "
+                                     "hypothesis encoded once; other classes: COMET's predict per pair, exact only)",
+                                     check=PATH, metavar="PATH", default_text="none, needed for comet")
+    comet_batch_size: int = option(16, "sentences per COMET encoder batch", check=POSITIVE_INT)
     references: int | None = option(None, "only each list's K most probable hypotheses are pseudo-references (their "
                                     "posterior renormalised)", check=POSITIVE_INT, metavar="K",
                                     default_text="every hypothesis")
@@ -387,15 +399,34 @@ class MBRFeature(Feature):
         if "mbr_candidate" in which and candidates is None:
             raise InputError("the column mbr_candidate needs the MBR candidates option (NAME:K)", context.nbest_path,
                              option="candidates")
+        comet = self.comet(options, context)
         out = {}
         if "mbr" in which:
             out["mbr"] = mbr_scores(nbest, self.scores(nbest, options.score_feature, context.nbest_path),
                                     options.utility, options.temperature, options.tokenize, method=options.method,
                                     bleu_smooth=options.bleu_smooth, bleu_smooth_value=options.bleu_smooth_value,
-                                    candidates=candidates, references=options.references)
+                                    candidates=candidates, references=options.references, comet=comet,
+                                    sources=context.sources)
         if "mbr_candidate" in which and candidates is not None:
             out["mbr_candidate"] = candidates.astype(np.float64)
         return out
+
+    @staticmethod
+    def comet(options, context):
+        """The comet utility's model (rerank.metrics.comet.MBRUtility), checked against the utility."""
+        if options.utility != "comet":
+            if options.comet_model is not None:
+                raise InputError(f"a COMET model is the comet utility's; the {options.utility} utility has none",
+                                 option="comet_model")
+            return None
+        if not options.comet_model:
+            raise InputError("the comet MBR utility needs a reference-based COMET model", option="comet_model")
+        if context.sources is None:
+            raise InputError("the comet MBR utility needs the source sentences", context.nbest_path)
+        from rerank.metrics.comet import MBRUtility
+
+        context.use_threads()
+        return MBRUtility(options.comet_model, options.comet_batch_size, context.device, context.cache)
 
     @staticmethod
     def candidates(nbest: NBestList, spec: str | None, path: str) -> np.ndarray | None:

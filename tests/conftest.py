@@ -122,7 +122,8 @@ def pytest_testnodedown(node, error):
 # Test modules of a backend that cannot share the environment of the others: unbabel-comet needs
 # transformers 4 and numpy 1, .venv has transformers 5 (`make test-compat` runs them in .venv-compat).
 # Where the backend is missing they are not collected, and the summary names them.
-OTHER_ENVIRONMENT = {"test_comet_qe.py": ("comet", "make test-compat"), "test_comet_ref.py": ("comet", "make test-compat")}
+OTHER_ENVIRONMENT = {"test_comet_qe.py": ("comet", "make test-compat"), "test_comet_ref.py": ("comet", "make test-compat"),
+                     "test_mbr_comet.py": ("comet", "make test-compat")}
 collect_ignore = [name for name, (module, _) in OTHER_ENVIRONMENT.items()
                   if HAVE_NEURAL and importlib.util.find_spec(module) is None]
 

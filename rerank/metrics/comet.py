@@ -33,6 +33,7 @@ import logging
 import os
 import re
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -279,3 +280,108 @@ class COMETMetric(MeanOfSegments):
         name = os.path.basename(folder)
         return (f"comet|model:{name}|sha256:{model_digest(ckpt)[:16]}|class:{self.kind}|mean-over-refs|"
                 f"unbabel-comet:{comet}")
+
+
+# ---- COMET as an MBR utility (rerank.consensus) ------------------------------------------------
+
+# the classes whose score decomposes into sentence embeddings and an estimator on them, so that MBR
+# encodes each hypothesis once and runs the estimator on its pairs (mbrs's MetricCacheable idea)
+EMBEDDING_CLASSES = ("regression_metric",)
+
+
+def sentence_embeddings(model, texts: Sequence[str], batch_size: int, device):
+    """COMET's sentence embedding of every text (its encoder, layerwise mix and pooling, as its
+    forward computes them), in batches of similar lengths; a (len(texts), d) tensor on `device`."""
+    import torch
+
+    order = np.argsort([len(t) for t in texts], kind="stable")
+    out: list[Any] = [None] * len(texts)
+    with torch.inference_mode():
+        for a in range(0, len(texts), batch_size):
+            rows = order[a:a + batch_size].tolist()
+            inputs = model.encoder.prepare_sample([texts[i] for i in rows])
+            embedded = model.get_sentence_embedding(inputs["input_ids"].to(device), inputs["attention_mask"].to(device))
+            for k, i in enumerate(rows):
+                out[i] = embedded[k]
+    return torch.stack(out) if out else torch.zeros((0, 0), device=device)
+
+
+class MBRUtility:
+    """Reference-based COMET as the utility of MBR: U(h_i, h_j) = COMET(source, h_i, h_j), the list's
+    own hypotheses as pseudo-references (rerank.consensus). For a COMET-22-style regression model
+    each distinct hypothesis and source is encoded once and the estimator runs on the pairs' embeddings
+    (`exact`), or on each candidate against the posterior-weighted mean of its list's embeddings
+    (`aggregate`, one estimator call per candidate). Another reference-based class scores every
+    (source, candidate, pseudo-reference) triple with COMET's predict (exact only), cached."""
+
+    def __init__(self, path: str, batch_size: int = 16, device=None, cache: str | None = None):
+        from rerank.device import resolve_device
+
+        self.path, self.batch_size, self.cache = path, batch_size, cache
+        self.kind, segments = model_kind(path)
+        if "ref" not in segments:
+            load_comet(path, True, "the comet MBR utility")   # the one clear error of a reference-free model
+        self.device = resolve_device(device)
+        self._model: Any = None
+
+    @property
+    def decomposes(self) -> bool:
+        return self.kind in EMBEDDING_CLASSES
+
+    def model(self):
+        if self._model is None:
+            self._model = load_comet(self.path, True, "the comet MBR utility")
+            self._model.eval()
+            self._model.to(self.device)
+        return self._model
+
+    def exact(self, sources: Sequence[str], texts: Sequence[str], group: np.ndarray, I: np.ndarray,
+              J: np.ndarray) -> np.ndarray:
+        """COMET(sources[group[i]], texts[i], texts[j]) of every pair (I, J) of rows, (P,)."""
+        if not self.decomposes:
+            triples = [(sources[group[i]], texts[i], texts[j]) for i, j in zip(I.tolist(), J.tolist())]
+            return cached_scores(self.path, triples, reference=True, what="the comet MBR utility",
+                                 batch_size=self.batch_size, device=self.device, cache=self.cache)
+        import torch
+
+        model = self.model()
+        hyp, src = self._embeddings(model, sources, texts, group)
+        out = np.zeros(len(I))
+        step = 4096
+        with torch.inference_mode():
+            for a in range(0, len(I), step):
+                i, j = torch.as_tensor(I[a:a + step]), torch.as_tensor(J[a:a + step])
+                score = model.estimate(src[torch.as_tensor(group)[i]], hyp[i], hyp[j]).score
+                out[a:a + len(i)] = score.double().cpu().numpy()
+        return out
+
+    def aggregate(self, sources: Sequence[str], texts: Sequence[str], group: np.ndarray, p: np.ndarray) -> np.ndarray:
+        """COMET of every row against its list's aggregate pseudo-reference: the embedding
+        sum_j p_j e_j of its list (p: the posterior, 0 for rows that are no pseudo-reference), (T,)."""
+        if not self.decomposes:
+            raise InputError(f"the aggregate MBR method needs a COMET model whose score is an estimator on "
+                             f"sentence embeddings (COMET-22-style regression_metric); {self.kind} encodes the "
+                             "hypothesis and the reference together: use the exact method", self.path)
+        import torch
+
+        model = self.model()
+        hyp, src = self._embeddings(model, sources, texts, group)
+        weights = torch.as_tensor(p, dtype=hyp.dtype, device=hyp.device)[:, None] * hyp
+        lists = torch.as_tensor(group, device=hyp.device)
+        reference = torch.zeros((int(group.max(initial=-1)) + 1, hyp.shape[1]), dtype=hyp.dtype, device=hyp.device)
+        reference.index_add_(0, lists, weights)
+        with torch.inference_mode():
+            score = model.estimate(src[lists], hyp, reference[lists]).score
+        return score.double().cpu().numpy()
+
+    def _embeddings(self, model, sources, texts, group):
+        """(embedding of every row's text, of every list's source), each distinct string encoded once."""
+        distinct = list(dict.fromkeys([*texts, *sources]))
+        position = {t: k for k, t in enumerate(distinct)}
+        table = sentence_embeddings(model, distinct, self.batch_size, self.device)
+        return table[[position[t] for t in texts]], table[[position[s] for s in sources]]
+
+    def signature(self) -> str:
+        from rerank.score_cache import model_digest
+
+        return f"comet:{self.kind}:{model_digest(checkpoint_file(self.path))[:16]}"

@@ -1,0 +1,123 @@
+"""COMET as the MBR utility (`--mbr-utility comet --mbr-comet-model PATH`, rerank.metrics.comet.MBRUtility)
+on tiny random-weight checkpoints: exact MBR equals the brute-force expectation of COMET's own
+`predict` over the list's pseudo-references, for the COMET-22-style regression model (each
+hypothesis encoded once, the estimator on the pairs) and for XCOMET (COMET's predict per pair);
+the aggregate method equals exact when the posterior sits on one hypothesis; candidate and
+reference limits; clear refusals. unbabel-comet needs transformers 4: `make test-compat` runs
+this file (tests/conftest.py names it elsewhere)."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+import torch
+
+from rerank import api
+from rerank import consensus as C
+from rerank.cli import main
+from rerank.errors import InputError
+from rerank.metrics import comet
+from rerank.nbest import NBestList
+from rerank.recipes import tiny_models
+
+pytestmark = pytest.mark.neural
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+SOURCES = ["A man is riding a bike .", "Two dogs run on the grass .", "A child ."]
+LISTS = [["Ein Mann fährt Fahrrad .", "Ein Mann fährt .", "Mann auf Rad", "Ein Mann fährt Fahrrad ."],
+         ["Zwei Hunde rennen .", "Hunde laufen auf dem Gras .", "Zwei Hunde ."],
+         ["Ein Kind ."]]
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    torch.set_num_threads(1)
+    root = tmp_path_factory.mktemp("comet")
+    lines = tiny_models.read_text(tiny_models.DEFAULT_TEXT)
+    return {kind: tiny_models.build_comet(str(root / kind), lines, seed=2, kind=kind)
+            for kind in ("regression", "xcomet", "kiwi")}
+
+
+@pytest.fixture(scope="module")
+def nbest():
+    feats = [np.array([[-0.5 * k] for k in range(len(h))]) for h in LISTS]
+    return NBestList.from_lists(LISTS, feats, ["nmt"], [f[:, 0] for f in feats])
+
+
+def brute(path, nbest, temperature, refs_k=None, candidates=None):
+    """100 sum_j q_j COMET(src, h_i, h_j) with COMET's own predict, q the (top-K renormalised) posterior."""
+    from comet import load_from_checkpoint
+
+    model = load_from_checkpoint(comet.checkpoint_file(path), local_files_only=True)
+    p = C.posterior(nbest.column("nmt"), nbest.offsets, temperature)
+    hyps, out = list(nbest.hyps), np.zeros(nbest.n_hyps)
+    for s, (a, b) in enumerate(zip(nbest.offsets[:-1].tolist(), nbest.offsets[1:].tolist())):
+        refs = sorted(range(a, b), key=lambda j: (-p[j], j))[:refs_k]
+        rows = [{"src": SOURCES[s], "mt": hyps[i], "ref": hyps[j]} for i in range(a, b) for j in refs]
+        scores = np.asarray(model.predict(rows, batch_size=8, gpus=0, progress_bar=False, accelerator="cpu").scores)
+        total = sum(p[j] for j in refs)
+        for n, i in enumerate(range(a, b)):
+            out[i] = 100 * sum(p[j] / total * scores[n * len(refs) + m] for m, j in enumerate(refs))
+    return out
+
+
+@pytest.mark.parametrize("kind", ["regression", "xcomet"])
+def test_exact_mbr_is_the_expectation_of_comets_own_scores(models, nbest, kind):
+    utility = comet.MBRUtility(models[kind], batch_size=3)
+    got = C.mbr_scores(nbest, nbest.column("nmt"), "comet", temperature=1.5, comet=utility, sources=SOURCES)
+    np.testing.assert_allclose(got, brute(models[kind], nbest, 1.5), atol=1e-4)
+
+
+def test_limits_with_comet(models, nbest):
+    utility = comet.MBRUtility(models["regression"])
+    mask = C.top_rows(-np.arange(nbest.n_hyps, dtype=float), nbest.offsets, 2)
+    got = C.mbr_scores(nbest, nbest.column("nmt"), "comet", comet=utility, sources=SOURCES, references=2,
+                       candidates=mask)
+    expected = brute(models["regression"], nbest, 1.0, refs_k=2)
+    np.testing.assert_allclose(got[mask], expected[mask], atol=1e-4)
+
+
+def test_each_distinct_text_is_encoded_once(models, nbest, monkeypatch):
+    seen = []
+    original = comet.sentence_embeddings
+    monkeypatch.setattr(comet, "sentence_embeddings", lambda m, texts, *a: seen.extend(texts) or original(m, texts, *a))
+    utility = comet.MBRUtility(models["regression"])
+    C.mbr_scores(nbest, nbest.column("nmt"), "comet", comet=utility, sources=SOURCES)
+    assert sorted(seen) == sorted(set(nbest.hyps) | set(SOURCES))
+
+
+def test_aggregate_equals_exact_when_the_posterior_sits_on_one_hypothesis(models, nbest):
+    utility = comet.MBRUtility(models["regression"])
+    scores = nbest.column("nmt")
+    peaked = C.mbr_scores(nbest, scores, "comet", temperature=1e-6, method="aggregate", comet=utility,
+                          sources=SOURCES)
+    exact = C.mbr_scores(nbest, scores, "comet", temperature=1e-6, comet=utility, sources=SOURCES)
+    np.testing.assert_allclose(peaked, exact, atol=1e-4)
+    spread = C.mbr_scores(nbest, scores, "comet", method="aggregate", comet=utility, sources=SOURCES)
+    assert np.all(np.isfinite(spread)) and not np.allclose(spread, peaked)
+    with pytest.raises(InputError, match="aggregate MBR method needs a COMET model whose score is an estimator"):
+        C.mbr_scores(nbest, scores, "comet", method="aggregate", comet=comet.MBRUtility(models["xcomet"]),
+                     sources=SOURCES)
+
+
+def test_the_feature_and_its_refusals(models, nbest, tmp_path, capsys):
+    column = api.add_features(nbest, "mbr", sources=SOURCES, mbr_utility="comet",
+                              mbr_comet_model=models["regression"]).column("mbr")
+    np.testing.assert_allclose(column, brute(models["regression"], nbest, 1.0), atol=1e-4)
+    with pytest.raises(InputError, match="needs a reference-based COMET model"):
+        api.add_features(nbest, "mbr", sources=SOURCES, mbr_utility="comet")
+    with pytest.raises(InputError, match="needs the source sentences"):
+        api.add_features(nbest, "mbr", mbr_utility="comet", mbr_comet_model=models["regression"])
+    with pytest.raises(InputError, match="the bleu utility has none"):
+        api.add_features(nbest, "mbr", sources=SOURCES, mbr_comet_model=models["regression"])
+    with pytest.raises(InputError, match="a reference-free COMET model"):
+        api.add_features(nbest, "mbr", sources=SOURCES, mbr_utility="comet", mbr_comet_model=models["kiwi"])
+    api.write_nbest(nbest, str(tmp_path / "in.nbest"))
+    (tmp_path / "src").write_text("\n".join(SOURCES) + "\n")
+    assert main(["features", str(tmp_path / "in.nbest"), "--src", str(tmp_path / "src"), "--which", "mbr",
+                 "--mbr-utility", "comet", "--mbr-comet-model", models["regression"], "--no-score-cache",
+                 "-o", str(tmp_path / "out.nbest")]) == 0
+    out = api.read_nbest(str(tmp_path / "out.nbest"))
+    np.testing.assert_allclose(out.column("mbr"), column, atol=1e-4)   # the file's decimals
