@@ -237,6 +237,8 @@ def chrf_aggregate(texts: Sequence[str], offsets: np.ndarray, p: np.ndarray, wor
 METHODS = ("exact", "aggregate")
 BLOCK_PAIRS = 2_000_000   # exact: pairs per block (about 0.2 KB each at the peak)
 BLOCK_HYPS = 1_000        # aggregate: hypotheses per block (small blocks sort in cache: faster)
+COMET_BLOCK_PAIRS = 100_000   # the comet utility, exact: pairs per block (their embeddings are in memory)
+COMET_BLOCK_HYPS = 5_000      # the comet utility, aggregate: hypotheses per block
 
 
 def block_scores(texts: list[str], offsets: np.ndarray, p: np.ndarray, utility: str, method: str,
@@ -315,6 +317,8 @@ def mbr_scores(nbest: NBestList, scores: np.ndarray, utility: str = "bleu", temp
         p = p / np.repeat(np.add.reduceat(p, offsets[:-1][sizes > 0]), sizes[sizes > 0])
     out = np.zeros(nbest.n_hyps)
     cost, budget = (sizes, block_hyps) if method == "aggregate" else (sizes ** 2, block_pairs)
+    if utility == "comet":  # a block's sentence embeddings are in memory: a few thousand lists at most
+        budget = min(budget, COMET_BLOCK_HYPS if method == "aggregate" else COMET_BLOCK_PAIRS)
     for a, b in sentence_blocks(cost, budget):
         lo, hi = int(offsets[a]), int(offsets[b])
         if hi > lo:
