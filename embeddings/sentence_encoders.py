@@ -88,13 +88,21 @@ def _portable_mirror(path: str, mirror: str) -> bool:
 
 
 def cosine_pairs(encoder, lefts: list[str], rights: list[str], batch_size: int, progress=False) -> np.ndarray:
-    """cos(left_i, right_i), each distinct sentence encoded once, in batches of `batch_size`
-    sentences of similar length, cut as sentence-transformers cuts them (its argsort of minus the
-    character count). Each batch is encoded on its own, so a vector depends on its batch alone:
-    under torchrun the ranks encode whole batches each (rerank.distributed) and the cosines are
-    those of one process."""
+    """cos(left_i, right_i), each distinct sentence encoded once (`normalized_embeddings`)."""
     texts = list(dict.fromkeys(lefts + rights))
     position = {t: i for i, t in enumerate(texts)}
+    vectors = normalized_embeddings(encoder, texts, batch_size, progress)
+    left = vectors[[position[t] for t in lefts]]
+    right = vectors[[position[t] for t in rights]]
+    return np.einsum("ij,ij->i", left, right)
+
+
+def normalized_embeddings(encoder, texts: list[str], batch_size: int, progress=False) -> np.ndarray:
+    """The L2-normalised embedding of every text, float64 (len(texts), d), in batches of
+    `batch_size` sentences of similar length, cut as sentence-transformers cuts them (its argsort of
+    minus the character count). Each batch is encoded on its own, so a vector depends on its batch
+    alone: under torchrun the ranks encode whole batches each (rerank.distributed) and the vectors
+    are those of one process."""
     order = np.argsort([-len(t) for t in texts]).tolist()   # the order sentence-transformers sorts in
     batches = [order[k:k + batch_size] for k in range(0, len(order), batch_size)]
 
@@ -106,10 +114,41 @@ def cosine_pairs(encoder, lefts: list[str], rights: list[str], batch_size: int, 
     parts = distributed.map_parts(encode, len(batches), [sum(len(texts[i]) for i in batch) for batch in batches])
     vectors = np.zeros((len(texts), parts[0].shape[1] if parts else 0), dtype=np.float32)
     vectors[order] = distributed.concat(parts, vectors[:0])
-    vectors = vectors.astype(np.float64)
-    left = vectors[[position[t] for t in lefts]]
-    right = vectors[[position[t] for t in rights]]
-    return np.einsum("ij,ij->i", left, right)
+    return vectors.astype(np.float64)
+
+
+class SimMBRUtility:
+    """The cosine of a sentence-transformers encoder as an MBR utility (`--mbr-utility sim
+    --mbr-model DIR`, entry-point group rerank.mbr_utilities): U(h_i, h_j) = e_i . e_j for the
+    L2-normalised embeddings, each distinct hypothesis encoded once. Exact MBR, sum_j p_j e_i . e_j,
+    equals e_i . (sum_j p_j e_j) because the dot product is linear, so the aggregate method (one
+    product per hypothesis with its list's posterior-weighted mean embedding) gives the same values.
+    The source is not read."""
+
+    needs_sources = False
+
+    def __init__(self, path: str, batch_size: int | None = 64, device=None, cache: str | None = None):
+        require(("torch", "sentence_transformers"), "the sim MBR utility")
+        self.path, self.batch_size, self.device = path, batch_size or 64, resolve_device(device)
+        self._encoder = None
+
+    def embeddings(self, texts: list[str]) -> np.ndarray:
+        if self._encoder is None:
+            with transformers_bars_off():
+                self._encoder = load_sentence_encoder(self.path, self.device)
+        distinct = list(dict.fromkeys(texts))
+        position = {t: i for i, t in enumerate(distinct)}
+        return normalized_embeddings(self._encoder, distinct, self.batch_size)[[position[t] for t in texts]]
+
+    def exact(self, sources, texts, group, I, J) -> np.ndarray:
+        vectors = self.embeddings(list(texts))
+        return np.einsum("ij,ij->i", vectors[I], vectors[J])
+
+    def aggregate(self, sources, texts, group, p) -> np.ndarray:
+        vectors = self.embeddings(list(texts))
+        mean = np.zeros((int(group.max(initial=-1)) + 1, vectors.shape[1]))
+        np.add.at(mean, group, p[:, None] * vectors)
+        return np.einsum("ij,ij->i", vectors, mean[group])
 
 
 class SimFeature(Feature):

@@ -58,7 +58,13 @@ from rerank.options import PATH, POSITIVE, POSITIVE_INT, option
 from rerank.metrics.ngrams import (NgramCounter, clipped_counts, integer_sequences, sentence_blocks, token_sequences,
                                    tokenize_many)
 
-UTILITIES = ("bleu", "chrf", "ter", "comet")
+TEXT_UTILITIES = ("bleu", "chrf", "ter")
+# utilities that score with a user's model (`--mbr-model`): an object with exact(sources, texts,
+# group, I, J) -> (P,) and aggregate(sources, texts, group, p) -> (T,), made from (path, batch_size,
+# device, cache); comet is the core's, others are plug-ins of the entry-point group rerank.mbr_utilities
+# (sim: sentence-transformers cosine, rerank.embeddings)
+MODEL_UTILITIES = {"comet": "rerank.metrics.comet:MBRUtility"}
+UTILITIES = (*TEXT_UTILITIES, *MODEL_UTILITIES)
 CHRF_CHAR_ORDER, CHRF_BETA = 6, 2.0
 
 
@@ -237,20 +243,20 @@ def chrf_aggregate(texts: Sequence[str], offsets: np.ndarray, p: np.ndarray, wor
 METHODS = ("exact", "aggregate")
 BLOCK_PAIRS = 2_000_000   # exact: pairs per block (about 0.2 KB each at the peak)
 BLOCK_HYPS = 1_000        # aggregate: hypotheses per block (small blocks sort in cache: faster)
-COMET_BLOCK_PAIRS = 100_000   # the comet utility, exact: pairs per block (their embeddings are in memory)
-COMET_BLOCK_HYPS = 5_000      # the comet utility, aggregate: hypotheses per block
+MODEL_BLOCK_PAIRS = 100_000   # a model utility, exact: pairs per block (their embeddings are in memory)
+MODEL_BLOCK_HYPS = 5_000      # a model utility, aggregate: hypotheses per block
 
 
 def block_scores(texts: list[str], offsets: np.ndarray, p: np.ndarray, utility: str, method: str,
                  tokenize: str, smooth: str = "add-k", smooth_value: float | None = None,
-                 candidates: np.ndarray | None = None, comet=None, sources: Sequence[str] | None = None) -> np.ndarray:
+                 candidates: np.ndarray | None = None, model=None, sources: Sequence[str] | None = None) -> np.ndarray:
     """The mbr feature (in [0, 1]) of the rows of whole lists: texts, offsets from 0, posteriors
     (0 for a row that is no pseudo-reference). With `candidates`, a pairwise utility scores only
     the pairs of a candidate and a pseudo-reference (TER; BLEU and chrF score a list's pairs at
     once, and the caller overwrites the other rows)."""
     if method == "aggregate":
-        if utility == "comet":
-            return comet.aggregate(sources, texts, list_of_row(offsets), p)
+        if model is not None:
+            return model.aggregate(sources, texts, list_of_row(offsets), p)
         if utility == "bleu":
             return bleu_aggregate(texts, offsets, p, tokenize, smooth, smooth_value)
         return chrf_aggregate(texts, offsets, p)
@@ -263,7 +269,7 @@ def block_scores(texts: list[str], offsets: np.ndarray, p: np.ndarray, utility: 
         if candidates is not None or not np.all(p > 0):
             keep = (p[J] > 0) & (np.ones(len(I), dtype=bool) if candidates is None else candidates[I])
             I, J = I[keep], J[keep]
-        U = ter_utility(texts, I, J) if utility == "ter" else comet.exact(sources, texts, list_of_row(offsets), I, J)
+        U = ter_utility(texts, I, J) if model is None else model.exact(sources, texts, list_of_row(offsets), I, J)
     return expected_utility(U, I, p[J], len(texts))
 
 
@@ -271,7 +277,7 @@ def mbr_scores(nbest: NBestList, scores: np.ndarray, utility: str = "bleu", temp
                tokenize: str = "13a", lowercase: bool = False, method: str = "exact",
                block_pairs: int = BLOCK_PAIRS, block_hyps: int = BLOCK_HYPS, bleu_smooth: str = "add-k",
                bleu_smooth_value: float | None = None, candidates: np.ndarray | None = None,
-               references: int | None = None, comet=None, sources: Sequence[str] | None = None) -> np.ndarray:
+               references: int | None = None, model=None, sources: Sequence[str] | None = None) -> np.ndarray:
     """The mbr feature of every hypothesis, in percent (see the module doc), computed a block of
     whole lists at a time: at most block_pairs pairs (exact) or block_hyps hypotheses (aggregate).
     `bleu_smooth` (sacrebleu's names, with `bleu_smooth_value`) smooths the bleu utility: add-k
@@ -281,10 +287,11 @@ def mbr_scores(nbest: NBestList, scores: np.ndarray, utility: str = "bleu", temp
     list's lowest candidate value, so that no non-candidate outranks a candidate by this feature
     (the `mbr_candidate` column says which rows were candidates). `references`: only each list's
     `references` most probable rows are pseudo-references, their posterior renormalised over them
-    (None: every row, as in standard MBR). The comet utility needs `comet` (a
-    rerank.metrics.comet.MBRUtility: the model) and `sources`, one per list."""
-    if utility not in UTILITIES:
-        raise InputError(f"unknown MBR utility {utility!r} (known: {', '.join(UTILITIES)})")
+    (None: every row, as in standard MBR). A model utility (comet, a plug-in's: `utility_names`)
+    needs `model`, its object (`make_utility`), and, if it reads them, `sources`, one per list."""
+    known = utility_names()
+    if utility not in known:
+        raise InputError(f"unknown MBR utility {utility!r} (known: {', '.join(known)})", option="utility")
     if bleu_smooth not in SMOOTHING:
         raise InputError(f"unknown BLEU smoothing {bleu_smooth!r} (known: {', '.join(SMOOTHING)})",
                          option="bleu_smooth")
@@ -296,9 +303,12 @@ def mbr_scores(nbest: NBestList, scores: np.ndarray, utility: str = "bleu", temp
                          f"with {bleu_smooth}", option="bleu_smooth_value")
     if method not in METHODS:
         raise InputError(f"unknown MBR method {method!r} (known: {', '.join(METHODS)})")
-    if utility == "comet" and (comet is None or sources is None or len(sources) != nbest.n_sentences):
-        raise InputError("the comet MBR utility needs a reference-based COMET model and one source sentence per list",
-                         option="comet_model")
+    if (model is None) != (utility in TEXT_UTILITIES):
+        raise InputError(f"the {utility} MBR utility needs its model" if model is None else
+                         f"a model is for a model utility; the {utility} utility has none", option="model")
+    if model is not None and getattr(model, "needs_sources", True) and (sources is None
+                                                                        or len(sources) != nbest.n_sentences):
+        raise InputError(f"the {utility} MBR utility needs one source sentence per list", option="sources")
     if method == "aggregate" and utility == "ter":
         raise InputError("the aggregate MBR method needs an n-gram utility (bleu or chrf): TER's edit "
                          "distance has no expected reference to score against; use the exact method for ter")
@@ -317,19 +327,55 @@ def mbr_scores(nbest: NBestList, scores: np.ndarray, utility: str = "bleu", temp
         p = p / np.repeat(np.add.reduceat(p, offsets[:-1][sizes > 0]), sizes[sizes > 0])
     out = np.zeros(nbest.n_hyps)
     cost, budget = (sizes, block_hyps) if method == "aggregate" else (sizes ** 2, block_pairs)
-    if utility == "comet":  # a block's sentence embeddings are in memory: a few thousand lists at most
-        budget = min(budget, COMET_BLOCK_HYPS if method == "aggregate" else COMET_BLOCK_PAIRS)
+    if model is not None:  # a block's sentence embeddings are in memory: a few thousand lists at most
+        budget = min(budget, MODEL_BLOCK_HYPS if method == "aggregate" else MODEL_BLOCK_PAIRS)
     for a, b in sentence_blocks(cost, budget):
         lo, hi = int(offsets[a]), int(offsets[b])
         if hi > lo:
             texts = nbest.hyps[lo:hi]
             texts = [h.lower() for h in texts] if lowercase else list(texts)
             out[lo:hi] = block_scores(texts, offsets[a:b + 1] - lo, p[lo:hi], utility, method, tokenize, bleu_smooth,
-                                      bleu_smooth_value, None if candidates is None else candidates[lo:hi], comet,
+                                      bleu_smooth_value, None if candidates is None else candidates[lo:hi], model,
                                       None if sources is None else list(sources[a:b]))
     if candidates is not None:
         out = mark_non_candidates(out, candidates, offsets)
     return 100.0 * out
+
+
+def utility_names() -> tuple[str, ...]:
+    """Every MBR utility: the text utilities, comet, and the installed plug-ins (rerank.mbr_utilities)."""
+    from rerank import plugins
+
+    return (*UTILITIES, *(name for name in plugins.mbr_utilities() if name not in UTILITIES))
+
+
+def make_utility(utility: str, path: str | None, batch_size: int | None, context: FeatureContext | None = None):
+    """The object of a model utility (None for a text utility), from its model `path`, loaded
+    lazily; `context` gives the device, threads and score cache. A model for a text utility, or
+    a model utility without one, is an InputError."""
+    from importlib import import_module
+
+    from rerank import plugins
+
+    context = context or FeatureContext()
+    if utility in TEXT_UTILITIES:
+        if path is not None or batch_size is not None:
+            raise InputError(f"a model is for a model utility (comet, sim); the {utility} utility has none",
+                             option="model")
+        return None
+    if utility in MODEL_UTILITIES:
+        module, _, name = MODEL_UTILITIES[utility].partition(":")
+        cls = getattr(import_module(module), name)
+    else:
+        found = plugins.mbr_utilities()
+        if utility not in found:
+            raise InputError(f"unknown MBR utility {utility!r} (known: {', '.join(utility_names())})",
+                             option="utility")
+        cls = found[utility]
+    if not path:
+        raise InputError(f"the {utility} MBR utility needs its model", option="model")
+    context.use_threads()
+    return cls(path, batch_size, context.device, context.cache)
 
 
 def top_rows(values: np.ndarray, offsets: np.ndarray, k: int) -> np.ndarray:
@@ -360,8 +406,9 @@ class MBROptions:
     --mbr-score-feature, --mbr-tokenize, --mbr-method, --mbr-bleu-smooth, --mbr-bleu-smooth-value,
     --mbr-candidates, --mbr-references)."""
 
-    utility: str = option("bleu", "utility: sentence BLEU+1, chrF, -TER, or COMET (a reference-based checkpoint, "
-                          "--mbr-comet-model, and --src)", choices=UTILITIES)
+    utility: str = option("bleu", "utility: sentence BLEU+1 (bleu), chrF, -TER, comet (a reference-based COMET "
+                          "checkpoint as --mbr-model, with --src) or an installed plug-in's (sim: the cosine of a "
+                          "sentence-transformers encoder, --mbr-model DIR)", metavar="NAME")
     temperature: float = option(1.0, "posterior = softmax(score / T) within each list", check=POSITIVE)
     score_feature: str | None = option(None, "the model log-probability column for the posterior, or `total` for "
                                        "the lists' total scores", metavar="NAME",
@@ -378,10 +425,12 @@ class MBROptions:
                                     "scored; the others get their list's lowest candidate value, and the column "
                                     "mbr_candidate (--which mbr,mbr_candidate) says which were candidates",
                                     metavar="NAME:K", default_text="every hypothesis")
-    comet_model: str | None = option(None, "reference-based COMET model for the comet utility (COMET-22: each "
-                                     "hypothesis encoded once; other classes: COMET's predict per pair, exact only)",
-                                     check=PATH, metavar="PATH", default_text="none, needed for comet")
-    comet_batch_size: int = option(16, "sentences per COMET encoder batch", check=POSITIVE_INT)
+    model: str | None = option(None, "the model of a model utility: a reference-based COMET checkpoint for comet "
+                               "(COMET-22: each hypothesis encoded once; other classes: COMET's predict per pair, "
+                               "exact only), a sentence-transformers directory for sim", check=PATH, metavar="PATH",
+                               default_text="none, needed for comet and sim")
+    batch_size: int | None = option(None, "sentences per encoder batch of a model utility", check=POSITIVE_INT,
+                                    metavar="N", default_text="the utility's: 16 for comet, 64 for sim")
     references: int | None = option(None, "only each list's K most probable hypotheses are pseudo-references (their "
                                     "posterior renormalised)", check=POSITIVE_INT, metavar="K",
                                     default_text="every hypothesis")
@@ -403,34 +452,17 @@ class MBRFeature(Feature):
         if "mbr_candidate" in which and candidates is None:
             raise InputError("the column mbr_candidate needs the MBR candidates option (NAME:K)", context.nbest_path,
                              option="candidates")
-        comet = self.comet(options, context)
+        model = make_utility(options.utility, options.model, options.batch_size, context)
         out = {}
         if "mbr" in which:
             out["mbr"] = mbr_scores(nbest, self.scores(nbest, options.score_feature, context.nbest_path),
                                     options.utility, options.temperature, options.tokenize, method=options.method,
                                     bleu_smooth=options.bleu_smooth, bleu_smooth_value=options.bleu_smooth_value,
-                                    candidates=candidates, references=options.references, comet=comet,
+                                    candidates=candidates, references=options.references, model=model,
                                     sources=context.sources)
         if "mbr_candidate" in which and candidates is not None:
             out["mbr_candidate"] = candidates.astype(np.float64)
         return out
-
-    @staticmethod
-    def comet(options, context):
-        """The comet utility's model (rerank.metrics.comet.MBRUtility), checked against the utility."""
-        if options.utility != "comet":
-            if options.comet_model is not None:
-                raise InputError(f"a COMET model is the comet utility's; the {options.utility} utility has none",
-                                 option="comet_model")
-            return None
-        if not options.comet_model:
-            raise InputError("the comet MBR utility needs a reference-based COMET model", option="comet_model")
-        if context.sources is None:
-            raise InputError("the comet MBR utility needs the source sentences", context.nbest_path)
-        from rerank.metrics.comet import MBRUtility
-
-        context.use_threads()
-        return MBRUtility(options.comet_model, options.comet_batch_size, context.device, context.cache)
 
     @staticmethod
     def candidates(nbest: NBestList, spec: str | None, path: str) -> np.ndarray | None:

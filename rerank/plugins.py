@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from rerank.features import Feature
     from rerank.tuning import Tuner
 
-GROUPS = ("rerank.commands", "rerank.features", "rerank.tuners", "rerank.formats")
+GROUPS = ("rerank.commands", "rerank.features", "rerank.tuners", "rerank.formats", "rerank.mbr_utilities")
 
 
 class PluginError(InputError):
@@ -82,3 +82,8 @@ def features() -> dict[str, type[Feature]]:
 
 def tuners() -> dict[str, type[Tuner]]:
     return load("rerank.tuners")
+
+
+def mbr_utilities() -> dict[str, type]:
+    """name -> class of every installed MBR utility plug-in (rerank.consensus: `--mbr-utility NAME`)."""
+    return load("rerank.mbr_utilities")

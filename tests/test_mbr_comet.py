@@ -66,14 +66,14 @@ def brute(path, nbest, temperature, refs_k=None, candidates=None):
 @pytest.mark.parametrize("kind", ["regression", "xcomet"])
 def test_exact_mbr_is_the_expectation_of_comets_own_scores(models, nbest, kind):
     utility = comet.MBRUtility(models[kind], batch_size=3)
-    got = C.mbr_scores(nbest, nbest.column("nmt"), "comet", temperature=1.5, comet=utility, sources=SOURCES)
+    got = C.mbr_scores(nbest, nbest.column("nmt"), "comet", temperature=1.5, model=utility, sources=SOURCES)
     np.testing.assert_allclose(got, brute(models[kind], nbest, 1.5), atol=1e-4)
 
 
 def test_limits_with_comet(models, nbest):
     utility = comet.MBRUtility(models["regression"])
     mask = C.top_rows(-np.arange(nbest.n_hyps, dtype=float), nbest.offsets, 2)
-    got = C.mbr_scores(nbest, nbest.column("nmt"), "comet", comet=utility, sources=SOURCES, references=2,
+    got = C.mbr_scores(nbest, nbest.column("nmt"), "comet", model=utility, sources=SOURCES, references=2,
                        candidates=mask)
     expected = brute(models["regression"], nbest, 1.0, refs_k=2)
     np.testing.assert_allclose(got[mask], expected[mask], atol=1e-4)
@@ -84,40 +84,40 @@ def test_each_distinct_text_is_encoded_once(models, nbest, monkeypatch):
     original = comet.sentence_embeddings
     monkeypatch.setattr(comet, "sentence_embeddings", lambda m, texts, *a: seen.extend(texts) or original(m, texts, *a))
     utility = comet.MBRUtility(models["regression"])
-    C.mbr_scores(nbest, nbest.column("nmt"), "comet", comet=utility, sources=SOURCES)
+    C.mbr_scores(nbest, nbest.column("nmt"), "comet", model=utility, sources=SOURCES)
     assert sorted(seen) == sorted(set(nbest.hyps) | set(SOURCES))
 
 
 def test_aggregate_equals_exact_when_the_posterior_sits_on_one_hypothesis(models, nbest):
     utility = comet.MBRUtility(models["regression"])
     scores = nbest.column("nmt")
-    peaked = C.mbr_scores(nbest, scores, "comet", temperature=1e-6, method="aggregate", comet=utility,
+    peaked = C.mbr_scores(nbest, scores, "comet", temperature=1e-6, method="aggregate", model=utility,
                           sources=SOURCES)
-    exact = C.mbr_scores(nbest, scores, "comet", temperature=1e-6, comet=utility, sources=SOURCES)
+    exact = C.mbr_scores(nbest, scores, "comet", temperature=1e-6, model=utility, sources=SOURCES)
     np.testing.assert_allclose(peaked, exact, atol=1e-4)
-    spread = C.mbr_scores(nbest, scores, "comet", method="aggregate", comet=utility, sources=SOURCES)
+    spread = C.mbr_scores(nbest, scores, "comet", method="aggregate", model=utility, sources=SOURCES)
     assert np.all(np.isfinite(spread)) and not np.allclose(spread, peaked)
     with pytest.raises(InputError, match="aggregate MBR method needs a COMET model whose score is an estimator"):
-        C.mbr_scores(nbest, scores, "comet", method="aggregate", comet=comet.MBRUtility(models["xcomet"]),
+        C.mbr_scores(nbest, scores, "comet", method="aggregate", model=comet.MBRUtility(models["xcomet"]),
                      sources=SOURCES)
 
 
 def test_the_feature_and_its_refusals(models, nbest, tmp_path, capsys):
     column = api.add_features(nbest, "mbr", sources=SOURCES, mbr_utility="comet",
-                              mbr_comet_model=models["regression"]).column("mbr")
+                              mbr_model=models["regression"]).column("mbr")
     np.testing.assert_allclose(column, brute(models["regression"], nbest, 1.0), atol=1e-4)
-    with pytest.raises(InputError, match="needs a reference-based COMET model"):
+    with pytest.raises(InputError, match="the comet MBR utility needs its model"):
         api.add_features(nbest, "mbr", sources=SOURCES, mbr_utility="comet")
-    with pytest.raises(InputError, match="needs the source sentences"):
-        api.add_features(nbest, "mbr", mbr_utility="comet", mbr_comet_model=models["regression"])
+    with pytest.raises(InputError, match="needs one source sentence per list"):
+        api.add_features(nbest, "mbr", mbr_utility="comet", mbr_model=models["regression"])
     with pytest.raises(InputError, match="the bleu utility has none"):
-        api.add_features(nbest, "mbr", sources=SOURCES, mbr_comet_model=models["regression"])
+        api.add_features(nbest, "mbr", sources=SOURCES, mbr_model=models["regression"])
     with pytest.raises(InputError, match="a reference-free COMET model"):
-        api.add_features(nbest, "mbr", sources=SOURCES, mbr_utility="comet", mbr_comet_model=models["kiwi"])
+        api.add_features(nbest, "mbr", sources=SOURCES, mbr_utility="comet", mbr_model=models["kiwi"])
     api.write_nbest(nbest, str(tmp_path / "in.nbest"))
     (tmp_path / "src").write_text("\n".join(SOURCES) + "\n")
     assert main(["features", str(tmp_path / "in.nbest"), "--src", str(tmp_path / "src"), "--which", "mbr",
-                 "--mbr-utility", "comet", "--mbr-comet-model", models["regression"], "--no-score-cache",
+                 "--mbr-utility", "comet", "--mbr-model", models["regression"], "--no-score-cache",
                  "-o", str(tmp_path / "out.nbest")]) == 0
     out = api.read_nbest(str(tmp_path / "out.nbest"))
     np.testing.assert_allclose(out.column("mbr"), column, atol=1e-4)   # the file's decimals

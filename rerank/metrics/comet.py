@@ -314,10 +314,12 @@ class MBRUtility:
     (`aggregate`, one estimator call per candidate). Another reference-based class scores every
     (source, candidate, pseudo-reference) triple with COMET's predict (exact only), cached."""
 
-    def __init__(self, path: str, batch_size: int = 16, device=None, cache: str | None = None):
+    needs_sources = True
+
+    def __init__(self, path: str, batch_size: int | None = 16, device=None, cache: str | None = None):
         from rerank.device import resolve_device
 
-        self.path, self.batch_size, self.cache = path, batch_size, cache
+        self.path, self.batch_size, self.cache = path, batch_size or 16, cache
         self.kind, segments = model_kind(path)
         if "ref" not in segments:
             load_comet(path, True, "the comet MBR utility")   # the one clear error of a reference-free model
