@@ -15,3 +15,18 @@ def write(tmp_path, name, text):
     path = tmp_path / name
     path.write_text(text, encoding="utf-8")
     return str(path)
+
+
+def torchrun(args, nproc: int = 2, timeout: int = 240):
+    """`torchrun --standalone --nproc_per_node NPROC -m rerank ARGS` (gloo on the CPU, one thread per
+    rank, offline, the repository first on the path): the CompletedProcess."""
+    import os
+    import subprocess
+    import sys
+
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1",
+           "PYTHONPATH": repo + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node",
+                           str(nproc), "-m", "rerank", *[str(a) for a in args]], env=env, capture_output=True,
+                          text=True, timeout=timeout)

@@ -230,20 +230,14 @@ def test_missing_inputs_and_encoder_are_one_clear_error(models, nbest, tmp_path,
 def test_torchrun_splits_the_scoring_and_writes_what_one_process_writes(models, nbest, tmp_path):
     """Two ranks (gloo, one thread each) score comet_ref in whole batches each; rank 0 writes the
     bytes one process writes, and fills the cache the one process then reads nothing from."""
-    import subprocess
-    import sys
+    from tests.cli_helpers import torchrun
 
     for name, lines in (("ref", REF), ("src", SRC)):
         (tmp_path / name).write_text("\n".join(lines) + "\n")
     api.write_nbest(nbest, str(tmp_path / "in.nbest"))
     args = ["features", str(tmp_path / "in.nbest"), "--which", "comet_ref", "-r", str(tmp_path / "ref"), "--src",
             str(tmp_path / "src"), "--comet-model", models["regression"], "--comet-batch-size", "4", "--quiet"]
-    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1",
-           "PYTHONPATH": repo + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    ranks = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
-                            "-m", "rerank", *args, "--score-cache", str(tmp_path / "c.sqlite"),
-                            "-o", str(tmp_path / "two.nbest")], env=env, capture_output=True, text=True, timeout=240)
+    ranks = torchrun([*args, "--score-cache", tmp_path / "c.sqlite", "-o", tmp_path / "two.nbest"])
     assert ranks.returncode == 0, ranks.stderr[-2000:]
     assert main([*args, "--no-score-cache", "-o", str(tmp_path / "one.nbest")]) == 0
     assert (tmp_path / "two.nbest").read_bytes() == (tmp_path / "one.nbest").read_bytes()

@@ -121,3 +121,18 @@ def test_the_feature_and_its_refusals(models, nbest, tmp_path, capsys):
                  "-o", str(tmp_path / "out.nbest")]) == 0
     out = api.read_nbest(str(tmp_path / "out.nbest"))
     np.testing.assert_allclose(out.column("mbr"), column, atol=1e-4)   # the file's decimals
+
+
+@pytest.mark.parametrize("method", ["exact", "aggregate"])
+def test_torchrun_splits_the_encoding_and_writes_what_one_process_writes(models, nbest, tmp_path, method):
+    from tests.cli_helpers import torchrun
+
+    api.write_nbest(nbest, str(tmp_path / "in.nbest"))
+    (tmp_path / "src").write_text("\n".join(SOURCES) + "\n")
+    args = ["features", tmp_path / "in.nbest", "--src", tmp_path / "src", "--which", "mbr", "--mbr-utility", "comet",
+            "--mbr-model", models["regression"], "--mbr-batch-size", "2", "--mbr-method", method, "--no-score-cache",
+            "--quiet"]
+    ranks = torchrun([*args, "-o", tmp_path / "two.nbest"])
+    assert ranks.returncode == 0, ranks.stderr[-2000:]
+    assert main([str(a) for a in args] + ["-o", str(tmp_path / "one.nbest")]) == 0
+    assert (tmp_path / "two.nbest").read_bytes() == (tmp_path / "one.nbest").read_bytes()

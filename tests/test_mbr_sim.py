@@ -79,3 +79,15 @@ def test_the_feature_and_its_refusals(encoder, nbest, tmp_path, capsys):
     assert main(["features", str(tmp_path / "in.nbest"), "--which", "mbr", "--mbr-utility", "sim", "--mbr-model",
                  encoder, "--mbr-method", "aggregate", "-o", str(tmp_path / "out.nbest")]) == 0
     np.testing.assert_allclose(api.read_nbest(str(tmp_path / "out.nbest")).column("mbr"), column, atol=1e-4)
+
+
+def test_torchrun_splits_the_encoding_and_writes_what_one_process_writes(encoder, nbest, tmp_path):
+    from tests.cli_helpers import torchrun
+
+    api.write_nbest(nbest, str(tmp_path / "in.nbest"))
+    args = ["features", tmp_path / "in.nbest", "--which", "mbr", "--mbr-utility", "sim", "--mbr-model", encoder,
+            "--mbr-batch-size", "2", "--quiet"]
+    ranks = torchrun([*args, "-o", tmp_path / "two.nbest"])
+    assert ranks.returncode == 0, ranks.stderr[-2000:]
+    assert main([str(a) for a in args] + ["-o", str(tmp_path / "one.nbest")]) == 0
+    assert (tmp_path / "two.nbest").read_bytes() == (tmp_path / "one.nbest").read_bytes()

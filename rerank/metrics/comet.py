@@ -291,19 +291,29 @@ EMBEDDING_CLASSES = ("regression_metric",)
 
 def sentence_embeddings(model, texts: Sequence[str], batch_size: int, device):
     """COMET's sentence embedding of every text (its encoder, layerwise mix and pooling, as its
-    forward computes them), in batches of similar lengths; a (len(texts), d) tensor on `device`."""
+    forward computes them), in batches of similar lengths; a (len(texts), d) tensor on `device`.
+    A vector depends on its batch alone, so under torchrun the ranks encode whole batches each
+    (rerank.distributed) and the embeddings are those of one process."""
     import torch
 
-    order = np.argsort([len(t) for t in texts], kind="stable")
-    out: list[Any] = [None] * len(texts)
-    with torch.inference_mode():
-        for a in range(0, len(texts), batch_size):
-            rows = order[a:a + batch_size].tolist()
-            inputs = model.encoder.prepare_sample([texts[i] for i in rows])
-            embedded = model.get_sentence_embedding(inputs["input_ids"].to(device), inputs["attention_mask"].to(device))
-            for k, i in enumerate(rows):
-                out[i] = embedded[k]
-    return torch.stack(out) if out else torch.zeros((0, 0), device=device)
+    order = np.argsort([len(t) for t in texts], kind="stable").tolist()
+    batches = [order[a:a + batch_size] for a in range(0, len(order), batch_size)]
+
+    def encode(a: int, b: int) -> np.ndarray:
+        parts = []
+        with torch.inference_mode():
+            for rows in batches[a:b]:
+                inputs = model.encoder.prepare_sample([texts[i] for i in rows])
+                parts.append(model.get_sentence_embedding(inputs["input_ids"].to(device),
+                                                          inputs["attention_mask"].to(device)).float().cpu().numpy())
+        return np.concatenate(parts)
+
+    parts = distributed.map_parts(encode, len(batches), [sum(len(texts[i]) for i in rows) for rows in batches])
+    if not parts:
+        return torch.zeros((0, 0), device=device)
+    vectors = np.zeros((len(texts), parts[0].shape[1]), dtype=np.float32)
+    vectors[order] = np.concatenate(parts)
+    return torch.as_tensor(vectors, device=device)
 
 
 class MBRUtility:
