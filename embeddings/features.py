@@ -181,3 +181,41 @@ class MLMMEFeatures(Feature):
                 device=context.device, progress=context.progress)
             out.update({prefix + name: values for name, values in columns.items()})
         return out
+
+
+class MLMMEMBRUtility:
+    """The cosine of an MLMME/VSE model's embeddings of the target language as an MBR utility
+    (`rerank features --which mbr --mbr-utility mlmme --mbr-model MODEL.pt`, entry-point group
+    rerank.mbr_utilities): U(h_i, h_j) = v_i . v_j of the model's unit vectors (empty hypotheses: 0),
+    each distinct hypothesis encoded once, products summed in float64. Exact MBR, sum_j p_j v_i . v_j,
+    equals v_i . (sum_j p_j v_j) (the dot product is linear), so the aggregate method gives the
+    same values in linear time. The source is not read."""
+
+    needs_sources = False
+
+    def __init__(self, path: str, batch_size: int | None = None, device=None, cache: str | None = None,
+                 lang: str = "de"):
+        require(("torch", "sacremoses"), "the mlmme MBR utility")
+        with needs_neural("the mlmme MBR utility"):
+            from rerank.embeddings.encoder import Encoder
+        self.encoder = Encoder.load(path)
+        if lang not in self.encoder.languages:
+            raise InputError(f"the model encodes {', '.join(self.encoder.languages)}, not {lang!r}", path)
+        self.lang, self.batch_size, self.device = lang, batch_size or 256, device
+
+    def vectors(self, texts) -> np.ndarray:
+        distinct: dict[str, int] = {}
+        index = np.array([distinct.setdefault(t, len(distinct)) for t in texts], dtype=np.int64)
+        vectors = self.encoder.encode(list(distinct), self.lang, batch_size=self.batch_size, device=self.device,
+                                      empty="zero")
+        return vectors.astype(np.float64)[index]
+
+    def exact(self, sources, texts, group, I, J) -> np.ndarray:
+        vectors = self.vectors(texts)
+        return (vectors[I] * vectors[J]).sum(axis=1)
+
+    def aggregate(self, sources, texts, group, p) -> np.ndarray:
+        vectors = self.vectors(texts)
+        mean = np.zeros((int(group.max(initial=-1)) + 1, vectors.shape[1]))
+        np.add.at(mean, group, p[:, None] * vectors)
+        return (vectors * mean[group]).sum(axis=1)

@@ -127,7 +127,8 @@ class SimMBRUtility:
 
     needs_sources = False
 
-    def __init__(self, path: str, batch_size: int | None = 64, device=None, cache: str | None = None):
+    def __init__(self, path: str, batch_size: int | None = 64, device=None, cache: str | None = None,
+                 lang: str | None = None):
         require(("torch", "sentence_transformers"), "the sim MBR utility")
         self.path, self.batch_size, self.device = path, batch_size or 64, resolve_device(device)
         self._encoder = None

@@ -61,8 +61,9 @@ from rerank.metrics.ngrams import (NgramCounter, clipped_counts, integer_sequenc
 TEXT_UTILITIES = ("bleu", "chrf", "ter")
 # utilities that score with a user's model (`--mbr-model`): an object with exact(sources, texts,
 # group, I, J) -> (P,) and aggregate(sources, texts, group, p) -> (T,), made from (path, batch_size,
-# device, cache); comet is the core's, others are plug-ins of the entry-point group rerank.mbr_utilities
-# (sim: sentence-transformers cosine, rerank.embeddings)
+# device, cache, lang=the hypotheses' language); comet is the core's, others are plug-ins of the
+# entry-point group rerank.mbr_utilities (rerank.embeddings: sim, a sentence-transformers cosine;
+# mlmme, the cosine of this project's MLMME/VSE embeddings)
 MODEL_UTILITIES = {"comet": "rerank.metrics.comet:MBRUtility"}
 UTILITIES = (*TEXT_UTILITIES, *MODEL_UTILITIES)
 CHRF_CHAR_ORDER, CHRF_BETA = 6, 2.0
@@ -375,7 +376,7 @@ def make_utility(utility: str, path: str | None, batch_size: int | None, context
     if not path:
         raise InputError(f"the {utility} MBR utility needs its model", option="model")
     context.use_threads()
-    return cls(path, batch_size, context.device, context.cache)
+    return cls(path, batch_size, context.device, context.cache, lang=context.tgt_lang)
 
 
 def top_rows(values: np.ndarray, offsets: np.ndarray, k: int) -> np.ndarray:
@@ -408,7 +409,8 @@ class MBROptions:
 
     utility: str = option("bleu", "utility: sentence BLEU+1 (bleu), chrF, -TER, comet (a reference-based COMET "
                           "checkpoint as --mbr-model, with --src) or an installed plug-in's (sim: the cosine of a "
-                          "sentence-transformers encoder, --mbr-model DIR)", metavar="NAME")
+                          "sentence-transformers encoder, --mbr-model DIR; mlmme: of an MLMME/VSE model, "
+                          "--mbr-model MODEL.pt)", metavar="NAME")
     temperature: float = option(1.0, "posterior = softmax(score / T) within each list", check=POSITIVE)
     score_feature: str | None = option(None, "the model log-probability column for the posterior, or `total` for "
                                        "the lists' total scores", metavar="NAME",
@@ -427,8 +429,8 @@ class MBROptions:
                                     metavar="NAME:K", default_text="every hypothesis")
     model: str | None = option(None, "the model of a model utility: a reference-based COMET checkpoint for comet "
                                "(COMET-22: each hypothesis encoded once; other classes: COMET's predict per pair, "
-                               "exact only), a sentence-transformers directory for sim", check=PATH, metavar="PATH",
-                               default_text="none, needed for comet and sim")
+                               "exact only), a sentence-transformers directory for sim, an MLMME/VSE model.pt for "
+                               "mlmme", check=PATH, metavar="PATH", default_text="none, needed for comet, sim, mlmme")
     batch_size: int | None = option(None, "sentences per encoder batch of a model utility", check=POSITIVE_INT,
                                     metavar="N", default_text="the utility's: 16 for comet, 64 for sim")
     references: int | None = option(None, "only each list's K most probable hypotheses are pseudo-references (their "

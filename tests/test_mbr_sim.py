@@ -91,3 +91,24 @@ def test_torchrun_splits_the_encoding_and_writes_what_one_process_writes(encoder
     assert ranks.returncode == 0, ranks.stderr[-2000:]
     assert main([str(a) for a in args] + ["-o", str(tmp_path / "one.nbest")]) == 0
     assert (tmp_path / "two.nbest").read_bytes() == (tmp_path / "one.nbest").read_bytes()
+
+
+def test_the_mlmme_utility_is_the_expected_cosine_of_the_shipped_model(nbest):
+    """mlmme: the cosine of the shipped MLMME model's German embeddings; exact = aggregate (linear)."""
+    import os
+
+    from rerank.embeddings.encoder import Encoder
+
+    model = os.path.join(os.path.dirname(__file__), "..", "rerank", "data", "models", "mlmme-small.pt")
+    utility = C.make_utility("mlmme", model, None)
+    scores = nbest.column("nmt")
+    exact = C.mbr_scores(nbest, scores, "mlmme", temperature=0.8, model=utility)
+    np.testing.assert_allclose(C.mbr_scores(nbest, scores, "mlmme", temperature=0.8, method="aggregate",
+                                            model=utility), exact, atol=1e-9)
+    vectors = Encoder.load(model).encode(list(nbest.hyps), "de").astype(np.float64)
+    p = C.posterior(scores, nbest.offsets, 0.8)
+    for a, b in zip(nbest.offsets[:-1].tolist(), nbest.offsets[1:].tolist()):
+        for i in range(a, b):
+            assert exact[i] == pytest.approx(100 * sum(p[j] * vectors[i] @ vectors[j] for j in range(a, b)), abs=1e-6)
+    with pytest.raises(InputError, match="not 'xx'"):
+        C.make_utility("mlmme", model, None, api.FeatureContext(tgt_lang="xx"))

@@ -326,7 +326,8 @@ class MBRUtility:
 
     needs_sources = True
 
-    def __init__(self, path: str, batch_size: int | None = 16, device=None, cache: str | None = None):
+    def __init__(self, path: str, batch_size: int | None = 16, device=None, cache: str | None = None,
+                 lang: str | None = None):
         from rerank.device import resolve_device
 
         self.path, self.batch_size, self.cache = path, batch_size or 16, cache
