@@ -40,9 +40,9 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
 
 from rerank.io import atomic_copy, atomic_write
+from rerank.recipes.objective_study import best_rows, corpus_scores, loadavg, mean_sd
 
 logger = logging.getLogger("rerank.recipes.mbr_neural_study")  # also when run as __main__
 
@@ -86,25 +86,10 @@ def mbr_columns(nbest, system: str, model: str = MODEL, threads: int | None = 1)
     return rerank.add_features(nbest, columns, tgt_lang="de", threads=threads, score_feature="nmt", **options)
 
 
-def corpus_scores(hyps: list[str], refs: Sequence[Sequence[str]]) -> dict[str, float]:
-    """sacrebleu's corpus BLEU (13a) and chrF of one output, and its length ratio (BLEU's)."""
-    import sacrebleu
-
-    streams = [list(stream) for stream in refs]
-    bleu = sacrebleu.corpus_bleu(hyps, streams)
-    return {"bleu": bleu.score, "chrf": sacrebleu.corpus_chrf(hyps, streams).score, "ratio": bleu.sys_len / bleu.ref_len}
 
 
-def mean_sd(values: Sequence[float]) -> dict[str, float]:
-    """Mean and the standard deviation over runs (n - 1 in the denominator, as rerank eval's s_opt)."""
-    values = [float(v) for v in values]
-    return {"mean": float(np.mean(values)), "sd": float(np.std(values, ddof=1)) if len(values) > 1 else 0.0}
 
 
-def _best_rows(nbest, weights: dict[str, float]) -> np.ndarray:
-    from rerank.weights import best_rows, weight_vector
-
-    return best_rows(nbest, weight_vector(weights, nbest.feature_names, warn=lambda _: None))
 
 
 def study_list(nbest_dir: str, ref_dir: str, flavour: str, n: int, out: str, args) -> dict:
@@ -146,8 +131,8 @@ def study_list(nbest_dir: str, ref_dir: str, flavour: str, n: int, out: str, arg
         outputs[label] = []
         for run in tuned.runs:
             weights = {f: run.weights.get(f, 0.0) for f in features}
-            val_hyps = [featured["val"].hyps[int(r)] for r in _best_rows(featured["val"], weights)]
-            test_hyps = [featured["test_2016"].hyps[int(r)] for r in _best_rows(featured["test_2016"], weights)]
+            val_hyps = [featured["val"].hyps[int(r)] for r in best_rows(featured["val"], weights)]
+            test_hyps = [featured["test_2016"].hyps[int(r)] for r in best_rows(featured["test_2016"], weights)]
             outputs[label].append(test_hyps)
             with atomic_write(os.path.join(work, f"{key}.test.run{run.run}")) as f:
                 f.writelines(h + "\n" for h in test_hyps)
@@ -157,7 +142,7 @@ def study_list(nbest_dir: str, ref_dir: str, flavour: str, n: int, out: str, arg
         row: dict[str, Any] = {"label": label, "features": features, "mbr_options": options, "runs": runs}
         if options is not None:  # the untuned MBR decision: each list's hypothesis with the highest mbr value
             test = featured["test_2016"]
-            row["decision"] = corpus_scores([test.hyps[int(r)] for r in _best_rows(test, {"mbr": 1.0})],
+            row["decision"] = corpus_scores([test.hyps[int(r)] for r in best_rows(test, {"mbr": 1.0})],
                                             refs["test_2016"])
             candidates = options.get("candidates")
             if candidates:
@@ -229,7 +214,7 @@ def report(study: dict) -> str:
 
 def run_study(args, command: str) -> dict:
     """The study over every list the arguments name (see the module doc); the study dict."""
-    load_before = _loadavg()
+    load_before = loadavg()
     start = time.monotonic()
     config = {"nbest_dir": args.nbest_dir, "ref_dir": args.ref_dir or args.nbest_dir, "flavours": args.flavours,
               "nbest": args.nbest, "runs": args.runs, "epochs": args.epochs, "seed": args.seed,
@@ -248,17 +233,11 @@ def run_study(args, command: str) -> dict:
             study["lists"][f"{flavour} {n}-best"] = study_list(args.nbest_dir, args.ref_dir or args.nbest_dir,
                                                                flavour, n, args.out, args)
             logger.info(f"{flavour} {n}-best: done")
-    study["machine"] = {"seconds": time.monotonic() - start, "loadavg_before": load_before, "loadavg_after": _loadavg(),
+    study["machine"] = {"seconds": time.monotonic() - start, "loadavg_before": load_before, "loadavg_after": loadavg(),
                         "cpus": os.cpu_count()}
     return study
 
 
-def _loadavg() -> str | None:
-    try:
-        with open("/proc/loadavg", encoding="ascii") as f:
-            return f.read().strip()
-    except OSError:
-        return None
 
 
 def main(argv=None) -> int:

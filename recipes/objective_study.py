@@ -182,9 +182,9 @@ def study_list(nbest_dir: str, ref_dir: str, flavour: str, n: int, out: str, arg
             outputs[label] = []
             for run in tuned.runs:
                 weights = {f: run.weights.get(f, 0.0) for f in features}
-                val_rows = _best_rows(val, weights)
+                val_rows = best_rows(val, weights)
                 val_hyps = [val.hyps[int(r)] for r in val_rows]
-                test_hyps = [test.hyps[int(r)] for r in _best_rows(test, weights)]
+                test_hyps = [test.hyps[int(r)] for r in best_rows(test, weights)]
                 outputs[label].append(test_hyps)
                 with atomic_write(os.path.join(work, slug, f"{key}.test.run{run.run}")) as f:
                     f.writelines(h + "\n" for h in test_hyps)
@@ -221,7 +221,7 @@ def study_list(nbest_dir: str, ref_dir: str, flavour: str, n: int, out: str, arg
     return result
 
 
-def _best_rows(nbest, weights: dict[str, float]) -> np.ndarray:
+def best_rows(nbest, weights: dict[str, float]) -> np.ndarray:
     from rerank.weights import best_rows, weight_vector
 
     return best_rows(nbest, weight_vector(weights, nbest.feature_names, warn=lambda _: None))
@@ -272,7 +272,7 @@ def report(study: dict) -> str:
 
 def run_study(args, command: str) -> dict:
     """The study over every list the arguments name (see the module doc); the study dict."""
-    load_before = _loadavg()
+    load_before = loadavg()
     start = time.monotonic()
     config = {"nbest_dir": args.nbest_dir, "ref_dir": args.ref_dir or args.nbest_dir, "flavours": args.flavours,
               "nbest": args.nbest, "runs": args.runs, "epochs": args.epochs, "seed": args.seed,
@@ -288,12 +288,12 @@ def run_study(args, command: str) -> dict:
             study["lists"][f"{flavour} {n}-best"] = study_list(args.nbest_dir, args.ref_dir or args.nbest_dir, flavour,
                                                                n, args.out, args)
             logger.info(f"{flavour} {n}-best: done")
-    study["machine"] = {"seconds": time.monotonic() - start, "loadavg_before": load_before, "loadavg_after": _loadavg(),
+    study["machine"] = {"seconds": time.monotonic() - start, "loadavg_before": load_before, "loadavg_after": loadavg(),
                         "cpus": os.cpu_count()}
     return study
 
 
-def _loadavg() -> str | None:
+def loadavg() -> str | None:
     try:
         with open("/proc/loadavg", encoding="ascii") as f:
             return f.read().strip()
