@@ -238,8 +238,6 @@ def run_study(args, command: str) -> dict:
     return study
 
 
-
-
 def main(argv=None) -> int:
     """The command line of this module, with the pipeline's log lines (INFO records) on stderr."""
     from rerank.cliargs import stderr_log
