@@ -58,6 +58,8 @@ import sys
 import tempfile
 import time
 
+from gpu_check import cpu_name  # benchmarks/ is this script's directory, first on sys.path
+
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 DATA = os.path.join(ROOT, "rerank", "data", "multi30k")
 SIZES = (20, 50, 100)
@@ -71,15 +73,6 @@ def loadavg() -> str:
         return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
 
 
 def git_state() -> dict:
@@ -265,7 +258,7 @@ def main() -> None:
                    "env": {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
                                                          "HF_HUB_OFFLINE", "PYTHONPATH")},
                    "torch_threads": torch.get_num_threads()},
-        "machine": {"platform": platform.platform(), "cpu": cpu_model(), "cpus": os.cpu_count(),
+        "machine": {"platform": platform.platform(), "cpu": cpu_name(), "cpus": os.cpu_count(),
                     "affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
                     "python": platform.python_version()},
         "versions": {m: _version(m) for m in ("torch", "unbabel-comet", "transformers", "numpy", "mbrs")},

@@ -52,6 +52,7 @@ import numpy as np
 from rerank.metrics.bleu import SMOOTHING, sentence_bleu, sentence_bleu_plus1, stats_array
 from rerank.errors import InputError
 from rerank.features import Feature, FeatureContext
+from rerank.metrics.comet import MBRUtility
 from rerank.metrics.registry import objective
 from rerank.nbest import NBestList
 from rerank.options import PATH, POSITIVE, POSITIVE_INT, option
@@ -64,7 +65,7 @@ TEXT_UTILITIES = ("bleu", "chrf", "ter")
 # device, cache, lang=the hypotheses' language); comet is the core's, others are plug-ins of the
 # entry-point group rerank.mbr_utilities (rerank.embeddings: sim, a sentence-transformers cosine;
 # mlmme, the cosine of this project's MLMME/VSE embeddings)
-MODEL_UTILITIES = {"comet": "rerank.metrics.comet:MBRUtility"}
+MODEL_UTILITIES: dict[str, type] = {"comet": MBRUtility}
 UTILITIES = (*TEXT_UTILITIES, *MODEL_UTILITIES)
 CHRF_CHAR_ORDER, CHRF_BETA = 6, 2.0
 
@@ -354,8 +355,6 @@ def make_utility(utility: str, path: str | None, batch_size: int | None, context
     """The object of a model utility (None for a text utility), from its model `path`, loaded
     lazily; `context` gives the device, threads and score cache. A model for a text utility, or
     a model utility without one, is an InputError."""
-    from importlib import import_module
-
     from rerank import plugins
 
     context = context or FeatureContext()
@@ -365,8 +364,7 @@ def make_utility(utility: str, path: str | None, batch_size: int | None, context
                              option="model")
         return None
     if utility in MODEL_UTILITIES:
-        module, _, name = MODEL_UTILITIES[utility].partition(":")
-        cls = getattr(import_module(module), name)
+        cls = MODEL_UTILITIES[utility]
     else:
         found = plugins.mbr_utilities()
         if utility not in found:

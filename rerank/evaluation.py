@@ -411,7 +411,7 @@ def evaluate_systems(refs: Sequence[Sequence[str]], baseline_runs: Sequence[Sequ
               "runs": {name: len(runs) for name, runs in all_systems.items()}, "sentences": n,
               "references": len(refs)}
     if models and o.comet_model is not None:
-        config["comet"] = {"model": os.fspath(o.comet_model), "batch_size": o.comet_batch_size, "device": o.device,
+        config["comet"] = {"model": os.fspath(o.comet_model), "batch_size": o.comet_batch_size, "device": o.device or "cpu",
                            **({"sources": os.fspath(o.sources)} if isinstance(o.sources, (str, os.PathLike)) else {})}
     return ResultTable(systems=list(all_systems), metrics=names, cells=cells, baseline=baseline_name,
                        second_baseline=second_baseline, signatures={m.name: m.signature() for m in metric_objs},

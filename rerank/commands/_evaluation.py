@@ -208,8 +208,9 @@ def _comet_options(args) -> dict:
 
     if not args.comet_model:
         return {}
-    return {"comet_model": args.comet_model, "sources": args.src, "comet_batch_size": args.comet_batch_size or 16,
-            "device": args.device or "cpu", "score_cache": None if args.no_score_cache else (args.score_cache or default_cache_path())}
+    given = {"comet_batch_size": args.comet_batch_size, "device": args.device}   # else EvalOptions' defaults
+    return {"comet_model": args.comet_model, "sources": args.src, **{k: v for k, v in given.items() if v is not None},
+            "score_cache": None if args.no_score_cache else (args.score_cache or default_cache_path())}
 
 
 def _meteor_options(args) -> dict:

@@ -96,9 +96,10 @@ def model_kind(path: str) -> tuple[str, tuple[str, ...]]:
     return kind, segments
 
 
-def load_comet(path: str, reference: bool, what: str):
-    """The COMET model of a local checkpoint, offline. `reference`: whether `what` (the feature or
-    metric that asks, for the messages) needs a reference-based model (True) or a reference-free one."""
+def check_kind(path: str, reference: bool, what: str) -> tuple[str, tuple[str, ...]]:
+    """`model_kind` of a COMET model, refused in one line unless it fits `what` (the feature, metric
+    or utility that asks, for the messages): a reference-based model when `reference`, else one that
+    scores without a reference. Nothing is loaded."""
     ckpt = checkpoint_file(path)
     kind, segments = model_kind(path)
     if reference and "ref" not in segments:
@@ -110,6 +111,13 @@ def load_comet(path: str, reference: bool, what: str):
                          f"without a reference; {what} needs one that can (CometKiwi, COMET-QE, XCOMET, unified "
                          "models): score with references through the comet_ref feature or the comet "
                          "metric of evaluation", ckpt)
+    return kind, segments
+
+
+def load_comet(path: str, reference: bool, what: str):
+    """The COMET model of a local checkpoint, offline, of the kind `check_kind` accepts for `what`."""
+    check_kind(path, reference, what)
+    ckpt = checkpoint_file(path)
     with needs_neural(what):
         from comet import load_from_checkpoint
     check_weights_only(ckpt)
@@ -189,7 +197,7 @@ def cached_scores(path: str, inputs: Sequence[tuple[str, ...]], *, reference: bo
     from rerank.score_cache import model_digest, open_cache
 
     ckpt = checkpoint_file(path)
-    model_kind(path)
+    check_kind(path, reference, what)
     distinct = list(dict.fromkeys(inputs))
     keys = [(src, mt) if len(rest) == 0 else (src + "\0" + rest[0], mt) for src, mt, *rest in distinct]
     values = np.zeros(len(distinct))
@@ -239,7 +247,7 @@ class COMETMetric(MeanOfSegments):
                  cache: str | None = None):
         self.model, self.sources = model, list(sources)
         self.batch_size, self.device, self.cache = batch_size, device, cache
-        self.kind, _ = model_kind(model)
+        self.kind, _ = check_kind(model, True, "the comet metric")
         self._scores: dict[tuple[str, str, str], float] = {}
 
     def _triples(self, hyps: Sequence[str], refs: Sequence[Sequence[str]]) -> list[tuple[str, str, str]]:
@@ -331,9 +339,7 @@ class MBRUtility:
         from rerank.device import resolve_device
 
         self.path, self.batch_size, self.cache = path, batch_size or 16, cache
-        self.kind, segments = model_kind(path)
-        if "ref" not in segments:
-            load_comet(path, True, "the comet MBR utility")   # the one clear error of a reference-free model
+        self.kind, _ = check_kind(path, True, "the comet MBR utility")
         self.device = resolve_device(device)
         self._model: Any = None
 
@@ -393,8 +399,3 @@ class MBRUtility:
         position = {t: k for k, t in enumerate(distinct)}
         table = sentence_embeddings(model, distinct, self.batch_size, self.device)
         return table[[position[t] for t in texts]], table[[position[s] for s in sources]]
-
-    def signature(self) -> str:
-        from rerank.score_cache import model_digest
-
-        return f"comet:{self.kind}:{model_digest(checkpoint_file(self.path))[:16]}"
