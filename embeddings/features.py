@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rerank import distributed
+from rerank.consensus import VectorUtility
 from rerank.errors import InputError, needs_neural, require
 from rerank.features import Feature, FeatureContext
 from rerank.nbest import NBestList
@@ -183,15 +184,12 @@ class MLMMEFeatures(Feature):
         return out
 
 
-class MLMMEMBRUtility:
+class MLMMEMBRUtility(VectorUtility):
     """The cosine of an MLMME/VSE model's embeddings of the target language as an MBR utility
     (`rerank features --which mbr --mbr-utility mlmme --mbr-model MODEL.pt`, entry-point group
     rerank.mbr_utilities): U(h_i, h_j) = v_i . v_j of the model's unit vectors (empty hypotheses: 0),
-    each distinct hypothesis encoded once, products summed in float64. Exact MBR, sum_j p_j v_i . v_j,
-    equals v_i . (sum_j p_j v_j) (the dot product is linear), so the aggregate method gives the
-    same values in linear time. The source is not read."""
-
-    needs_sources = False
+    each distinct hypothesis encoded once, in float64; exact = aggregate
+    (rerank.consensus.VectorUtility). The source is not read."""
 
     def __init__(self, path: str, batch_size: int | None = None, device=None, cache: str | None = None,
                  lang: str = "de"):
@@ -209,13 +207,3 @@ class MLMMEMBRUtility:
         vectors = self.encoder.encode(list(distinct), self.lang, batch_size=self.batch_size, device=self.device,
                                       empty="zero")
         return vectors.astype(np.float64)[index]
-
-    def exact(self, sources, texts, group, I, J) -> np.ndarray:
-        vectors = self.vectors(texts)
-        return (vectors[I] * vectors[J]).sum(axis=1)
-
-    def aggregate(self, sources, texts, group, p) -> np.ndarray:
-        vectors = self.vectors(texts)
-        mean = np.zeros((int(group.max(initial=-1)) + 1, vectors.shape[1]))
-        np.add.at(mean, group, p[:, None] * vectors)
-        return (vectors * mean[group]).sum(axis=1)

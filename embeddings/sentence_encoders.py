@@ -20,6 +20,7 @@ import numpy as np
 
 from rerank import distributed
 from rerank.device import resolve_device
+from rerank.consensus import VectorUtility
 from rerank.errors import InputError, needs_neural, require
 from rerank.features import Feature, FeatureContext
 from rerank.options import PATH, POSITIVE_INT, option
@@ -117,15 +118,11 @@ def normalized_embeddings(encoder, texts: list[str], batch_size: int, progress=F
     return vectors.astype(np.float64)
 
 
-class SimMBRUtility:
+class SimMBRUtility(VectorUtility):
     """The cosine of a sentence-transformers encoder as an MBR utility (`--mbr-utility sim
     --mbr-model DIR`, entry-point group rerank.mbr_utilities): U(h_i, h_j) = e_i . e_j for the
-    L2-normalised embeddings, each distinct hypothesis encoded once. Exact MBR, sum_j p_j e_i . e_j,
-    equals e_i . (sum_j p_j e_j) because the dot product is linear, so the aggregate method (one
-    product per hypothesis with its list's posterior-weighted mean embedding) gives the same values.
-    The source is not read."""
-
-    needs_sources = False
+    L2-normalised embeddings, each distinct hypothesis encoded once; exact = aggregate
+    (rerank.consensus.VectorUtility). The source is not read."""
 
     def __init__(self, path: str, batch_size: int | None = 64, device=None, cache: str | None = None,
                  lang: str | None = None):
@@ -133,23 +130,13 @@ class SimMBRUtility:
         self.path, self.batch_size, self.device = path, batch_size or 64, resolve_device(device)
         self._encoder = None
 
-    def embeddings(self, texts: list[str]) -> np.ndarray:
+    def vectors(self, texts: list[str]) -> np.ndarray:
         if self._encoder is None:
             with transformers_bars_off():
                 self._encoder = load_sentence_encoder(self.path, self.device)
         distinct = list(dict.fromkeys(texts))
         position = {t: i for i, t in enumerate(distinct)}
         return normalized_embeddings(self._encoder, distinct, self.batch_size)[[position[t] for t in texts]]
-
-    def exact(self, sources, texts, group, I, J) -> np.ndarray:
-        vectors = self.embeddings(list(texts))
-        return np.einsum("ij,ij->i", vectors[I], vectors[J])
-
-    def aggregate(self, sources, texts, group, p) -> np.ndarray:
-        vectors = self.embeddings(list(texts))
-        mean = np.zeros((int(group.max(initial=-1)) + 1, vectors.shape[1]))
-        np.add.at(mean, group, p[:, None] * vectors)
-        return np.einsum("ij,ij->i", vectors, mean[group])
 
 
 class SimFeature(Feature):

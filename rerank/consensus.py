@@ -344,6 +344,28 @@ def mbr_scores(nbest: NBestList, scores: np.ndarray, utility: str = "bleu", temp
     return 100.0 * out
 
 
+class VectorUtility:
+    """An MBR utility that is the dot product of unit vectors, U(h_i, h_j) = v_i . v_j (a plug-in
+    gives `vectors(texts)`, float64, one row per text). Exact MBR, sum_j p_j v_i . v_j, equals
+    v_i . (sum_j p_j v_j) because the dot product is linear, so `aggregate` (one product per
+    hypothesis with its list's posterior-weighted mean vector) gives the same values in linear time."""
+
+    needs_sources = False
+
+    def vectors(self, texts: list[str]) -> np.ndarray:
+        raise NotImplementedError
+
+    def exact(self, sources, texts, group, I, J) -> np.ndarray:
+        vectors = self.vectors(list(texts))
+        return np.einsum("ij,ij->i", vectors[I], vectors[J])
+
+    def aggregate(self, sources, texts, group, p) -> np.ndarray:
+        vectors = self.vectors(list(texts))
+        mean = np.zeros((int(group.max(initial=-1)) + 1, vectors.shape[1]))
+        np.add.at(mean, group, p[:, None] * vectors)
+        return np.einsum("ij,ij->i", vectors, mean[group])
+
+
 def utility_names() -> tuple[str, ...]:
     """Every MBR utility: the text utilities, comet, and the installed plug-ins (rerank.mbr_utilities)."""
     from rerank import plugins
