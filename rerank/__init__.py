@@ -13,7 +13,10 @@ __version__ = "0.1.0"
 # logging sees nothing either (the CLI adds its own stderr handler).
 logging.getLogger("rerank").addHandler(logging.NullHandler())
 
-_API = ("NBestList", "read_nbest", "write_nbest", "add_features", "FeatureContext", "read_references", "read_weights",
+# names of the API that live in a light module of their own (a command imports it to build its parser)
+_OWN_MODULE = {"NBestFile": "rerank.nbestfile", "ApplyOptions": "rerank.nbestfile", "apply_file": "rerank.nbestfile",
+               "convert_file": "rerank.nbestfile"}
+_API = (*_OWN_MODULE, "NBestList", "read_nbest", "write_nbest", "add_features", "FeatureContext", "read_references", "read_weights",
         "tune", "TuneSettings", "TuneResult", "TuneRun", "apply", "first_best", "oracle", "Oracle", "evaluate",
         "EvalOptions", "Evaluation", "Reranked", "approximate_randomization", "paired_bootstrap", "make_metric",
         "from_ctranslate2", "from_generate")
@@ -23,9 +26,9 @@ __all__ = ["__version__", *_API]
 
 def __getattr__(name: str):
     if name in _API:
-        from rerank import api
+        import importlib
 
-        value = getattr(api, name)
+        value = getattr(importlib.import_module(_OWN_MODULE.get(name, "rerank.api")), name)
         globals()[name] = value  # later look-ups skip this function
         return value
     raise AttributeError(f"module 'rerank' has no attribute {name!r}")

@@ -131,16 +131,22 @@ class OptionInfo:
     help: str = ""
     flag: str | tuple[str, ...] | None = None
     check: Check | None = None
-    choices: tuple | None = None
+    choices: tuple | Callable[[], Sequence] | None = None
     metavar: str | None = None
     many: bool = False
     default_text: str | None = None
     cli: bool = True
+    group: str | None = None
+
+    def allowed(self) -> tuple | None:
+        """The allowed values (`choices`, called when it is a function of the installed plug-ins)."""
+        return tuple(self.choices()) if callable(self.choices) else self.choices
 
 
 def option(default: Any = MISSING, help: str = "", *, flag: str | tuple[str, ...] | None = None,
-           check: Check | None = None, choices: Sequence | None = None, metavar: str | None = None,
-           many: bool = False, default_text: str | None = None, cli: bool = True) -> Any:
+           check: Check | None = None, choices: Sequence | Callable[[], Sequence] | None = None,
+           metavar: str | None = None, many: bool = False, default_text: str | None = None, cli: bool = True,
+           group: str | None = None) -> Any:
     """A dataclass field declaring one option: its default, one line of help (without the default:
     "(default: X)" is added from `default`), and optionally
 
@@ -148,19 +154,22 @@ def option(default: Any = MISSING, help: str = "", *, flag: str | tuple[str, ...
       `--PREFIX-NAME` from the plug-in's prefix and the field name (underscores as dashes), and
       for a bool that defaults to True `--no-PREFIX-NAME`;
     - `check`: a `Check` of the values (default: by the default's type: int, float, str, bool);
-    - `choices`: the allowed values;
+    - `choices`: the allowed values, or a function that returns them (a table that plug-ins extend,
+      such as the writable n-best formats: called when the flags are made and when a value is checked);
     - `metavar`: the flag's value placeholder in the help;
     - `many`: the flag may be repeated, the values collected in a tuple (the default: ());
     - `default_text`: what the default means, when the value alone does not say it ("4,096 on
       CUDA" for None); help shows it instead of the value;
     - `cli=False`: no flag is generated (one that a shared helper adds, e.g. --device); the value
-      is read from the parsed arguments' attribute of the field's name when there is one.
+      is read from the parsed arguments' attribute of the field's name when there is one;
+    - `group`: the title of the help section its flag is listed in (default: the parser or group
+      `add_option_flags` is given).
 
     A field without a default is a required option (a required flag). A list or dict default is
     copied for every instance (a dataclass default_factory).
     """
-    info = OptionInfo(help, flag, check, tuple(choices) if choices is not None else None, metavar, many,
-                      default_text, cli)
+    info = OptionInfo(help, flag, check, choices if callable(choices) or choices is None else tuple(choices), metavar,
+                      many, default_text, cli, group)
     metadata = {METADATA_KEY: info}
     if isinstance(default, (list, dict, set)):
         template = default
@@ -282,13 +291,26 @@ def flag_help(f: dataclasses.Field, prefix: str = "") -> str:
     return f"{help_text} (default: {default_text(f)})".lstrip()
 
 
-def add_option_flags(group: ArgumentContainer, cls: type, prefix: str = "") -> None:
-    """Add one flag per field of the dataclass `cls` to the argparse parser or group `group`."""
+def _section(parent: ArgumentContainer, title: str | None) -> ArgumentContainer:
+    """The argument group titled `title` of the parser `parent` (made on first use); `parent` itself
+    without a title, or when it is a group already (argparse nests no groups)."""
+    if title is None or not isinstance(parent, argparse.ArgumentParser):
+        return parent
+    for existing in parent._action_groups:
+        if existing.title == title:
+            return existing
+    return parent.add_argument_group(title)
+
+
+def add_option_flags(parent: ArgumentContainer, cls: type, prefix: str = "") -> None:
+    """Add one flag per field of the dataclass `cls` to the argparse parser or group `parent` (a
+    field with a `group` to that section of the parser)."""
     for f in _option_fields(cls):
         flags = _flags(f, prefix)
         if not flags:
             continue
         info = _info(f)
+        group = _section(parent, info.group)
         kwargs: dict[str, Any] = {"dest": _dest(flags), "help": flag_help(f, prefix).replace("%", "%%")}
         if _is_switch(f):
             group.add_argument(*flags, action="store_true", **kwargs)
@@ -297,7 +319,7 @@ def add_option_flags(group: ArgumentContainer, cls: type, prefix: str = "") -> N
         if check is not None and check is not TEXT:
             kwargs["type"] = check.parse
         if info.choices is not None:
-            kwargs["choices"] = info.choices
+            kwargs["choices"] = info.allowed()
         if info.metavar is not None:
             kwargs["metavar"] = info.metavar
         default = _default(f)
@@ -339,9 +361,10 @@ def _check_value(cls: type, f: dataclasses.Field, value: Any) -> None:
         raise InputError(f"option {f.name!r} of {cls.__qualname__} must be a list, got {value!r}")
     check = _check_of(f)
     for item in items:
-        if info.choices is not None and item not in info.choices:
+        allowed = info.allowed()
+        if allowed is not None and item not in allowed:
             raise InputError(f"option {f.name!r} of {cls.__qualname__} must be one of "
-                             f"{', '.join(map(str, info.choices))}, got {item!r}")
+                             f"{', '.join(map(str, allowed))}, got {item!r}")
         if check is not None and not check.accepts(item):
             raise InputError(f"option {f.name!r} of {cls.__qualname__} must be {check.what}, got {item!r}")
 

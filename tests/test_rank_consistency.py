@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from rerank import plugins
 from rerank.api import apply
-from rerank.commands import _stream
+from rerank import nbestfile
 from rerank.errors import InputError
 from rerank.formats import read_nbest, write_nbest
 from rerank.formats.moses import stream as moses_stream
@@ -137,7 +137,7 @@ def test_streamed_apply_picks_the_rows_of_the_whole_list(tmp_path_factory, monke
     whole = read_nbest(path)
     rows = best_rows(whole, w)
     streamed, seen = [], 0
-    for first, chunk, scores in _stream.scored_chunks(path, layout, w):
+    for first, chunk, scores in nbestfile.scored_chunks(path, layout, w):
         assert first == seen and np.array_equal(scores, model_scores(whole, w)[whole.offsets[seen]:][:chunk.n_hyps])
         streamed += (segment_argmax(scores, chunk.offsets) + whole.offsets[seen]).tolist()
         seen += chunk.n_sentences

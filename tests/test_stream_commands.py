@@ -11,12 +11,14 @@ import random
 import numpy as np
 import pytest
 
-from rerank.commands import _stream
+from rerank.nbestfile import NBestFile
 from rerank.errors import InputError
 from rerank.formats.moses import fast as moses_fast
 from rerank.formats.moses.stream import iter_moses_chunks, scan_moses
 from rerank.weights import window_scores
 from tests.cli_helpers import run
+
+LAYOUT = NBestFile.layout   # the two-pass path's scan, before a test's spy replaces it
 
 
 def _number(rng: random.Random) -> str:
@@ -84,15 +86,14 @@ def _outcome(argv, tmp_path, capsys, monkeypatch, streamed: bool):
     out = tmp_path / ("streamed" if streamed else "whole")
     out.mkdir()
     used = []
-    scan = _stream.scan
+    scan = LAYOUT
 
-    def spy(*args):
-        layout = scan(*args) if streamed else None
+    def spy(*args, **kwargs):
+        layout = scan(*args, **kwargs) if streamed else None
         used.append(layout is not None)
         return layout
 
-    monkeypatch.setattr("rerank.commands.convert.scan", spy)
-    monkeypatch.setattr("rerank.commands.apply.scan", spy)
+    monkeypatch.setattr(NBestFile, "layout", spy)
     try:
         code, stdout, stderr = run([a.replace("OUT", str(out)) for a in argv], capsys)
     except InputError as exc:

@@ -1,15 +1,18 @@
-"""Options and loaders shared by the commands that read n-best lists."""
+"""Options shared by the commands that read n-best lists: the flags of an `rerank.NBestFile` (the
+format, strict reading, the formats' reading options, the text's post-processing, the cache), the
+NBestFile of the parsed flags, and the flags named in a reading error."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
+from collections.abc import Iterator
 
 from rerank.cliargs import bars
 from rerank.errors import InputError, NeedsOption
-from rerank.formats import (POST_PROCESS, UNESCAPE, ReadReport, format_names, formats, get_format, read_nbest,
-                            reading_options, write_losses, write_nbest)
-from rerank.io import reading_progress
+from rerank.formats import (POST_PROCESS, UNESCAPE, ReadReport, format_names, formats, get_format, reading_options,
+                            write_losses, write_nbest)
 from rerank.nbest import NBestList
 
 def format_help() -> str:
@@ -84,6 +87,24 @@ def with_flags(exc: NeedsOption, prefix: str = "") -> InputError:
     return InputError(f"{exc.problem} ({named})", exc.path, exc.line)
 
 
+def nbest_file(args: argparse.Namespace, path: str | None = None):
+    """The `rerank.NBestFile` of `path` (default `args.nbest`) with the n-best input flags."""
+    from rerank.nbestfile import NBestFile
+
+    return NBestFile(path or args.nbest, format=args.in_format, strict=args.strict, cache=getattr(args, "cache", None),
+                     post_process=getattr(args, "post_process", None), unescape=getattr(args, "unescape", None),
+                     options=read_options(args))
+
+
+@contextlib.contextmanager
+def reading(prefix: str = "") -> Iterator[None]:
+    """Inside, an error that a reading option settles (NeedsOption) names the flags that give it."""
+    try:
+        yield
+    except NeedsOption as exc:
+        raise with_flags(exc, prefix) from None
+
+
 def nbest_inputs(args: argparse.Namespace) -> list[str | None]:
     """The files an n-best read (`load_nbest`) may open: the list, the reading options that name
     files, and the side files its format (or, not known yet, any format) finds beside it."""
@@ -97,28 +118,11 @@ def nbest_inputs(args: argparse.Namespace) -> list[str | None]:
 
 
 def load_nbest(args: argparse.Namespace, path: str | None = None, allow_empty: bool = False) -> tuple[NBestList, ReadReport]:
-    """The n-best list of `path` (default `args.nbest`) read with the input options.
-
-    What the reader noticed (features missing on some lines and read as 0, ignored lines, text
-    that looks segmented or escaped, ...) is printed on stderr; a list without hypotheses is an
-    error unless `allow_empty`.
-    """
-    path = path or args.nbest
-    report = ReadReport()
-    progress = bars(args)
-    try:
-        with reading_progress(progress):
-            nbest = read_nbest(path, fmt=args.in_format, strict=args.strict, report=report, cache=getattr(args, "cache", None),
-                               post_process=getattr(args, "post_process", None), unescape=getattr(args, "unescape", None),
-                               **read_options(args))
-    except NeedsOption as exc:
-        raise with_flags(exc) from None
-    finally:
-        for note in report.notes:
-            print(f"note: {path}: {note}", file=sys.stderr)
-    if nbest.n_hyps == 0 and not allow_empty:
-        raise InputError("no hypotheses: the n-best list is empty", path)
-    return nbest, report
+    """The n-best list of `path` (default `args.nbest`) read with the input flags, and the read's
+    report (`rerank.NBestFile.read_with_report`: its notes are logged, which the command line shows
+    on stderr); a list without hypotheses is an error unless `allow_empty`."""
+    with reading():
+        return nbest_file(args, path).read_with_report(bars(args), allow_empty)
 
 
 def write_output(nbest: NBestList, path: str, fmt: str, first_id: int = 0) -> list[str]:
