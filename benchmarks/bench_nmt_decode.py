@@ -18,7 +18,7 @@ import torch
 
 from rerank.nmt.data import split_paths
 from rerank.nmt.train import load_model
-from rerank.nmt.translate import translate
+from rerank.nmt.translate import Search, translate
 from rerank.device import resolve_device
 from rerank.io import atomic_write, read_lines
 
@@ -43,8 +43,8 @@ def main() -> None:
     rows = []
     for beam in [1] + args.beams:
         t0 = time.perf_counter()
-        out = translate(model, sv, tv, lines, cfg["train"]["src_lang"], cfg["train"]["tgt_lang"], beam=beam,
-                        batch_size=args.batch_size, device=device, progress=False)
+        out = translate(model, sv, tv, lines, cfg["train"]["src_lang"], cfg["train"]["tgt_lang"],
+                        Search(beam=beam, batch_size=args.batch_size), device=device, progress=False)
         sec = time.perf_counter() - t0
         assert len(out) == len(lines)
         rows.append({"beam": beam, "sentences": len(lines), "seconds": round(sec, 2),

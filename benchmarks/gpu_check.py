@@ -278,9 +278,9 @@ def train_nmt(ctx, out_dir: str) -> dict:
 
 def nbest_lists(model, src_vocab, lines: list[str], beam: int, batch_size: int, device: str) -> list:
     """Per line: [(token tuple, logprob), ...] best first, as translate() decodes (rerank.nmt.translate.decode)."""
-    from rerank.nmt.translate import decode
+    from rerank.nmt.translate import Search, decode
 
-    found = decode(model, src_vocab, lines, "en", beam, batch_size, device=device)
+    found = decode(model, src_vocab, lines, "en", Search(beam=beam, batch_size=batch_size), device=device)
     return [[(tuple(h.tokens), h.logprob) for h in hyps] for hyps in found]
 
 

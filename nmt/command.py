@@ -161,7 +161,7 @@ def _read_inputs(args) -> tuple[list[str], list[str] | None]:
 
 def run_translate(args) -> int:
     from rerank.nmt.checkpoint import load_model
-    from rerank.nmt.translate import translate, write_1best, write_nbest
+    from rerank.nmt.translate import Search, translate, write_1best, write_nbest
     from rerank.outputs import check_outputs
     device = setup_torch(args)
     nbest = args.nbest or args.beam
@@ -175,10 +175,10 @@ def run_translate(args) -> int:
     model, src_vocab, tgt_vocab, config = load_model(args.model, args.checkpoint, device)
     lines, refs = _read_inputs(args)
     t0 = time.time()
+    search = Search(beam=args.beam, nbest=nbest, batch_size=args.batch_size, alpha=args.alpha,
+                    max_len_ratio=args.max_len_ratio, max_src_len=args.max_src_len)
     results = translate(model, src_vocab, tgt_vocab, lines, config["train"]["src_lang"], config["train"]["tgt_lang"],
-                        beam=args.beam, nbest=nbest, batch_size=args.batch_size, alpha=args.alpha,
-                        max_len_ratio=args.max_len_ratio, max_src_len=args.max_src_len, device=device,
-                        path=args.input, progress=terminal_bars())
+                        search, device=device, path=args.input, progress=terminal_bars())
     seconds = time.time() - t0
     print(f"translated {len(lines)} sentences in {seconds:.1f}s ({len(lines) / max(seconds, 1e-9):.1f} sent/s)",
           file=sys.stderr)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 import numpy as np
 import sacrebleu
@@ -18,41 +19,55 @@ log = logging.getLogger(__name__)
 FEATURE_NAMES = ["nmt", "nmt_norm", "len"]
 
 
-def decode(model, src_vocab, lines: list[str], src_lang: str, beam: int = 20, batch_size: int = 32, alpha: float = 1.0,
-           max_len_ratio: float = 2.0, max_len_extra: int = 5, max_src_len: int = 200, device: str = "cpu",
+@dataclass(frozen=True)
+class Search:
+    """How `decode` and `translate` search: the beam size (1: greedy search), the n-best size (None:
+    the beam size), sentences per batch, the length normalisation exponent `alpha` (score =
+    logprob / length^alpha; 0: none), the longest target (`max_len_ratio` x source length +
+    `max_len_extra` tokens) and the source tokens kept (`max_src_len`, a longer line is cut)."""
+
+    beam: int = 20
+    nbest: int | None = None
+    batch_size: int = 32
+    alpha: float = 1.0
+    max_len_ratio: float = 2.0
+    max_len_extra: int = 5
+    max_src_len: int = 200
+
+
+def decode(model, src_vocab, lines: list[str], src_lang: str, search: Search = Search(), *, device: str = "cpu",
            path: str = "<input>", progress: Progress = False) -> list[list]:
     """The finished hypotheses (rerank.nmt.beam.Hypothesis, best first) of every input line, in
-    order: beam search in batches of similar lengths (greedy search for beam 1)."""
-    ids = encode_source(lines, Tokenizer(src_lang), src_vocab, max_src_len, path=path)
+    order: beam search in batches of similar lengths (greedy search for beam 1), as `search` says."""
+    s = search
+    ids = encode_source(lines, Tokenizer(src_lang), src_vocab, s.max_src_len, path=path)
     results: list = [None] * len(ids)
-    batches = length_batches([len(s) for s in ids], batch_size, shuffle=False)
+    batches = length_batches([len(x) for x in ids], s.batch_size, shuffle=False)
     tables = model.step_tables()
-    for batch in track(batches, progress, f"beam {beam}", unit="batch"):
+    for batch in track(batches, progress, f"beam {s.beam}", unit="batch"):
         src, src_len = pad([ids[i] for i in batch])
         src, src_len = src.to(device), src_len.to(device)
-        if beam == 1:
-            found = [[h] for h in greedy(model, src, src_len, max_len_ratio, max_len_extra, alpha, tables)]
+        if s.beam == 1:
+            found = [[h] for h in greedy(model, src, src_len, s.max_len_ratio, s.max_len_extra, s.alpha, tables)]
         else:
-            found = beam_search(model, src, src_len, beam, beam, max_len_ratio, max_len_extra, alpha, tables)
+            found = beam_search(model, src, src_len, s.beam, s.beam, s.max_len_ratio, s.max_len_extra, s.alpha, tables)
         for i, hyps in zip(batch, found):
             results[i] = hyps
     return results
 
 
-def translate(model, src_vocab, tgt_vocab, lines: list[str], src_lang: str, tgt_lang: str, beam: int = 20,
-              nbest: int | None = None, batch_size: int = 32, alpha: float = 1.0, max_len_ratio: float = 2.0,
-              max_len_extra: int = 5, max_src_len: int = 200, device: str = "cpu", path: str = "<input>",
-              progress: Progress = True):
+def translate(model, src_vocab, tgt_vocab, lines: list[str], src_lang: str, tgt_lang: str, search: Search = Search(),
+              *, device: str = "cpu", path: str = "<input>", progress: Progress = True):
     """For every input line (in order, none dropped), a list of (detokenised hypothesis, features
-    [nmt, nmt_norm, len], total) sorted by total = nmt_norm (alpha > 0) or nmt (alpha = 0).
+    [nmt, nmt_norm, len], total) sorted by total = nmt_norm (alpha > 0) or nmt (alpha = 0), searched
+    as `search` says.
 
     Hypotheses whose detokenised text repeats a better one are removed, so a sentence can get
-    fewer than `nbest` entries only if fewer distinct finished hypotheses exist (a warning says so).
+    fewer than `search.nbest` entries only if fewer distinct finished hypotheses exist (a warning says so).
     """
-    nbest = beam if nbest is None else nbest
+    nbest, alpha = search.beam if search.nbest is None else search.nbest, search.alpha
     tgt_tok = Tokenizer(tgt_lang)
-    found = decode(model, src_vocab, lines, src_lang, beam, batch_size, alpha, max_len_ratio, max_len_extra,
-                   max_src_len, device, path, progress)
+    found = decode(model, src_vocab, lines, src_lang, search, device=device, path=path, progress=progress)
     results = []
     for i, hyps in enumerate(found):
         seen, entries = set(), []
@@ -114,7 +129,7 @@ def translate_file(run_dir: str, input_path: str, nbest_out: str, beam: int, nbe
     device = resolve_device(device)
     model, src_vocab, tgt_vocab, config = load_model(run_dir, checkpoint, device)
     results = translate(model, src_vocab, tgt_vocab, read_lines(input_path), config["train"]["src_lang"],
-                        config["train"]["tgt_lang"], beam=beam, nbest=nbest, batch_size=batch_size, device=device,
-                        path=input_path, progress=progress)
+                        config["train"]["tgt_lang"], Search(beam=beam, nbest=nbest, batch_size=batch_size),
+                        device=device, path=input_path, progress=progress)
     write_nbest(results, nbest_out)
     return results
