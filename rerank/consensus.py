@@ -40,6 +40,14 @@ It equals exact MBR when all posterior mass is on one hypothesis (then E[c] is t
 counts; this includes one-hypothesis lists), and otherwise differs from it because U is not linear
 in the reference's counts (min is concave, so the aggregate's matches are at least the expected
 matches). Time and memory are linear in the list size.
+
+Each utility is a class with `exact` and `aggregate` methods (`TextUtility` says the interface):
+BLEUUtility, CHRFUtility and TERUtility score the texts alone, rerank.metrics.comet.MBRUtility and
+the plug-ins sim and mlmme (VectorUtility) score with a user's model (`needs_model`). MBR_UTILITIES
+(a rerank.plugins.Registry) holds them by name, the built-in ones and those of the entry-point
+group rerank.mbr_utilities, so that `--mbr-utility NAME` takes a plug-in's as it takes bleu; the
+feature reads what a utility takes from its class (a model, the sources, the tokeniser and BLEU
+smoothing options, an aggregate method), never from its name.
 """
 
 from __future__ import annotations
@@ -58,15 +66,8 @@ from rerank.nbest import NBestList
 from rerank.options import PATH, POSITIVE, POSITIVE_INT, option
 from rerank.metrics.ngrams import (NgramCounter, clipped_counts, integer_sequences, sentence_blocks, token_sequences,
                                    tokenize_many)
+from rerank.plugins import PluginError, Registry
 
-TEXT_UTILITIES = ("bleu", "chrf", "ter")
-# utilities that score with a user's model (`--mbr-model`): an object with exact(sources, texts,
-# group, I, J) -> (P,) and aggregate(sources, texts, group, p) -> (T,), made from (path, batch_size,
-# device, cache, lang=the hypotheses' language); comet is the core's, others are plug-ins of the
-# entry-point group rerank.mbr_utilities (rerank.embeddings: sim, a sentence-transformers cosine;
-# mlmme, the cosine of this project's MLMME/VSE embeddings)
-MODEL_UTILITIES: dict[str, type] = {"comet": MBRUtility}
-UTILITIES = (*TEXT_UTILITIES, *MODEL_UTILITIES)
 CHRF_CHAR_ORDER, CHRF_BETA = 6, 2.0
 
 
@@ -209,35 +210,137 @@ def expected_per_list(values: np.ndarray, group: np.ndarray, p: np.ndarray) -> n
     return np.bincount(group, weights=p * values, minlength=int(group.max(initial=-1)) + 1)[group]
 
 
-def bleu_aggregate(texts: Sequence[str], offsets: np.ndarray, p: np.ndarray, tokenize: str = "13a",
-                   smooth: str = "add-k", smooth_value: float | None = None) -> np.ndarray:
-    """Sentence BLEU (BLEU+1 unless `smooth` says otherwise) of every hypothesis against its
-    list's aggregate reference, (T,)."""
-    ids, bounds = token_sequences(texts, tokenize)
-    group = list_of_row(offsets)
-    lengths = np.diff(bounds).astype(np.float64)
-    counter = NgramCounter(ids, bounds, group)
-    orders = [aggregate_matches(counter, group, p, n) for n in range(1, 5)]
-    return smoothed_bleu(stats_array(lengths, expected_per_list(lengths, group, p), [m for _, _, m in orders],
-                                     [t for t, _, _ in orders]), smooth, smooth_value)
+# ---- the utilities: one class each, in one registry with the plug-ins' ----------------------------
+
+class TextUtility:
+    """An MBR utility of the hypotheses' texts alone, no model: bleu, chrf, ter, and a plug-in's
+    (entry-point group rerank.mbr_utilities) that subclasses it. A utility class, text or model,
+    has `exact(sources, texts, group, I, J)`: U(texts[i], texts[j]) of every pair (I[k], J[k]) of
+    rows of one list, (P,), higher is better; and, where it has an aggregate reference,
+    `aggregate(sources, texts, group, p)`: every row against its list's posterior-weighted
+    aggregate, (T,) (a class without it is exact only, and says why in `no_aggregate`). `group`:
+    the list of every row; `sources`: one source sentence per list, read where `needs_sources`.
+
+    A text utility is made from the MBR options its class names in `options` (out of tokenize,
+    bleu_smooth, bleu_smooth_value; `mbr_scores` passes it those alone, and refuses a BLEU
+    smoothing for a class that takes none); a model utility (`needs_model`: comet, sim, mlmme)
+    from its model file (`make_utility`)."""
+
+    needs_model = False
+    needs_sources = False
+    options: tuple[str, ...] = ()
+    no_aggregate = ""
+
+    def exact(self, sources: Sequence[str] | None, texts: Sequence[str], group: np.ndarray, I: np.ndarray,
+              J: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
 
 
-def chrf_aggregate(texts: Sequence[str], offsets: np.ndarray, p: np.ndarray, word_order: int = 0) -> np.ndarray:
-    """Sentence chrF (sacrebleu's formula) of every hypothesis against its list's aggregate
-    reference (expected character 1-6-gram counts and totals), in [0, 1]."""
-    from rerank.metrics.sacre import CHRFMetric
+def row_offsets(group: np.ndarray) -> np.ndarray:
+    """The row offsets of the lists of `group` (the inverse of `list_of_row`, but for trailing
+    lists without rows, which hold no pair)."""
+    return np.concatenate([[0], np.cumsum(np.bincount(group))]).astype(np.int64)
 
-    metric = CHRFMetric(word_order=word_order)
-    group = list_of_row(offsets)
-    columns: list[np.ndarray] = []
-    units = [(char_sequences(texts), CHRF_CHAR_ORDER)]
-    if word_order:
-        units.append((integer_sequences([t.split() for t in texts]), word_order))
-    for (ids, bounds), orders in units:
+
+def every_pair(score, group: np.ndarray, I: np.ndarray, J: np.ndarray) -> np.ndarray:
+    """The values of `score(offsets, I, J, pair_offsets)`, a utility that scores every pair of each
+    list at once (pair_index's layout: bleu and chrf count all of a list's n-gram matches in one
+    product), at the pairs (I, J) asked: its values themselves when those are every pair in that
+    order (what block_scores asks unless some rows are no candidate or no pseudo-reference),
+    otherwise every pair's values gathered at theirs."""
+    offsets = row_offsets(group)
+    sizes = np.diff(offsets)
+    pair_offsets = np.concatenate([[0], np.cumsum(sizes ** 2)]).astype(np.int64)
+    g = group[I]
+    position = pair_offsets[g] + (I - offsets[g]) * sizes[g] + (J - offsets[g])
+    if len(position) == pair_offsets[-1] and np.array_equal(position, np.arange(len(position))):
+        return score(offsets, I, J, pair_offsets)
+    every_I, every_J, _ = pair_index(offsets)
+    return score(offsets, every_I, every_J, pair_offsets)[position]
+
+
+class BLEUUtility(TextUtility):
+    """Sentence BLEU (BLEU+1 unless `bleu_smooth` says otherwise: `smoothed_bleu`) on the
+    `tokenize` tokens, exact and against the aggregate reference of posterior-expected n-gram
+    counts and reference length."""
+
+    options = ("tokenize", "bleu_smooth", "bleu_smooth_value")
+
+    def __init__(self, tokenize: str = "13a", bleu_smooth: str = "add-k", bleu_smooth_value: float | None = None):
+        self.tokenize, self.smooth, self.smooth_value = tokenize, bleu_smooth, bleu_smooth_value
+
+    def exact(self, sources, texts, group, I, J):
+        tokens = tokenize_many(texts, self.tokenize)
+        return every_pair(lambda offsets, I, J, pair_offsets: bleu_utility(tokens, offsets, I, J, pair_offsets,
+                                                                           self.smooth, self.smooth_value), group, I, J)
+
+    def aggregate(self, sources, texts, group, p):
+        ids, bounds = token_sequences(texts, self.tokenize)
+        lengths = np.diff(bounds).astype(np.float64)
         counter = NgramCounter(ids, bounds, group)
-        for n in range(1, orders + 1):
-            columns += aggregate_matches(counter, group, p, n)
-    return np.asarray(metric.score_from_stats(np.stack(columns, axis=1))) / 100.0
+        orders = [aggregate_matches(counter, group, p, n) for n in range(1, 5)]
+        return smoothed_bleu(stats_array(lengths, expected_per_list(lengths, group, p), [m for _, _, m in orders],
+                                         [t for t, _, _ in orders]), self.smooth, self.smooth_value)
+
+
+class CHRFUtility(TextUtility):
+    """Sentence chrF (sacrebleu's formula: character 1-6-grams without whitespace), in [0, 1],
+    exact and against the aggregate reference of expected character n-gram counts and totals
+    (`word_order` > 0: chrF++'s word n-grams too; not an MBR option)."""
+
+    def __init__(self, word_order: int = 0):
+        self.word_order = word_order
+
+    def exact(self, sources, texts, group, I, J):
+        return every_pair(lambda offsets, I, J, pair_offsets: chrf_utility(texts, offsets, I, J, pair_offsets,
+                                                                           self.word_order), group, I, J)
+
+    def aggregate(self, sources, texts, group, p):
+        from rerank.metrics.sacre import CHRFMetric
+
+        metric = CHRFMetric(word_order=self.word_order)
+        columns: list[np.ndarray] = []
+        units = [(char_sequences(texts), CHRF_CHAR_ORDER)]
+        if self.word_order:
+            units.append((integer_sequences([t.split() for t in texts]), self.word_order))
+        for (ids, bounds), orders in units:
+            counter = NgramCounter(ids, bounds, group)
+            for n in range(1, orders + 1):
+                columns += aggregate_matches(counter, group, p, n)
+        return np.asarray(metric.score_from_stats(np.stack(columns, axis=1))) / 100.0
+
+
+class TERUtility(TextUtility):
+    """Minus sentence TER (sacrebleu's numbers, `ter_utility`), pair by pair: exact only."""
+
+    no_aggregate = ("the aggregate MBR method needs an n-gram utility (bleu or chrf): TER's edit distance has no "
+                    "expected reference to score against; use the exact method for ter")
+
+    def exact(self, sources, texts, group, I, J):
+        return ter_utility(texts, I, J)
+
+
+def check_utility(name: str, cls: object) -> None:
+    """A plug-in MBR utility is a class with an `exact` method."""
+    if not (isinstance(cls, type) and callable(getattr(cls, "exact", None))):
+        what = f"the class {cls.__name__}" if isinstance(cls, type) else f"a {type(cls).__name__}"
+        raise PluginError(f"plug-in {name!r} of rerank.mbr_utilities is {what}, not an MBR utility class (one with "
+                          "exact and aggregate methods, rerank.consensus.TextUtility)")
+
+
+def needs_model(cls: type) -> bool:
+    """Whether the utility class scores with a model file (`make_utility`); a class that does not
+    say is one (the plug-in interface had model utilities only: sim, mlmme)."""
+    return bool(getattr(cls, "needs_model", True))
+
+
+BUILTIN_UTILITIES: dict[str, type] = {"bleu": BLEUUtility, "chrf": CHRFUtility, "ter": TERUtility, "comet": MBRUtility}
+UTILITIES = tuple(BUILTIN_UTILITIES)
+# every MBR utility: the built-in ones, then the plug-ins of the entry-point group rerank.mbr_utilities
+# (rerank.embeddings: sim, a sentence-transformers cosine; mlmme, the cosine of this project's MLMME/VSE
+# embeddings; a model utility is made from (path, batch_size, device, cache, lang=the hypotheses' language))
+MBR_UTILITIES: Registry[type] = Registry("rerank.mbr_utilities", "MBR utility", lambda: BUILTIN_UTILITIES,
+                                         check_utility)
 
 
 # ---- the feature -------------------------------------------------------------------------------
@@ -249,30 +352,20 @@ MODEL_BLOCK_PAIRS = 100_000   # a model utility, exact: pairs per block (their e
 MODEL_BLOCK_HYPS = 5_000      # a model utility, aggregate: hypotheses per block
 
 
-def block_scores(texts: list[str], offsets: np.ndarray, p: np.ndarray, utility: str, method: str,
-                 tokenize: str, smooth: str = "add-k", smooth_value: float | None = None,
-                 candidates: np.ndarray | None = None, model=None, sources: Sequence[str] | None = None) -> np.ndarray:
-    """The mbr feature (in [0, 1]) of the rows of whole lists: texts, offsets from 0, posteriors
-    (0 for a row that is no pseudo-reference). With `candidates`, a pairwise utility scores only
-    the pairs of a candidate and a pseudo-reference (TER; BLEU and chrF score a list's pairs at
-    once, and the caller overwrites the other rows)."""
+def block_scores(texts: list[str], offsets: np.ndarray, p: np.ndarray, utility, method: str,
+                 candidates: np.ndarray | None = None, sources: Sequence[str] | None = None) -> np.ndarray:
+    """The mbr feature (in [0, 1]) of the rows of whole lists by the `utility` object: texts,
+    offsets from 0, posteriors (0 for a row that is no pseudo-reference). Exact MBR asks the
+    utility for the pairs of a candidate and a pseudo-reference alone (`candidates`; the caller
+    overwrites the other rows); the sum over the others' pairs would add only zeros."""
+    group = list_of_row(offsets)
     if method == "aggregate":
-        if model is not None:
-            return model.aggregate(sources, texts, list_of_row(offsets), p)
-        if utility == "bleu":
-            return bleu_aggregate(texts, offsets, p, tokenize, smooth, smooth_value)
-        return chrf_aggregate(texts, offsets, p)
-    I, J, pair_offsets = pair_index(offsets)
-    if utility == "bleu":
-        U = bleu_utility(tokenize_many(texts, tokenize), offsets, I, J, pair_offsets, smooth, smooth_value)
-    elif utility == "chrf":
-        U = chrf_utility(texts, offsets, I, J, pair_offsets)
-    else:
-        if candidates is not None or not np.all(p > 0):
-            keep = (p[J] > 0) & (np.ones(len(I), dtype=bool) if candidates is None else candidates[I])
-            I, J = I[keep], J[keep]
-        U = ter_utility(texts, I, J) if model is None else model.exact(sources, texts, list_of_row(offsets), I, J)
-    return expected_utility(U, I, p[J], len(texts))
+        return utility.aggregate(sources, texts, group, p)
+    I, J, _ = pair_index(offsets)
+    if candidates is not None or not np.all(p > 0):
+        keep = (p[J] > 0) & (np.ones(len(I), dtype=bool) if candidates is None else candidates[I])
+        I, J = I[keep], J[keep]
+    return expected_utility(utility.exact(sources, texts, group, I, J), I, p[J], len(texts))
 
 
 def mbr_scores(nbest: NBestList, scores: np.ndarray, utility: str = "bleu", temperature: float = 1.0,
@@ -291,13 +384,12 @@ def mbr_scores(nbest: NBestList, scores: np.ndarray, utility: str = "bleu", temp
     `references` most probable rows are pseudo-references, their posterior renormalised over them
     (None: every row, as in standard MBR). A model utility (comet, a plug-in's: `utility_names`)
     needs `model`, its object (`make_utility`), and, if it reads them, `sources`, one per list."""
-    known = utility_names()
-    if utility not in known:
-        raise InputError(f"unknown MBR utility {utility!r} (known: {', '.join(known)})", option="utility")
+    cls = MBR_UTILITIES.get(utility, option="utility")
     if bleu_smooth not in SMOOTHING:
         raise InputError(f"unknown BLEU smoothing {bleu_smooth!r} (known: {', '.join(SMOOTHING)})",
                          option="bleu_smooth")
-    if utility != "bleu" and (bleu_smooth != "add-k" or bleu_smooth_value is not None):
+    takes = getattr(cls, "options", ())
+    if "bleu_smooth" not in takes and (bleu_smooth != "add-k" or bleu_smooth_value is not None):
         raise InputError(f"the BLEU smoothing is the bleu utility's; the {utility} utility has none",
                          option="bleu_smooth")
     if bleu_smooth_value is not None and (bleu_smooth not in ("add-k", "floor") or not bleu_smooth_value > 0):
@@ -305,15 +397,17 @@ def mbr_scores(nbest: NBestList, scores: np.ndarray, utility: str = "bleu", temp
                          f"with {bleu_smooth}", option="bleu_smooth_value")
     if method not in METHODS:
         raise InputError(f"unknown MBR method {method!r} (known: {', '.join(METHODS)})")
-    if (model is None) != (utility in TEXT_UTILITIES):
+    if (model is None) == needs_model(cls):
         raise InputError(f"the {utility} MBR utility needs its model" if model is None else
                          f"a model is for a model utility; the {utility} utility has none", option="model")
-    if model is not None and getattr(model, "needs_sources", True) and (sources is None
-                                                                        or len(sources) != nbest.n_sentences):
+    if model is None:
+        given = {"tokenize": tokenize, "bleu_smooth": bleu_smooth, "bleu_smooth_value": bleu_smooth_value}
+        model = cls(**{name: value for name, value in given.items() if name in takes})
+    if getattr(model, "needs_sources", True) and (sources is None or len(sources) != nbest.n_sentences):
         raise InputError(f"the {utility} MBR utility needs one source sentence per list", option="sources")
-    if method == "aggregate" and utility == "ter":
-        raise InputError("the aggregate MBR method needs an n-gram utility (bleu or chrf): TER's edit "
-                         "distance has no expected reference to score against; use the exact method for ter")
+    if method == "aggregate" and getattr(cls, "aggregate", None) is None:
+        raise InputError(getattr(cls, "no_aggregate", "") or f"the {utility} MBR utility has no aggregate method: "
+                         "use the exact method")
     if not (block_pairs >= 1 and block_hyps >= 1):
         raise InputError(f"MBR block sizes must be >= 1, got {block_pairs} pairs and {block_hyps} hypotheses")
     if len(scores) != nbest.n_hyps:
@@ -329,15 +423,15 @@ def mbr_scores(nbest: NBestList, scores: np.ndarray, utility: str = "bleu", temp
         p = p / np.repeat(np.add.reduceat(p, offsets[:-1][sizes > 0]), sizes[sizes > 0])
     out = np.zeros(nbest.n_hyps)
     cost, budget = (sizes, block_hyps) if method == "aggregate" else (sizes ** 2, block_pairs)
-    if model is not None:  # a block's sentence embeddings are in memory: a few thousand lists at most
+    if needs_model(cls):  # a block's sentence embeddings are in memory: a few thousand lists at most
         budget = min(budget, MODEL_BLOCK_HYPS if method == "aggregate" else MODEL_BLOCK_PAIRS)
     for a, b in sentence_blocks(cost, budget):
         lo, hi = int(offsets[a]), int(offsets[b])
         if hi > lo:
             texts = nbest.hyps[lo:hi]
             texts = [h.lower() for h in texts] if lowercase else list(texts)
-            out[lo:hi] = block_scores(texts, offsets[a:b + 1] - lo, p[lo:hi], utility, method, tokenize, bleu_smooth,
-                                      bleu_smooth_value, None if candidates is None else candidates[lo:hi], model,
+            out[lo:hi] = block_scores(texts, offsets[a:b + 1] - lo, p[lo:hi], model, method,
+                                      None if candidates is None else candidates[lo:hi],
                                       None if sources is None else list(sources[a:b]))
     if candidates is not None:
         out = mark_non_candidates(out, candidates, offsets)
@@ -348,8 +442,10 @@ class VectorUtility:
     """An MBR utility that is the dot product of unit vectors, U(h_i, h_j) = v_i . v_j (a plug-in
     gives `vectors(texts)`, float64, one row per text). Exact MBR, sum_j p_j v_i . v_j, equals
     v_i . (sum_j p_j v_j) because the dot product is linear, so `aggregate` (one product per
-    hypothesis with its list's posterior-weighted mean vector) gives the same values in linear time."""
+    hypothesis with its list's posterior-weighted mean vector) gives the same values in linear time.
+    Its subclasses are model utilities (made from a model file, `make_utility`)."""
 
+    needs_model = True
     needs_sources = False
 
     def vectors(self, texts: list[str]) -> np.ndarray:
@@ -367,32 +463,22 @@ class VectorUtility:
 
 
 def utility_names() -> tuple[str, ...]:
-    """Every MBR utility: the text utilities, comet, and the installed plug-ins (rerank.mbr_utilities)."""
-    from rerank import plugins
-
-    return (*UTILITIES, *(name for name in plugins.mbr_utilities() if name not in UTILITIES))
+    """Every MBR utility: the built-in ones (bleu, chrf, ter, comet) and the installed plug-ins'."""
+    return MBR_UTILITIES.names()
 
 
 def make_utility(utility: str, path: str | None, batch_size: int | None, context: FeatureContext | None = None):
-    """The object of a model utility (None for a text utility), from its model `path`, loaded
-    lazily; `context` gives the device, threads and score cache. A model for a text utility, or
-    a model utility without one, is an InputError."""
-    from rerank import plugins
-
+    """The object of a model utility (None for a text utility, which `mbr_scores` makes from its
+    options), from its model `path`, loaded lazily; `context` gives the device, threads and score
+    cache. A model for a text utility, or a model utility without one, is an InputError."""
     context = context or FeatureContext()
-    if utility in TEXT_UTILITIES:
+    cls = MBR_UTILITIES.get(utility, option="utility")
+    if not needs_model(cls):
         if path is not None or batch_size is not None:
-            raise InputError(f"a model is for a model utility (comet, sim); the {utility} utility has none",
+            models = ", ".join(name for name, c in MBR_UTILITIES.items() if needs_model(c))
+            raise InputError(f"a model is for a model utility ({models}); the {utility} utility has none",
                              option="model")
         return None
-    if utility in MODEL_UTILITIES:
-        cls = MODEL_UTILITIES[utility]
-    else:
-        found = plugins.mbr_utilities()
-        if utility not in found:
-            raise InputError(f"unknown MBR utility {utility!r} (known: {', '.join(utility_names())})",
-                             option="utility")
-        cls = found[utility]
     if not path:
         raise InputError(f"the {utility} MBR utility needs its model", option="model")
     context.use_threads()
