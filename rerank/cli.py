@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import importlib
 import logging
 import os
 import re
@@ -59,10 +58,10 @@ def build_parser(command: str | None = None, listing: bool = False) -> argparse.
         builtin_command(command)(subparsers)
         return parser
     if not listing:
-        for add_parser in plugins.commands().values():
+        for _, add_parser in sorted(plugins.COMMANDS.items()):
             add_parser(subparsers)
         return parser
-    others = plugins.commands(known=[(name, value) for name, (value, _) in COMMANDS.items()])
+    others = plugins.COMMANDS.plugins()   # this distribution's commands are the registry's built-in entries
     for name in sorted({*COMMANDS, *others}):
         if name in others:
             others[name](subparsers)
@@ -73,8 +72,7 @@ def build_parser(command: str | None = None, listing: bool = False) -> argparse.
 
 def builtin_command(name: str) -> Callable:
     """The add_parser of this distribution's command `name` (COMMANDS), its module imported now."""
-    module, _, attribute = COMMANDS[name][0].partition(":")
-    return getattr(importlib.import_module(module), attribute)
+    return plugins.import_object(COMMANDS[name][0])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,11 +1,9 @@
 """The format table: the built-in n-best formats' records and the installed plug-ins' (entry-point
-group `rerank.formats`, each an `NBestFormat` record), by name and in detection order."""
+group `rerank.formats`, each an `NBestFormat` record), by name and in detection order: FORMATS, the
+extension point's registry (rerank.plugins.Registry)."""
 
 from __future__ import annotations
 
-from functools import cache
-
-from rerank.errors import InputError
 from rerank.formats.fairseq import FAIRSEQ
 from rerank.formats.jsonl import JSONL
 from rerank.formats.marian import MARIAN
@@ -14,35 +12,34 @@ from rerank.formats.opennmt import OPENNMT
 from rerank.formats.plain import PLAIN
 from rerank.formats.record import NBestFormat
 from rerank.formats.sockeye import SOCKEYE
-from rerank.plugins import PluginError, load
+from rerank.plugins import PluginError, Registry
 
 BUILTIN: tuple[NBestFormat, ...] = (MOSES, JOSHUA, MARIAN, FAIRSEQ, SOCKEYE, OPENNMT, JSONL, PLAIN)
 
 
-@cache
+def check_plugin(name: str, record: object) -> None:
+    """A plug-in format is an NBestFormat record under its own name, neither cached nor streamed."""
+    if not isinstance(record, NBestFormat):
+        raise PluginError(f"plug-in {name!r} of rerank.formats is a {type(record).__name__}, not a "
+                          "rerank.formats.NBestFormat record")
+    if record.name != name:
+        raise PluginError(f"plug-in {name!r} of rerank.formats is registered under another name than its "
+                          f"record's ({record.name!r})")
+    if record.cached or record.streamed:  # the cache keys on this package's reading code, the two-pass path reads Moses
+        raise PluginError(f"plug-in format {name!r} sets cached or streamed, which only built-in formats may")
+
+
+FORMATS: Registry[NBestFormat] = Registry("rerank.formats", "n-best format",
+                                          lambda: {record.name: record for record in BUILTIN}, check_plugin)
+
+
 def formats() -> dict[str, NBestFormat]:
     """name -> record of every format: the built-in ones, then the plug-ins' (sorted by name)."""
-    table = {record.name: record for record in BUILTIN}
-    for name, record in load("rerank.formats").items():
-        if not isinstance(record, NBestFormat):
-            raise PluginError(f"plug-in {name!r} of rerank.formats is a {type(record).__name__}, not a "
-                              "rerank.formats.NBestFormat record")
-        if record.name != name:
-            raise PluginError(f"plug-in {name!r} of rerank.formats is registered under another name than its "
-                              f"record's ({record.name!r})")
-        if name in table:
-            raise PluginError(f"plug-in format {name!r} clashes with a built-in format of that name")
-        if record.cached or record.streamed:  # the cache keys on this package's reading code, the two-pass path reads Moses
-            raise PluginError(f"plug-in format {name!r} sets cached or streamed, which only built-in formats may")
-        table[name] = record
-    return table
+    return FORMATS.table()
 
 
 def get_format(name: str, path: str | None = None) -> NBestFormat:
-    record = formats().get(name)
-    if record is None:
-        raise InputError(f"unknown n-best format {name!r} (known: {', '.join(formats())})", path)
-    return record
+    return FORMATS.get(name, path)
 
 
 def detection_order() -> list[NBestFormat]:
