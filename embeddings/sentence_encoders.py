@@ -38,25 +38,42 @@ class SimOptions:
     batch_size: int = option(64, "sentences per batch", check=POSITIVE_INT)
 
 
+def encoder_load_errors() -> tuple[type[Exception], ...]:
+    """What loading a sentence-transformers directory raises when its files are bad, found by
+    loading directories with each file removed, cut or garbled: OSError
+    (no weights, a config that is no JSON to transformers), ValueError (JSON and UTF-8 errors of
+    the files sentence-transformers reads itself, no tokenizer, an unknown model type, an empty
+    module list), TypeError (a module without its config: Pooling without its dimension),
+    RuntimeError (weights of another shape), the safetensors and unpickling errors of a damaged
+    weights file. Anything else is a bug, not bad input."""
+    import pickle
+
+    from safetensors import SafetensorError
+
+    return OSError, ValueError, TypeError, RuntimeError, EOFError, pickle.UnpicklingError, SafetensorError
+
+
 def load_sentence_encoder(path: str, device):
-    """A SentenceTransformer from a local directory, offline; a bad directory is an InputError."""
+    """A SentenceTransformer from a local directory, offline; a bad directory is an InputError
+    (its cause the loader's own exception, one of `encoder_load_errors`)."""
     with needs_neural("the sim feature"):
         from sentence_transformers import SentenceTransformer
     if not os.path.isdir(path) or not (os.path.isfile(os.path.join(path, "modules.json"))
                                        or os.path.isfile(os.path.join(path, "config.json"))):
         raise InputError("not a sentence-transformers model directory (no modules.json or config.json)", path)
+    expected = encoder_load_errors()
     try:
         return SentenceTransformer(path, device=str(device), local_files_only=True)
-    except Exception as exc:  # noqa: BLE001 - a model that does not load is bad input
+    except expected as exc:
         failure = exc
     with tempfile.TemporaryDirectory(prefix="rerank-st-") as mirror:
         if _portable_mirror(path, mirror):
             try:
                 return SentenceTransformer(mirror, device=str(device), local_files_only=True)
-            except Exception:  # noqa: BLE001 - the first failure is the one to report
+            except expected:   # the first failure is the one to report
                 pass
     message = " ".join(str(failure).split())[:300]
-    raise InputError(f"cannot load the sentence encoder: {type(failure).__name__}: {message}", path) from None
+    raise InputError(f"cannot load the sentence encoder: {type(failure).__name__}: {message}", path) from failure
 
 
 def _portable_mirror(path: str, mirror: str) -> bool:
@@ -73,9 +90,8 @@ def _portable_mirror(path: str, mirror: str) -> bool:
             source = os.path.join(root, name)
             config = None
             if name == "tokenizer_config.json" and os.path.isfile(os.path.join(root, "tokenizer.json")):
-                with open(source, encoding="utf-8") as f:
-                    config = json.load(f)
-                if hasattr(transformers, str(config.get("tokenizer_class"))):
+                config = _json_object(source)
+                if config is not None and hasattr(transformers, str(config.get("tokenizer_class"))):
                     config = None
             if config is None:
                 os.symlink(os.path.abspath(source), os.path.join(target, name))
@@ -86,6 +102,17 @@ def _portable_mirror(path: str, mirror: str) -> bool:
                 json.dump(config, f)
             rewritten = True
     return rewritten
+
+
+def _json_object(path: str) -> dict | None:
+    """The JSON object of a file; None for one that is unreadable or no JSON object (the first
+    load's error is then the one reported)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):   # ValueError: JSON and UTF-8 errors
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def cosine_pairs(encoder, lefts: list[str], rights: list[str], batch_size: int, progress=False) -> np.ndarray:

@@ -77,6 +77,14 @@ def model_kind(path: str) -> str:
     return HF if ("model_type" in config or "architectures" in config) else PROJECT
 
 
+# What AutoTokenizer.from_pretrained raises for a directory whose tokenizer files are missing or bad,
+# found by loading directories with each file removed, cut or garbled:
+# OSError (a config that is no JSON to transformers), ValueError (no tokenizer files, a class this
+# transformers lacks, JSON and UTF-8 errors), TypeError (transformers 5 on a Marian directory without
+# its tokenizer files). Anything else is a bug, not bad input.
+TOKENIZER_LOAD_ERRORS = (OSError, ValueError, TypeError)
+
+
 def load_tokenizer(path: str):
     """The model's own tokenizer, offline. A tokenizer saved by the other transformers major
     version (5.x configs name classes 4.x lacks) is rebuilt from its portable tokenizer.json and
@@ -85,12 +93,12 @@ def load_tokenizer(path: str):
         from transformers import AutoTokenizer, PreTrainedTokenizerFast
     try:
         return AutoTokenizer.from_pretrained(path, local_files_only=True)
-    except Exception as exc:  # noqa: BLE001 - every loader failure becomes one message or the fallback
+    except TOKENIZER_LOAD_ERRORS as exc:
         fast = os.path.join(path, "tokenizer.json")
         if not os.path.isfile(fast):
             raise InputError(f"cannot load the model's tokenizer ({type(exc).__name__}: {_one_line(exc)}); a CTranslate2 "
                              "directory needs the tokenizer files beside model.bin (the converter's copy_files option)",
-                             path) from None
+                             path) from exc
         log.info("AutoTokenizer failed on %s (%s): using its tokenizer.json", path, exc)
         return PreTrainedTokenizerFast(tokenizer_file=fast, **_special_tokens(path))
 
@@ -171,7 +179,7 @@ class HFTranslationScorer:
             self.model = AutoModelForSeq2SeqLM.from_pretrained(path, local_files_only=True,
                                                                dtype=_hf_device_dtype(device)).to(device).eval()
         except (OSError, ValueError, KeyError) as exc:
-            raise InputError(f"not a Hugging Face encoder-decoder model: {_one_line(exc)}", path) from None
+            raise InputError(f"not a Hugging Face encoder-decoder model: {_one_line(exc)}", path) from exc
         config, generation = self.model.config, getattr(self.model, "generation_config", None)
         self.start = config.decoder_start_token_id
         if self.start is None and generation is not None:
@@ -236,7 +244,7 @@ class HFCausalLMScorer:
             self.model = AutoModelForCausalLM.from_pretrained(path, local_files_only=True,
                                                               dtype=_hf_device_dtype(device)).to(device).eval()
         except (OSError, ValueError, KeyError) as exc:
-            raise InputError(f"not a Hugging Face causal language model: {_one_line(exc)}", path) from None
+            raise InputError(f"not a Hugging Face causal language model: {_one_line(exc)}", path) from exc
         self.bos, self.eos = lm_boundaries(self.tokenizer, self.model.config, path)
         self.pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.eos
 
@@ -361,7 +369,7 @@ class CT2TranslationScorer:
                                                 compute_type="float16" if cuda else "default",
                                                 intra_threads=threads or 0)
         except (RuntimeError, ValueError) as exc:
-            raise InputError(f"not a CTranslate2 translation model: {_one_line(exc)}", path) from None
+            raise InputError(f"not a CTranslate2 translation model: {_one_line(exc)}", path) from exc
         config = _raw_config(path)
         self.eos = config.get("eos_token", self.tokenizer.eos_token)
         eos_id = self.tokenizer.convert_tokens_to_ids(self.eos) if self.eos is not None else None
@@ -411,7 +419,7 @@ class CT2LMScorer:
             self.model = ctranslate2.Generator(path, device="cuda" if cuda else "cpu",
                                                compute_type="float16" if cuda else "default", intra_threads=threads or 0)
         except (RuntimeError, ValueError) as exc:
-            raise InputError(f"not a CTranslate2 language model: {_one_line(exc)}", path) from None
+            raise InputError(f"not a CTranslate2 language model: {_one_line(exc)}", path) from exc
         self.bos, self.eos = lm_boundaries(self.tokenizer, None, path)
 
     def encode(self, texts: Sequence[str]) -> list[list[str]]:

@@ -20,14 +20,14 @@ def read_json(path: str, what: str = "config"):
     try:
         with open(path, encoding="utf-8") as f:
             return json.load(f)
-    except FileNotFoundError:
-        raise InputError(f"{what} file not found", path) from None
+    except FileNotFoundError as exc:
+        raise InputError(f"{what} file not found", path) from exc
     except OSError as exc:
-        raise InputError(f"cannot read the {what}: {exc.strerror}", path) from None
-    except UnicodeDecodeError:
-        raise InputError(f"the {what} is not UTF-8 text", path) from None
+        raise InputError(f"cannot read the {what}: {exc.strerror}", path) from exc
+    except UnicodeDecodeError as exc:
+        raise InputError(f"the {what} is not UTF-8 text", path) from exc
     except json.JSONDecodeError as exc:
-        raise InputError(f"the {what} is not JSON: {exc.msg}", path, exc.lineno) from None
+        raise InputError(f"the {what} is not JSON: {exc.msg}", path, exc.lineno) from exc
 
 
 def read_vocab(path: str, size: int | None = None):
@@ -39,8 +39,8 @@ def read_vocab(path: str, size: int | None = None):
         raise InputError("not a vocabulary: the word list repeats entries", path)
     try:
         vocab = vocab_from_data(data)
-    except Exception as exc:  # noqa: BLE001 - KeyError, ValueError, binascii.Error, SentencePiece's RuntimeError/OSError ...
-        raise InputError(f"not a vocabulary ({type(exc).__name__}: {exc})", path) from None
+    except ValueError as exc:   # vocab_from_data's one error for data that is no vocabulary
+        raise InputError(f"not a vocabulary ({type(exc).__name__}: {exc})", path) from exc
     if size is not None and len(vocab) != size:
         raise InputError(f"the vocabulary has {len(vocab)} entries, the model was built with {size}: "
                          "it belongs to another model", path)
@@ -64,7 +64,7 @@ def _model_config(config, path: str) -> ModelConfig:
     try:
         return ModelConfig.from_dict(config["model"])
     except TypeError as exc:
-        raise InputError(f"not an NMT run config: its \"model\" object {exc}", path) from None
+        raise InputError(f"not an NMT run config: its \"model\" object {exc}", path) from exc
 
 
 def load_model(run_dir: str, which: str = "best", device="cpu"):
@@ -77,7 +77,7 @@ def load_model(run_dir: str, which: str = "best", device="cpu"):
     try:
         model = AttentionNMT(mcfg)
     except (TypeError, ValueError, RuntimeError) as exc:
-        raise InputError(f"not an NMT run config: {exc}", config_path) from None
+        raise InputError(f"not an NMT run config: {exc}", config_path) from exc
     src_vocab = read_vocab(os.path.join(run_dir, "vocab.src.json"), mcfg.src_vocab)
     tgt_vocab = read_vocab(os.path.join(run_dir, "vocab.tgt.json"), mcfg.tgt_vocab)
     path = os.path.join(run_dir, f"{which}.pt")

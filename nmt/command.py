@@ -132,7 +132,7 @@ def run_train(args) -> int:
                           tie_embeddings=args.tie_embeddings, max_epochs=args.max_epochs,
                           patience=args.patience, lr_decay=args.lr_decay, max_minutes=args.max_minutes, seed=args.seed)
     except ValueError as exc:
-        raise InputError(str(exc)) from None
+        raise InputError(str(exc)) from exc
     state = train(cfg, read_parallel(*paths["train"]), read_parallel(*paths["val"]), args.out,
                   device=device, resume=not args.no_resume, echo=echo_on_stderr, progress=terminal_bars())
     print(json.dumps({k: state.get(k) for k in ("epoch", "best_epoch", "best_bleu", "stopped")}))

@@ -101,7 +101,7 @@ class LanguageModel:
             size = int(saved["vocab_size"])
             model = GRULM(size, cfg.emb_dim, cfg.hidden, 0.0)
         except (KeyError, TypeError, ValueError, RuntimeError) as exc:
-            raise InputError(f"not a language model config ({type(exc).__name__}: {exc})", config_path) from None
+            raise InputError(f"not a language model config ({type(exc).__name__}: {exc})", config_path) from exc
         vocab = read_vocab(os.path.join(run_dir, "vocab.json"), size)
         path = os.path.join(run_dir, f"{which}.pt")
         state = load_tensors(path, "checkpoint")
@@ -211,7 +211,7 @@ def _restore(path: str, model: GRULM, optimizer) -> dict:
         state = json.loads(saved["state"])
     except (KeyError, TypeError, ValueError) as exc:
         raise InputError(f"not a checkpoint of this run ({type(exc).__name__}: {exc}); start afresh "
-                         "(without resuming)", path) from None
+                         "(without resuming)", path) from exc
     if not isinstance(state, dict) or not {"epoch", "best_ppl", "bad_epochs", "epoch_seconds", "stopped"} <= set(state):
         raise InputError("its training state is incomplete; start afresh (without resuming)", path)
     return state

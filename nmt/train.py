@@ -95,7 +95,7 @@ def _saved_config(cfg: TrainConfig, out_dir: str) -> TrainConfig:
     try:
         return TrainConfig(**{**saved["train"], "max_minutes": cfg.max_minutes, "max_epochs": cfg.max_epochs})
     except (KeyError, TypeError) as exc:
-        raise InputError(f"not an NMT run config ({type(exc).__name__}: {exc})", path) from None
+        raise InputError(f"not an NMT run config ({type(exc).__name__}: {exc})", path) from exc
 
 
 def _new_model(cfg: TrainConfig, train_src, train_tgt, out_dir: str, device: str):
@@ -171,7 +171,7 @@ def _restore(run: _Run) -> None:
         torch.set_rng_state(ckpt["rng"])
     except (KeyError, TypeError, ValueError, RuntimeError) as exc:
         raise InputError(f"not a checkpoint of this run ({type(exc).__name__}: {exc}); start afresh "
-                         "(without resuming)", run.last_path) from None
+                         "(without resuming)", run.last_path) from exc
 
 
 def _batch_loss(run: _Run, batch: list[int]) -> tuple[float, int]:

@@ -84,6 +84,9 @@ class SubwordVocab:
 
         self.model_proto, self.model_type = model_proto, model_type
         self.sp = spm.SentencePieceProcessor(model_proto=model_proto)
+        if self.sp.get_piece_size() < len(SPECIALS):
+            raise ValueError(f"SentencePiece model must have ids 0-3 = {' '.join(SPECIALS)}, it has "
+                             f"{self.sp.get_piece_size()} pieces")
         got = [self.sp.id_to_piece(i) for i in range(len(SPECIALS))]
         if got != SPECIALS:
             raise ValueError(f"SentencePiece model must have ids 0-3 = {' '.join(SPECIALS)}, got {' '.join(got)}")
@@ -127,9 +130,18 @@ class SubwordVocab:
 
 
 def vocab_from_data(data) -> Vocab | SubwordVocab:
-    """The vocabulary of a parsed vocabulary file (ValueError, KeyError, ... when it is none)."""
+    """The vocabulary of a parsed vocabulary file; ValueError (its cause kept) when it is none: not
+    a word list or {"sentencepiece": type, "model": base64}, the model no base64 or no SentencePiece
+    model (SentencePiece's RuntimeError), the specials not first."""
     if isinstance(data, dict):
-        return SubwordVocab(base64.b64decode(data["model"], validate=True), data["sentencepiece"])
+        model, model_type = data.get("model"), data.get("sentencepiece")
+        if not isinstance(model, str) or not isinstance(model_type, str):
+            raise ValueError('a SentencePiece object needs the strings "sentencepiece" and "model"')
+        proto = base64.b64decode(model, validate=True)   # binascii.Error, a ValueError
+        try:
+            return SubwordVocab(proto, model_type)
+        except RuntimeError as exc:   # SentencePiece cannot parse the model
+            raise ValueError(f"not a SentencePiece model: {' '.join(str(exc).split())}") from exc
     if not isinstance(data, list):
         raise ValueError(f"expected a word list or a SentencePiece object, found a {type(data).__name__}")
     return Vocab(data)

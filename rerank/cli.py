@@ -3,7 +3,8 @@
 Subcommands are plug-ins of the entry-point group `rerank.commands` (rerank.plugins): each is
 an `add_parser(subparsers)` that creates its parser and sets `func`; `func(args)` returns an
 exit status. Bad input raises InputError, printed as `rerank <command>: error: FILE:LINE:
-problem` with exit status 2.
+problem` with exit status 2; any other exception is a bug, printed with its traceback and one line
+that says so, exit status 1.
 
 Start-up: a command of this distribution (rerank.commands.COMMANDS) is run with its own module
 imported and its own parser built, and no entry point scanned; `rerank --help`, a missing or an
@@ -79,8 +80,10 @@ def main(argv: list[str] | None = None) -> int:
     """Run one command; its exit status. Ctrl-C at any point (plug-in loading, parsing, the
     command) exits 130 with one line and no traceback; bad input exits 2 (argparse's own
     errors raise SystemExit(2) as argparse does); a command that needs the `neural` extra (torch,
-    scikit-learn) on an install without it says in one line what to install, exit status 2. Under
-    torchrun, an error every rank raised together (rerank.distributed) is said once, by rank 0."""
+    scikit-learn) on an install without it says in one line what to install, exit status 2; any
+    other exception is a bug: its traceback and one line saying so, exit status 1
+    (`_internal_error`). Under torchrun, an error every rank raised together (rerank.distributed)
+    is said once, by rank 0."""
     name = "rerank"
     prefer_passive_openmp()
     token = set_command_line(argv)
@@ -91,14 +94,14 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
         name = f"rerank {args.command}"
         return int(args.func(args) or 0)
-    except (InputError, distributed.PeerFailed) as exc:  # PeerFailed: another rank's traceback is on its stderr
+    except InputError as exc:
         if distributed.speaks(exc):
             print(f"{name}: error: {_with_flag(exc, parser, args)}", file=sys.stderr)
         return 2
     except ModuleNotFoundError as exc:  # a command of the `neural` extra on a core install
         module = missing_neural(exc)
         if module is None:
-            raise
+            return _internal_error(name, exc)
         print(f"{name}: error: {MissingDependency(module, 'this command')}", file=sys.stderr)
         return 2
     except BrokenPipeError:
@@ -106,15 +109,30 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"{name}: interrupted", file=sys.stderr)
         return 130
-    except Exception as exc:
-        if not distributed.shared(exc):
-            raise
-        traceback.print_exc()   # this rank's own failure, told before the ranks part (torchrun stops the rest)
-        return 1
+    except Exception as exc:  # noqa: BLE001 - a bug: its traceback and one line saying so, exit status 1
+        return _internal_error(name, exc)
     finally:
         distributed.close()
         restore()
         reset_command_line(token)
+
+
+def _internal_error(name: str, exc: Exception) -> int:
+    """Report `exc`, which is no bad input but a bug (in this package or a plug-in), being handled
+    now: its traceback, then one line that says so, which a user quotes in a report; exit status 1
+    (never 2, which means bad input). Under torchrun a rank's own failure is told by that rank,
+    before the ranks part (torchrun stops the rest); another rank's failure (PeerFailed, its
+    traceback on that rank's stderr) is said once, by rank 0."""
+    peer = isinstance(exc, distributed.PeerFailed)
+    if peer and not distributed.speaks(exc):
+        return 1
+    if not peer:
+        traceback.print_exc()
+    where = "on that rank's stderr" if peer else "above"
+    print(f"{name}: internal error (a bug in mlmme-rerank or a plug-in, not bad input): "
+          f"{'' if peer else type(exc).__name__ + ': '}{' '.join(str(exc).split())}; please report it with the "
+          f"traceback {where}", file=sys.stderr)
+    return 1
 
 
 def _with_flag(exc: Exception, parser: argparse.ArgumentParser | None, args: argparse.Namespace | None) -> str:

@@ -17,7 +17,8 @@
   0.14x with 5.7x; passive, at 0.91x and 0.95x (benchmarks/bench_load.py, docs/features.md).
 - `check_run_dir`: a training --out directory that cannot be made is refused before any work.
 - `load_tensors` / `load_weights`: torch.load(..., weights_only=True) on the CPU, and a
-  state_dict checked against the module, every failure an InputError naming the file.
+  state_dict checked against the module, every failure of the file an InputError naming the file
+  (the exceptions torch.load raises for a bad file, TORCH_LOAD_ERRORS, kept as its cause).
 
 torch is imported inside the functions, so the core imports without it.
 """
@@ -26,7 +27,9 @@ from __future__ import annotations
 
 import logging
 import os
+import pickle
 import re
+import struct
 
 from rerank.errors import InputError
 from rerank.options import POSITIVE_INT
@@ -114,6 +117,17 @@ def check_run_dir(path: str) -> None:
         raise InputError(f"cannot create it in {parent} (permission denied)", path)
 
 
+# What torch.load raises for a file that is no sound PyTorch file (an empty, truncated, damaged or
+# foreign file, a pickle weights_only refuses), found by loading such files, thousands of them cut,
+# with bytes changed, or random, in both of torch's formats: the zip reader's RuntimeError, the
+# unpickler's UnpicklingError, EOFError, IndexError, KeyError, UnicodeDecodeError and ValueError,
+# struct.error from a damaged record, AssertionError from the legacy format's storage table, OSError
+# from the file system. Anything else out of torch.load is a bug, not bad input.
+TORCH_LOAD_ERRORS: tuple[type[Exception], ...] = (
+    OSError, RuntimeError, pickle.UnpicklingError, EOFError, IndexError, KeyError, ValueError, struct.error,
+    AssertionError)
+
+
 def _unreadable(path: str, exc: Exception) -> str:
     """Why torch.load failed, in words: a damaged zip, objects weights_only refuses, or no torch file."""
     with open(path, "rb") as f:
@@ -135,8 +149,8 @@ def load_tensors(path: str, what: str = "model file"):
         raise InputError(f"{what} not found" if not os.path.isdir(path) else f"{what} is a directory", path)
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # noqa: BLE001 - torch raises many types: UnpicklingError, RuntimeError, EOFError, ...
-        raise InputError(f"cannot read the {what}: {_unreadable(path, exc)}", path) from None
+    except TORCH_LOAD_ERRORS as exc:
+        raise InputError(f"cannot read the {what}: {_unreadable(path, exc)}", path) from exc
 
 
 def _describe(value) -> str:

@@ -66,7 +66,10 @@ def _entries(group: str) -> list[EntryPoint]:
 @cache
 def load(group: str, known: frozenset[tuple[str, str]] = frozenset()) -> dict[str, Any]:
     """name -> loaded object of every plug-in installed in `group`, sorted by name; an entry
-    point in `known` ((name, value) pairs the caller has without loading them) is left out."""
+    point in `known` ((name, value) pairs the caller has without loading them) is left out. A
+    plug-in whose module or object is not there (ImportError, AttributeError: a missing
+    dependency, a wrong entry-point value) is a PluginError naming it; any other exception its
+    import raises is a bug of the plug-in and propagates with its traceback."""
     if group not in GROUPS:
         raise ValueError(f"unknown plug-in group {group!r}")
     loaded = {}
@@ -75,9 +78,9 @@ def load(group: str, known: frozenset[tuple[str, str]] = frozenset()) -> dict[st
             continue
         try:
             loaded[ep.name] = ep.load()
-        except Exception as exc:  # noqa: BLE001 - a broken plug-in names itself instead of a traceback
+        except (ImportError, AttributeError) as exc:  # its module or object is not there: it names itself
             raise PluginError(f"cannot load plug-in {ep.name!r} ({ep.value}) of {group}: "
-                              f"{type(exc).__name__}: {exc}") from None
+                              f"{type(exc).__name__}: {exc}") from exc
     return loaded
 
 

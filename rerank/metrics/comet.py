@@ -87,7 +87,7 @@ def model_kind(path: str) -> tuple[str, tuple[str, ...]]:
         with open(hparams, encoding="utf-8") as f:
             data = yaml.safe_load(f)
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise InputError(f"cannot read hparams.yaml: {' '.join(str(exc).split())[:200]}", hparams) from None
+        raise InputError(f"cannot read hparams.yaml: {' '.join(str(exc).split())[:200]}", hparams) from exc
     kind = data.get("class_identifier") if isinstance(data, dict) else None
     if kind not in CLASS_SEGMENTS:
         raise InputError(f"class_identifier {kind!r} is not a COMET model class (known: {', '.join(CLASS_SEGMENTS)})",
@@ -124,11 +124,12 @@ def load_comet(path: str, reference: bool, what: str):
     try:
         with transformers_bars_off():
             return load_from_checkpoint(ckpt, local_files_only=True)
-    except Exception as exc:  # noqa: BLE001 - a checkpoint that does not load is bad input, said in one line
+    except (OSError, ValueError, KeyError, RuntimeError) as exc:   # no encoder offline (OSError), a malformed
+        # config or tokenizer (ValueError), a checkpoint without its keys or with weights that do not fit the model
         message = " ".join(str(exc).split())
         raise InputError(f"cannot load the COMET checkpoint offline ({type(exc).__name__}: {message[:300]}); its "
                          "encoder (pretrained_model in hparams.yaml) must be a local directory or in the Hugging Face "
-                         "cache", ckpt) from None
+                         "cache", ckpt) from exc
 
 
 def check_weights_only(ckpt: str) -> None:
@@ -140,6 +141,8 @@ def check_weights_only(ckpt: str) -> None:
 
     import torch
 
+    from rerank.device import TORCH_LOAD_ERRORS
+
     try:
         torch.load(ckpt, map_location="cpu", weights_only=True, mmap=True)
     except pickle.UnpicklingError as exc:
@@ -147,9 +150,9 @@ def check_weights_only(ckpt: str) -> None:
         found = re.search(r"(?:Unsupported global: GLOBAL|unsupported GLOBAL) (\S+)", message)
         raise InputError("refused: the checkpoint pickles " + (found.group(1) if found else "objects")
                          + ", not only tensors and plain values, and loading it would run code from it; re-save "
-                         "its state_dict and hyper_parameters from a trusted copy", ckpt) from None
-    except (OSError, RuntimeError, EOFError) as exc:
-        raise InputError(f"cannot read the COMET checkpoint: {' '.join(str(exc).split())[:200]}", ckpt) from None
+                         "its state_dict and hyper_parameters from a trusted copy", ckpt) from exc
+    except TORCH_LOAD_ERRORS as exc:
+        raise InputError(f"cannot read the COMET checkpoint: {' '.join(str(exc).split())[:200]}", ckpt) from exc
 
 
 def predict_scores(model, rows: Sequence[dict], batch_size: int, device) -> np.ndarray:
