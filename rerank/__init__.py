@@ -15,7 +15,8 @@ logging.getLogger("rerank").addHandler(logging.NullHandler())
 
 # names of the API that live in a light module of their own (a command imports it to build its parser)
 _OWN_MODULE = {"NBestFile": "rerank.nbestfile", "ApplyOptions": "rerank.nbestfile", "apply_file": "rerank.nbestfile",
-               "convert_file": "rerank.nbestfile"}
+               "convert_file": "rerank.nbestfile", "summarize_file": "rerank.summary",
+               "join_score_files": "rerank.scorefiles"}
 _API = (*_OWN_MODULE, "NBestList", "read_nbest", "write_nbest", "add_features", "FeatureContext", "read_references", "read_weights",
         "tune", "TuneSettings", "TuneResult", "TuneRun", "apply", "first_best", "oracle", "Oracle", "evaluate",
         "EvalOptions", "Evaluation", "Reranked", "approximate_randomization", "paired_bootstrap", "make_metric",

@@ -21,9 +21,9 @@ import contextlib
 import dataclasses
 import logging
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 
@@ -140,7 +140,7 @@ def write_nbest_noted(nbest: NBestList, path: str, fmt: str, first_id: int = 0) 
     return write_nbest(nbest, path, fmt, first_id=first_id)
 
 
-def write_chunks(out, chunks, style: str) -> None:
+def write_chunks(out: IO[str], chunks: Iterable[tuple[int, NBestList]], style: str) -> None:
     """Write (first id, n-best) chunks as Moses/Joshua lines to the open file `out`."""
     from rerank.formats import moses
 

@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rerank import dedup
-from rerank.commands.info import column_stats, count_blank, count_repeats, summarize
+from rerank.summary import column_stats, count_blank, count_repeats, summarize
 from rerank.nbest import NBestList, StringColumn
 from tests.cli_helpers import run, write
 
@@ -88,7 +88,7 @@ def test_zero_signs_and_means_as_strided_columns():
 
 def test_white_space_lead_bytes_cover_str_isspace():
     """count_blank decodes only strings whose first byte may begin a white-space character."""
-    from rerank.commands.info import _SPACE_LEAD
+    from rerank.summary import _SPACE_LEAD
     leads = {chr(c).encode("utf-8", "surrogatepass")[0] for c in range(0x110000) if chr(c).isspace()}
     assert leads <= set(np.flatnonzero(_SPACE_LEAD).tolist())
     spaces = [chr(c) for c in range(0x110000) if chr(c).isspace()]

@@ -120,7 +120,7 @@ def ctrl_c_after_lines(target: str, lines: int):
 
 # (command line, where Ctrl-C comes, after how many calls or written lines); {d} is the work folder
 CASES = [
-    ("info {d}/in.nbest", "rerank.commands.info.summarize", 1),
+    ("info {d}/in.nbest", "rerank.summary.summarize", 1),
     ("convert {d}/in.nbest -o {d}/out --to fairseq", "rerank.formats.read_nbest", 1),
     ("convert {d}/in.nbest -o {d}/out", "rerank.formats.moses.stream.parse_block", 1),  # streamed: the first pass
     ("apply {d}/in.nbest -w {d}/w.json -o {d}/out", "rerank.formats.moses.stream._chunk", 1),  # the second pass
