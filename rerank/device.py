@@ -1,9 +1,11 @@
 """Torch settings shared by the commands that run models, and checked loading of their files.
 
-- `--device`: cpu, cuda or cuda:N. CUDA asked for on a machine without it falls back to the CPU
-  with a message; any other spelling is an error naming the accepted forms.
-- `--threads`: torch CPU threads, default `default_threads()`: 2 when the machine has two idle
-  cores, else 1 (idle = usable cores minus the 1-minute load average). torch's own default
+- `--device`: cpu, cuda or cuda:N, declared once (`add_device_option`, the CPU by default). CUDA
+  asked for on a machine without it falls back to the CPU with a message; any other spelling is
+  an error naming the accepted forms.
+- `--threads`: torch CPU threads, declared once (`add_threads_option`), default
+  `default_threads()` unless a command fixes its own: 2 when the machine has two idle cores,
+  else 1 (idle = usable cores minus the 1-minute load average). torch's own default
   takes every core, and its OpenMP threads spin-wait when other processes hold the cores: on
   the 2-core development machine, loaded, two threads made GRU training and encoding 3-12x
   slower than one, while on the idle machine they decode about 1.5x faster (docs/nmt.md,
@@ -89,11 +91,30 @@ def prefer_passive_openmp() -> None:
 
 def add_torch_options(parser) -> None:
     """--device and --threads, as every command that runs torch takes them."""
-    parser.add_argument("--device", default="cpu", help=f"{DEVICE_FORMS}; CUDA without a GPU falls back to the "
-                        "CPU with a message (default: %(default)s)")
-    parser.add_argument("--threads", type=POSITIVE_INT.parse, default=default_threads(),
-                        help="torch CPU threads (default: %(default)s on this machine now: 2 if two cores are idle, "
-                        "else 1; torch's default of every core spins when other jobs hold them)")
+    add_device_option(parser)
+    add_threads_option(parser)
+
+
+def add_device_option(parser, note: str = "", default: str | None = "cpu") -> None:
+    """--device, declared here for every command that runs a model; the CPU by default. `note`
+    adds what the command does with it (`rerank features`: each torchrun rank's own GPU). `default`
+    None is for a command that tells a device given from none (eval and report refuse --device
+    without --comet-model); what runs is then the CPU still, as the help says."""
+    parser.add_argument("--device", default=default, help=f"{DEVICE_FORMS}{note}; CUDA without a GPU falls back "
+                        "to the CPU with a message (default: cpu)")
+
+
+def add_threads_option(parser, default: int | None = None, why: str = "") -> None:
+    """--threads, declared here for every command that runs torch: by default `default_threads()`
+    on this machine now (see the module docstring); a command whose models run best on a fixed
+    count gives it as `default`, with `why` for the help."""
+    if default is None:
+        parser.add_argument("--threads", type=POSITIVE_INT.parse, default=default_threads(),
+                            help="torch CPU threads (default: %(default)s on this machine now: 2 if two cores are "
+                            "idle, else 1; torch's default of every core spins when other jobs hold them)")
+    else:
+        parser.add_argument("--threads", type=POSITIVE_INT.parse, default=default,
+                            help=f"torch CPU threads (default: %(default)s{why})")
 
 
 def setup_torch(args):

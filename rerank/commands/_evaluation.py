@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from rerank.cliargs import nonnegative_int, positive_int, probability, bars
 from rerank.commands._common import add_reading_options, add_text_options, read_options, with_flags
+from rerank.device import add_device_option
 from rerank.errors import InputError, NeedsOption
 from rerank.formats import format_names
 from rerank.io import read_references
@@ -54,7 +55,7 @@ def add_evaluation_arguments(p) -> None:
     c.add_argument("--src", metavar="FILE", help="source sentences, one per reference line, for --comet-model "
                    "(default: none)")
     c.add_argument("--comet-batch-size", type=positive_int, metavar="N", help="COMET inputs per batch (default: 16)")
-    c.add_argument("--device", help="cpu, cuda or cuda:N, for COMET (default: cpu)")
+    add_device_option(c, note=", for COMET", default=None)   # None: not given (refused without --comet-model)
     c.add_argument("--score-cache", metavar="FILE", help="score cache of users' models, shared with `rerank features` "
                    "(default: $RERANK_CACHE_DIR/scores.sqlite or ~/.cache/mlmme-rerank/scores.sqlite)")
     c.add_argument("--no-score-cache", action="store_true", help="neither read nor write the score cache")

@@ -9,9 +9,10 @@ import sys
 
 from rerank import distributed, plugins
 from rerank.commands import COMMANDS
-from rerank.cliargs import (add_nbest_positional, add_quiet, nonnegative_int, positive_int, resolve_nbest,
+from rerank.cliargs import (add_nbest_positional, add_quiet, nonnegative_int, resolve_nbest,
                             bars)
 from rerank.commands._common import format_help, nbest_inputs, add_nbest_input, add_output_format, load_nbest, write_output
+from rerank.device import add_device_option, add_threads_option
 from rerank.errors import InputError
 from rerank.features import shard_range
 from rerank.io import read_lines, read_references
@@ -44,11 +45,9 @@ def add_parser(subparsers):
     parser.add_argument("--tgt-lang", default="de", help="hypothesis language (default: %(default)s)")
     parser.add_argument("--shard", help="process shard i of N (e.g. 1/4) of the sentences (default: all of them)")
     parser.add_argument("--id-offset", type=nonnegative_int, default=0, help="id of the first output sentence (default: %(default)s)")
-    parser.add_argument("--device", default="cpu", help="cpu or cuda (falls back to the CPU with a message; under "
-                        "torchrun, cuda is each rank's cuda:LOCAL_RANK; default: %(default)s)")
-    parser.add_argument("--threads", type=positive_int, default=1, help="torch CPU threads for the model features "
-                        "(default: %(default)s: the encoders' small products run fastest on one thread; torch's "
-                        "default spins when the cores are shared)")
+    add_device_option(parser, note="; under torchrun, cuda is each rank's cuda:LOCAL_RANK")
+    add_threads_option(parser, default=1, why=": the encoders' small products run fastest on one thread; torch's "
+                       "default spins when the cores are shared")
     parser.add_argument("--score-cache", metavar="FILE", default=None, help="score cache of users' models (Hugging Face, "
                         "CTranslate2, sentence-transformers), keyed by model digest and pair, so a re-run costs "
                         "nothing (default: $RERANK_CACHE_DIR/scores.sqlite or ~/.cache/mlmme-rerank/scores.sqlite)")
