@@ -122,6 +122,21 @@ PATH = Check("a path", str, lambda v: isinstance(v, (str, os.PathLike)), "a path
 BOOL = Check("true or false", bool, lambda v: isinstance(v, bool), "a switch")
 
 
+class NotFinite(ValueError):
+    """Text that float() reads as an infinity or a NaN (an overflow, `1e400`, too)."""
+
+
+def finite_float(text: str) -> float:
+    """The finite number `text` spells, in Python's float syntax (spaces around it allowed): the
+    one reader of a finite number from text (the formats' feature values and scores, score files,
+    segment scores), each caller with its own messages. ValueError for text that is no number;
+    NotFinite, a ValueError, for an infinity, a NaN or an overflow."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise NotFinite(f"{text.strip()} is not a finite number")
+    return value
+
+
 # ---- declaring a field ----
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from rerank.errors import InputError
 from rerank.io import iter_lines
 from rerank.nbest import NBestList, check_feature_name
 from rerank.nbestfile import NBestFile, write_nbest_noted
+from rerank.options import NotFinite, finite_float
 from rerank.outputs import check_outputs, nbest_outputs
 from rerank.progress import Progress
 
@@ -55,12 +56,11 @@ def read_scores(path: str) -> np.ndarray:
     values = []
     for number, text in iter_lines(path):
         try:
-            value = float(text)
+            values.append(finite_float(text))
+        except NotFinite:
+            raise InputError(f"{text.strip()} is not a finite number", path, number) from None
         except ValueError:
             raise InputError(f"{text!r} is not a number", path, number) from None
-        if not np.isfinite(value):
-            raise InputError(f"{text.strip()} is not a finite number", path, number)
-        values.append(value)
     if not values:
         raise InputError("empty scores file", path)
     return np.array(values)

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from rerank.errors import InputError
+from rerank.options import NotFinite, finite_float
 
 if TYPE_CHECKING:
     from rerank.nbest import StringColumnBuilder
@@ -33,14 +33,13 @@ class ReadReport:
 def parse_number(token: str, what: str, path: str, line: int) -> float:
     """A finite float, or an InputError naming `what` at `path`:`line`."""
     try:
-        value = float(token)
+        return finite_float(token)
+    except NotFinite:
+        if token.strip().lstrip("+-").lower() in ("inf", "infinity", "nan"):
+            raise InputError(f"{what} is {token} (values must be finite)", path, line) from None
+        raise InputError(f"{what}: {token} is too large for a 64-bit float", path, line) from None
     except ValueError:
         raise InputError(f"{what}: {token!r} is not a number", path, line) from None
-    if not math.isfinite(value):
-        if token.strip().lstrip("+-").lower() in ("inf", "infinity", "nan"):
-            raise InputError(f"{what} is {token} (values must be finite)", path, line)
-        raise InputError(f"{what}: {token} is too large for a 64-bit float", path, line)
-    return value
 
 
 MAX_COUNT = 2 ** 53  # ids and list sizes beyond this cannot be real (and would overflow int64 sums)

@@ -12,7 +12,6 @@ any other: pseudo-systems sum statistics, the score divides. The metric never re
 
 from __future__ import annotations
 
-import math
 import os
 import re
 
@@ -21,6 +20,7 @@ import numpy as np
 from rerank.errors import InputError
 from rerank.io import file_digest
 from rerank.metrics.base import MeanOfSegments
+from rerank.options import NotFinite, finite_float
 
 NAME_PATTERN = re.compile(r"^[A-Za-z][A-Za-z0-9_.+-]*$")
 
@@ -131,9 +131,8 @@ def _header(fields: list[str], path: str) -> list[str]:
 
 def _number(text: str, column: str, path: str, line: int) -> float:
     try:
-        value = float(text)
+        return finite_float(text)
+    except NotFinite:
+        raise InputError(f"column {column!r}: {text.strip()!r} is not a finite number", path, line) from None
     except ValueError:
         raise InputError(f"column {column!r}: {text.strip()[:40]!r} is not a number", path, line) from None
-    if not math.isfinite(value):
-        raise InputError(f"column {column!r}: {text.strip()!r} is not a finite number", path, line)
-    return value
