@@ -19,6 +19,7 @@ import numpy as np
 
 from rerank import distributed
 from rerank.consensus import VectorUtility
+from rerank.dedup import distinct_index
 from rerank.errors import InputError, needs_neural, require
 from rerank.features import Feature, FeatureContext
 from rerank.nbest import NBestList
@@ -97,9 +98,8 @@ def _sentence_columns(nbest: NBestList, encoder, which, tgt_lang, sources, src_l
     """The columns of the hypotheses of sentences start..end-1, each distinct string encoded once."""
     lo, hi = int(nbest.offsets[start]), int(nbest.offsets[end])
     sent = nbest.sentence_of_hyp[lo:hi]
-    distinct: dict[str, int] = {}
-    index = np.array([distinct.setdefault(h, len(distinct)) for h in nbest.hyps[lo:hi]], dtype=np.int64)
-    hyp_vecs = encoder.encode(list(distinct), tgt_lang, batch_size=batch_size, device=device, empty="zero")[index]
+    index, distinct = distinct_index(nbest.hyps[lo:hi])
+    hyp_vecs = encoder.encode(distinct, tgt_lang, batch_size=batch_size, device=device, empty="zero")[index]
     src_vecs = img_vecs = None
     if sources is not None and {"s_s", "s_i_src"} & set(which):
         src_vecs = encoder.encode(list(sources[start:end]), src_lang, batch_size=batch_size, device=device, empty="zero")
@@ -202,8 +202,7 @@ class MLMMEMBRUtility(VectorUtility):
         self.lang, self.batch_size, self.device = lang, batch_size or 256, device
 
     def vectors(self, texts) -> np.ndarray:
-        distinct: dict[str, int] = {}
-        index = np.array([distinct.setdefault(t, len(distinct)) for t in texts], dtype=np.int64)
-        vectors = self.encoder.encode(list(distinct), self.lang, batch_size=self.batch_size, device=self.device,
+        index, distinct = distinct_index(texts)
+        vectors = self.encoder.encode(distinct, self.lang, batch_size=self.batch_size, device=self.device,
                                       empty="zero")
         return vectors.astype(np.float64)[index]

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rerank import distributed
+from rerank.dedup import distinct_index
 from rerank.errors import InputError, needs_neural
 from rerank.io import read_json_object
 from rerank.progress import Progress, track, transformers_bars_off
@@ -474,9 +475,7 @@ def lm_scores(path: str, texts: Sequence[str], device, threads: int | None, batc
 
 def _cached_pairs(make_scorer: Callable, kind: str, path: str, tag: str, inputs: list[str], outputs: list[str], budget: int,
                   progress, cache, what: str) -> tuple[np.ndarray, np.ndarray]:
-    distinct: dict[tuple[str, str], int] = {}
-    index = np.array([distinct.setdefault(pair, len(distinct)) for pair in zip(inputs, outputs)], dtype=np.int64)
-    pairs = list(distinct)
+    index, pairs = distinct_index(zip(inputs, outputs))
     sums, counts = np.zeros(len(pairs)), np.zeros(len(pairs))
     namespace = model_digest(path) + "\0" + tag if cache is not None else None
     # under torchrun rank 0 alone has the cache and reads it for all: every rank leaves the same pairs

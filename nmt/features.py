@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rerank.dedup import distinct_index
 from rerank.device import resolve_device
 from rerank.errors import InputError, needs_neural, require
 from rerank.features import Feature, FeatureContext
@@ -247,7 +248,6 @@ class LMFeature(Feature):
         if lm.config.lang != context.tgt_lang:
             raise InputError(f"the language model is for {lm.config.lang!r}, the hypotheses are {context.tgt_lang!r} "
                              "(the target language)", options.model)
-        distinct: dict[str, int] = {}
-        index = np.array([distinct.setdefault(h, len(distinct)) for h in nbest.hyps], dtype=np.int64)
-        sums, counts = lm.score(list(distinct), options.batch_size, context.progress)
+        index, distinct = distinct_index(nbest.hyps)
+        sums, counts = lm.score(distinct, options.batch_size, context.progress)
         return np.asarray(sums)[index], np.asarray(counts, dtype=np.float64)[index]

@@ -10,15 +10,14 @@ from rerank.nmt.data import length_batches, pad
 from rerank.nmt.lm import encode_lines
 from rerank.nmt.vocab import Tokenizer
 from rerank import distributed
+from rerank.dedup import distinct_index
 from rerank.progress import Progress, track
 
 
 def distinct_pairs(nbest) -> tuple[list[tuple[int, str]], np.ndarray]:
     """(distinct (sentence, hypothesis) pairs, index of every row's pair)."""
-    first: dict[tuple[int, str], int] = {}
-    index = np.array([first.setdefault(key, len(first)) for key in zip(nbest.sentence_of_hyp.tolist(), nbest.hyps)],
-                     dtype=np.int64)
-    return list(first), index
+    index, pairs = distinct_index(zip(nbest.sentence_of_hyp.tolist(), nbest.hyps))
+    return pairs, index
 
 
 @torch.no_grad()

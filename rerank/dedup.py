@@ -7,6 +7,10 @@ METEOR's paraphrase table. Each is an *item*: a byte range of a buffer (`distinc
 row of a 2-D array (`distinct_rows`), optionally with a *salt* (an integer that must be equal
 too, e.g. the sentence number, so that equal strings of different sentences stay apart).
 
+Python objects (strings, tuples of them) are numbered by a dict instead: `distinct_index`, the
+one copy of "the index of each item's first equal" that the model features, the Moses bulk
+parser and the n-gram arrays use.
+
 The method (`group`): a 64-bit hash of every item's bytes (`hash_items`, splitmix64's mixing over
 its length and 8-byte words); one sort of (hash, item number) packed in a uint64, which groups
 equal hashes with the earliest item first; then every item is compared byte for byte with its
@@ -22,9 +26,12 @@ buffer lacks them). Bytes past an item's end are masked off, so they never matte
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterable
+from typing import TypeVar
 
 import numpy as np
+
+H = TypeVar("H", bound=Hashable)
 
 FIRST = 24  # the bytes of every item read first (3 little-endian uint64 words): most items are shorter
 ROW = 48    # the bytes read at once after those, of the items that long (6 words: half the passes of 3)
@@ -33,6 +40,15 @@ _KEEP = np.array([[(1 << (8 * min(8, max(0, k - j)))) - 1 for j in range(0, ROW,
                  dtype=np.uint64)  # row k: the words that keep the first k bytes of ROW
 _MIX = (0xBF58476D1CE4E5B9, 0x94D049BB133111EB)  # splitmix64's multipliers
 _ODD = np.uint64(0x9E3779B97F4A7C15)
+
+
+def distinct_index(items: Iterable[H]) -> tuple[np.ndarray, list[H]]:
+    """(index, distinct) of hashable items: `distinct` the different items in order of first
+    appearance, `index[i]` (int64) the position of item i in it, so distinct[index[i]] == item i.
+    A dict does it, for Python objects; the functions below number bytes and rows in numpy."""
+    first: dict[H, int] = {}
+    index = np.array([first.setdefault(item, len(first)) for item in items], dtype=np.int64)
+    return index, list(first)
 
 
 def padded(data: bytes | memoryview | np.ndarray) -> np.ndarray:

@@ -88,3 +88,19 @@ def test_large_random_arrays_with_forced_collisions(colliding):
     ids, leads = dedup.distinct_bytes(buf, np.cumsum(lengths) - lengths, lengths, salt=salt)
     want = reference(list(zip(salt.tolist(), items)))
     assert np.array_equal(ids, want[0]) and np.array_equal(leads, want[1])
+
+
+@settings(max_examples=200, deadline=None)
+@given(case=byte_items())
+def test_distinct_index_numbers_python_objects_as_the_bytes_are_numbered(case):
+    """distinct_index (a dict, for Python objects): each item's position in the distinct items,
+    which appear once each, in order of first appearance; the same numbers distinct_bytes gives
+    the items' bytes, and for strings and tuples alike."""
+    buf, starts, lengths, items, salt = case
+    index, distinct = dedup.distinct_index(items)
+    assert index.dtype == np.int64 and index.shape == (len(items),)
+    assert [distinct[i] for i in index.tolist()] == items and len(set(distinct)) == len(distinct)
+    assert [items.index(d) for d in distinct] == sorted(items.index(d) for d in distinct)
+    assert np.array_equal(index, dedup.distinct_bytes(buf, starts, lengths)[0])
+    pairs = list(zip(salt.tolist(), (item.decode("latin-1") for item in items)))
+    assert np.array_equal(dedup.distinct_index(iter(pairs))[0], dedup.distinct_bytes(buf, starts, lengths, salt)[0])

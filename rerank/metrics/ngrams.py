@@ -8,19 +8,20 @@ reference count, so statistics over millions of hypotheses need no Python step p
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 import numpy as np
 
+from rerank.dedup import distinct_index
 from rerank.errors import InputError
 
 
 def integer_sequences(texts: Sequence[Sequence[str]]) -> tuple[np.ndarray, np.ndarray]:
     """(ids, bounds): all units of all texts as one int64 array, text t at ids[bounds[t]:bounds[t+1]]."""
-    vocab: dict[str, int] = {}
-    ids = [vocab.setdefault(unit, len(vocab)) for text in texts for unit in text]
+    ids, _ = distinct_index(itertools.chain.from_iterable(texts))
     bounds = np.concatenate([[0], np.cumsum([len(t) for t in texts])]).astype(np.int64)
-    return np.asarray(ids, dtype=np.int64), bounds
+    return ids, bounds
 
 
 SEPARATOR = "\x01"  # a token of its own under 13a: no rule of the tokeniser touches it

@@ -25,6 +25,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from rerank.dedup import distinct_index
 from rerank.errors import InputError
 from rerank.formats.moses.parse import parse_features_fast
 from rerank.formats.moses.state import NeedsLineReader, ParserState
@@ -92,8 +93,7 @@ def _joshua(fields: list[str], joined: str) -> list[tuple[np.ndarray, tuple, np.
     """(rows, layout, values) of every layout of Joshua fields (`name=value`; features left out on
     some lines), in order of first line: lines are grouped by their fields without the values."""
     keys = _VALUE.sub("=", joined).split("\x00")
-    index: dict[str, int] = {}
-    codes = np.fromiter((index.setdefault(key, len(index)) for key in keys), np.int64, len(keys))
+    codes, index = distinct_index(keys)
     if len(keys) != len(fields) or len(index) > 64 + len(keys) // 16:  # layouts as many as lines: read line by line
         raise NeedsLineReader
     order = np.argsort(codes, kind="stable")
