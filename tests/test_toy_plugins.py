@@ -138,3 +138,74 @@ def test_the_toy_utility_on_the_toy_format(tmp_path):
     assert result.returncode == 0, result.stderr
     out = rerank.read_nbest(tmp_path / "out.toy", "toy-blocks")
     np.testing.assert_allclose(out.column("mbr"), brute_force_exact(), rtol=0, atol=1e-9)
+
+
+# ---- the toy metric through eval, tune --metric, oracle --metric and report ---------------------
+
+M_LISTS = [["the cat sat", "a cat sat on the mat", "dogs run"], ["hello world", "hello there world", "bye"],
+           ["x y", "x y z w", "q"]]
+M_NMT = [-1.0, -3.0, -2.0]          # every list: a negative nmt weight picks the second hypothesis
+REF = ["a cat sat on", "hello there", "x"]
+
+
+def corpus_f1(hyps, refs) -> float:
+    """100 * 2 sum M / sum (|h| + |r|): the toy metric's corpus score, brute force."""
+    matches = sum(sum((Counter(h.split()) & Counter(r.split())).values()) for h, r in zip(hyps, refs))
+    return 100 * 2 * matches / sum(len(h.split()) + len(r.split()) for h, r in zip(hyps, refs))
+
+
+@pytest.fixture
+def metric_files(tmp_path):
+    (tmp_path / "in.nbest").write_text("".join(f"{i} ||| {h} ||| nmt= {s!r} ||| {s!r}\n" for i, hyps in enumerate(M_LISTS)
+                                               for h, s in zip(hyps, M_NMT)), encoding="utf-8")
+    (tmp_path / "ref").write_text("\n".join(REF) + "\n", encoding="utf-8")
+    for k in (0, 1):
+        (tmp_path / f"sys{k}").write_text("\n".join(hyps[k] for hyps in M_LISTS) + "\n", encoding="utf-8")
+    return tmp_path
+
+
+@pytest.mark.usefixtures("toy_plugins")
+def test_eval_scores_the_toy_metric(metric_files):
+    result = run_rerank("eval", "-r", metric_files / "ref", "-b", metric_files / "sys0", metric_files / "sys1",
+                        "--metrics", "bleu,unigram-f1", "--to", "json")
+    assert result.returncode == 0, result.stderr
+    scores = {(r["system"], r["metric"]): r["score"] for r in json.loads(result.stdout)["results"]}
+    for k in (0, 1):
+        assert scores[(f"sys{k}", "unigram-f1")] == pytest.approx(corpus_f1([h[k] for h in M_LISTS], REF), abs=1e-9)
+
+
+@pytest.mark.usefixtures("toy_plugins")
+def test_tune_toward_the_toy_metric(metric_files):
+    references = [hyps[1] for hyps in M_LISTS]   # the hypotheses a negative nmt weight picks
+    (metric_files / "ref1").write_text("\n".join(references) + "\n", encoding="utf-8")
+    result = run_rerank("tune", metric_files / "in.nbest", "-r", metric_files / "ref1", "--metric", "unigram-f1",
+                        "-o", metric_files / "w.json")
+    assert result.returncode == 0, result.stderr
+    meta = json.loads((metric_files / "w.json").read_text())["meta"]
+    assert meta["metric"] == "unigram-f1" and meta["tuned_score"] == pytest.approx(100.0)
+
+
+@pytest.mark.usefixtures("toy_plugins")
+def test_oracle_by_the_toy_metric_is_the_brute_force_pick(metric_files):
+    f1 = [[corpus_f1([h], [r]) for h in hyps] for hyps, r in zip(M_LISTS, REF)]
+    assert all(len(set(row)) == len(row) for row in f1)   # no ties: the pick is one hypothesis
+    picks = [hyps[int(np.argmax(row))] for hyps, row in zip(M_LISTS, f1)]
+    result = run_rerank("oracle", metric_files / "in.nbest", "-r", metric_files / "ref", "--metric", "unigram-f1",
+                        "-o", metric_files / "oracle.txt")
+    assert result.returncode == 0, result.stderr
+    assert (metric_files / "oracle.txt").read_text(encoding="utf-8").splitlines() == picks
+    assert f"{corpus_f1(picks, REF):.2f}" in next(line for line in result.stdout.splitlines() if "oracle" in line)
+
+
+@pytest.mark.usefixtures("toy_plugins")
+def test_report_with_the_toy_metric_and_oracle_metric(metric_files):
+    tuned = run_rerank("tune", metric_files / "in.nbest", "-r", metric_files / "ref", "-o", metric_files / "w.json")
+    assert tuned.returncode == 0, tuned.stderr
+    result = run_rerank("report", "-r", metric_files / "ref", "-b", metric_files / "sys0", metric_files / "sys1",
+                        "--nbest", metric_files / "in.nbest", "--weights", metric_files / "w.json",
+                        "--metrics", "unigram-f1", "--oracle-metric", "unigram-f1", "-o", metric_files / "report.html")
+    assert result.returncode == 0, result.stderr
+    page = (metric_files / "report.html").read_text(encoding="utf-8")
+    assert "UniF1" in page
+    for k in (0, 1):
+        assert f"{corpus_f1([h[k] for h in M_LISTS], REF):.2f}" in page
