@@ -54,7 +54,8 @@ def test_every_reader_of_numbers_accepts_the_same_texts(tmp_path):
     for number, text in enumerate(t for t in texts() if "\n" not in t and t.strip()):
         expected = float_reading(text)
         (tmp_path / "scores.txt").write_text(text + "\n", encoding="utf-8")
-        readers = (lambda: parse_number(text, "feature 'f'", "f", 1), lambda: _number(text, "q", "f", 1),
+        readers = (lambda text=text: parse_number(text, "feature 'f'", "f", 1),
+                   lambda text=text: _number(text, "q", "f", 1),
                    lambda: float(read_scores(str(tmp_path / "scores.txt"))[0]))
         for read in readers:
             if isinstance(expected, float):
