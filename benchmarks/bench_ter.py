@@ -100,7 +100,7 @@ def corpus_case(name: str, hyps: list[str], refs: list, args, record: dict) -> N
 
 
 def joshua_case(args, record: dict) -> None:
-    from rerank.tuning import expand_refs
+    from rerank.metrics.base import expand_refs
 
     folder = os.path.join(args.data_dir, "..", "nbest", "joshua-bn-en", "orig")
     nbest = read_nbest(os.path.join(folder, "output.gold"))
@@ -112,7 +112,7 @@ def joshua_case(args, record: dict) -> None:
 
 
 def lists_case(args, record: dict) -> None:
-    from rerank.tuning import expand_refs
+    from rerank.metrics.base import expand_refs
 
     raw, rows = os.path.join(args.data_dir, "task1", "raw"), {}
     for name in ("optimised", "regular"):
@@ -128,7 +128,8 @@ def lists_case(args, record: dict) -> None:
 
 def tune_case(args, record: dict) -> None:
     from rerank.api import tune
-    from rerank.tuning import expand_refs, unique_strings
+    from rerank.metrics.base import expand_refs
+    from rerank.tuning import unique_strings
 
     nbest = read_nbest(os.path.join(SHIPPED, "optimised.val.20best.gz"))
     refs = [read_lines(os.path.join(args.data_dir, "task1", "raw", "val.de.gz"))]

@@ -15,7 +15,8 @@ set after every epoch with the corpus metric; the best epoch's averaged weights 
 best in the metric's direction (the lowest TER; rerank.metrics.registry), and as in kbmira an
 epoch is returned even if the initial weights scored better.
 
-Other metrics (chrF, TER, METEOR) have no BLEU background: the gain of hypothesis j is its
+BLEU is the metric whose statistics are BLEU's (`Metric.bleu_statistics`, rerank.metrics.bleu's
+layout). Other metrics (chrF, TER, METEOR) have no BLEU background: the gain of hypothesis j is its
 sentence-level score as a fraction (oriented: -TER) times the mean hypothesis length of its list,
 fixed for the run -- the same order of magnitude as kbmira's length-scaled background BLEU, so
 C keeps its meaning. The epochs are scored with the corpus metric as for BLEU. A column objective
@@ -96,7 +97,7 @@ class KBMira:
         bounds = data.offsets.tolist()
         self.F = [np.ascontiguousarray(data.features[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
         self.gains = None
-        if data.metric.name == "bleu":
+        if getattr(data.metric.scorer, "bleu_statistics", False):  # BLEU: the background BLEU of its statistics
             K = kbmira_stats(data.stats)
             self.Kt = [np.ascontiguousarray(K[a:b].T) for a, b in zip(bounds[:-1], bounds[1:])]
         else:

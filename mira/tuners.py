@@ -17,7 +17,7 @@ from rerank.options import NONNEGATIVE, NONNEGATIVE_INT, POSITIVE, POSITIVE_INT,
 from rerank.tuning import Tuner, TunerOutput
 
 
-ALL_METRICS = QUALITY_METRICS  # every quality metric of the registry (TER minimised)
+ALL_METRICS = QUALITY_METRICS  # every quality metric of the registry, plug-ins included (TER minimised)
 
 
 @dataclass(frozen=True)

@@ -114,9 +114,12 @@ def bleu_ter(hyps: list[str], refs: list[str]) -> dict:
 
 def oracle_bleu(nbest_hyps: list[list[str]], refs: list[str]) -> float:
     """Corpus BLEU of each list's sentence-BLEU+1 best hypothesis: the pick `rerank oracle` makes."""
-    from rerank.metrics.bleu import oracle
+    from rerank.nbest import NBestList
+    from rerank.oracles import oracle
 
-    return oracle([h for hs in nbest_hyps for h in hs], np.cumsum([0] + [len(h) for h in nbest_hyps]), [refs])[0]
+    offsets = np.cumsum([0] + [len(h) for h in nbest_hyps])
+    lists = NBestList(offsets, [h for hs in nbest_hyps for h in hs], np.zeros((int(offsets[-1]), 0)), [])
+    return oracle(lists, [refs]).score
 
 
 def translate_file(run_dir: str, input_path: str, nbest_out: str, beam: int, nbest: int | None = None,

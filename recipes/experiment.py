@@ -14,9 +14,9 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from rerank.metrics.bleu import oracle
 from rerank.io import atomic_write
 from rerank.nbest import NBestList
+from rerank.oracles import oracle
 from rerank.progress import Progress
 from rerank.weights import best_rows, weight_vector, write_weights
 
@@ -79,8 +79,9 @@ def rerank(nbest: NBestList, weights: dict[str, float]) -> list[str]:
 
 
 def oracle_bleu(nbest: NBestList, refs, tokenize: str) -> tuple[float, list[str]]:
-    score, picks = oracle(nbest.hyps, nbest.offsets, refs, tokenize)
-    return score, [nbest.hyps[int(i)] for i in picks]
+    """The oracle BLEU of the lists and its picks (rerank.oracles.oracle: sentence-BLEU+1 picks)."""
+    found = oracle(nbest, refs, tokenize=tokenize)
+    return found.score, found.hypotheses
 
 
 def run_experiment(dev: NBestList, dev_refs, test: NBestList, test_refs, systems: list[SystemSpec], *,

@@ -37,14 +37,14 @@ def training_record(run: str) -> dict:
 
 def list_record(path: str, refs_path: str) -> dict:
     """1-best BLEU/TER (13a, as sacrebleu) and the oracle BLEU of one n-best list."""
-    from rerank.metrics.bleu import oracle
+    from rerank.oracles import oracle
 
     nbest = read_nbest(path)
     refs = read_references([refs_path], nbest.n_sentences)
     firsts = [nbest.hyps[int(i)] for i in nbest.offsets[:-1]]
     return {"bleu": round(sacrebleu.corpus_bleu(firsts, refs).score, 2),
             "ter": round(make_metric("ter").corpus_score(firsts, refs), 2),
-            "oracle": round(oracle(nbest.hyps, nbest.offsets, refs, "13a")[0], 2),
+            "oracle": round(oracle(nbest, refs, tokenize="13a").score, 2),
             "file": os.path.basename(path)}
 
 

@@ -34,7 +34,9 @@ from rerank.evaluation import Cell, EvalOptions, ResultTable
 from rerank.io import read_lines, read_references
 from rerank.metrics import make_metric
 from rerank.multirun import TuneResult, TuneRun, TuneSettings
+from rerank.metrics.registry import objective_signature
 from rerank.nbest import NBestList
+from rerank.oracles import Oracle
 from rerank.significance import approximate_randomization, paired_bootstrap
 
 if TYPE_CHECKING:
@@ -262,37 +264,6 @@ def _digest(nbest: NBestList, refs: list[list[str]]) -> str:
     return h.hexdigest()
 
 
-def metric_signature(metric: str, tokenize: str, lowercase: bool, lang: str, n_refs: int) -> str:
-    """The metric's sacrebleu (or METEOR) signature for these settings, as `rerank eval` prints it."""
-    from rerank.metrics.bleu import bleu_signature
-
-    if metric == "bleu":
-        return "BLEU|" + bleu_signature(tokenize, lowercase, n_refs)
-    scorer = make_metric(metric, lang=lang, tokenize=tokenize, lowercase=lowercase)
-    if metric != "meteor":
-        scorer.corpus_score(["x"], [["x"]] * n_refs)  # sacrebleu knows the number of references only then
-    return scorer.signature()
-
-
-def objective_signature(metric: str, lower_better: Sequence[str], tokenize: str, lowercase: bool, lang: str,
-                        n_refs: int) -> str:
-    """The signature of a tuning metric: `metric_signature` for a built-in one; for a column
-    `column:NAME (mean over sentences, higher is better)`; for an interpolation its components'
-    signatures with their weights joined by ` + `."""
-    from rerank.metrics.registry import parse_interpolation
-
-    components = parse_interpolation(metric)
-
-    def one(kind: str, name: str) -> str:
-        if kind == "metric":
-            return metric_signature(name, tokenize, lowercase, lang, n_refs)
-        return f"column:{name} (mean over sentences, {'lower' if name in lower_better else 'higher'} is better)"
-
-    if len(components) == 1 and "=" not in metric:
-        return one(components[0][1], components[0][2])
-    return " + ".join(f"{w:g} * {one(kind, name)}" for w, kind, name in components)
-
-
 def _reference_files(refs: object) -> list[str]:
     """The files among the references given as `read_references` takes them (paths and lists)."""
     items = [refs] if isinstance(refs, (str, os.PathLike)) else refs if isinstance(refs, Sequence) else []
@@ -389,51 +360,13 @@ def tune(nbest: NBestList | PathLike, refs: PathLike | Sequence[PathLike | Seque
                      verbose=verbose if verbose is not None else log.info, on_run=on_run)
 
 
-@dataclass
-class Oracle:
-    """Each list's best hypothesis by a sentence-level score, and the corpus score of the picks.
-
-    `metric` is what picked them, as `oracle(metric=...)` was given it ("bleu", "ter", "column:COMET"),
-    `display` its name in print ("BLEU", "TER", "column:COMET"). `score` / `first_score`: the metric's
-    corpus value of the picks / of the first hypotheses (sacrebleu's corpus BLEU, TER..., or for a
-    column the mean of the picked values over the sentences); `higher_is_better` says which way is
-    better (False for TER and a column taken with `lower_better`). `bleu` / `first_bleu` are the
-    same numbers, for an oracle by BLEU only."""
-
-    hypotheses: list[str]
-    rows: np.ndarray            # row of each pick in the list
-    score: float                # corpus score of the picks (the metric's own value: TER, not -TER)
-    first_score: float          # corpus score of the first hypotheses
-    changed: int                # sentences whose pick is not the first hypothesis
-    signature: str
-    metric: str = "bleu"
-    display: str = "BLEU"
-    higher_is_better: bool = True
-    decimals: int = 2           # how many decimals `rerank oracle` prints
-
-    @property
-    def bleu(self) -> float:
-        """Corpus BLEU of the picks (an oracle by BLEU only; else read `score`)."""
-        return self._bleu(self.score)
-
-    @property
-    def first_bleu(self) -> float:
-        """Corpus BLEU of the first hypotheses (an oracle by BLEU only; else read `first_score`)."""
-        return self._bleu(self.first_score)
-
-    def _bleu(self, value: float) -> float:
-        if self.metric != "bleu":
-            raise AttributeError(f"an oracle by {self.display} has no BLEU: read .score and .first_score")
-        return value
-
-
 def oracle(nbest: NBestList | PathLike, refs: PathLike | Sequence[PathLike | Sequence[str]] | None = None, *,
            metric: str = "bleu", tokenize: str = "13a", lowercase: bool = False, lang: str = "en",
            ter_case_sensitive: bool = False, lower_better: bool = False, progress: Progress = False) -> Oracle:
     """Each list's best hypothesis by a sentence-level score in the metric's direction (ties: the
     earlier hypothesis), and the corpus score of the picks and of the first hypotheses, as `rerank oracle`.
 
-    `metric`: bleu (the default), chrf, chrf++, ter, meteor, or `column:NAME`
+    `metric`: bleu (the default), chrf, chrf++, ter, meteor, a plug-in metric, or `column:NAME`
     (`rerank.metrics.registry.parse_objective`).
     - bleu: sentence BLEU+1 picks (Lin & Och 2004), sacrebleu's corpus BLEU;
     - chrf, chrf++, ter, meteor: the metric of each hypothesis alone against its references
@@ -443,97 +376,15 @@ def oracle(nbest: NBestList | PathLike, refs: PathLike | Sequence[PathLike | Seq
     - `column:NAME`: the list's own column NAME (a COMET score joined with `rerank add-feature`), the
       highest (`lower_better`: the lowest); the corpus score is the mean over the sentences of the
       picked values. It needs no `refs` (given ones are not read); every other metric does.
-    An unknown metric or column is an InputError with `option` "metric". The scores are
-    `oracle_scores`' (the report's oracle curve takes them too)."""
-    from rerank.nbest import segment_argmax
+    An unknown metric or column is an InputError with `option` "metric". The implementation and the
+    scores are rerank.oracles' (`oracle`, `oracle_scores`; the report's oracle curve takes them too)."""
+    from rerank import oracles
 
-    kind, _ = _oracle_metric(metric, refs, lower_better, tokenize, lowercase)  # before the list is read
+    oracles.check_oracle_metric(metric, refs, lower_better, tokenize=tokenize, lowercase=lowercase)  # before reading
     nbest, source = _nbest(nbest)
-    empty = np.flatnonzero(nbest.sizes == 0)
-    if len(empty):
-        raise InputError(f"{len(empty)} sentences have no hypotheses (first: sentence {int(empty[0])}); "
-                         "each needs at least one for an oracle", source)
-    streams = None
-    if kind == "metric":
-        assert refs is not None  # checked above, before the list is read
-        streams = read_references(refs, nbest.n_sentences, source)
-    scores = oracle_scores(nbest, streams, metric, tokenize=tokenize, lowercase=lowercase, lower_better=lower_better,
-                           progress=progress, lang=lang, ter_case_sensitive=ter_case_sensitive)
-    first = nbest.offsets[:-1]
-    picks = segment_argmax(scores.gain, nbest.offsets)
-    return Oracle([nbest.hyps[int(r)] for r in picks], picks, scores.corpus(picks), scores.corpus(first),
-                  int(np.sum(picks != first)), scores.signature, scores.metric, scores.display,
-                  scores.higher_is_better, scores.decimals)
-
-
-@dataclass
-class OracleScores:
-    """What an oracle by a metric ranks with (`oracle_scores`): every hypothesis's sentence-level
-    score, oriented so that higher is better, and the metric's corpus score of picked rows. `oracle`
-    picks each list's best; the HTML report's oracle curve picks among each list's top k."""
-
-    gain: np.ndarray                         # (n_hyps,) BLEU+1, a metric of the sentence alone (-TER), a column
-    corpus: Callable[[np.ndarray], float]    # the metric's own corpus value (TER, not -TER) of rows, one per sentence
-    signature: str
-    metric: str = "bleu"                     # as given: "bleu", "ter", "column:COMET"
-    display: str = "BLEU"
-    higher_is_better: bool = True
-    decimals: int = 2
-
-
-def _oracle_metric(metric: str, refs: object, lower_better: bool, tokenize: str, lowercase: bool) -> tuple[str, str]:
-    """(kind, name) of an oracle's metric (`parse_objective`) after the checks that need no list."""
-    from rerank.metrics.registry import parse_objective
-
-    kind, name = parse_objective(metric)
-    if lower_better and kind != "column":
-        raise InputError(f"lower_better is for a column:NAME metric; {name} has its own direction", option="lower_better")
-    if kind == "metric" and refs is None:
-        raise InputError(f"refs are needed for the metric {name!r} (only column:NAME needs none)", option="refs")
-    if kind == "metric" and name == "bleu":
-        from rerank.metrics.bleu import make_bleu
-        make_bleu(tokenize, lowercase)  # checks the tokeniser's name
-    return kind, name
-
-
-def oracle_scores(nbest: NBestList, refs: Sequence[Sequence[str]] | None, metric: str = "bleu", *,
-                  tokenize: str = "13a", lowercase: bool = False, lower_better: bool = False,
-                  progress: Progress = False, scorer: Any = None, **options: Any) -> OracleScores:
-    """Each hypothesis's sentence-level score by `metric` and the metric's corpus score of picks, as
-    `oracle` takes them (see there): `refs` are the reference streams (read; None for a column).
-    `scorer`: the Metric object of a chrF, TER or METEOR oracle (e.g. the one an evaluation scored
-    with, its options and signature), else `make_metric(name, tokenize=..., lowercase=..., **options)`
-    (`options`: lang, ter_case_sensitive, meteor_options); BLEU is always sentence BLEU+1 on
-    `tokenize`/`lowercase` statistics. InputErrors as `oracle`'s."""
-    from rerank.metrics.registry import decimals, objective
-
-    kind, name = _oracle_metric(metric, refs, lower_better, tokenize, lowercase)
-    if kind == "column":
-        from rerank.tuning import check_objective_column
-
-        check_objective_column(nbest, name)
-        values = np.asarray(nbest.column(name), dtype=np.float64)
-        direction = "lower" if lower_better else "higher"
-        return OracleScores(-values if lower_better else values, lambda rows: float(np.mean(values[rows])),
-                            f"column:{name} (mean over sentences, {direction} is better)", f"column:{name}",
-                            f"column:{name}", not lower_better, 4)
-    assert refs is not None  # _oracle_metric says so
-    if name == "bleu":
-        from rerank.metrics.bleu import bleu_signature, corpus_bleu, hypothesis_stats, sentence_bleu_plus1
-
-        stats = hypothesis_stats(nbest.hyps, nbest.offsets, refs, tokenize, lowercase, progress=progress)
-        return OracleScores(sentence_bleu_plus1(stats), lambda rows: corpus_bleu(stats[rows].sum(0)),
-                            bleu_signature(tokenize, lowercase, len(refs)))
-    from rerank.tuning import row_stats
-
-    if scorer is None:
-        scorer = make_metric(name, tokenize=tokenize, lowercase=lowercase, **options)
-    elif scorer.name != name:
-        raise ValueError(f"oracle_scores: the scorer is {scorer.name}, the metric {name}")
-    stats = row_stats(scorer, nbest, refs)
-    sentence = np.asarray(scorer.score_from_stats(stats), dtype=np.float64)
-    return OracleScores(objective(sentence, scorer.info), lambda rows: float(scorer.score_from_stats(stats[rows].sum(0))),
-                        scorer.signature(), name, scorer.info.display, scorer.info.higher_is_better, decimals(scorer))
+    return oracles.oracle(nbest, refs, metric=metric, tokenize=tokenize, lowercase=lowercase, lang=lang,
+                          ter_case_sensitive=ter_case_sensitive, lower_better=lower_better, progress=progress,
+                          source=source)
 
 
 # ---- evaluation ------------------------------------------------------------------------------------

@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from rerank.metrics.bleu import corpus_bleu, corpus_bleu_batch, hypothesis_stats, oracle_rows, sentence_bleu_plus1
 from rerank.dedup import distinct_bytes, distinct_rows
 from rerank.errors import InputError
-from rerank.metrics.registry import MetricInfo, best_index, better, metric_info, objective
-from rerank.nbest import NBestList, segment_argmax
+from rerank.metrics.base import Metric
+from rerank.metrics.registry import MetricInfo, best_index, better, make_metric, metric_info, objective
+from rerank.nbest import NBestList
 from rerank.options import Configurable
 from rerank.progress import Progress
 from rerank.weights import best_rows
@@ -39,12 +39,6 @@ def merge_duplicates(nbest: NBestList) -> np.ndarray:
     return distinct_rows(nbest.features, salt=pair)[1]
 
 
-def expand_refs(refs: Sequence[Sequence[str]], sentence_of_row: np.ndarray) -> list[list[str]]:
-    """Reference streams repeated so that stream k has one entry per hypothesis row."""
-    rows = sentence_of_row.tolist()
-    return [[stream[i] for i in rows] for stream in refs]
-
-
 @dataclass
 class TuningMetric:
     """What a tuner optimises: per-hypothesis statistics and two corpus numbers, named apart.
@@ -55,7 +49,8 @@ class TuningMetric:
       weights.json and equal to `rerank eval`'s number.
 
     `info` is the metric's registry entry (direction, display name; rerank.metrics.registry):
-    `better`, `best_index` compare values by it.
+    `better`, `best_index` compare values by it. `scorer` is the Metric of a metric objective (made
+    from `name` when not given), whose `sentence_scores` are its sentence-level objective.
     """
 
     name: str
@@ -65,14 +60,27 @@ class TuningMetric:
     info: MetricInfo | None = None                       # default: the registry's entry for `name`
     # For a column or an interpolated objective: each hypothesis's sentence-level objective (higher
     # is better, on the objective's own scale), what MIRA's gains and PRO's pairs use; None for a
-    # built-in metric (TuningData.sentence_objectives computes its BLEU+1 or sentence fraction).
+    # metric (its scorer's sentence_scores).
     sentence: np.ndarray | None = None
     columns: tuple[str, ...] = ()                        # n-best columns the objective reads (never features)
     components: list = field(default_factory=list)       # [{"weight", "metric" or "column", "higher_is_better"}]
+    scorer: Metric | None = None                         # a metric objective's Metric (default: make_metric(name))
 
     def __post_init__(self) -> None:
         if self.info is None:
             self.info = metric_info(self.name)
+        if self.scorer is None and self.sentence is None:
+            self.scorer = make_metric(self.name)
+
+    def sentence_scores(self, fraction: bool = False) -> np.ndarray:
+        """Each hypothesis's sentence-level objective, higher is better: a metric's own sentence
+        score (`Metric.sentence_scores`: BLEU+1 for BLEU, the metric of the sentence alone otherwise)
+        oriented (-TER), in points or as a fraction (`fraction`); `sentence` for a column or an
+        interpolation, on the objective's own scale."""
+        if self.sentence is not None:
+            return self.sentence
+        assert self.info is not None and self.scorer is not None  # set by __post_init__
+        return self.info.sign * self.scorer.sentence_scores(self.stats, fraction)
 
     @property
     def display(self) -> str:
@@ -113,25 +121,19 @@ def unique_strings(nbest: NBestList) -> tuple[np.ndarray, np.ndarray]:
 def bleu_metric(nbest: NBestList, refs: Sequence[Sequence[str]], tokenize: str = "13a", lowercase: bool = False,
                 progress: Progress = False) -> TuningMetric:
     """Corpus BLEU exactly as sacrebleu computes it (and as `rerank eval` reports it)."""
-    rows, inverse = unique_strings(nbest)
-    sentence = nbest.sentence_of_hyp[rows]
-    offsets = np.searchsorted(sentence, np.arange(nbest.n_sentences + 1), side="left")
-    stats = hypothesis_stats([nbest.hyps[int(r)] for r in rows], offsets, refs, tokenize=tokenize,
-                             lowercase=lowercase, progress=progress)
-    return TuningMetric("bleu", stats[inverse], corpus_bleu_batch, exact=corpus_bleu)
+    return named_metric("bleu", nbest, refs, tokenize, lowercase, progress=progress)
 
 
 def named_metric(name: str, nbest: NBestList, refs: Sequence[Sequence[str]], tokenize: str = "13a", lowercase: bool = False,
                  lang: str = "en", progress: Progress = False) -> TuningMetric:
-    """BLEU, or any metric of `rerank.metrics` (TER, chrF, chrF++, METEOR), per hypothesis."""
-    if name == "bleu":
-        return bleu_metric(nbest, refs, tokenize, lowercase, progress)
-    from rerank.metrics import make_metric
-
+    """Any metric of `rerank.metrics` (BLEU, TER, chrF, chrF++, METEOR, a plug-in), per hypothesis
+    (`row_stats`), its objective oriented by its direction and its value its exact corpus score
+    (`Metric.corpus_from_stats`: sacrebleu's own formula for BLEU)."""
     metric = make_metric(name, lang=lang, tokenize=tokenize, lowercase=lowercase)  # bad names: InputError
     info = metric.info
-    return TuningMetric(name, row_stats(metric, nbest, refs), lambda s: objective(metric.score_from_stats(s), info),
-                        info=info)
+    return TuningMetric(name, row_stats(metric, nbest, refs, progress),
+                        lambda s: objective(metric.score_from_stats(s), info), exact=metric.corpus_from_stats,
+                        info=info, scorer=metric)
 
 
 def column_metric(nbest: NBestList, name: str, lower_better: bool = False) -> TuningMetric:
@@ -167,16 +169,6 @@ def check_objective_column(nbest: NBestList, name: str) -> None:
                          f"(first: row {int(bad[0])}, {values[bad[0]]})", option="metric")
 
 
-def _sentence_scores(metric: TuningMetric) -> np.ndarray:
-    """A component's sentence-level objective on the scale of its corpus value: BLEU+1 in points,
-    another metric of the sentence alone in points (-TER for TER), a column as it is."""
-    if metric.sentence is not None:
-        return metric.sentence
-    if metric.name == "bleu":
-        return 100.0 * sentence_bleu_plus1(metric.stats)
-    return np.asarray(metric.objective(metric.stats), dtype=np.float64)
-
-
 def objective_metric(spec: str, nbest: NBestList, refs: Sequence[Sequence[str]] | None, *,
                      lower_better: Sequence[str] = (), tokenize: str = "13a", lowercase: bool = False, lang: str = "en",
                      progress: Progress = False) -> TuningMetric:
@@ -186,7 +178,8 @@ def objective_metric(spec: str, nbest: NBestList, refs: Sequence[Sequence[str]] 
     scorer: the statistics are the components' side by side, the objective is sum_k w_k objective_k
     (each oriented by its own direction, on its own scale: BLEU 0-100, a column as it is), higher is
     better, and its value is that objective; the sentence-level objective is sum_k w_k times the
-    component's (`_sentence_scores`: BLEU+1 for BLEU)."""
+    component's on the scale of its corpus value (`TuningMetric.sentence_scores`: BLEU+1 in points
+    for BLEU, -TER for TER, a column as it is)."""
     from rerank.metrics.registry import check_objective_options, parse_interpolation
 
     components = parse_interpolation(spec)
@@ -211,20 +204,21 @@ def objective_metric(spec: str, nbest: NBestList, refs: Sequence[Sequence[str]] 
     name = ",".join(f"{'' if kind == 'metric' else 'column:'}{n}={w:g}" for w, kind, n in components)
     info = MetricInfo(name, "+".join(f"{w:g}*{p.info.display}" for w, p in zip(weights, parts)), True, 4,  # type: ignore[union-attr]
                       "mixed")
-    sentence = sum(w * _sentence_scores(p) for w, p in zip(weights, parts))
+    sentence = sum(w * p.sentence_scores() for w, p in zip(weights, parts))
     described = [{"weight": w, kind: n, "higher_is_better": p.info.higher_is_better}  # type: ignore[union-attr]
                  for (w, kind, n), p in zip(components, parts)]
     return TuningMetric(name, np.hstack([p.stats for p in parts]), interpolated, info=info,
                         sentence=np.asarray(sentence, dtype=np.float64), columns=tuple(columns), components=described)
 
 
-def row_stats(metric: Any, nbest: NBestList, refs: Sequence[Sequence[str]]) -> np.ndarray:
+def row_stats(metric: Metric, nbest: NBestList, refs: Sequence[Sequence[str]], progress: Progress = False) -> np.ndarray:
     """A `rerank.metrics.Metric`'s statistics (n_hyps x k, float64) of every hypothesis against its
-    sentence's references, computed once per distinct (sentence, string) pair (`unique_strings`)."""
+    sentence's references (`Metric.hypothesis_stats`), computed once per distinct (sentence, string)
+    pair (`unique_strings`)."""
     rows, inverse = unique_strings(nbest)
-    hyps = [nbest.hyps[int(r)] for r in rows]
-    stats = np.asarray(metric.sentence_stats(hyps, expand_refs(refs, nbest.sentence_of_hyp[rows])), dtype=np.float64)
-    return stats[inverse]
+    offsets = np.searchsorted(nbest.sentence_of_hyp[rows], np.arange(nbest.n_sentences + 1), side="left")
+    stats = metric.hypothesis_stats([nbest.hyps[int(r)] for r in rows], offsets, refs, progress)
+    return np.asarray(stats, dtype=np.float64)[inverse]
 
 
 @dataclass
@@ -268,20 +262,17 @@ class TuningData:
 
     def sentence_objectives(self) -> np.ndarray:
         """Each hypothesis's own sentence-level score as a fraction, oriented so that higher is
-        better: BLEU+1 (Lin & Och 2004) for BLEU, else the metric on that sentence alone (-TER)."""
-        if self.metric.sentence is not None:  # a column or an interpolation: on the objective's own scale
-            return self.metric.sentence
-        if self.metric.name == "bleu":
-            return sentence_bleu_plus1(self.stats)
-        return np.asarray(self.metric.objective(self.stats), dtype=np.float64) / 100.0
+        better: BLEU+1 (Lin & Och 2004) for BLEU, else the metric on that sentence alone (-TER); a
+        column's or an interpolation's on the objective's own scale (`TuningMetric.sentence_scores`)."""
+        return self.metric.sentence_scores(fraction=True)
 
     def oracle_rows(self) -> np.ndarray:
         """Each list's best hypothesis by its sentence-level score in the metric's direction
-        (BLEU+1 for BLEU, the toolkit's one oracle rerank.metrics.bleu.oracle_rows; the lowest sentence TER
-        for TER); ties go to the earlier hypothesis."""
-        if self.metric.name == "bleu":
-            return oracle_rows(self.stats, self.offsets)
-        return segment_argmax(self.sentence_objectives(), self.offsets)
+        (`sentence_objectives`: BLEU+1 for BLEU, the lowest sentence TER for TER), as the oracle
+        picks (rerank.oracles.oracle_rows); ties go to the earlier hypothesis."""
+        from rerank.oracles import oracle_rows
+
+        return oracle_rows(self.sentence_objectives(), self.offsets)
 
     def oracle(self) -> float:
         """The metric's corpus value of the oracle picks (`oracle_rows`)."""
@@ -422,7 +413,7 @@ class Tuner(Configurable):
     """
 
     description = ""                 # one line for `rerank tune --help`
-    metrics: tuple[str, ...] = ("bleu",)   # metrics it can optimise (rerank.metrics names)
+    metrics: Sequence[str] = ("bleu",)     # metrics it can optimise (rerank.metrics names; QUALITY_METRICS: all)
     step_name = "step"               # x axis of the tuning curve
     requires: tuple[str, ...] = ()   # modules of an optional extra it needs (e.g. "sklearn")
 

@@ -17,7 +17,7 @@ from rerank.device import add_device_option
 from rerank.errors import InputError, NeedsOption
 from rerank.formats import format_names
 from rerank.io import read_references
-from rerank.metrics.registry import EVAL_METRIC_NAMES, METRIC_NAMES
+from rerank.metrics.registry import EVAL_METRIC_NAMES, METRIC_NAMES, metric_names
 from rerank.outputs import check_outputs
 
 
@@ -35,7 +35,7 @@ def add_evaluation_arguments(p) -> None:
                    "an error (default: read as 0 and said)")
     add_reading_options(p, prefix="nbest-", help_prefix="--nbest lists: ")
     add_text_options(p, "the --nbest lists' hypotheses")
-    p.add_argument("--metrics", default="bleu,meteor,ter", help=f"comma-separated: {', '.join(EVAL_METRIC_NAMES)} "
+    p.add_argument("--metrics", default="bleu,meteor,ter", help=f"comma-separated: {', '.join(metric_names(models=True, builtin=True))} "
                    "(comet: with --comet-model) or a --segment-scores NAME (default: %(default)s)")
     p.add_argument("--segment-scores", action="append", default=[], metavar="NAME=FILE.tsv",
                    help="segment-level scores computed elsewhere (COMET, BLEURT, human): a TSV with a header of system "

@@ -7,7 +7,7 @@ from rerank.cliargs import add_quiet, bars
 from rerank.commands._common import format_help, nbest_inputs, add_nbest_input, load_nbest
 from rerank.errors import InputError
 from rerank.io import atomic_write, read_references
-from rerank.metrics.registry import QUALITY_METRICS, parse_objective
+from rerank.metrics.registry import check_metric_options, metric_names, parse_objective
 from rerank.outputs import check_outputs
 
 
@@ -29,7 +29,7 @@ def add_parser(subparsers):
     parser.add_argument("-o", "--output", help="write the oracle hypotheses here, one per sentence "
                         "(- for stdout; default: only the scores are printed)")
     parser.add_argument("--metric", default="bleu", metavar="METRIC",
-                        help=f"what picks the oracle: {', '.join(QUALITY_METRICS)}, or column:NAME for the n-best "
+                        help=f"what picks the oracle: {', '.join(metric_names(quality=True, builtin=True))}, or column:NAME for the n-best "
                         "list's column NAME (default: %(default)s)")
     parser.add_argument("--lower-better", metavar="NAME", help="with --metric column:NAME: lower values of the column "
                         "are better (default: higher is better)")
@@ -57,9 +57,8 @@ def run(args) -> int:
         raise InputError(f"--metric {name} needs references (-r REF); only --metric column:NAME needs none")
     refs = args.ref if kind == "metric" else []
     check_outputs([args.output], [*nbest_inputs(args), *refs])
-    if kind == "metric" and name == "bleu":
-        from rerank.metrics.bleu import make_bleu
-        make_bleu(args.tokenize, args.lowercase)  # validates the tokenizer before reading big files
+    if kind == "metric":
+        check_metric_options(name, tokenize=args.tokenize, lowercase=args.lowercase)  # before reading big files
     nbest, _ = load_nbest(args)
     references = read_references(refs, nbest.n_sentences, args.nbest) if refs else None
     found = oracle(nbest, references, metric=args.metric, tokenize=args.tokenize, lowercase=args.lowercase,

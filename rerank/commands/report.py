@@ -10,7 +10,7 @@ from rerank.cliargs import add_quiet, command_line, positive_int
 from rerank.commands._evaluation import _meteor_options, add_evaluation_arguments, check_options, evaluate
 from rerank.errors import InputError
 from rerank.htmlreport.analysis import FREQ_EDGES, LENGTH_EDGES
-from rerank.metrics.registry import QUALITY_METRICS, parse_objective
+from rerank.metrics.registry import metric_names, parse_objective
 
 EPILOG = """\
 The inputs are those of `rerank eval` (see `rerank eval --help`): references (-r, repeatable), the
@@ -50,8 +50,8 @@ def add_parser(subparsers) -> None:
                    "default: the first metric of --metrics)")
     r.add_argument("--oracle-metric", metavar="METRIC",
                    help=f"what the oracle curve of the --nbest lists picks and scores by, as `rerank oracle --metric`: "
-                   f"{', '.join(QUALITY_METRICS)}, or column:NAME for the lists' column NAME (default: bleu, sentence "
-                   "BLEU+1 picks and corpus BLEU)")
+                   f"{', '.join(metric_names(quality=True, builtin=True))}, or column:NAME for the lists' column NAME "
+                   "(default: bleu, sentence BLEU+1 picks and corpus BLEU)")
     r.add_argument("--oracle-lower-better", metavar="NAME", help="with --oracle-metric column:NAME: lower values of "
                    "the column are better (default: higher is better; --lower-better is for --segment-scores)")
     r.add_argument("--freq-corpus", metavar="FILE", help="text whose word counts make the frequency buckets, e.g. "

@@ -15,10 +15,10 @@ from rerank.cliargs import (add_nbest_positional, add_quiet, nonnegative_int, po
 from rerank.commands._common import format_help, nbest_inputs, add_nbest_input, load_nbest
 from rerank.errors import InputError
 from rerank.io import read_references
-from rerank.metrics.registry import QUALITY_METRICS, objective_display, objective_metrics
+from rerank.metrics.registry import metric_names, objective_display, objective_metrics
 from rerank.outputs import check_outputs
 
-METRICS = QUALITY_METRICS
+METRICS = metric_names(quality=True, builtin=True)  # for the help (--metric takes plug-ins too)
 NORMALIZE = ("none", "l1", "max")   # rerank.api.TuneSettings.NORMALIZE, without importing the API to build the parser
 
 

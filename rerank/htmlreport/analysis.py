@@ -175,13 +175,10 @@ def word_buckets(outputs: dict, baseline: str, refs, tokenizer: Callable[[str], 
 
 def sentence_scores(metric, stats: np.ndarray) -> np.ndarray:
     """Each sentence's own score (n,) from its statistics (n, k), oriented as the metric (TER stays
-    TER): BLEU+1 x 100 for BLEU (plain BLEU is 0 for most single sentences), else the metric."""
+    TER), on its corpus scale: the Metric's `sentence_scores` (BLEU+1 x 100 for BLEU, since plain
+    BLEU is 0 for most single sentences; else the metric of the sentence alone)."""
     stats = np.asarray(stats, dtype=np.float64)
-    if metric.name == "bleu":
-        from rerank.metrics.bleu import sentence_bleu_plus1
-
-        return 100.0 * sentence_bleu_plus1(stats)
-    return np.asarray(metric.score_from_stats(stats), dtype=np.float64).reshape(len(stats))
+    return np.asarray(metric.sentence_scores(stats), dtype=np.float64).reshape(len(stats))
 
 
 @dataclass
@@ -215,9 +212,9 @@ def oracle_curve(nbest, refs, model_scores=None, tokenize: str = "13a", lowercas
     `metric` (as `rerank oracle` picks: BLEU+1 for BLEU, the metric of the sentence alone for chrF,
     TER, METEOR, a column's value; `lower_better` for a column) among its top k under `model_scores`
     (higher first; None: the list's own order), ties to the higher-ranked one, and the metric's corpus
-    score of those picks. `options`: `rerank.api.oracle_scores`' (scorer, lang, ter_case_sensitive,
+    score of those picks. `options`: `rerank.oracles.oracle_scores`' (scorer, lang, ter_case_sensitive,
     meteor_options)."""
-    from rerank.api import oracle_scores
+    from rerank.oracles import oracle_scores
 
     scores = oracle_scores(nbest, refs, metric, tokenize=tokenize, lowercase=lowercase, lower_better=lower_better,
                            **options)
@@ -225,7 +222,7 @@ def oracle_curve(nbest, refs, model_scores=None, tokenize: str = "13a", lowercas
 
 
 def top_k_curve(scores, offsets, model_scores=None) -> tuple[list, list]:
-    """(k, corpus score) for k = 1..N of `rerank.api.OracleScores`: each sentence's best hypothesis
+    """(k, corpus score) for k = 1..N of `rerank.oracles.OracleScores`: each sentence's best hypothesis
     by `scores.gain` among its top k under `model_scores` (higher first; None: the list's own order),
     ties to the higher-ranked one, and `scores.corpus` of those picks. Sentences without hypotheses
     are left out."""

@@ -122,7 +122,7 @@ def _changes(result, refs, outputs: dict, name: str, metric: str, examples: int,
     sys_scores = analysis.sentence_scores(mo, result.stats[(name, metric)][0])
     base, hyps = outputs[result.baseline][0], outputs[name][0]
     ch = analysis.changed_sentences(base, hyps, base_scores, sys_scores, mo.higher_is_better)
-    label = "BLEU+1" if metric == "bleu" else result.display(metric)
+    label = getattr(mo, "sentence_label", None) or result.display(metric)
     changed = len(ch.better) + len(ch.worse) + ch.tied
     runs = " (first run of each)" if max(len(outputs[name]), len(outputs[result.baseline])) > 1 else ""
     parts = [f"<p>{changed} of {len(base)} outputs differ from {esc(result.baseline)}{runs}: "
@@ -157,16 +157,16 @@ def _example(i: int, kind: str, refs, base, hyps, base_score: float, sys_score: 
 
 def _oracle_scores(nbest, refs, tokenize: str, lowercase: bool, result, metric: str, lower_better: bool,
                    options: Mapping[str, Any] | None):
-    """`rerank.api.oracle_scores` of one list, with the table's metric object when the table scored
+    """`rerank.oracles.oracle_scores` of one list, with the table's metric object when the table scored
     the metric; its InputErrors about `metric` and `lower_better` are said as the report's options."""
-    from rerank.api import oracle_scores
+    from rerank.oracles import oracle_scores
     from rerank.errors import InputError
     from rerank.metrics.registry import parse_objective
 
     try:
         kind, name = parse_objective(metric, "oracle_metric")
         keywords = {"lang": result.config.get("lang", "en"), **(options or {})}
-        scorer = result.metric_objects.get(name) if kind == "metric" and name != "bleu" else None
+        scorer = result.metric_objects.get(name) if kind == "metric" else None
         if scorer is not None and getattr(scorer, "name", None) == name and hasattr(scorer, "sentence_stats"):
             keywords = {"scorer": scorer}
         return oracle_scores(nbest, refs, metric, tokenize=tokenize, lowercase=lowercase, lower_better=lower_better,
@@ -192,8 +192,9 @@ def _oracle(nbests: dict, refs, tokenize: str, lowercase: bool, result, metric: 
             for name, (_, values) in curves.items()]
     ranked = "among the top k of its list (ranked by the model score under the given weights)"
     side = "highest" if scores.higher_is_better else "lowest"
-    if scores.metric == "bleu":
-        text = f"Oracle BLEU: each sentence's best hypothesis by sentence BLEU+1 {ranked}, corpus BLEU of those picks"
+    if scores.sentence_label:
+        text = (f"Oracle {esc(display)}: each sentence's best hypothesis by sentence {esc(scores.sentence_label)} "
+                f"{ranked}, corpus {esc(display)} of those picks")
     elif scores.metric.startswith("column:"):
         text = (f"Oracle {esc(display)}: each sentence's hypothesis with the {side} value of the n-best column "
                 f"{esc(scores.metric[len('column:'):])} {ranked}, the mean of the picked values over the sentences")

@@ -8,7 +8,14 @@ pseudo-systems in one numpy call without re-reading text.
 A metric class carries its own description as class attributes (name, display name, direction,
 decimals, scale, whether it is a quality score, the `make_metric` options it takes, and the two
 lines the docs' metrics table shows); rerank.metrics.registry's METRICS lists the built-in classes
-and derives everything else from them.
+and the plug-ins (entry-point group `rerank.metrics`) and derives everything else from them.
+
+Whatever the tuners, the oracle and the report do differently for one metric is a method or an
+attribute here, which a subclass overrides (BLEU does: rerank.metrics.sacre.BLEUMetric), so that no
+caller tests a metric's name: `hypothesis_stats` (the statistics of whole n-best lists),
+`sentence_scores` (a hypothesis's own score: BLEU+1 for BLEU), `sentence_label`, `corpus_from_stats`
+(the exact corpus value), `signature_for` (the signature before any scoring), `check_options` (the
+options refused before any data is read) and `bleu_statistics` (kbmira's background BLEU).
 """
 
 from __future__ import annotations
@@ -18,6 +25,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from rerank.progress import Progress
 
 
 @dataclass(frozen=True)
@@ -66,6 +75,13 @@ class Metric:
     options: tuple[str, ...] = ()  # the make_metric options the class takes (`from_options`)
     statistics_doc: str = ""     # the docs' metrics table: the per-sentence statistics ...
     score_doc: str = ""          # ... and the score computed from their sum
+    sentence_label: str | None = None  # the name of `sentence_scores` where it is not the metric's own ("BLEU+1")
+    bleu_statistics: bool = False  # statistics in BLEU's layout (rerank.metrics.bleu): kbmira's background BLEU reads them
+
+    @classmethod
+    def check_options(cls, **options: Any) -> None:
+        """Refuse (InputError), before any data is read, the `make_metric` options the class declares
+        (`options`: only those are passed) that it cannot take; by default none is refused."""
 
     @classmethod
     def from_options(cls, **options: Any) -> Metric:
@@ -103,8 +119,41 @@ class Metric:
     def corpus_score(self, hyps: Sequence[str], refs: Sequence[Sequence[str]]) -> float:
         return float(self.score_from_stats(self.sentence_stats(hyps, refs).sum(axis=0)))
 
+    def corpus_from_stats(self, summed: np.ndarray) -> float:
+        """The corpus score of one summed statistics vector, exactly (what is printed and recorded);
+        `score_from_stats` by default, a metric with a faster batch formula gives its exact one."""
+        return float(self.score_from_stats(summed))
+
+    def hypothesis_stats(self, hyps: Sequence[str], offsets: np.ndarray, refs: Sequence[Sequence[str]],
+                         progress: Progress = False) -> np.ndarray:
+        """The statistics (n_hyps x k, float64) of every hypothesis of n-best lists against its
+        sentence's references: `hyps` list by list, `offsets` the lists' bounds (n_sentences + 1),
+        refs[j][i] reference j of sentence i. By default `sentence_stats` with each row's references
+        repeated; BLEU counts whole lists at once."""
+        sentence = np.repeat(np.arange(len(offsets) - 1), np.diff(offsets).astype(np.int64))
+        return np.asarray(self.sentence_stats(list(hyps), expand_refs(refs, sentence)), dtype=np.float64)
+
+    def sentence_scores(self, stats: np.ndarray, fraction: bool = False) -> np.ndarray:
+        """Each row's own sentence-level score (n,) from its statistics (n, k), as the metric is
+        oriented (TER stays TER), on the corpus score's scale or divided by 100 (`fraction`): what the
+        oracle picks by, the tuners' sentence-level gains and the report's changed sentences. By
+        default the metric of the row alone (`score_from_stats`)."""
+        score = np.asarray(self.score_from_stats(np.asarray(stats, dtype=np.float64)), dtype=np.float64)
+        return score / 100.0 if fraction else score
+
     def signature(self) -> str:
         raise NotImplementedError
+
+    def signature_for(self, n_refs: int) -> str:
+        """The signature for `n_refs` references per sentence before any scoring (the tuning
+        objective's in a weights file): `signature()` by default; sacrebleu's metrics name the number."""
+        return self.signature()
+
+
+def expand_refs(refs: Sequence[Sequence[str]], sentence_of_row: np.ndarray) -> list[list[str]]:
+    """Reference streams repeated so that stream k has one entry per hypothesis row."""
+    rows = sentence_of_row.tolist()
+    return [[stream[i] for i in rows] for stream in refs]
 
 
 class MeanOfSegments(Metric):

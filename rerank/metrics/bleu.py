@@ -1,7 +1,7 @@
 """BLEU in one place: per-hypothesis sufficient statistics, corpus BLEU and sentence BLEU+1.
 
 `hypothesis_stats` is the toolkit's one implementation of BLEU statistics (the eval metric
-rerank.metrics.sacre.BLEUMetric, the tuners, the oracle and the report all call it): sacrebleu's
+rerank.metrics.sacre.BLEUMetric, and through it the tuners, the oracle and the report): sacrebleu's
 tokenisers, closest reference length and clipping, computed as arrays over blocks of whole lists
 (rerank.metrics.ngrams); tests check it against sacrebleu's own per-segment statistics. MBR's
 utilities (rerank.consensus) count their pairs' and aggregate references' n-grams with the same
@@ -22,7 +22,6 @@ from sacrebleu.metrics import BLEU
 
 from rerank.errors import InputError
 from rerank.progress import Progress, track
-from rerank.nbest import segment_argmax
 from rerank.metrics.ngrams import NgramCounter, clipped_counts, sentence_blocks, token_sequences
 from rerank.metrics.sacre_stats import clear_tokenizer_cache
 
@@ -215,16 +214,3 @@ def sentence_bleu(stats: np.ndarray, smooth: str = "add-k", value: float | None 
         log_bp = np.where(sys_len < ref_len, 1 - ref_len / np.where(sys_len > 0, sys_len, 1.0), 0.0)
         score = np.exp(log_mean + log_bp)
     return np.where(matched & (sys_len > 0), score, 0.0)
-
-
-def oracle_rows(stats: np.ndarray, offsets: np.ndarray) -> np.ndarray:
-    """Row of the sentence-BLEU+1 best hypothesis of every list (ties go to the earlier one)."""
-    return segment_argmax(sentence_bleu_plus1(stats), offsets)
-
-
-def oracle(hyps: Sequence[str], offsets: np.ndarray, refs: Sequence[Sequence[str]],
-           tokenize: str = "13a") -> tuple[float, np.ndarray]:
-    """(corpus BLEU of the oracle picks, their rows): each list's sentence-BLEU+1 best hypothesis."""
-    stats = hypothesis_stats(hyps, offsets, refs, tokenize)
-    picks = oracle_rows(stats, offsets)
-    return corpus_bleu(stats[picks].sum(0)), picks

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 from sacrebleu.metrics import BLEU, CHRF, TER
 
-from rerank.metrics.bleu import corpus_bleu_batch, hypothesis_stats
+from rerank.metrics.bleu import corpus_bleu, corpus_bleu_batch, hypothesis_stats, make_bleu, sentence_bleu_plus1
 from rerank.metrics.base import Metric
 from rerank.metrics.ter import segment_stats as ter_segment_stats
 from rerank.metrics.ter import ter_fraction
@@ -37,36 +37,70 @@ def segment_stats(metric, hyps, refs, k: int) -> np.ndarray:
     return out
 
 
-class BLEUMetric(Metric):
+class SacreMetric(Metric):
+    """A metric whose signature is its sacrebleu object's (`self.sacre`), which says the number of
+    references (nrefs): sacrebleu sets it when it scores, `signature_for` before any scoring."""
+
+    sacre: BLEU | CHRF | TER
+
+    def signature_for(self, n_refs: int) -> str:
+        self.sacre.num_refs = n_refs
+        return self.signature()
+
+
+class BLEUMetric(SacreMetric):
     """Corpus BLEU as sacrebleu computes it (exp smoothing, the CLI default).
 
     Statistics per sentence: [sys_len, ref_len, correct_1..4, total_1..4] (sacrebleu's layout), from
     rerank.metrics.bleu.hypothesis_stats (one hypothesis per sentence), the same numbers the tuners
-    and the oracle use. The sacrebleu object gives the signature.
+    and the oracle use. The sacrebleu object gives the signature. A single sentence's own score is
+    BLEU+1 (Lin & Och 2004; plain BLEU is 0 for most single sentences), and kbmira tunes toward BLEU
+    with its background BLEU of these statistics (`bleu_statistics`).
     """
 
     name, display = "bleu", "BLEU"
     options = ("tokenize", "lowercase")
     statistics_doc = "sacrebleu's `[sys_len, ref_len, correct_1..4, total_1..4]` (`rerank.metrics.bleu.hypothesis_stats`)"
     score_doc = "sacrebleu's formula, exp smoothing (`rerank.metrics.bleu.corpus_bleu_batch`)"
+    sentence_label = "BLEU+1"
+    bleu_statistics = True
+
+    @classmethod
+    def check_options(cls, **options):
+        """An unknown tokenizer is an InputError naming the known ones."""
+        make_bleu(options.get("tokenize") or BLEU.TOKENIZER_DEFAULT)
 
     def __init__(self, tokenize: str | None = None, lowercase: bool = False):
-        self._bleu = BLEU(tokenize=tokenize, lowercase=lowercase, smooth_method="exp", force=True)
+        self.check_options(tokenize=tokenize)
+        self.sacre = BLEU(tokenize=tokenize, lowercase=lowercase, smooth_method="exp", force=True)
         self.tokenize, self.lowercase = tokenize or BLEU.TOKENIZER_DEFAULT, lowercase
 
     def sentence_stats(self, hyps, refs):
-        self._bleu.num_refs = len(refs)  # for the signature, as sacrebleu's own statistics set it
-        return hypothesis_stats(list(hyps), np.arange(len(hyps) + 1), refs, self.tokenize, self.lowercase)
+        return self.hypothesis_stats(hyps, np.arange(len(hyps) + 1), refs)
+
+    def hypothesis_stats(self, hyps, offsets, refs, progress=False):
+        """rerank.metrics.bleu.hypothesis_stats: the n-grams of whole lists counted at once."""
+        self.sacre.num_refs = len(refs)  # for the signature, as sacrebleu's own statistics set it
+        return hypothesis_stats(list(hyps), offsets, refs, self.tokenize, self.lowercase, progress=progress)
 
     def score_from_stats(self, stats):
         score = corpus_bleu_batch(stats)  # the project's vectorised sacrebleu formula (rerank.metrics.bleu)
         return score if np.ndim(score) else float(score)
 
+    def corpus_from_stats(self, summed):
+        """sacrebleu's own formula (rerank.metrics.bleu.corpus_bleu) of one vector."""
+        return corpus_bleu(summed)
+
+    def sentence_scores(self, stats, fraction=False):
+        """Sentence BLEU+1 (rerank.metrics.bleu.sentence_bleu_plus1)."""
+        plus1 = sentence_bleu_plus1(stats)
+        return plus1 if fraction else 100.0 * plus1
+
     def signature(self):
-        return "BLEU|" + str(self._bleu.get_signature())
+        return "BLEU|" + str(self.sacre.get_signature())
 
 
-class CHRFMetric(Metric):
+class CHRFMetric(SacreMetric):
     """chrF (character n-grams; CHRFPlusMetric adds word n-grams) as sacrebleu computes it."""
 
     name, display = "chrf", "chrF"
@@ -74,14 +108,15 @@ class CHRFMetric(Metric):
     statistics_doc = "sacrebleu's `[hyp, ref, match]` per character order"
     score_doc = "sacrebleu's F-beta (beta = 2) with effective-order averaging"
     word_order = 0  # word n-gram orders besides the 6 character orders
+    sacre: CHRF
 
     def __init__(self, lowercase: bool = False, word_order: int | None = None):
-        self._chrf = CHRF(word_order=self.word_order if word_order is None else word_order, lowercase=lowercase)
-        self.order = self._chrf.order
-        self.beta = self._chrf.beta
+        self.sacre = CHRF(word_order=self.word_order if word_order is None else word_order, lowercase=lowercase)
+        self.order = self.sacre.order
+        self.beta = self.sacre.beta
 
     def sentence_stats(self, hyps, refs):
-        return segment_stats(self._chrf, hyps, refs, 3 * self.order)
+        return segment_stats(self.sacre, hyps, refs, 3 * self.order)
 
     def score_from_stats(self, stats):
         stats = np.asarray(stats, dtype=np.float64)
@@ -103,7 +138,7 @@ class CHRFMetric(Metric):
         return score if score.ndim else float(score)
 
     def signature(self):
-        return ("chrF2++|" if self._chrf.word_order else "chrF2|") + str(self._chrf.get_signature())
+        return ("chrF2++|" if self.sacre.word_order else "chrF2|") + str(self.sacre.get_signature())
 
 
 class CHRFPlusMetric(CHRFMetric):
@@ -114,7 +149,7 @@ class CHRFPlusMetric(CHRFMetric):
     word_order = 2
 
 
-class TERMetric(Metric):
+class TERMetric(SacreMetric):
     """TER as sacrebleu computes it; lower is better. Statistics: [edits, ref_len], sacrebleu's numbers
     from rerank.metrics.ter (a C kernel on token ids); the sacrebleu object gives the signature."""
 
@@ -126,7 +161,7 @@ class TERMetric(Metric):
     score_doc = "100 · edits / ref_len"
 
     def __init__(self, normalized: bool = False, no_punct: bool = False, case_sensitive: bool = False):
-        self._ter = TER(normalized=normalized, no_punct=no_punct, case_sensitive=case_sensitive)  # the signature
+        self.sacre = TER(normalized=normalized, no_punct=no_punct, case_sensitive=case_sensitive)  # the signature
         self.normalized, self.no_punct, self.case_sensitive = normalized, no_punct, case_sensitive
 
     @classmethod
@@ -140,7 +175,7 @@ class TERMetric(Metric):
                                   case_sensitive=self.case_sensitive)  # streams of another length: ValueError
         # the signature's nrefs, as sacrebleu's own statistics set it (-1: it varies between sentences)
         counts = {sum(stream[i] is not None for stream in refs) for i in range(len(hyps))}
-        self._ter.num_refs = counts.pop() if len(counts) == 1 else -1
+        self.sacre.num_refs = counts.pop() if len(counts) == 1 else -1
         return stats
 
     def score_from_stats(self, stats):
@@ -149,7 +184,7 @@ class TERMetric(Metric):
         return score if score.ndim else float(score)
 
     def signature(self):
-        return "TER|" + str(self._ter.get_signature())
+        return "TER|" + str(self.sacre.get_signature())
 
 
 class LengthMetric(Metric):

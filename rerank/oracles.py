@@ -1,0 +1,160 @@
+"""The oracle: each n-best list's best hypothesis by a sentence-level score, and the corpus score of
+such picks, in one place for every oracle of the toolkit.
+
+- `oracle`: `rerank.oracle` (rerank.api reads the list and calls it) and `rerank oracle`;
+- `oracle_scores`: what an oracle ranks and scores with, also the HTML report's oracle curve's
+  (rerank.htmlreport.analysis.oracle_curve picks among each list's top k);
+- `oracle_rows`: the picks, also the tuners' oracle (`rerank.tuning.TuningData.oracle`), and through
+  `oracle` the recipes'.
+
+A metric's sentence-level score is its own (`rerank.metrics.base.Metric.sentence_scores`: BLEU+1
+for BLEU, the metric of the sentence alone otherwise), oriented so that higher is better and
+divided by 100, as the tuners' sentence-level objective is; a column's is its value (negated with
+`lower_better`). The corpus score of picks is the metric's exact one (`Metric.corpus_from_stats`:
+sacrebleu's corpus BLEU, the number `rerank eval` gives) or the mean of a column's picked values.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from rerank.errors import InputError
+from rerank.io import read_references
+from rerank.metrics.base import Metric
+from rerank.metrics.registry import check_metric_options, column_signature, make_metric, parse_objective
+from rerank.nbest import NBestList, segment_argmax
+from rerank.progress import Progress
+from rerank.tuning import check_objective_column, row_stats
+
+References = str | os.PathLike | Sequence[str | os.PathLike | Sequence[str]]  # as rerank.read_references takes them
+
+
+@dataclass
+class Oracle:
+    """Each list's best hypothesis by a sentence-level score, and the corpus score of the picks.
+
+    `metric` is what picked them, as `oracle(metric=...)` was given it ("bleu", "ter", "column:COMET"),
+    `display` its name in print ("BLEU", "TER", "column:COMET"). `score` / `first_score`: the metric's
+    corpus value of the picks / of the first hypotheses (sacrebleu's corpus BLEU, TER..., or for a
+    column the mean of the picked values over the sentences); `higher_is_better` says which way is
+    better (False for TER and a column taken with `lower_better`). `bleu` / `first_bleu` are the
+    same numbers, for an oracle by BLEU only."""
+
+    hypotheses: list[str]
+    rows: np.ndarray            # row of each pick in the list
+    score: float                # corpus score of the picks (the metric's own value: TER, not -TER)
+    first_score: float          # corpus score of the first hypotheses
+    changed: int                # sentences whose pick is not the first hypothesis
+    signature: str
+    metric: str = "bleu"
+    display: str = "BLEU"
+    higher_is_better: bool = True
+    decimals: int = 2           # how many decimals `rerank oracle` prints
+
+    @property
+    def bleu(self) -> float:
+        """Corpus BLEU of the picks (an oracle by BLEU only; else read `score`)."""
+        return self._bleu(self.score)
+
+    @property
+    def first_bleu(self) -> float:
+        """Corpus BLEU of the first hypotheses (an oracle by BLEU only; else read `first_score`)."""
+        return self._bleu(self.first_score)
+
+    def _bleu(self, value: float) -> float:
+        if self.metric != "bleu":  # the property's own meaning: what `metric` was given, not a metric's behaviour
+            raise AttributeError(f"an oracle by {self.display} has no BLEU: read .score and .first_score")
+        return value
+
+
+@dataclass
+class OracleScores:
+    """What an oracle by a metric ranks with (`oracle_scores`): every hypothesis's sentence-level
+    score, oriented so that higher is better, and the metric's corpus score of picked rows. `oracle`
+    picks each list's best; the HTML report's oracle curve picks among each list's top k."""
+
+    gain: np.ndarray                         # (n_hyps,) BLEU+1, a metric of the sentence alone (-TER), a column
+    corpus: Callable[[np.ndarray], float]    # the metric's own corpus value (TER, not -TER) of rows, one per sentence
+    signature: str
+    metric: str = "bleu"                     # as given: "bleu", "ter", "column:COMET"
+    display: str = "BLEU"
+    higher_is_better: bool = True
+    decimals: int = 2
+    sentence_label: str | None = None        # the gain's name where it is not the metric's own ("BLEU+1")
+
+
+def oracle_rows(gain: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Each list's row with the highest sentence-level `gain`, the earlier one on a tie (every list
+    has a hypothesis)."""
+    return segment_argmax(gain, offsets)
+
+
+def check_oracle_metric(metric: str, refs: object, lower_better: bool = False, **options: Any) -> tuple[str, str]:
+    """(kind, name) of an oracle's metric (`parse_objective`) after the checks that need no list:
+    `lower_better` only with a column, `refs` (not None) with a metric, and the metric's `options`
+    (make_metric's: `check_metric_options`, e.g. BLEU's tokenizer). InputErrors name the option."""
+    kind, name = parse_objective(metric)
+    if lower_better and kind != "column":
+        raise InputError(f"lower_better is for a column:NAME metric; {name} has its own direction", option="lower_better")
+    if kind == "metric" and refs is None:
+        raise InputError(f"refs are needed for the metric {name!r} (only column:NAME needs none)", option="refs")
+    if kind == "metric":
+        check_metric_options(name, **options)
+    return kind, name
+
+
+def oracle_scores(nbest: NBestList, refs: Sequence[Sequence[str]] | None, metric: str = "bleu", *,
+                  tokenize: str = "13a", lowercase: bool = False, lower_better: bool = False,
+                  progress: Progress = False, scorer: Metric | None = None, **options: Any) -> OracleScores:
+    """Each hypothesis's sentence-level score by `metric` and the metric's corpus score of picks, as
+    `oracle` takes them (see rerank.api.oracle): `refs` are the reference streams (read; None for a
+    column). `scorer`: the Metric object of an oracle by a metric (e.g. the one an evaluation scored
+    with, its options and signature), else `make_metric(name, tokenize=..., lowercase=..., **options)`
+    (`options`: lang, ter_case_sensitive, meteor_options). InputErrors as `oracle`'s."""
+    kind, name = check_oracle_metric(metric, refs, lower_better, tokenize=tokenize, lowercase=lowercase, **options)
+    if kind == "column":
+        check_objective_column(nbest, name)
+        values = np.asarray(nbest.column(name), dtype=np.float64)
+        return OracleScores(-values if lower_better else values, lambda rows: float(np.mean(values[rows])),
+                            column_signature(name, lower_better), f"column:{name}", f"column:{name}",
+                            not lower_better, 4)
+    assert refs is not None  # check_oracle_metric says so
+    if scorer is None:
+        scorer = make_metric(name, tokenize=tokenize, lowercase=lowercase, **options)
+    elif scorer.name != name:
+        raise ValueError(f"oracle_scores: the scorer is {scorer.name}, the metric {name}")
+    stats = row_stats(scorer, nbest, refs, progress)
+    info = scorer.info
+    return OracleScores(info.sign * scorer.sentence_scores(stats, fraction=True),
+                        lambda rows: scorer.corpus_from_stats(stats[rows].sum(axis=0)), scorer.signature(), name,
+                        info.display, info.higher_is_better, info.decimals, scorer.sentence_label)
+
+
+def oracle(nbest: NBestList, refs: References | None = None, *, metric: str = "bleu", tokenize: str = "13a",
+           lowercase: bool = False, lang: str = "en", ter_case_sensitive: bool = False, lower_better: bool = False,
+           progress: Progress = False, source: str = "n-best list") -> Oracle:
+    """`rerank.oracle` on a list in memory (rerank.api.oracle documents it): each list's best
+    hypothesis by `oracle_scores`' gain (`oracle_rows`), the corpus score of the picks and of the
+    first hypotheses. `refs` as `rerank.read_references` takes them (read here; not read for a
+    column); `source` names the list in messages."""
+    kind, _ = check_oracle_metric(metric, refs, lower_better, tokenize=tokenize, lowercase=lowercase)
+    empty = np.flatnonzero(nbest.sizes == 0)
+    if len(empty):
+        raise InputError(f"{len(empty)} sentences have no hypotheses (first: sentence {int(empty[0])}); "
+                         "each needs at least one for an oracle", source)
+    streams = None
+    if kind == "metric":
+        assert refs is not None  # check_oracle_metric says so
+        streams = read_references(refs, nbest.n_sentences, source)
+    scores = oracle_scores(nbest, streams, metric, tokenize=tokenize, lowercase=lowercase, lower_better=lower_better,
+                           progress=progress, lang=lang, ter_case_sensitive=ter_case_sensitive)
+    first = nbest.offsets[:-1]
+    picks = oracle_rows(scores.gain, nbest.offsets)
+    return Oracle([nbest.hyps[int(r)] for r in picks], picks, scores.corpus(picks), scores.corpus(first),
+                  int(np.sum(picks != first)), scores.signature, scores.metric, scores.display,
+                  scores.higher_is_better, scores.decimals)
