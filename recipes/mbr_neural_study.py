@@ -125,7 +125,7 @@ def study_list(nbest_dir: str, ref_dir: str, flavour: str, n: int, out: str, arg
         start = time.monotonic()
         tuned = rerank.tune(featured["val"], [ref_paths["val"]], tuner="mira", metric="bleu", runs=args.runs,
                             seed=args.seed, epochs=args.epochs, tune_features=tuple(features),
-                            output=os.path.join(work, f"{key}.json"), source=tuning_list, verbose=logger.debug)
+                            output=os.path.join(work, f"{key}.json"), source=tuning_list, events=rerank.TuneEvents(verbose=logger.debug))
         timings[f"tune {key}"] = time.monotonic() - start
         runs = []
         outputs[label] = []

@@ -169,6 +169,7 @@ def study_list(nbest_dir: str, ref_dir: str, flavour: str, n: int, out: str, arg
                     "systems": {}, "timings": timings}
     for system, features in SYSTEMS.items():
         slug = "nmt" if system == "MIRA: NMT features" else "channel_lm"
+        os.makedirs(os.path.join(work, slug), exist_ok=True)   # the run files' folder (rerank.tune writes, never makes, it)
         outputs: dict[str, list[list[str]]] = {}
         rows: dict[str, dict] = {}
         for key, (metric, label) in OBJECTIVES.items():
@@ -176,7 +177,7 @@ def study_list(nbest_dir: str, ref_dir: str, flavour: str, n: int, out: str, arg
             tuned = rerank.tune(tuning_lists[key], None if key in COLUMNS else [ref_paths["val"]], tuner="mira",
                                 metric=metric, runs=args.runs, seed=args.seed, epochs=args.epochs,
                                 tune_features=tuple(features), output=os.path.join(work, slug, f"{key}.json"),
-                                source=tuning_lists[key], verbose=logger.debug)
+                                source=tuning_lists[key], events=rerank.TuneEvents(verbose=logger.debug))
             timings[f"tune {slug} {key}"] = time.monotonic() - start
             run_rows = []
             outputs[label] = []

@@ -16,10 +16,11 @@ logging.getLogger("rerank").addHandler(logging.NullHandler())
 # names of the API that live in a light module of their own (a command imports it to build its parser)
 _OWN_MODULE = {"NBestFile": "rerank.nbestfile", "ApplyOptions": "rerank.nbestfile", "apply_file": "rerank.nbestfile",
                "convert_file": "rerank.nbestfile", "summarize_file": "rerank.summary",
-               "join_score_files": "rerank.scorefiles"}
+               "join_score_files": "rerank.scorefiles", "FeatureRun": "rerank.featuring",
+               "add_features_file": "rerank.featuring", "plan_features": "rerank.featuring"}
 _API = (*_OWN_MODULE, "NBestList", "read_nbest", "write_nbest", "add_features", "FeatureContext", "read_references", "read_weights",
-        "tune", "TuneSettings", "TuneResult", "TuneRun", "apply", "first_best", "oracle", "Oracle", "evaluate",
-        "EvalOptions", "Evaluation", "Reranked", "approximate_randomization", "paired_bootstrap", "make_metric",
+        "tune", "TuneSettings", "TuneEvents", "TuneResult", "TuneRun", "apply", "first_best", "oracle", "Oracle", "evaluate",
+        "EvalOptions", "Evaluation", "Reranked", "ReportOptions", "report", "approximate_randomization", "paired_bootstrap", "make_metric",
         "from_ctranslate2", "from_generate")
 
 __all__ = ["__version__", *_API]

@@ -18,11 +18,13 @@ weights are a mapping {feature name: value} or a weights file path. Bad input ra
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import json
 import logging
 import os
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -30,25 +32,32 @@ import numpy as np
 from rerank.errors import InputError, require
 from rerank.features import FeatureContext
 from rerank.formats.decoders import from_ctranslate2, from_generate
+from rerank.htmlreport.build import ReportOptions
 from rerank.evaluation import Cell, EvalOptions, ResultTable
 from rerank.io import read_lines, read_references
 from rerank.metrics import make_metric
-from rerank.multirun import TuneResult, TuneRun, TuneSettings
+from rerank.multirun import TuneEvents, TuneResult, TuneRun, TuneSettings
 from rerank.metrics.registry import objective_signature
 from rerank.nbest import NBestList
+from rerank.featuring import FeatureRun, add_features, add_features_file, plan_features
+from rerank.nbestfile import ApplyOptions, NBestFile, apply_file, convert_file, nbest_list
+from rerank.scorefiles import join_score_files
+from rerank.summary import summarize_file
 from rerank.oracles import Oracle
 from rerank.significance import approximate_randomization, paired_bootstrap
 
 if TYPE_CHECKING:
-    from rerank.features import Feature
     from rerank.progress import Progress
-    from rerank.tuning import Tuner, TuningData
+    from rerank.tuning import Tuner
 
 log = logging.getLogger(__name__)
 
-__all__ = ["NBestList", "read_nbest", "write_nbest", "add_features", "read_references", "read_weights", "tune",
+__all__ = ["FeatureRun", "add_features_file", "plan_features",
+           "NBestList", "NBestFile", "ApplyOptions", "apply_file", "convert_file", "summarize_file", "join_score_files",
+           "TuneEvents", "read_nbest",
+            "write_nbest", "add_features", "read_references", "read_weights", "tune",
            "TuneResult", "TuneRun", "TuneSettings", "apply", "first_best", "oracle", "Oracle", "evaluate", "Evaluation",
-           "EvalOptions", "Reranked", "FeatureContext",
+           "EvalOptions", "Reranked", "ReportOptions", "report", "FeatureContext",
            "approximate_randomization", "paired_bootstrap", "make_metric", "from_ctranslate2", "from_generate"]
 
 PathLike = str | os.PathLike
@@ -86,137 +95,10 @@ def write_nbest(nbest: NBestList, path: PathLike, format: str | None = None, *, 
     return write(nbest, path, format, first_id=first_id)
 
 
-def _nbest(nbest: NBestList | PathLike, source: str | None = None) -> tuple[NBestList, str]:
-    """(the list, its name for messages: `source`, else its path) of an NBestList or a path; an empty
-    list is an error."""
-    if isinstance(nbest, NBestList):
-        source = source or "n-best list"
-    elif isinstance(nbest, (str, os.PathLike)):
-        source, nbest = source or os.fspath(nbest), read_nbest(nbest)
-    else:
-        raise InputError(f"expected an NBestList or an n-best file path, not {type(nbest).__name__}")
-    if nbest.n_hyps == 0:
-        raise InputError("no hypotheses: the n-best list is empty", source)
-    return nbest, source
-
-
 def first_best(nbest: NBestList | PathLike) -> list[str]:
     """The first hypothesis of every list (the decoder's 1-best)."""
-    nbest, _ = _nbest(nbest)
+    nbest, _ = nbest_list(nbest)
     return [nbest.hyps[int(i)] for i in nbest.offsets[:-1]]
-
-
-# ---- features ----------------------------------------------------------------------------------------
-
-def _feature_options(installed: Mapping[str, type[Feature]], plugins: Sequence[str], given: Mapping[str, object],
-                     keywords: Mapping[str, object]) -> dict:
-    """{plug-in: its validated Options}: `given` ({plug-in: Options or mapping}), then the keywords:
-    one that is a field of a plug-in's `Options` goes to it (`utility=`), and one prefixed with the
-    plug-in's name to it alone (`mbr_utility=`); any other keyword is an InputError naming the fields."""
-    from dataclasses import fields
-
-    known = {name: {f.name for f in fields(installed[name].Options)} for name in plugins}
-    chosen: dict[str, dict] = {name: {} for name in plugins}
-    for key, value in keywords.items():
-        targets = [(name, key[len(name) + 1:]) for name in plugins if key.startswith(name + "_")
-                   and key[len(name) + 1:] in known[name]] or [(name, key) for name in plugins if key in known[name]]
-        if not targets:
-            every = sorted({f for names in known.values() for f in names})
-            raise InputError(f"unknown feature option {key!r} (options of {', '.join(plugins)}: {', '.join(every) or 'none'})")
-        for name, field_name in targets:
-            chosen[name][field_name] = value
-    result = {}
-    for name in plugins:
-        base = installed[name].make_options(given.get(name))
-        result[name] = installed[name].make_options({**asdict(base), **chosen[name]}) if chosen[name] else base
-    return result
-
-
-def plan_features(names: str | Sequence[str] | None = None, *, options: Mapping[str, object] | None = None,
-                  **keywords: Any) -> tuple[dict[str, list[str]], dict[str, Any]]:
-    """({plug-in: its requested columns}, {plug-in: its checked Options}) of an `add_features` call,
-    after every check that needs no data: unknown or repeated columns, bad or unknown options, the
-    extras the plug-ins need. `add_features` starts with it; a caller that reads a big list first
-    calls it before."""
-    from rerank import plugins
-    from rerank.features import column_owners
-
-    installed = plugins.features()
-    owners = column_owners(installed)
-    given = dict(options or {})
-    if names is None:
-        defaults = _feature_options(installed, list(installed), given, keywords)
-        which = [c for name, cls in installed.items() for c in cls().default_columns(defaults[name])]
-        if not which:
-            raise InputError(f"no feature requested: name the columns (installed: {', '.join(owners) or 'none'})")
-    else:
-        which = [n.strip() for n in names.split(",") if n.strip()] if isinstance(names, str) else list(names)
-    unknown = [n for n in which if n not in owners]
-    if unknown or not which:
-        raise InputError(f"unknown feature {(unknown or [''])[0]!r} (installed: {', '.join(owners) or 'none'})")
-    twice = [n for n in which if which.count(n) > 1]
-    if twice:
-        raise InputError(f"the feature {twice[0]!r} is asked for twice")
-    requested: dict[str, list[str]] = {}
-    for column in which:
-        requested.setdefault(owners[column], []).append(column)
-    plugin_options = _feature_options(installed, list(requested), given, keywords)
-    for plugin, columns in requested.items():  # a missing extra is said before any work
-        require(installed[plugin].requires, f"the {', '.join(columns)} feature")
-    return requested, plugin_options
-
-
-def add_features(nbest: NBestList | PathLike, names: str | Sequence[str] | None = None, *,
-                 sources: Sequence[str] | PathLike | None = None,
-                 references: Sequence[Sequence[str]] | Sequence[PathLike] | PathLike | None = None,
-                 src_lang: str = "en", tgt_lang: str = "de", device: str = "cpu", threads: int | None = None,
-                 replace: bool = False, progress: Progress = False,
-                 cache: str | PathLike | None = None, context: FeatureContext | None = None,
-                 options: Mapping[str, object] | None = None, source: str | None = None, **keywords: Any) -> NBestList:
-    """The n-best list with the columns `names` (e.g. "mbr" or ["s_s", "mbr"]) of the installed
-    feature plug-ins (rerank.plugins) added; `names=None`: the columns the plug-ins' options ask for
-    (e.g. s_s when a model is given). `sources`: one source sentence per n-best sentence (a list or
-    a file), and `references` (reference files or streams, as `rerank.evaluate` takes them), for
-    the features that need them; `device` (cpu, cuda) and `threads` (torch CPU threads)
-    for the model features; `cache`: a score-cache file for users' models (rerank.score_cache; None
-    caches nothing). `context`: a whole FeatureContext instead of those keywords (a shard of a
-    larger list: its first sentence and the total). `options`: {plug-in: its Options or a mapping};
-    `keywords`: plug-in options by field name (mbr: utility, temperature, ...; `mbr_utility=` names
-    the plug-in too). A column the list has already is an error unless `replace`."""
-    from rerank import plugins
-    from rerank.features import check_columns
-
-    requested, plugin_options = plan_features(names, options=options, **keywords)
-    nbest, source = _nbest(nbest, source)
-    installed = plugins.features()
-    if context is None:
-        if isinstance(sources, (str, os.PathLike)):
-            sources = read_lines(os.fspath(sources))
-        if references is not None:
-            references = read_references(references, nbest.n_sentences)
-        context = FeatureContext(nbest_path=source, sources=None if sources is None else list(sources),
-                                 references=references,
-                                 src_lang=src_lang, tgt_lang=tgt_lang, device=device, threads=threads,
-                                 total_sentences=nbest.n_sentences, progress=progress,
-                                 cache=None if cache is None else os.fspath(cache))
-    if context.sources is not None and len(context.sources) != nbest.n_sentences:
-        raise InputError(f"{len(context.sources)} source sentences for {nbest.n_sentences} n-best sentences", source)
-    for k, stream in enumerate(context.references or [], start=1):
-        if len(stream) != nbest.n_sentences:
-            raise InputError(f"reference {k} has {len(stream)} lines for {nbest.n_sentences} n-best sentences", source)
-    for plugin, columns in requested.items():
-        values = installed[plugin]().compute(nbest, columns, context, plugin_options[plugin])
-        check_columns(values, nbest.n_hyps, plugin)
-        for column, column_values in values.items():
-            problem = nbest.feature_clash(column, replace)
-            if problem:
-                overwrite = column in nbest.feature_names
-                raise InputError(problem + (" (replace overwrites it)" if overwrite else ""), source,
-                                 option="replace" if overwrite else None)
-            nbest = nbest.with_feature(column, column_values, replace=replace)
-    for note in context.notes:
-        log.warning("note: %s", note)
-    return nbest
 
 
 # ---- weights, tuning, reranking --------------------------------------------------------------------
@@ -249,7 +131,7 @@ def apply(nbest: NBestList | PathLike, weights: Mapping[str, float] | PathLike) 
     A weight for a feature the list lacks is an error; a feature without weight gets 0 (logged)."""
     from rerank.weights import best_rows
 
-    nbest, _ = _nbest(nbest)
+    nbest, _ = nbest_list(nbest)
     return [nbest.hyps[int(r)] for r in best_rows(nbest, _weight_vector(weights, nbest))]
 
 
@@ -283,13 +165,13 @@ def tuner_for(settings: TuneSettings) -> Tuner:
     """The installed tuner plug-in of `settings`, after checking what needs no data: that it is
     installed, optimises the metric, takes the options given, and finds the extras it needs."""
     from rerank import plugins
+    from rerank.metrics.registry import objective_metrics
 
     installed = plugins.tuners()
     if settings.tuner not in installed:
-        raise InputError(f"unknown tuner {settings.tuner!r} (installed: {', '.join(installed) or 'none'})")
+        raise InputError(f"unknown tuner {settings.tuner!r} (installed: {', '.join(installed) or 'none'})",
+                         option="tuner")
     plugin = installed[settings.tuner]()
-    from rerank.metrics.registry import objective_metrics
-
     for name in objective_metrics(settings.metric):  # a column is any tuner's (its statistics are [value, 1])
         if name not in plugin.metrics:
             raise InputError(f"tuner {settings.tuner} optimises {', '.join(plugin.metrics)}, not {name}")
@@ -298,66 +180,81 @@ def tuner_for(settings: TuneSettings) -> Tuner:
     return plugin
 
 
-def tune(nbest: NBestList | PathLike, refs: PathLike | Sequence[PathLike | Sequence[str]] | None = None,
-         settings: TuneSettings | None = None, *,
-         init: Mapping[str, float] | PathLike | None = None, output: PathLike | None = None, progress: Progress = False,
-         verbose: Callable[[str], None] | None = None, on_start: Callable[[TuningData], None] | None = None,
-         on_run: Callable[[TuneRun], None] | None = None, record: Mapping | None = None, source: str | None = None,
-         **keywords: Any) -> TuneResult:
+def _input_paths(nbest: object, *others: object) -> list[str]:
+    """The files a job reads: an n-best file's (an NBestFile's side files too) and the paths among `others`."""
+    paths = nbest.inputs() if isinstance(nbest, NBestFile) else []
+    return [*paths, *(os.fspath(p) for p in (nbest, *others) if isinstance(p, (str, os.PathLike)))]
+
+
+def tune(nbest: NBestList | NBestFile | PathLike, refs: PathLike | Sequence[PathLike | Sequence[str]] | None = None,
+         settings: TuneSettings | None = None, *, init: Mapping[str, float] | PathLike | None = None,
+         output: PathLike | None = None, plot: PathLike | None = None, events: TuneEvents | None = None,
+         record: Mapping | None = None, source: str | None = None, **keywords: Any) -> TuneResult:
     """Tune feature weights: `settings.runs` runs of the tuner plug-in `settings.tuner` (mira, mert,
     pro, ...) with seeds seed..seed+runs-1, keeping the run with the best tuning score in the
-    metric's direction (the lowest TER). `settings`: a TuneSettings; `keywords` replace its fields
-    (runs=3, metric="ter") and set the tuner's options (mira: epochs, C, decay, model_bg, shuffle).
-    `init`: start weights (default: all zero, as kbmira).
+    metric's direction (the lowest TER), as `rerank tune`. `settings`: a TuneSettings; `keywords`
+    replace its fields (runs=3, metric="ter", sentences="0-99") and set the tuner's options (mira:
+    epochs, C, decay, model_bg, shuffle). `init`: start weights (default: all zero, as kbmira).
 
     `metric` (a TuneSettings field): bleu, chrf, chrf++, ter, meteor; `column:NAME`, the mean over the
     sentences of the n-best column NAME of the chosen hypotheses (higher is better unless NAME is in
     `lower_better`); or an interpolation `bleu=0.5,column:comet=0.5` (Moses' interpolated scorer:
     sum_k w_k x each component oriented by its direction, each on its own scale). The columns of the
     metric are the objective, not features: they get no weight. `refs` may be None when every
-    component is a column.
+    component is a column (given ones are then not read).
 
     `output`: write each run's weights file when it ends and the kept run there (OUTPUT.runK.json for
     several runs), and reuse the run files an earlier call wrote from equal inputs (the list and
     references as tuned, whether read from files or given in memory) and equal settings
-    (`TuneSettings.REUSE`), as `rerank tune -o` does (resume after an interruption). `record`: more
-    fields for every run file's meta (the command line's); `source`: the list's name in messages and
-    in the run files (the file it was read from). `on_start(data)` is called with the
-    prepared tuning data before the first run, `on_run(run)` as each run ends or is reused,
-    `verbose(line)` with the tuner's per-epoch lines.
+    (`TuneSettings.REUSE`), as `rerank tune -o` does (resume after an interruption); `plot`: a PNG of
+    the tuning curves and weights. No output may be an input. `record`: more fields for every run
+    file's meta (the command line's); `source`: the list's name in messages and in the run files
+    (default: the file it was read from). `events`: a TuneEvents (progress, on_start, on_run, verbose).
     """
+    from rerank.metrics.registry import objective_metrics
     from rerank.multirun import tune_runs
+    from rerank.outputs import check_outputs
     from rerank.tuning import normalize, prepare
 
     settings = TuneSettings.make(settings, **keywords)
+    events = events or TuneEvents()
     plugin = tuner_for(settings)  # before any file is read
-    nbest, source = _nbest(nbest, source)
-    ref_paths = _reference_files(refs)
-    from rerank.metrics.registry import objective_metrics
-
-    if refs is None and objective_metrics(settings.metric):
-        raise InputError(f"refs are needed for the metric {settings.metric!r} (only column:NAME needs none)",
-                         option="refs")
-    refs = [] if refs is None else read_references(refs, nbest.n_sentences, source)
-    data = prepare(nbest, refs if objective_metrics(settings.metric) else None, metric=settings.metric,
-                   tokenize=settings.tokenize, lowercase=settings.lowercase,
+    needs_refs = bool(objective_metrics(settings.metric))
+    if refs is None and needs_refs:
+        raise InputError(f"metric {settings.metric} needs references (refs); only column:NAME components need none",
+                         option="metric")
+    ref_paths = _reference_files(refs) if needs_refs else []
+    if output is not None or plot is not None:
+        writes, stale = tune_outputs(output, settings.runs) if output is not None else ([], [])
+        check_outputs([*writes, None if plot is None else os.fspath(plot), *stale], _input_paths(nbest, *ref_paths, init))
+    text = {"post_process": nbest.post_process, "unescape": nbest.unescape} if isinstance(nbest, NBestFile) else None
+    nbest, source = nbest_list(nbest, source, events.progress)
+    streams = read_references(refs, nbest.n_sentences, source) if needs_refs and refs is not None else None
+    nbest, streams = settings.select(nbest, streams)
+    data = prepare(nbest, streams, metric=settings.metric, tokenize=settings.tokenize, lowercase=settings.lowercase,
                    tune=settings.tune_features or None, fix=settings.fix or None, lang=settings.lang,
-                   lower_better=settings.lower_better, progress=progress, source=source)
+                   lower_better=settings.lower_better, progress=events.progress, source=source)
     w0 = None if init is None else _weight_vector(init, data.nbest)
     normalize(np.zeros(len(data.feature_names)), settings.normalize, data.tuned)  # refuses to rescale fixed features
-    if on_start is not None:
-        on_start(data)
+    if events.on_start is not None:
+        events.on_start(data)
     meta = {"nbest": source if source == "n-best list" else os.path.abspath(source),
             "references": [os.path.abspath(p) for p in ref_paths] or None, "metric": settings.metric,
             "tokenize": settings.tokenize, "lowercase": settings.lowercase,
             "signature": objective_signature(settings.metric, settings.lower_better, settings.tokenize,
-                                             settings.lowercase, settings.lang, len(refs)),
+                                             settings.lowercase, settings.lang, len(streams or [])),
             "lower_better": list(settings.lower_better), "objective": data.metric.components or None,
             "objective_columns": list(data.metric.columns),
-            "init": os.fspath(init) if isinstance(init, (str, os.PathLike)) else None, **(record or {})}
-    return tune_runs(data, plugin, settings, w0=w0, output=None if output is None else os.fspath(output),
-                     inputs={"n-best and references": _digest(nbest, refs)}, meta=meta, progress=progress,
-                     verbose=verbose if verbose is not None else log.info, on_run=on_run)
+            "init": os.fspath(init) if isinstance(init, (str, os.PathLike)) else None,
+            **({"sentences": settings.sentences} if settings.sentences is not None else {}),
+            **({"nbest_text": text} if text is not None else {}), **(record or {})}
+    result = tune_runs(data, plugin, settings, w0=w0, output=None if output is None else os.fspath(output),
+                       inputs={"n-best and references": _digest(nbest, streams or [])}, meta=meta,
+                       progress=events.progress, verbose=events.verbose if events.verbose is not None else log.info,
+                       on_run=events.on_run)
+    if plot is not None:
+        result.plot(os.fspath(plot))
+    return result
 
 
 def oracle(nbest: NBestList | PathLike, refs: PathLike | Sequence[PathLike | Sequence[str]] | None = None, *,
@@ -381,7 +278,7 @@ def oracle(nbest: NBestList | PathLike, refs: PathLike | Sequence[PathLike | Seq
     from rerank import oracles
 
     oracles.check_oracle_metric(metric, refs, lower_better, tokenize=tokenize, lowercase=lowercase)  # before reading
-    nbest, source = _nbest(nbest)
+    nbest, source = nbest_list(nbest)
     return oracles.oracle(nbest, refs, metric=metric, tokenize=tokenize, lowercase=lowercase, lang=lang,
                           ter_case_sensitive=ter_case_sensitive, lower_better=lower_better, progress=progress,
                           source=source)
@@ -393,11 +290,27 @@ def oracle(nbest: NBestList | PathLike, refs: PathLike | Sequence[PathLike | Seq
 class Reranked:
     """A system given as an n-best list and weights: the 1-best of every list under the weights (one
     run), as `rerank apply` writes it. `evaluate` keeps the list and its model scores for the
-    report's oracle curve. `source`: the list's name (the file it was read from)."""
+    report's oracle curve. `nbest`: an NBestList, a path or an NBestFile (a path with how to read
+    it); a list read from a file that does not say its size (OpenNMT's) has one source per line of
+    the first reference file. `source`: the list's name (default: the file it was read from)."""
 
-    nbest: NBestList | PathLike
+    nbest: NBestList | NBestFile | PathLike
     weights: Mapping[str, float] | PathLike
     source: str | None = None
+
+    def read(self, ref_files: Sequence[str], progress: Progress = False) -> tuple[NBestList, str]:
+        """(the list, its name for messages): read if it is a file, the references' first file as
+        its sources unless its reading options give its size or sources."""
+        nbest = self.nbest
+        if isinstance(nbest, (str, os.PathLike)):
+            nbest = NBestFile(os.fspath(nbest))
+        if isinstance(nbest, NBestFile) and ref_files and not {"nbest_size", "src"} & set(nbest.options):
+            nbest = dataclasses.replace(nbest, options={**nbest.options, "src": ref_files[0]})
+        return nbest_list(nbest, self.source, progress)
+
+    def inputs(self) -> list[str]:
+        """The files reading the system may open: the list's (an NBestFile's side files too) and the weights'."""
+        return _input_paths(self.nbest, self.weights)
 
 
 def _files_of(output: object) -> list[str]:
@@ -405,10 +318,20 @@ def _files_of(output: object) -> list[str]:
     if isinstance(output, Reranked):
         if output.source:
             return [output.source]
-        return [os.fspath(output.nbest)] if isinstance(output.nbest, (str, os.PathLike)) else []
+        nbest = output.nbest.path if isinstance(output.nbest, NBestFile) else output.nbest
+        return [os.fspath(nbest)] if isinstance(nbest, (str, os.PathLike)) else []
     if isinstance(output, (str, os.PathLike)):
         return [os.fspath(output)]
     return [os.fspath(x) for x in output if isinstance(x, os.PathLike)] if isinstance(output, Sequence) else []
+
+
+def _evaluation_inputs(refs: object, named: Sequence[tuple[str, object]], options: EvalOptions) -> list[str]:
+    """Every file an evaluation reads: the references, the systems' files and the options' (for the
+    check that no output is one of them)."""
+    files = [*_reference_files(refs), *options.inputs()]
+    for _, value in named:
+        files += value.inputs() if isinstance(value, Reranked) else _files_of(value)
+    return files
 
 
 def _run_file(path: PathLike, n: int, refs_name: str) -> list[str]:
@@ -451,7 +374,8 @@ def _runs(value: object, what: str, n: int, refs_name: str) -> tuple[list[list[s
 @dataclass
 class Evaluation:
     """The scores and significance tests of `evaluate`: the ResultTable of rerank.evaluation (with
-    its statistics), the references and every system's runs (baseline first)."""
+    its statistics), the references, every system's runs (baseline first) and the EvalOptions
+    that made them."""
 
     table: ResultTable
     refs: list
@@ -460,6 +384,10 @@ class Evaluation:
     nbests: dict = field(default_factory=dict)          # {system: (NBestList, model scores)}: the report's oracle curve
     tokenize: str = "13a"                               # BLEU's tokeniser and case (the report's sentence scores)
     lowercase: bool = False
+    options: EvalOptions | None = None                  # the evaluation's settings (the report's oracle metric reads them)
+
+    TABLE_FORMATS = ("table", "markdown", "latex", "csv", "json")
+    EXTENSIONS = {".md": "markdown", ".markdown": "markdown", ".tex": "latex", ".csv": "csv", ".json": "json"}
 
     @property
     def systems(self) -> list[str]:
@@ -508,20 +436,22 @@ class Evaluation:
     def __str__(self) -> str:
         return self.table.to_text()
 
-    def to_html(self, *, title: str = "rerank report", examples: int = 30, sentence_metric: str | None = None,
-                oracle_metric: str = "bleu", oracle_lower_better: bool = False, **options: Any) -> str:
-        """The self-contained HTML report of `rerank report` (rerank.htmlreport), as a string;
-        `oracle_metric`: what the oracle curve of the `Reranked` systems picks and scores by, as
-        `oracle`'s `metric` (bleu, chrf, chrf++, ter, meteor, `column:NAME`; `oracle_lower_better`
-        for a column); `options`: build_report's (tokenize, lowercase, frequencies, length_edges,
-        oracle_options, ...)."""
+    def to_html(self, options: ReportOptions | None = None, **keywords: Any) -> str:
+        """The self-contained HTML report of `rerank report` (rerank.htmlreport), as a string.
+        `options`: a ReportOptions (title, examples, sentence_metric, oracle_metric: what the oracle
+        curve of the `Reranked` systems picks and scores by, as `oracle`'s `metric`, ...); `keywords`
+        replace its fields (to_html(oracle_metric="ter")), and `oracle_options` (make_metric's lang,
+        ter_case_sensitive, meteor_options for an oracle metric the table did not score; default:
+        the evaluation's)."""
         from rerank.htmlreport import build_report
 
-        options.setdefault("tokenize", self.tokenize)
-        options.setdefault("lowercase", self.lowercase)
-        return build_report(self.table, self.refs, self.outputs, nbests=self.nbests, examples=examples,
-                            sentence_metric=sentence_metric, title=title, oracle_metric=oracle_metric,
-                            oracle_lower_better=oracle_lower_better, **options)
+        oracle_options = keywords.pop("oracle_options", None)
+        options = ReportOptions.make(options, **keywords)
+        if oracle_options is None and self.options is not None:
+            oracle_options = {"lang": self.options.lang, "ter_case_sensitive": self.options.ter_case_sensitive,
+                              "meteor_options": self.options.meteor}
+        return build_report(self.table, self.refs, self.outputs, options, nbests=self.nbests, tokenize=self.tokenize,
+                            lowercase=self.lowercase, oracle_options=oracle_options)
 
     def plot(self, path: PathLike) -> None:
         """PNG of each system's improvement over the baseline with its bootstrap 95% interval."""
@@ -529,63 +459,141 @@ class Evaluation:
 
         plot_deltas(self.table, os.fspath(path))
 
+    @classmethod
+    def saved_files(cls, path: PathLike, plot: PathLike | None = None) -> list[str | None]:
+        """The files `save(path, plot=plot)` writes: the table (- for standard output), its
+        .config.json beside a file, the plot (what a caller checks before the work: `evaluate(outputs=...)`)."""
+        path = os.fspath(path)
+        config = os.path.splitext(path)[0] + ".config.json" if path != "-" else None
+        return [path, config, None if plot is None else os.fspath(plot)]
+
+    @classmethod
+    def table_format(cls, path: PathLike) -> str:
+        """The table format of a file name, as `rerank eval -o` picks it: .md markdown, .tex latex,
+        .csv csv, .json json (a .gz after it ignored), else the text table."""
+        name = os.fspath(path)
+        name = name[:-3] if name.endswith(".gz") else name
+        return cls.EXTENSIONS.get(os.path.splitext(name)[1].lower(), "table")
+
+    def save(self, path: PathLike, format: str | None = None, *, plot: PathLike | None = None,
+             meta: Mapping | None = None) -> list[str]:
+        """Write the table to `path` (- for standard output) in `format` (table, markdown, latex, csv,
+        json; default: from the file name, `table_format`), beside a file its config as JSON
+        (PATH.config.json: `meta`, such as the command line, then the table's config and the metric
+        signatures), and with `plot` the delta plot (PNG): all of them or, on an error, none.
+        Returns the files written."""
+        from rerank.io import atomic_write, output_group
+
+        table_path, config, plot_path = self.saved_files(path, plot)
+        format = format or self.table_format(table_path)
+        if format not in self.TABLE_FORMATS:
+            raise InputError(f"format must be one of {', '.join(self.TABLE_FORMATS)}, got {format!r}", option="format")
+        with output_group():
+            with atomic_write(table_path) as fh:
+                fh.write(self.table.render(format))
+            if config is not None:
+                with atomic_write(config) as fh:
+                    json.dump({**(meta or {}), **self.table.config, "signatures": self.table.signatures}, fh, indent=2)
+            if plot_path is not None:
+                self.plot(plot_path)
+        return [p for p in (table_path, config, plot_path) if p is not None and p != "-"]
+
 
 def evaluate(refs: PathLike | Sequence[PathLike | Sequence[str]], baseline: object,
              systems: Mapping[str, object] | Sequence[tuple[str, object]],
              options: EvalOptions | None = None, *,
              baseline_name: str = "baseline", progress: Progress = False, record: Mapping | None = None,
-             **keywords: Any) -> Evaluation:
+             outputs: Sequence[PathLike | None] = (), **keywords: Any) -> Evaluation:
     """Score `systems` and `baseline` against `refs` with MultEval-style significance tests, as `rerank eval`.
 
     `baseline` and each output of `systems` ({name: output}, or (name, output) pairs, where two
     systems of one name are an error): a list of strings (one run), a list of
     runs (each a list of strings or a file path), a file path, or a `Reranked(nbest, weights)`;
     `baseline` may also be a (name, output) pair. `options`: an EvalOptions (metrics, ar,
-    bootstrap, seed, lang, tokenize, second_baseline, holm, ...); `keywords` replace its fields
-    (metrics=["bleu"], ar=1000). The table's config records the settings, the files read (per
-    system and the references) and `record` (more fields, the command line's).
+    bootstrap, seed, lang, tokenize, segment_scores, second_baseline, holm, ...); `keywords`
+    replace its fields (metrics=["bleu"], ar=1000). `outputs`: files the caller will write (as
+    `Evaluation.save`): one that is an input is refused before anything is read. The references
+    are read once; the table's config records the settings, the files read (per system, the
+    references, the segment scores, how the n-best lists' text was read) and `record` (more
+    fields, the command line's).
     """
     from rerank.evaluation import evaluate_systems
+    from rerank.outputs import check_outputs
     from rerank.weights import best_rows, model_scores
 
     options = EvalOptions.make(options, **keywords)
     if isinstance(baseline, tuple) and len(baseline) == 2 and isinstance(baseline[0], str):
         baseline_name, baseline = baseline
+    pairs = [(baseline_name, baseline), *((str(k), v) for k, v in
+                                          (systems.items() if isinstance(systems, Mapping) else systems))]
+    if any(out is not None for out in outputs):
+        check_outputs([None if out is None else os.fspath(out) for out in outputs],
+                      _evaluation_inputs(refs, pairs, options))
     ref_files = _reference_files(refs)
     refs = read_references(refs)
     refs_name = ref_files[0] if ref_files else "reference 1"
-    outputs: dict[str, list[list[str]]] = {}
+    runs: dict[str, list[list[str]]] = {}
     sources: dict[str, list[str]] = {}
     nbests: dict[str, tuple] = {}
-    pairs = systems.items() if isinstance(systems, Mapping) else systems
-    for k, (name, value) in enumerate([(baseline_name, baseline), *((str(k), v) for k, v in pairs)]):
+    texts = []   # how each n-best file's text was read
+    for k, (name, value) in enumerate(pairs):
         what = f"{'baseline' if k == 0 else 'system'} {name!r}"
-        if name in outputs:
+        if name in runs:
             raise InputError(f"two systems are named {name!r}", files[0] if (files := _files_of(value)) else None)
         if isinstance(value, Reranked):
-            nbest, source = _nbest(value.nbest, value.source)
+            nbest, source = value.read(ref_files, progress)
             if nbest.n_sentences != len(refs[0]):
                 raise InputError(f"the n-best list has {nbest.n_sentences} sentences but the references have "
                                  f"{len(refs[0])} ({refs_name})", source)
             w = _weight_vector(value.weights, nbest)
-            outputs[name] = [[nbest.hyps[int(r)] for r in best_rows(nbest, w)]]
+            runs[name] = [[nbest.hyps[int(r)] for r in best_rows(nbest, w)]]
             nbests[name] = (nbest, model_scores(nbest, w))
             files = [source, *([os.fspath(value.weights)] if isinstance(value.weights, (str, os.PathLike)) else [])]
+            if isinstance(value.nbest, NBestFile):
+                texts.append({"post_process": value.nbest.post_process, "unescape": value.nbest.unescape})
         else:
-            outputs[name], files = _runs(value, what, len(refs[0]), refs_name)
+            runs[name], files = _runs(value, what, len(refs[0]), refs_name)
         if files:
             sources[name] = files
-    counts = {name: len(runs) for name, runs in outputs.items()}
+    counts = {name: len(r) for name, r in runs.items()}
     if len(set(counts.values()) - {1}) > 1:  # a run file missing? say so; each pair is tested on its own runs
         log.warning("note: the systems have different run counts (" + ", ".join(f"{k} {v}" for k, v in counts.items())
                     + "); each comparison uses its two systems' own runs")
-    runs = dict(outputs)
-    base_runs = runs.pop(baseline_name)
-    table = evaluate_systems(refs, base_runs, runs, options, baseline_name=baseline_name, progress=progress)
+    others = dict(runs)
+    base_runs = others.pop(baseline_name)
+    table = evaluate_systems(refs, base_runs, others, options, baseline_name=baseline_name, progress=progress)
     if sources:
         table.config["sources"] = sources
     if ref_files:
         table.config["references"] = ref_files
+    if options.segment_scores:
+        table.config["segment_scores"] = options.segment_files()
+    if texts:
+        table.config["nbest_text"] = texts[0] if all(t == texts[0] for t in texts) else texts
     table.config.update(record or {})
-    return Evaluation(table, refs, outputs, sources=sources, nbests=nbests, tokenize=options.tokenize,
-                      lowercase=options.lowercase)
+    return Evaluation(table, refs, runs, sources=sources, nbests=nbests, tokenize=options.tokenize,
+                      lowercase=options.lowercase, options=options)
+
+
+def report(refs: PathLike | Sequence[PathLike | Sequence[str]], baseline: object,
+           systems: Mapping[str, object] | Sequence[tuple[str, object]], output: PathLike,
+           options: EvalOptions | None = None, page: ReportOptions | None = None, *, baseline_name: str = "baseline",
+           progress: Progress = False, record: Mapping | None = None) -> Evaluation:
+    """`evaluate` the systems as `options` say and write the HTML report of `rerank report` to
+    `output` (`Evaluation.to_html` with the ReportOptions `page`). What `page` asks of the
+    evaluation (its sentence metric among the metrics, an oracle curve of `Reranked` systems) and
+    that `output` is none of the inputs (the frequency corpus too) are checked before anything is
+    read. Returns the Evaluation."""
+    from rerank.htmlreport import write_report
+    from rerank.outputs import check_outputs
+
+    options, page = EvalOptions.make(options), ReportOptions.make(page)
+    named = systems.items() if isinstance(systems, Mapping) else systems
+    values = [baseline[1] if isinstance(baseline, tuple) and len(baseline) == 2 else baseline, *(v for _, v in named)]
+    page.check_evaluation([m if isinstance(m, str) else m.name for m in options.metrics],
+                          any(isinstance(v, Reranked) for v in values))
+    check_outputs([os.fspath(output)], page.inputs())
+    ev = evaluate(refs, baseline, systems, options, baseline_name=baseline_name, progress=progress, record=record,
+                  outputs=[output])
+    write_report(os.fspath(output), ev.to_html(page))
+    return ev

@@ -139,18 +139,36 @@ def _with_flag(exc: Exception, parser: argparse.ArgumentParser | None, args: arg
     """The error's message, with the option it is about (InputError.option, a keyword of the
     library, named at the start of the message or of a parenthesis) said as the command's flag of
     the same destination, when the command has one: `bootstrap must be ...` reads `--bootstrap must
-    be ...`, `... (replace overwrites it)` reads `... (--replace overwrites it)`."""
-    option = getattr(exc, "option", None)
-    if not isinstance(exc, InputError) or not option or parser is None or args is None:
+    be ...`, `... (replace overwrites it)` reads `... (--replace overwrites it)`. An option named by
+    a Python name with an underscore, which no word of a sentence has, is said as its flag wherever
+    it stands unquoted (`the metric comet needs comet_model PATH` reads `... needs --comet-model
+    PATH`, `not a segment_scores NAME` reads `not a --segment-scores NAME`). A parenthesis that holds
+    nothing but an option's name says how to give it: `needs references (refs)` reads `needs
+    references (-r REF)`."""
+    if not isinstance(exc, InputError) or parser is None or args is None:
         return str(exc)
     commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    flags = [a.option_strings for a in commands.choices[args.command]._actions if a.dest == option and a.option_strings]
-    word = re.compile(rf"(?:^|(?<=\())({re.escape(option)})(?![\w'.-])")   # at the start, or opening a parenthesis
-    if not flags or not word.search(exc.problem):
+    flags: dict[str, str] = {}
+    given: dict[str, str] = {}   # dest -> "-r REF": the shortest flag with its value's placeholder
+    for action in commands.choices[args.command]._actions:
+        if action.option_strings:
+            flags.setdefault(action.dest, max(action.option_strings, key=len))
+            value = "" if action.nargs == 0 else f" {action.metavar or action.dest.upper()}"
+            given.setdefault(action.dest, min(action.option_strings, key=len) + value)
+    problem = re.sub(r"\((\w+)\)", lambda m: f"({given[m.group(1)]})" if m.group(1) in given else m.group(0),
+                     exc.problem)
+    if problem != exc.problem:
+        exc = InputError(problem, exc.path, exc.line, option=exc.option)
+    option = getattr(exc, "option", None)
+    names = [re.escape(name) for name in flags if "_" in name]
+    places = [rf"(?:^|(?<=\())(?:{re.escape(option)})"] if option in flags and "_" not in option else []  # start, or "("
+    places += [rf"(?<![\w'.:-])(?:{'|'.join(names)})"] if names else []            # anywhere, unquoted
+    if not places:
         return str(exc)
-    flag = max(flags[0], key=len)
-    return str(InputError(word.sub(lambda m: m.group(0).replace(option, flag), exc.problem, count=1), exc.path,
-                          exc.line))
+    word = re.compile(rf"(?:{'|'.join(places)})(?![\w'.-])")
+    if not word.search(exc.problem):
+        return str(exc)
+    return str(InputError(word.sub(lambda m: flags[m.group(0)], exc.problem), exc.path, exc.line))
 
 
 def run() -> NoReturn:

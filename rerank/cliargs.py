@@ -11,6 +11,7 @@ import logging
 import shlex
 import sys
 
+from rerank.device import add_device_option, add_threads_option  # noqa: F401 - the commands' --device and --threads
 from rerank.errors import InputError
 from rerank.options import FRACTION, NONNEGATIVE, NONNEGATIVE_INT, POSITIVE, POSITIVE_INT, PROBABILITY
 

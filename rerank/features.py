@@ -92,9 +92,9 @@ def shard_range(n_sentences: int, shard: str | None) -> tuple[int, int]:
     try:
         i, n = (int(x) for x in shard.split("/"))
     except ValueError:
-        raise InputError(f"shard {shard!r} must look like i/N (e.g. 2/8)") from None
+        raise InputError(f"shard {shard!r} must look like i/N (e.g. 2/8)", option="shard") from None
     if not 1 <= i <= n:
-        raise InputError(f"shard {shard}: i must be between 1 and N")
+        raise InputError(f"shard {shard}: i must be between 1 and N", option="shard")
     return (i - 1) * n_sentences // n, i * n_sentences // n
 
 

@@ -28,12 +28,13 @@ from rerank import __version__
 from rerank.errors import InputError
 from rerank.metrics.base import MetricInfo
 from rerank.metrics.registry import MetricLike, best_index, metric_info
-from rerank.options import NONNEGATIVE_INT, POSITIVE_INT
+from rerank.options import ANY, NAMES, NONNEGATIVE_INT, POSITIVE_INT, check_options, option
 from rerank.progress import Progress
 from rerank.tuning import Tuner, TuningData, degenerate, normalize as rescale, weight_shares
 from rerank.weights import read_weights, write_weights
 
 log = logging.getLogger(__name__)
+NORMALIZE = ("none", "l1", "max")   # TuneSettings.normalize: the output weights' rescaling
 
 
 @dataclass(frozen=True)
@@ -48,20 +49,35 @@ class TuneSettings:
 
     A field that is wrong whatever the data is refused here (InputError)."""
 
-    tuner: str = "mira"
-    metric: str = "bleu"
-    runs: int = 1
-    seed: int = 1
-    tokenize: str = "13a"
-    lowercase: bool = False
-    lang: str = "en"
-    tune_features: tuple[str, ...] = ()
-    fix: tuple[str, ...] = ()
-    normalize: str = "none"
-    tuner_options: Any = None
-    lower_better: tuple[str, ...] = ()
+    tuner: str = option("mira", "tuning algorithm: an installed tuner plug-in (above)")
+    metric: str = option("bleu", "what to optimise: bleu, chrf, chrf++, ter, meteor or an installed metric plug-in "
+                         "(TER is minimised); column:NAME, the mean over the sentences of the chosen hypotheses' "
+                         "n-best column NAME (e.g. COMET scores joined with `rerank add-feature`; it needs no "
+                         "references, and is the objective, never a feature: it gets no weight); or an "
+                         "interpolation as Moses' interpolated scorer, METRIC=W,METRIC=W (bleu=0.5,column:comet=0.5: "
+                         "sum of W x each component on its own scale, BLEU 0-100, a column as it is, each oriented "
+                         "by its direction, so higher is better; weights >= 0, not all 0)", metavar="METRIC",
+                         group="metric")
+    runs: int = option(1, "independent runs with seeds seed..seed+R-1; R > 1 writes OUTPUT.run1.json .. runR.json "
+                       "for the optimizer-instability report of `rerank eval`", check=POSITIVE_INT)
+    seed: int = option(1, "random seed of the first run", check=NONNEGATIVE_INT)
+    tokenize: str = option("13a", "BLEU tokeniser as sacrebleu -tok, as `rerank eval` and `rerank oracle` (none for "
+                           "text tokenised like its references)", group="metric")
+    lowercase: bool = option(False, "case-insensitive BLEU", default_text="case-sensitive", group="metric")
+    lang: str = option("en", "target language for METEOR", group="metric")
+    tune_features: tuple[str, ...] = option((), "tune only these features; the others stay at their start value",
+                                            flag="--tune", dest="tune_features", check=NAMES, metavar="F1,F2", default_text="all")
+    fix: tuple[str, ...] = option((), "keep these features at their start value", check=NAMES, metavar="F1,F2")
+    normalize: str = option("none", "rescale the output weights (sum |w| = 1 or max |w| = 1; ranking unchanged)",
+                            choices=NORMALIZE)
+    tuner_options: Any = option(None, "the tuner's Options (each tuner's own flags)", check=ANY, cli=False)
+    lower_better: tuple[str, ...] = option((), "these columns of --metric are better when lower", check=NAMES,
+                                           metavar="NAME[,NAME]", default_text="a column is better when higher",
+                                           group="metric")
+    sentences: str | None = option(None, "tune on sentences A..B only (0-based, inclusive; the references are cut "
+                                   "the same way)", metavar="A-B", default_text="all")
 
-    NORMALIZE = ("none", "l1", "max")
+    NORMALIZE = NORMALIZE
     # What a run's result depends on: a run file is reused only when these match (and the inputs,
     # the start weights and the package version). `runs` is not among them: run r of 3 is run r of 5.
     REUSE = ("tuner", "metric", "seed", "tokenize", "lowercase", "lang", "tune_features", "fix", "normalize",
@@ -73,13 +89,10 @@ class TuneSettings:
 
         for name in ("tune_features", "fix", "lower_better"):
             value = getattr(self, name)
-            object.__setattr__(self, name, tuple([value] if isinstance(value, str) else value or ()))
-        for name, check in (("runs", POSITIVE_INT), ("seed", NONNEGATIVE_INT)):
-            if not check.accepts(getattr(self, name)):
-                raise InputError(f"{name} must be {check.what}, got {getattr(self, name)!r}", option=name)
-        if self.normalize not in self.NORMALIZE:
-            raise InputError(f"normalize must be one of {', '.join(self.NORMALIZE)}, got {self.normalize!r}",
-                             option="normalize")
+            object.__setattr__(self, name, NAMES.convert(value) if isinstance(value, str) else tuple(value or ()))
+        check_options(self, as_keywords=True)
+        if self.sentences is not None:
+            sentence_range(self.sentences)  # its syntax, before any file is read
         make_bleu(self.tokenize, self.lowercase)  # an unknown tokenizer, before any file is read
         check_objective_options(self.metric, lower_better=self.lower_better,  # before any file is read
                                 features={"tune_features": self.tune_features, "fix": self.fix})
@@ -97,6 +110,21 @@ class TuneSettings:
             own["tuner_options"] = {**options_record(base), **extra}
         return replace(settings, **own) if own else settings
 
+    @property
+    def metric_display(self) -> str:
+        """How the objective is named in print: BLEU, TER, column:COMET, 0.5*BLEU+0.5*column:comet."""
+        from rerank.metrics.registry import objective_display
+
+        return objective_display(self.metric)
+
+    def select(self, nbest: Any, refs: list[list[str]] | None) -> tuple[Any, list[list[str]] | None]:
+        """The list and the reference streams cut to `sentences` (all of them when None)."""
+        if self.sentences is None:
+            return nbest, refs
+        lo, hi = sentence_range(self.sentences, nbest.n_sentences)
+        keep = np.arange(lo, hi + 1)
+        return nbest.select_sentences(keep), None if refs is None else [[stream[i] for i in keep] for stream in refs]
+
     def reuse_record(self) -> dict:
         """The fields of REUSE as JSON values (the tuner's options as a dict of their fields);
         `lang` only where the metric reads it (METEOR)."""
@@ -110,11 +138,37 @@ class TuneSettings:
         return json.loads(json.dumps(record, default=str))
 
 
+def sentence_range(text: str, n: int | None = None) -> tuple[int, int]:
+    """(A, B) of a sentence range "A-B" (0-based, inclusive; "A" is A-A), within `n` sentences when given."""
+    try:
+        a, _, b = text.partition("-")
+        lo, hi = int(a), int(b) if b else int(a)
+    except (ValueError, AttributeError):
+        raise InputError(f"sentences {text!r}: expected A-B (0-based, inclusive)", option="sentences") from None
+    if lo < 0 or hi < lo or (n is not None and hi >= n):
+        raise InputError(f"sentences {text!r}: out of range" + (f" for {n} sentences" if n is not None else ""),
+                         option="sentences")
+    return lo, hi
+
+
 def run_seeds(seed: int, runs: int) -> list[int]:
     """The seeds of R independent runs: seed, seed + 1, ..., seed + R - 1 (run r has seed + r - 1)."""
     if runs < 1:
         raise ValueError(f"runs must be at least 1, got {runs}")
     return [seed + r for r in range(runs)]
+
+
+@dataclass
+class TuneEvents:
+    """How a tuning reports while it runs (`rerank.tune`): `progress` (bars or callbacks,
+    rerank.progress), `on_start(data)` with the prepared tuning data (rerank.tuning.TuningData)
+    before the first run, `on_run(run)` as each run ends or is reused, `verbose(line)` with the
+    tuner's per-epoch lines (default: the logger, at INFO)."""
+
+    progress: Progress = False
+    on_start: Callable[[TuningData], None] | None = None
+    on_run: Callable[[TuneRun], None] | None = None
+    verbose: Callable[[str], None] | None = None
 
 
 @dataclass

@@ -131,6 +131,24 @@ class NBestFile:
         return layout
 
 
+def nbest_list(nbest: NBestList | NBestFile | PathLike, source: str | None = None,
+               progress: Progress = False) -> tuple[NBestList, str]:
+    """(the list, its name for messages: `source`, else its path) of an NBestList, an NBestFile or a
+    path; an empty list is an error."""
+    if isinstance(nbest, NBestList):
+        source = source or "n-best list"
+    elif isinstance(nbest, NBestFile):
+        source, nbest = source or nbest.path, nbest.read(progress)
+    elif isinstance(nbest, (str, os.PathLike)):
+        source, nbest = source or os.fspath(nbest), NBestFile(os.fspath(nbest)).read(progress)
+    else:
+        raise InputError(f"expected an NBestList or an n-best file path, not {type(nbest).__name__}")
+    if nbest.n_hyps == 0:
+        raise InputError("no hypotheses: the n-best list is empty", source)
+    return nbest, source
+
+
+
 def write_nbest_noted(nbest: NBestList, path: str, fmt: str, first_id: int = 0) -> list[str]:
     """`rerank.formats.write_nbest`, logging what the format leaves out (features, totals)."""
     from rerank.formats import write_losses, write_nbest
@@ -231,7 +249,7 @@ class ApplyOptions:
     to: str = option("moses", "output n-best format; plain writes OUT, OUT.ids and OUT.features.tsv",
                      choices=_writable_formats)
     refs: tuple[str, ...] = option((), "score the 1-best against this reference file (repeat for several)",
-                                   flag=("-r", "--ref"), many=True, metavar="REF", default_text="no scoring",
+                                   flag=("-r", "--ref"), dest="refs", many=True, metavar="REF", default_text="no scoring",
                                    group="scoring")
     metrics: str = option("bleu", "with --ref, comma-separated metric names (those of `rerank eval --metrics` "
                           "but comet: bleu, chrf, chrf++, ter, meteor, an installed plug-in's)", group="scoring")
@@ -243,8 +261,8 @@ class ApplyOptions:
                                         group="scoring")
 
     def __post_init__(self) -> None:
-        check_options(self)
-        object.__setattr__(self, "refs", tuple(os.fspath(r) for r in self.refs))
+        object.__setattr__(self, "refs", tuple(os.fspath(r) for r in self.refs) if isinstance(self.refs, (list, tuple)) else self.refs)
+        check_options(self, as_keywords=True)
         if self.refs:
             self.scorers()  # unknown metrics and tokenizers, before any file is read
 

@@ -52,7 +52,7 @@ def summarize(nbest: NBestList, report: ReadReport | None = None) -> dict:
     if report is not None:
         problems += report.hints
         if report.detected is not None and report.detected_lines == 1:
-            problems.append(f"format {report.detected} guessed from the file's only line (--format sets it)")
+            problems.append(f"format {report.detected} guessed from the file's only line (giving the format sets it)")
         for name, meaning in report.columns.items():
             if name in features:
                 features[name]["meaning"] = meaning

@@ -63,7 +63,7 @@ def test_the_columns_join_with_add_feature_and_are_the_objective(scores, tmp_pat
         np.testing.assert_array_equal(joined.column(name), read_column(path))  # repr round-trips exactly
     features = [f for f in joined.feature_names if f not in objective_study.COLUMNS]
     tuned = rerank.tune(joined, metric="column:bleu1_sent", tune_features=tuple(features), epochs=2, runs=1,
-                        verbose=lambda _: None)
+                        events=rerank.TuneEvents(verbose=lambda _: None))
     firsts = joined.offsets[:-1]
     assert tuned.runs[0].initial_score == pytest.approx(joined.column("bleu1_sent")[firsts].mean())
     assert "bleu1_sent" not in tuned.weights  # the objective is no feature

@@ -142,7 +142,7 @@ def test_the_api_writes_weights_without_the_column_and_records_the_objective(tmp
     assert "lower is better" in meta["signature"]
     assert meta["settings"]["options"]["lower_better"] == ["q"]
     assert "lowest" not in result.summary() and "column:q" in result.summary()
-    with pytest.raises(InputError, match="refs are needed"):
+    with pytest.raises(InputError, match="needs references"):
         rerank.tune(planted(), metric="bleu=1,column:q=1")
 
 

@@ -1,6 +1,7 @@
 """`rerank tune`: one BLEU default (13a) recorded with its signature, the best-of-runs file with the
 runs' metadata, and --runs N that resumes after an interruption without mixing invocations."""
 
+import argparse
 import json
 
 import pytest
@@ -153,6 +154,9 @@ def test_the_command_and_the_api_reuse_each_others_runs_and_the_cache_does_not_m
 
 def test_the_normalize_choices_are_the_settings():
     from rerank.api import TuneSettings
-    from rerank.commands.tune import NORMALIZE
+    from rerank.cli import build_parser
 
-    assert NORMALIZE == TuneSettings.NORMALIZE
+    parser = build_parser("tune")
+    tune = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices["tune"]
+    NORMALIZE = next(a.choices for a in tune._actions if a.dest == "normalize")
+    assert tuple(NORMALIZE) == TuneSettings.NORMALIZE

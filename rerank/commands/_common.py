@@ -15,6 +15,20 @@ from rerank.formats import (POST_PROCESS, UNESCAPE, ReadReport, format_names, fo
                             write_losses, write_nbest)
 from rerank.nbest import NBestList
 
+def installed_tuners() -> dict:
+    """name -> class of every installed tuner (rerank.plugins): the tune command's flags and help."""
+    from rerank import plugins
+
+    return plugins.tuners()
+
+
+def installed_features() -> dict:
+    """name -> class of every installed feature plug-in (rerank.plugins): the features command's flags."""
+    from rerank import plugins
+
+    return plugins.features()
+
+
 def format_help() -> str:
     """The formats' one-line layouts, from the format table (plug-ins included)."""
     layouts = "; ".join(f"{name} ({record.layout})" for name, record in formats().items())
@@ -135,3 +149,12 @@ def write_output(nbest: NBestList, path: str, fmt: str, first_id: int = 0) -> li
 def add_output_format(parser: argparse.ArgumentParser, default: str = "moses") -> None:
     parser.add_argument("--to", dest="out_format", choices=format_names(writable=True), default=default,
                         help=f"output n-best format (default: {default}); plain writes OUT, OUT.ids and OUT.features.tsv")
+
+
+def add_list_flags(group, prefix: str, format_help: str, strict_help: str) -> None:
+    """The flags of the n-best lists a command reads besides its own input (eval's and report's
+    --nbest lists), under `prefix`: --PREFIXformat, --PREFIXstrict and the formats' reading options,
+    stored where `nbest_file` reads them."""
+    group.add_argument(f"--{prefix}format", dest="in_format", choices=format_names(), help=format_help)
+    group.add_argument(f"--{prefix}strict", dest="strict", action="store_true", help=strict_help)
+    add_reading_options(group, prefix=prefix, help_prefix=f"--{prefix.rstrip('-')} lists: ")
