@@ -19,7 +19,7 @@ _OWN_MODULE = {"NBestFile": "rerank.nbestfile", "ApplyOptions": "rerank.nbestfil
                "join_score_files": "rerank.scorefiles", "FeatureRun": "rerank.featuring",
                "add_features_file": "rerank.featuring", "plan_features": "rerank.featuring"}
 _API = (*_OWN_MODULE, "NBestList", "read_nbest", "write_nbest", "add_features", "FeatureContext", "read_references", "read_weights",
-        "tune", "TuneSettings", "TuneEvents", "TuneResult", "TuneRun", "apply", "first_best", "oracle", "Oracle", "evaluate",
+        "tune", "TuneSettings", "TuneEvents", "TuneResult", "TuneRun", "apply", "first_best", "oracle", "Oracle", "OracleOptions", "evaluate",
         "EvalOptions", "Evaluation", "Reranked", "ReportOptions", "report", "approximate_randomization", "paired_bootstrap", "make_metric",
         "from_ctranslate2", "from_generate")
 

@@ -43,7 +43,7 @@ from rerank.featuring import FeatureRun, add_features, add_features_file, plan_f
 from rerank.nbestfile import ApplyOptions, NBestFile, apply_file, convert_file, nbest_list
 from rerank.scorefiles import join_score_files
 from rerank.summary import summarize_file
-from rerank.oracles import Oracle
+from rerank.oracles import Oracle, OracleOptions
 from rerank.significance import approximate_randomization, paired_bootstrap
 
 if TYPE_CHECKING:
@@ -52,7 +52,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = ["FeatureRun", "add_features_file", "plan_features",
+__all__ = ["OracleOptions", "FeatureRun", "add_features_file", "plan_features",
            "NBestList", "NBestFile", "ApplyOptions", "apply_file", "convert_file", "summarize_file", "join_score_files",
            "TuneEvents", "read_nbest",
             "write_nbest", "add_features", "read_references", "read_weights", "tune",
@@ -257,11 +257,13 @@ def tune(nbest: NBestList | NBestFile | PathLike, refs: PathLike | Sequence[Path
     return result
 
 
-def oracle(nbest: NBestList | PathLike, refs: PathLike | Sequence[PathLike | Sequence[str]] | None = None, *,
-           metric: str = "bleu", tokenize: str = "13a", lowercase: bool = False, lang: str = "en",
-           ter_case_sensitive: bool = False, lower_better: bool = False, progress: Progress = False) -> Oracle:
+def oracle(nbest: NBestList | NBestFile | PathLike, refs: PathLike | Sequence[PathLike | Sequence[str]] | None = None,
+           options: OracleOptions | None = None, *, output: PathLike | None = None, progress: Progress = False,
+           **keywords: Any) -> Oracle:
     """Each list's best hypothesis by a sentence-level score in the metric's direction (ties: the
-    earlier hypothesis), and the corpus score of the picks and of the first hypotheses, as `rerank oracle`.
+    earlier hypothesis), and the corpus score of the picks and of the first hypotheses, as `rerank
+    oracle`; `output`: write the picks there, one per sentence (no input may be it). `options`: an
+    OracleOptions; `keywords` replace its fields (metric="ter", lower_better=True).
 
     `metric`: bleu (the default), chrf, chrf++, ter, meteor, a plug-in metric, or `column:NAME`
     (`rerank.metrics.registry.parse_objective`).
@@ -275,13 +277,25 @@ def oracle(nbest: NBestList | PathLike, refs: PathLike | Sequence[PathLike | Seq
       picked values. It needs no `refs` (given ones are not read); every other metric does.
     An unknown metric or column is an InputError with `option` "metric". The implementation and the
     scores are rerank.oracles' (`oracle`, `oracle_scores`; the report's oracle curve takes them too)."""
-    from rerank import oracles
+    from dataclasses import replace
 
-    oracles.check_oracle_metric(metric, refs, lower_better, tokenize=tokenize, lowercase=lowercase)  # before reading
-    nbest, source = nbest_list(nbest)
-    return oracles.oracle(nbest, refs, metric=metric, tokenize=tokenize, lowercase=lowercase, lang=lang,
-                          ter_case_sensitive=ter_case_sensitive, lower_better=lower_better, progress=progress,
-                          source=source)
+    from rerank import oracles
+    from rerank.outputs import check_outputs
+
+    o = replace(options or OracleOptions(), **keywords) if keywords else options or OracleOptions()
+    kind, _ = oracles.check_oracle_metric(o.metric, refs, o.lower_better, tokenize=o.tokenize, lowercase=o.lowercase)
+    if output is not None:
+        check_outputs([os.fspath(output)], _input_paths(nbest, *(_reference_files(refs) if kind == "metric" else [])))
+    nbest, source = nbest_list(nbest, None, progress)
+    found = oracles.oracle(nbest, refs, metric=o.metric, tokenize=o.tokenize, lowercase=o.lowercase, lang=o.lang,
+                           ter_case_sensitive=o.ter_case_sensitive, lower_better=o.lower_better, progress=progress,
+                           source=source)
+    if output is not None:
+        from rerank.io import atomic_write
+
+        with atomic_write(os.fspath(output)) as out:
+            out.writelines(hyp + "\n" for hyp in found.hypotheses)
+    return found
 
 
 # ---- evaluation ------------------------------------------------------------------------------------
@@ -484,7 +498,8 @@ class Evaluation:
         Returns the files written."""
         from rerank.io import atomic_write, output_group
 
-        table_path, config, plot_path = self.saved_files(path, plot)
+        table_path = os.fspath(path)
+        _, config, plot_path = self.saved_files(table_path, plot)
         format = format or self.table_format(table_path)
         if format not in self.TABLE_FORMATS:
             raise InputError(f"format must be one of {', '.join(self.TABLE_FORMATS)}, got {format!r}", option="format")

@@ -28,6 +28,7 @@ from rerank.io import read_references
 from rerank.metrics.base import Metric
 from rerank.metrics.registry import check_metric_options, column_signature, make_metric, parse_objective
 from rerank.nbest import NBestList, segment_argmax
+from rerank.options import ANY, check_options, option
 from rerank.progress import Progress
 from rerank.tuning import check_objective_column, row_stats
 
@@ -94,6 +95,44 @@ def oracle_rows(gain: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     return segment_argmax(gain, offsets)
 
 
+def lower_better_column(metric: str, lower_better: bool | str | Sequence[str] | None, option: str = "lower_better",
+                        metric_option: str = "metric") -> bool:
+    """Whether an oracle's column is better when lower: `lower_better` True, or the column's name
+    (a command line gives the name: `--lower-better NAME`, which must be the column of `metric`)."""
+    if isinstance(lower_better, bool) or lower_better is None:
+        return bool(lower_better)
+    names = {n.strip() for n in ([lower_better] if isinstance(lower_better, str) else lower_better)
+             for n in n.split(",") if n.strip()}
+    kind, name = parse_objective(metric, metric_option)
+    if names and (kind != "column" or names != {name}):
+        raise InputError(f"{option} {','.join(sorted(names))}: not the column of {metric_option} "
+                         f"(give {metric_option} column:NAME {option} NAME)", option=option)
+    return bool(names)
+
+
+@dataclass(frozen=True)
+class OracleOptions:
+    """How `rerank.oracle` picks and scores (see there): `metric` (bleu, chrf, chrf++, ter, meteor, a
+    plug-in metric, or `column:NAME`), `lower_better` for a column (True, or the column's name),
+    BLEU's `tokenize` and `lowercase` (chrF's too), TER's `ter_case_sensitive`, METEOR's `lang`. A
+    value that is wrong whatever the data is refused here."""
+
+    metric: str = option("bleu", "what picks the oracle: bleu, chrf, chrf++, ter, meteor, an installed metric "
+                         "plug-in, or column:NAME for the n-best list's column NAME", metavar="METRIC")
+    lower_better: Any = option(None, "with --metric column:NAME: lower values of the column NAME are better",
+                               check=ANY, metavar="NAME", default_text="higher is better")
+    tokenize: str = option("13a", "BLEU tokeniser as sacrebleu -tok, as `rerank tune` and `rerank eval` (none for "
+                           "pre-tokenised text)")
+    lowercase: bool = option(False, "lowercase before scoring, BLEU and chrF", default_text="case-sensitive")
+    ter_case_sensitive: bool = option(False, "case-sensitive TER (sacrebleu's default is insensitive)")
+    lang: str = option("en", "target language for METEOR (en, de, fr, es, cs)")
+
+    def __post_init__(self) -> None:
+        check_options(self, as_keywords=True)
+        object.__setattr__(self, "lower_better", lower_better_column(self.metric, self.lower_better))
+        check_oracle_metric(self.metric, (), self.lower_better, tokenize=self.tokenize, lowercase=self.lowercase)
+
+
 def check_oracle_metric(metric: str, refs: object, lower_better: bool = False, **options: Any) -> tuple[str, str]:
     """(kind, name) of an oracle's metric (`parse_objective`) after the checks that need no list:
     `lower_better` only with a column, `refs` (not None) with a metric, and the metric's `options`
@@ -102,7 +141,7 @@ def check_oracle_metric(metric: str, refs: object, lower_better: bool = False, *
     if lower_better and kind != "column":
         raise InputError(f"lower_better is for a column:NAME metric; {name} has its own direction", option="lower_better")
     if kind == "metric" and refs is None:
-        raise InputError(f"refs are needed for the metric {name!r} (only column:NAME needs none)", option="refs")
+        raise InputError(f"metric {name} needs references (refs); only column:NAME needs none", option="metric")
     if kind == "metric":
         check_metric_options(name, **options)
     return kind, name

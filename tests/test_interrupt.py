@@ -16,6 +16,7 @@ import pytest
 import rerank.io
 from rerank.cli import main
 from rerank.io import TMP_PREFIX, atomic_write, clean_stale_temps, output_group
+from tests.cli_helpers import HANG_SECONDS
 
 MOSES = "0 ||| a b c ||| nmt= -1 len= 3 ||| -1\n0 ||| a c ||| nmt= -2 len= 2 ||| -2\n1 ||| d e ||| nmt= -1 len= 2 ||| -1\n"
 FAIRSEQ = "S-0\tx y\nT-0\ta b\nH-0\t-1\ta b c\nS-1\tz\nT-1\td e\nH-1\t-1\td e\n"
@@ -48,7 +49,8 @@ def work(tmp_path):
 
 def test_sigkill_leaves_a_temp_file_the_next_command_removes(work):
     out = work / "out.nbest"
-    proc = subprocess.run([sys.executable, "-c", KILLED_WRITER, str(out)], cwd=ROOT, capture_output=True, timeout=300)
+    proc = subprocess.run([sys.executable, "-c", KILLED_WRITER, str(out)], cwd=ROOT, capture_output=True,
+                          timeout=HANG_SECONDS)
     assert proc.returncode == -signal.SIGKILL
     left = temps(work)
     assert len(left) == 1 and not out.exists()
@@ -129,7 +131,7 @@ CASES = [
     ("convert {d}/in.fairseq -o {d}/out --save-refs {d}/out.ref", "rerank.formats.moses.iter_moses_lines", 1),
     ("apply {d}/in.nbest -w {d}/w.json -o {d}/out --nbest-out {d}/out.nbest", "rerank.formats.moses.iter_moses_lines", 1),
     ("add-feature {d}/in.nbest --name s --scores {d}/scores -o {d}/out", "rerank.formats.moses.iter_moses_lines", 2),
-    ("oracle {d}/in.nbest -r {d}/ref -o {d}/out", "rerank.metrics.bleu.sentence_bleu_plus1", 1),
+    ("oracle {d}/in.nbest -r {d}/ref -o {d}/out", "rerank.metrics.sacre.sentence_bleu_plus1", 1),
     ("features {d}/in.nbest --which mbr -o {d}/out", "rerank.consensus.MBRFeature.compute", 1),
     ("tune {d}/in.nbest -r {d}/ref -o {d}/out --epochs 2", "rerank.tuning.prepare", 1),
     ("tune {d}/in.nbest -r {d}/ref -o {d}/out --epochs 2", "rerank.weights.json.dump", 1),
@@ -174,7 +176,7 @@ def test_a_real_sigint_exits_130_with_one_line(work):
         assert proc.stderr.readline() == b"ready\n"
         time.sleep(0.5)
         proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=300)  # stdin stays open: only the signal ends the read
+        proc.wait(timeout=HANG_SECONDS)  # stdin stays open: only the signal ends the read
         err = proc.stderr.read()
     finally:
         proc.kill()
