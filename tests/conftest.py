@@ -23,6 +23,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from rerank.errors import install_line
 from rerank.io import read_lines
@@ -32,6 +33,12 @@ INSTALL_NEURAL = install_line("torch")  # the pip command of the neural extra
 # Caches the library writes (the METEOR paraphrase index, ~80 MB for English) go to build/test-cache
 # in the repository (ignored by git), not to the user's ~/.cache; a later run reuses them.
 os.environ["XDG_CACHE_HOME"] = str(Path(__file__).resolve().parent.parent / "build" / "test-cache")
+
+# No test measures time (a loaded machine makes every test slower, none fail): Hypothesis's
+# properties have no deadline per example, and no health check that fails when drawing the
+# examples is slow (HealthCheck.too_slow; a test that lists its own suppressed checks lists it too).
+settings.register_profile("untimed", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("untimed")
 
 HAVE_NEURAL = all(importlib.util.find_spec(m) is not None for m in ("torch", "sklearn"))
 if HAVE_NEURAL:

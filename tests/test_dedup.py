@@ -45,7 +45,8 @@ def byte_items(draw):
         items, np.asarray(salt, dtype=np.int64)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])  # a fixed patch
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                  HealthCheck.too_slow])  # a fixed patch
 @given(case=byte_items(), width=st.sampled_from([8, 16, 24]), salted=st.booleans())
 def test_distinct_bytes_equals_a_dict(colliding, case, width, salted):
     buf, starts, lengths, items, salt = case
@@ -54,7 +55,8 @@ def test_distinct_bytes_equals_a_dict(colliding, case, width, salted):
     assert np.array_equal(ids, want[0]) and np.array_equal(leads, want[1])
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])  # a fixed patch
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                  HealthCheck.too_slow])  # a fixed patch
 @given(rows=st.lists(st.lists(st.sampled_from([0.0, -0.0, 1.0, 2.5, float("nan")]), min_size=3, max_size=3),
                      max_size=40),
        width=st.integers(0, 3), dtype=st.sampled_from([np.float64, np.float32, np.int8]), salted=st.booleans(),

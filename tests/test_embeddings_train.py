@@ -16,6 +16,7 @@ from rerank.embeddings.encoder import Encoder
 from rerank.embeddings.evaluate import evaluate, image_sentence_ranks, paired_ranks
 from rerank.embeddings.train import train
 from rerank.errors import InputError
+from tests.cli_helpers import HANG_SECONDS
 
 pytestmark = pytest.mark.neural
 
@@ -123,7 +124,7 @@ def test_ddp_two_processes_match_single_process(tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": REPO + os.pathsep + os.environ.get("PYTHONPATH", "")}
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
            "-m", "rerank", "embed", "train", "--config", str(cfg_path), "--data-dir", DATA, "--out", str(tmp_path / "ddp")]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=HANG_SECONDS)
     assert proc.returncode == 0, proc.stderr[-3000:]
     a, b = _state(single), _state(tmp_path / "ddp")
     assert json.loads(b["state"])["step"] == 4

@@ -61,7 +61,8 @@ def outcome(fn, path, strict=False):
         return type(exc).__name__, str(exc)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                  HealthCheck.too_slow])
 @given(text=moses_files())
 def test_fast_equals_lines_on_generated_files(tmp_path, text):
     path = write(tmp_path, text)
@@ -77,7 +78,8 @@ def test_fast_equals_lines_on_generated_files(tmp_path, text):
     assert outcome(read_moses, path, strict=True)[1] == outcome(read_moses_lines, path, strict=True)[1]
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                  HealthCheck.too_slow])
 @given(text=moses_files(), cut=st.integers(0, 400), junk=st.sampled_from(
     ["", "\r", "\x00", "|||", " ||| ", "|", "=", "= ", "nan", "1e999", "-", "\n", "\n\n", "x=", "\ufeff", "a=1", " a"]))
 def test_corrupted_files_give_the_line_readers_outcome(tmp_path, text, cut, junk):

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli_helpers import HANG_SECONDS
+
 pytestmark = pytest.mark.neural
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -21,7 +23,8 @@ PARTS = {"features", "embedding_training", "nmt_nbest", "channel"}
 def run_check(out: Path, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHON": sys.executable, "OUT": str(out)}
     env.pop("PYTHONPATH", None)
-    return subprocess.run(["bash", str(SCRIPT), *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
+    return subprocess.run(["bash", str(SCRIPT), *args], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=HANG_SECONDS)
 
 
 def test_cpu_path_writes_every_part(tmp_path):

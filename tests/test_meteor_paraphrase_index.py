@@ -247,7 +247,8 @@ def as_sentences(text):
     return [[w.decode("utf-8", "surrogateescape") for w in line.split()] for line in text.split(b"\n")]
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                  HealthCheck.too_slow])
 @given(text=tables(), collide=st.booleans())
 def test_builder_equals_the_plain_builder(tmp_path, text, collide):
     """The same arrays as the dict-based builder on tables with repeated words and lines, odd

@@ -15,6 +15,7 @@ from rerank.metrics.meteor.jar import MeteorJar, java_available
 from rerank.metrics.meteor.normalize import normalize_line
 from rerank.errors import InputError
 from rerank.metrics.meteor.resources import MeteorResourceError, default_jar
+from tests.cli_helpers import HANG_SECONDS
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "eval")
 needs_java = pytest.mark.skipif(not java_available() or default_jar() is None, reason="no Java or no Meteor jar")
@@ -160,8 +161,9 @@ def _fake_jar(tmp_path, monkeypatch, script):
     return jar
 
 
-def _run_with_timeout(jar, call, seconds=60):
-    """call() on a thread; a call still running after `seconds` is a deadlock: kill the fake, fail."""
+def _run_with_timeout(jar, call, seconds=HANG_SECONDS):
+    """call() on a thread; a call still running after `seconds` (HANG_SECONDS: the fake answers at
+    once, so only a deadlock lasts that long) is a deadlock: kill the fake, fail."""
     box = {}
 
     def target():

@@ -72,7 +72,8 @@ def outcome(fn, path, **kwargs):
         return "InputError", str(exc)
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                  HealthCheck.too_slow])
 @given(case=nbest_text(), gz=st.booleans(), strict=st.booleans())
 def test_the_bulk_and_the_line_parser_give_the_same_list(tmp_path, case, gz, strict):
     """A well-formed list is the bulk parser's (it does not hand it over) and equals the line

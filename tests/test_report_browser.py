@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from rerank.cli import main
+from tests.cli_helpers import HANG_SECONDS
 
 EVAL = os.path.join(os.path.dirname(__file__), "data", "eval")
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "chrome")
@@ -34,7 +35,7 @@ document.body.insertAdjacentHTML("beforeend", "<pre id=probe>" + JSON.stringify(
 def chromium(tmp_path, *args):
     cmd = [BROWSER, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--hide-scrollbars",
            f"--user-data-dir={tmp_path / 'profile'}", *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=HANG_SECONDS)
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,8 @@ from rerank.errors import InputError
 from rerank.formats import read_nbest, read_plain, write_nbest
 from rerank.nbest import NBestList, feature_name_problem
 
-SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                           HealthCheck.too_slow])
 
 # any Unicode but surrogates (not UTF-8) and the newline (no line format holds it)
 TEXT = st.text(st.characters(exclude_categories=["Cs"], exclude_characters="\n"), max_size=12)

@@ -22,6 +22,7 @@ from rerank.cli import main
 from rerank.errors import InputError
 from rerank.io import read_lines
 from rerank.score_cache import ScoreCache
+from tests.cli_helpers import HANG_SECONDS
 
 pytestmark = pytest.mark.neural
 
@@ -53,7 +54,7 @@ def environment(**extra) -> dict:
 def torchrun(args: list[str], nproc: int = 2, cwd=None) -> subprocess.CompletedProcess:
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(nproc),
                "-m", "rerank", *args]
-    return subprocess.run(command, env=environment(), cwd=cwd, capture_output=True, text=True, timeout=240)
+    return subprocess.run(command, env=environment(), cwd=cwd, capture_output=True, text=True, timeout=HANG_SECONDS)
 
 
 def launch_ranks(args: list[str], cwds: list[Path]) -> list[subprocess.CompletedProcess]:
@@ -69,7 +70,7 @@ def launch_ranks(args: list[str], cwds: list[Path]) -> list[subprocess.Completed
              for rank, cwd in enumerate(cwds)]
     done = []
     for proc in procs:
-        out, err = proc.communicate(timeout=240)
+        out, err = proc.communicate(timeout=HANG_SECONDS)
         done.append(subprocess.CompletedProcess(proc.args, proc.returncode, out, err))
     return done
 
