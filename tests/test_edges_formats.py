@@ -181,10 +181,12 @@ def test_convert_to_plain_reads_back_with_its_side_files(tmp_path, capsys):
 
 
 def test_write_output_keeps_shard_ids_and_says_what_it_drops(tmp_path, capsys):
-    from rerank.commands._common import write_output
+    from rerank.cliargs import stderr_log
+    from rerank.nbestfile import write_nbest_noted
     nbest = read_nbest(write(tmp_path, "n.nbest", GOOD))
     out = tmp_path / "shard.out"
-    assert write_output(nbest, str(out), "fairseq", first_id=7) == [str(out)]
+    with stderr_log():   # the library's notes on stderr, as the command line shows them
+        assert write_nbest_noted(nbest, str(out), "fairseq", first_id=7) == [str(out)]
     assert out.read_text() == "H-7\t3.0\ta b\nH-7\t2.0\ta c\nH-8\t1.0\td\n"
     assert capsys.readouterr().err == (f"note: {out}: fairseq lines hold one score (feature nmt, else the total): "
                                        "features f, g are not written\n")

@@ -6,14 +6,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import sys
 from collections.abc import Iterator
 
-from rerank.cliargs import bars
 from rerank.errors import InputError, NeedsOption
-from rerank.formats import (POST_PROCESS, UNESCAPE, ReadReport, format_names, formats, get_format, reading_options,
-                            write_losses, write_nbest)
-from rerank.nbest import NBestList
+from rerank.formats import POST_PROCESS, UNESCAPE, format_names, formats, reading_options
 
 def installed_tuners() -> dict:
     """name -> class of every installed tuner (rerank.plugins): the tune command's flags and help."""
@@ -117,33 +113,6 @@ def reading(prefix: str = "") -> Iterator[None]:
         yield
     except NeedsOption as exc:
         raise with_flags(exc, prefix) from None
-
-
-def nbest_inputs(args: argparse.Namespace) -> list[str | None]:
-    """The files an n-best read (`load_nbest`) may open: the list, the reading options that name
-    files, and the side files its format (or, not known yet, any format) finds beside it."""
-    options = read_options(args)
-    paths: list[str | None] = [args.nbest]
-    paths += [options[o.key] for o in reading_options() if o.file and options.get(o.key)]
-    records = [get_format(args.in_format)] if args.in_format is not None else list(formats().values())
-    if args.nbest:
-        paths += [p for r in records if r.side_inputs is not None for p in r.side_inputs(args.nbest, options)]
-    return list(dict.fromkeys(paths))
-
-
-def load_nbest(args: argparse.Namespace, path: str | None = None, allow_empty: bool = False) -> tuple[NBestList, ReadReport]:
-    """The n-best list of `path` (default `args.nbest`) read with the input flags, and the read's
-    report (`rerank.NBestFile.read_with_report`: its notes are logged, which the command line shows
-    on stderr); a list without hypotheses is an error unless `allow_empty`."""
-    with reading():
-        return nbest_file(args, path).read_with_report(bars(args), allow_empty)
-
-
-def write_output(nbest: NBestList, path: str, fmt: str, first_id: int = 0) -> list[str]:
-    """`write_nbest`, saying on stderr what the format leaves out (features, totals)."""
-    for note in write_losses(nbest, fmt):
-        print(f"note: {path}: {note}", file=sys.stderr)
-    return write_nbest(nbest, path, fmt, first_id=first_id)
 
 
 def add_output_format(parser: argparse.ArgumentParser, default: str = "moses") -> None:
