@@ -18,7 +18,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from rerank.consensus import mbr_scores
+from rerank.consensus import MBROptions, mbr_scores
 from rerank.formats import read_nbest
 from rerank.io import atomic_write
 
@@ -40,7 +40,7 @@ def main() -> None:
         times = []
         for _ in range(args.repeat):
             t = time.perf_counter()
-            mbr_scores(nbest, nbest.column("nmt"), utility)
+            mbr_scores(nbest, nbest.column("nmt"), MBROptions(utility))
             times.append(time.perf_counter() - t)
         record[utility] = {"seconds": min(times), "hyps_per_second": nbest.n_hyps / min(times)}
         print(f"mbr {utility}: {nbest.n_sentences} sentences, {nbest.n_hyps} hypotheses: {min(times):.2f} s "

@@ -3,7 +3,7 @@
     PYTHONPATH=/tmp/mbrs_pkgs HF_HUB_OFFLINE=1 .venv-compat/bin/python benchmarks/bench_mbr_comet.py \\
         --threads 1 --sentences 20 --out docs/benchmarks/mbr_comet
 
-Ours: rerank.consensus.mbr_scores(..., "comet", method="exact"|"aggregate",
+Ours: rerank.consensus.mbr_scores(..., MBROptions("comet", method="exact"|"aggregate"),
 model=rerank.metrics.comet.MBRUtility(...)), 100 sum_j p_j COMET(src, h_i, h_j) with
 p = softmax(score / T) within each list, called once on all the lists (as the mbr feature runs).
 mbrs: mbrs.metrics.MetricCOMET with mbrs.decoders.DecoderMBR (`mbr`) and DecoderAggregateMBR
@@ -162,7 +162,7 @@ def main() -> None:
     import numpy as np
     import torch
 
-    from rerank.consensus import mbr_scores, posterior
+    from rerank.consensus import MBROptions, mbr_scores, posterior
     from rerank.metrics import comet as our_comet
     from rerank.recipes import tiny_models
 
@@ -210,11 +210,10 @@ def main() -> None:
         mbrs_found["device"] = str(mbrs_metric.device)
 
     def ours(nb, scores, srcs, method, per_list=False):
+        options = MBROptions("comet", temperature=args.temperature, method=method)
         if not per_list:
-            return mbr_scores(nb, scores, "comet", temperature=args.temperature, method=method, model=utility,
-                              sources=srcs)
-        return np.concatenate([mbr_scores(nb.select_sentences([i]), scores[nb.sentence(i)], "comet",
-                                          temperature=args.temperature, method=method, model=utility,
+            return mbr_scores(nb, scores, options, model=utility, sources=srcs)
+        return np.concatenate([mbr_scores(nb.select_sentences([i]), scores[nb.sentence(i)], options, model=utility,
                                           sources=[srcs[i]]) for i in range(nb.n_sentences)])
 
     def run_mbrs(decoder, lists, srcs, lprobs, refs=None):

@@ -164,7 +164,7 @@ def worker_ours(args) -> dict:
     sys.path.insert(0, ROOT)
     import numpy as np
 
-    from rerank.consensus import mbr_scores
+    from rerank.consensus import MBROptions, mbr_scores
     from rerank.nbest import NBestList
 
     lists = load(args.file, args.sentences)
@@ -173,7 +173,7 @@ def worker_ours(args) -> dict:
     del lists
     base = resident_mb("VmRSS")
     t = time.perf_counter()
-    values = mbr_scores(nbest, nbest.scores, args.utility, args.temperature, method=args.method)
+    values = mbr_scores(nbest, nbest.scores, MBROptions(args.utility, args.temperature, method=args.method))
     seconds = time.perf_counter() - t
     if args.scores_out:
         np.save(args.scores_out, values)
@@ -301,7 +301,7 @@ def tuning(args) -> list[dict]:
     import sacrebleu
 
     import rerank
-    from rerank.consensus import mbr_scores
+    from rerank.consensus import MBROptions, mbr_scores
     from rerank.recipes.demo import BASE_FEATURES
     from rerank.recipes.experiment import leading_references, rerank as rerank_list, tune_system
 
@@ -321,7 +321,7 @@ def tuning(args) -> list[dict]:
         cols = {}
         for method in ("exact", "aggregate"):
             t = time.perf_counter()
-            cols[method] = [mbr_scores(nb, nb.column("nmt"), method=method) for nb in (dev, test)]
+            cols[method] = [mbr_scores(nb, nb.column("nmt"), MBROptions(method=method)) for nb in (dev, test)]
             row["seconds"][method] = time.perf_counter() - t
         picks_ = {m: rerank_list(test.with_feature("mbr", cols[m][1]), {"mbr": 1.0}) for m in cols}
         row["top1_agreement"] = agreement(picks_["exact"], picks_["aggregate"])

@@ -45,7 +45,7 @@ sys.path.insert(0, os.path.join(HERE, ".."))
 
 from sacrebleu.metrics import TER  # noqa: E402
 
-from rerank.consensus import mbr_scores, pair_index  # noqa: E402
+from rerank.consensus import MBROptions, mbr_scores, pair_index  # noqa: E402
 from rerank.formats import read_nbest  # noqa: E402
 from rerank.io import atomic_write  # noqa: E402
 from rerank.metrics import ter  # noqa: E402
@@ -158,7 +158,7 @@ def mbr_case(args, record: dict) -> None:
     scores = nbest.column("nmt")
     times = {}
     for utility in ("bleu", "ter"):
-        times[utility], _ = best_of(lambda: mbr_scores(nbest, scores, utility), args.repeat)
+        times[utility], _ = best_of(lambda: mbr_scores(nbest, scores, MBROptions(utility)), args.repeat)
     k = args.mbr_sacre_sentences
     sub = nbest.offsets[: k + 1]
     texts = list(nbest.hyps[0:int(sub[-1])])

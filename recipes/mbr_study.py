@@ -31,7 +31,7 @@ from rerank.io import atomic_copy, atomic_write
 
 logger = logging.getLogger(__name__)
 
-VARIANTS = {  # name -> mbr_scores options; "T=1" is the stronger reranker's own mbr column
+VARIANTS = {  # name -> MBROptions fields of mbr_scores; "T=1" is the stronger reranker's own mbr column
     "T=1": {}, "T=0.25": {"temperature": 0.25}, "T=0.5": {"temperature": 0.5}, "T=2": {"temperature": 2.0},
     "chrF": {"utility": "chrf"},
 }
@@ -41,9 +41,9 @@ DOCS_JSON = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(__file
 
 def variant_columns(nbest, variants: dict) -> dict[str, np.ndarray]:
     """The mbr column of every variant under the NMT posterior (`nmt` scores)."""
-    from rerank.consensus import mbr_scores
+    from rerank.consensus import MBROptions, mbr_scores
 
-    return {name: mbr_scores(nbest, nbest.column("nmt"), **options) for name, options in variants.items()}
+    return {name: mbr_scores(nbest, nbest.column("nmt"), MBROptions(**options)) for name, options in variants.items()}
 
 
 def bleu_and_ratio(hyps: list[str], refs) -> tuple[float, float]:

@@ -368,22 +368,29 @@ def block_scores(texts: list[str], offsets: np.ndarray, p: np.ndarray, utility, 
     return expected_utility(utility.exact(sources, texts, group, I, J), I, p[J], len(texts))
 
 
-def mbr_scores(nbest: NBestList, scores: np.ndarray, utility: str = "bleu", temperature: float = 1.0,
-               tokenize: str = "13a", lowercase: bool = False, method: str = "exact",
-               block_pairs: int = BLOCK_PAIRS, block_hyps: int = BLOCK_HYPS, bleu_smooth: str = "add-k",
-               bleu_smooth_value: float | None = None, candidates: np.ndarray | None = None,
-               references: int | None = None, model=None, sources: Sequence[str] | None = None) -> np.ndarray:
+def mbr_scores(nbest: NBestList, scores: np.ndarray, options: MBROptions | None = None, *,
+               candidates: np.ndarray | None = None, model=None, sources: Sequence[str] | None = None,
+               lowercase: bool = False, block_pairs: int = BLOCK_PAIRS, block_hyps: int = BLOCK_HYPS) -> np.ndarray:
     """The mbr feature of every hypothesis, in percent (see the module doc), computed a block of
     whole lists at a time: at most block_pairs pairs (exact) or block_hyps hypotheses (aggregate).
-    `bleu_smooth` (sacrebleu's names, with `bleu_smooth_value`) smooths the bleu utility: add-k
-    (k = 1: BLEU+1, the default), exp (sacrebleu's sentence BLEU, mbrs's), floor or none.
 
-    `candidates` (a bool per row, `top_rows`): only those rows are scored; every other row gets its
-    list's lowest candidate value, so that no non-candidate outranks a candidate by this feature
-    (the `mbr_candidate` column says which rows were candidates). `references`: only each list's
-    `references` most probable rows are pseudo-references, their posterior renormalised over them
-    (None: every row, as in standard MBR). A model utility (comet, a plug-in's: `utility_names`)
-    needs `model`, its object (`make_utility`), and, if it reads them, `sources`, one per list."""
+    `options` (the feature's `MBROptions`; None: the defaults) gives the utility, the temperature,
+    the method, the bleu utility's tokeniser and smoothing (`bleu_smooth`, sacrebleu's names, with
+    `bleu_smooth_value`: add-k (k = 1: BLEU+1, the default), exp (sacrebleu's sentence BLEU,
+    mbrs's), floor or none) and `references`: only each list's `references` most probable rows are
+    pseudo-references, their posterior renormalised over them (None: every row, as in standard
+    MBR). Its other fields are what the feature reads the keywords from: `candidates` (a bool per
+    row, `top_rows`, from the option's NAME:K): only those rows are scored; every other row gets
+    its list's lowest candidate value, so that no non-candidate outranks a candidate by this
+    feature (the `mbr_candidate` column says which rows were candidates). A model utility (comet,
+    a plug-in's: `utility_names`) needs `model`, its object (`make_utility`, from the option's
+    path), and, if it reads them, `sources`, one per list. `lowercase`: the texts are compared
+    lowercased."""
+    options = MBROptions() if options is None else options
+    if not isinstance(options, MBROptions):
+        raise TypeError(f"options must be an MBROptions or None, not {type(options).__name__}")
+    utility, temperature, method = options.utility, options.temperature, options.method
+    bleu_smooth, bleu_smooth_value, references = options.bleu_smooth, options.bleu_smooth_value, options.references
     cls = MBR_UTILITIES.get(utility, option="utility")
     if bleu_smooth not in SMOOTHING:
         raise InputError(f"unknown BLEU smoothing {bleu_smooth!r} (known: {', '.join(SMOOTHING)})",
@@ -401,7 +408,7 @@ def mbr_scores(nbest: NBestList, scores: np.ndarray, utility: str = "bleu", temp
         raise InputError(f"the {utility} MBR utility needs its model" if model is None else
                          f"a model is for a model utility; the {utility} utility has none", option="model")
     if model is None:
-        given = {"tokenize": tokenize, "bleu_smooth": bleu_smooth, "bleu_smooth_value": bleu_smooth_value}
+        given = {"tokenize": options.tokenize, "bleu_smooth": bleu_smooth, "bleu_smooth_value": bleu_smooth_value}
         model = cls(**{name: value for name, value in given.items() if name in takes})
     if getattr(model, "needs_sources", True) and (sources is None or len(sources) != nbest.n_sentences):
         raise InputError(f"the {utility} MBR utility needs one source sentence per list", option="sources")
@@ -563,11 +570,8 @@ class MBRFeature(Feature):
         model = make_utility(options.utility, options.model, options.batch_size, context)
         out = {}
         if "mbr" in which:
-            out["mbr"] = mbr_scores(nbest, self.scores(nbest, options.score_feature, context.nbest_path),
-                                    options.utility, options.temperature, options.tokenize, method=options.method,
-                                    bleu_smooth=options.bleu_smooth, bleu_smooth_value=options.bleu_smooth_value,
-                                    candidates=candidates, references=options.references, model=model,
-                                    sources=context.sources)
+            out["mbr"] = mbr_scores(nbest, self.scores(nbest, options.score_feature, context.nbest_path), options,
+                                    candidates=candidates, model=model, sources=context.sources)
         if "mbr_candidate" in which and candidates is not None:
             out["mbr_candidate"] = candidates.astype(np.float64)
         return out

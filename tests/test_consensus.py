@@ -102,8 +102,8 @@ def test_expected_utility_by_hand():
 
 def test_low_temperature_is_the_model_1best_and_high_temperature_pure_consensus():
     nbest = make([["z z z z z", "a b c d e", "a b c d x", "a b c d y"]], scores=[np.array([0.0, -1.0, -1.5, -2.0])])
-    assert int(np.argmax(C.mbr_scores(nbest, nbest.scores, temperature=0.01))) == 0
-    assert int(np.argmin(C.mbr_scores(nbest, nbest.scores, temperature=1000.0))) == 0
+    assert int(np.argmax(C.mbr_scores(nbest, nbest.scores, C.MBROptions(temperature=0.01)))) == 0
+    assert int(np.argmin(C.mbr_scores(nbest, nbest.scores, C.MBROptions(temperature=1000.0)))) == 0
     assert C.mbr_scores(make([["only one"]]), np.zeros(1)).tolist() == [pytest.approx(100.0)]  # percent
 
 
@@ -121,7 +121,8 @@ def test_features_command_adds_mbr(tmp_path, capsys):
     assert main(["features", str(path), "--which", "mbr", "--mbr-temperature", "0.5", "-o", str(tmp_path / "o")]) == 0
     out = read_nbest(str(tmp_path / "o"))
     assert out.feature_names == ["nmt", "mbr"]
-    np.testing.assert_allclose(out.column("mbr"), C.mbr_scores(nbest, nbest.scores, temperature=0.5), atol=1e-12)
+    np.testing.assert_allclose(out.column("mbr"), C.mbr_scores(nbest, nbest.scores, C.MBROptions(temperature=0.5)),
+                               atol=1e-12)
     assert main(["features", str(path), "--which", "mbr", "--mbr-score-feature", "lm", "-o", str(tmp_path / "x")]) == 2
     assert "MBR score feature 'lm': no such column (the list has nmt)" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
@@ -168,12 +169,13 @@ def test_blocks_of_one_several_or_all_sentences_equal_the_whole_file(shipped_sli
     nbest, scores = shipped_slice, shipped_slice.column("nmt")
     reference = whole_file(nbest, scores, utility)
     for block_pairs in (1, 7 * 20 ** 2, 10 ** 9):  # one list per block, seven lists, the whole file
-        np.testing.assert_array_equal(C.mbr_scores(nbest, scores, utility, block_pairs=block_pairs), reference)
+        np.testing.assert_array_equal(C.mbr_scores(nbest, scores, C.MBROptions(utility), block_pairs=block_pairs),
+                                      reference)
 
 
 def test_ter_blocks_equal_the_whole_file():
     nbest = make(LISTS)
-    np.testing.assert_array_equal(C.mbr_scores(nbest, nbest.scores, "ter", block_pairs=1),
+    np.testing.assert_array_equal(C.mbr_scores(nbest, nbest.scores, C.MBROptions("ter"), block_pairs=1),
                                   whole_file(nbest, nbest.scores, "ter"))
 
 
@@ -203,7 +205,7 @@ def test_sentence_blocks_cover_every_sentence_in_order_within_the_budget(cost, b
 def test_bad_method_block_size_and_score_count_are_input_errors():
     nbest = make(LISTS)
     with pytest.raises(InputError, match="unknown MBR method 'fast'"):
-        C.mbr_scores(nbest, nbest.scores, method="fast")
+        C.mbr_scores(nbest, nbest.scores, C.MBROptions(method="fast"))
     with pytest.raises(InputError, match="block sizes must be >= 1"):
         C.mbr_scores(nbest, nbest.scores, block_pairs=0)
     with pytest.raises(InputError, match="3 values for 11 hypotheses"):

@@ -75,7 +75,7 @@ def counter_aggregate(nbest, scores, utility, temperature=1.0):
 @pytest.mark.parametrize("utility", ["bleu", "chrf"])
 def test_aggregate_equals_counters_of_sacrebleus_ngrams(utility):
     nbest = make(LISTS)
-    np.testing.assert_allclose(C.mbr_scores(nbest, nbest.scores, utility, method="aggregate"),
+    np.testing.assert_allclose(C.mbr_scores(nbest, nbest.scores, C.MBROptions(utility, method="aggregate")),
                                counter_aggregate(nbest, nbest.scores, utility), rtol=0, atol=1e-10)
 
 
@@ -84,7 +84,8 @@ def test_aggregate_equals_counters_of_sacrebleus_ngrams(utility):
 def test_aggregate_equals_counters_on_random_lists(lists, temperature):
     nbest = make(lists)
     for utility in ("bleu", "chrf"):
-        np.testing.assert_allclose(C.mbr_scores(nbest, nbest.scores, utility, temperature, method="aggregate"),
+        np.testing.assert_allclose(C.mbr_scores(nbest, nbest.scores,
+                                                C.MBROptions(utility, temperature, method="aggregate")),
                                    counter_aggregate(nbest, nbest.scores, utility, temperature), rtol=0, atol=1e-10)
 
 
@@ -96,15 +97,16 @@ def test_aggregate_equals_exact_when_the_posterior_is_on_one_hypothesis(lists):
     nbest = make(lists)
     assert set(np.unique(C.posterior(nbest.scores, nbest.offsets, 1e-3))) <= {0.0, 1.0}
     for utility in ("bleu", "chrf"):
-        np.testing.assert_allclose(C.mbr_scores(nbest, nbest.scores, utility, 1e-3, method="aggregate"),
-                                   C.mbr_scores(nbest, nbest.scores, utility, 1e-3), rtol=0, atol=1e-12)
+        np.testing.assert_allclose(C.mbr_scores(nbest, nbest.scores, C.MBROptions(utility, 1e-3, method="aggregate")),
+                                   C.mbr_scores(nbest, nbest.scores, C.MBROptions(utility, 1e-3)), rtol=0, atol=1e-12)
 
 
 def test_one_hypothesis_lists_score_100_in_both_methods():
     nbest = make([["a b c"], ["x y"], ["Hello , world !"]])
     for utility in ("bleu", "chrf"):
         for method in C.METHODS:
-            np.testing.assert_allclose(C.mbr_scores(nbest, nbest.scores, utility, method=method), 100.0, atol=1e-12)
+            np.testing.assert_allclose(C.mbr_scores(nbest, nbest.scores, C.MBROptions(utility, method=method)), 100.0,
+                                       atol=1e-12)
 
 
 @settings(max_examples=40, deadline=None)
@@ -133,8 +135,8 @@ def test_aggregate_is_invariant_to_hypothesis_and_sentence_order(lists, rnd):
                            [[-float(k) for k in order] for order in orders])
     rows = [int(nbest.offsets[s]) + k for s, order in zip(sentences, orders) for k in order]
     for utility in ("bleu", "chrf"):
-        base = C.mbr_scores(nbest, nbest.scores, utility, method="aggregate")
-        np.testing.assert_allclose(C.mbr_scores(shuffled, shuffled.scores, utility, method="aggregate"),
+        base = C.mbr_scores(nbest, nbest.scores, C.MBROptions(utility, method="aggregate"))
+        np.testing.assert_allclose(C.mbr_scores(shuffled, shuffled.scores, C.MBROptions(utility, method="aggregate")),
                                    base[rows], rtol=0, atol=1e-10)
 
 
@@ -143,29 +145,29 @@ def test_splitting_a_hypothesis_into_two_copies_of_half_its_mass_changes_no_scor
     nbest = make(lists, scores=[np.array([0.0, -0.5, -1.0, -2.0])])
     split = make([lists[0] + ["a b c d x"]], scores=[np.array([0.0, -0.5 - np.log(2), -1.0, -2.0, -0.5 - np.log(2)])])
     for utility in ("bleu", "chrf"):
-        base = C.mbr_scores(nbest, nbest.scores, utility, method="aggregate")
-        np.testing.assert_allclose(C.mbr_scores(split, split.scores, utility, method="aggregate"),
+        base = C.mbr_scores(nbest, nbest.scores, C.MBROptions(utility, method="aggregate"))
+        np.testing.assert_allclose(C.mbr_scores(split, split.scores, C.MBROptions(utility, method="aggregate")),
                                    np.append(base, base[1]), rtol=0, atol=1e-10)
 
 
 def test_aggregate_blocks_equal_one_block():
     nbest = read_nbest(SHIPPED).select_sentences(range(30))
     for utility in ("bleu", "chrf"):
-        whole = C.mbr_scores(nbest, nbest.column("nmt"), utility, method="aggregate", block_hyps=10 ** 9)
+        whole = C.mbr_scores(nbest, nbest.column("nmt"), C.MBROptions(utility, method="aggregate"), block_hyps=10 ** 9)
         for block_hyps in (1, 7 * 20):
             # the same numbers; a block's own unit ids may order a row's sum of matches differently
-            np.testing.assert_allclose(C.mbr_scores(nbest, nbest.column("nmt"), utility, method="aggregate",
+            np.testing.assert_allclose(C.mbr_scores(nbest, nbest.column("nmt"), C.MBROptions(utility, method="aggregate"),
                                                     block_hyps=block_hyps), whole, rtol=0, atol=1e-10)
 
 
 def test_the_consensus_hypothesis_wins_and_low_temperature_is_the_1best():
     nbest = make([["a b c d e", "a b c d x", "a b c d y", "z z z z z"]], scores=[np.zeros(4)])
     for utility in ("bleu", "chrf"):
-        mbr = C.mbr_scores(nbest, nbest.scores, utility, method="aggregate")
+        mbr = C.mbr_scores(nbest, nbest.scores, C.MBROptions(utility, method="aggregate"))
         assert int(np.argmax(mbr)) == 0 and int(np.argmin(mbr)) == 3  # higher is better
     peaked = make([["z z z z z", "a b c d e", "a b c d x", "a b c d y"]], scores=[np.array([0.0, -1.0, -1.5, -2.0])])
     for utility in ("bleu", "chrf"):
-        assert int(np.argmax(C.mbr_scores(peaked, peaked.scores, utility, 0.01, method="aggregate"))) == 0
+        assert int(np.argmax(C.mbr_scores(peaked, peaked.scores, C.MBROptions(utility, 0.01, method="aggregate")))) == 0
 
 
 def test_character_units_equal_the_exact_paths_units():
@@ -181,7 +183,7 @@ def test_character_units_equal_the_exact_paths_units():
 def test_ter_aggregate_and_unknown_method_are_refused():
     nbest = make(LISTS)
     with pytest.raises(InputError, match="aggregate MBR method needs an n-gram utility"):
-        C.mbr_scores(nbest, nbest.scores, "ter", method="aggregate")
+        C.mbr_scores(nbest, nbest.scores, C.MBROptions("ter", method="aggregate"))
     with pytest.raises(InputError, match="aggregate MBR method needs an n-gram utility"):
         MBRFeature().compute(nbest, ["mbr"], options=MBROptions(utility="ter", method="aggregate", score_feature="total"))
 
@@ -189,7 +191,8 @@ def test_ter_aggregate_and_unknown_method_are_refused():
 def test_options_and_flag_select_the_method():
     nbest = make(LISTS)
     got = MBRFeature().compute(nbest, ["mbr"], options={"method": "aggregate", "utility": "chrf"})["mbr"]
-    np.testing.assert_array_equal(got, C.mbr_scores(nbest, nbest.column("nmt"), "chrf", method="aggregate"))
+    np.testing.assert_array_equal(got, C.mbr_scores(nbest, nbest.column("nmt"),
+                                                    C.MBROptions("chrf", method="aggregate")))
     assert MBROptions().method == "exact"
     import argparse
 

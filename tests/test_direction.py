@@ -212,7 +212,7 @@ def test_mbr_with_ter_prefers_the_consensus_hypothesis():
     """TER is a loss: the hypothesis closest to the others must get the highest feature value."""
     lists = [["a b c d e", "a b c d x", "a b c d y", "z z z z z"]]
     nbest = NBestList.from_lists(lists, [np.zeros((4, 1))], ["nmt"], [np.zeros(4)])
-    mbr = consensus.mbr_scores(nbest, nbest.scores, utility="ter")
+    mbr = consensus.mbr_scores(nbest, nbest.scores, consensus.MBROptions(utility="ter"))
     assert int(np.argmax(mbr)) == 0 and int(np.argmin(mbr)) == 3
     I, J, _ = consensus.pair_index(nbest.offsets)
     raw = consensus.ter_values(list(nbest.hyps), I, J)

@@ -60,7 +60,8 @@ def test_exact_mbr_is_the_expectation_of_sacrebleus_sentence_bleu(method, value)
     as pseudo-references (j = i included), here for every smoothing."""
     nbest = nbest_of(LISTS)
     scores = nbest.column("nmt")
-    got = C.mbr_scores(nbest, scores, "bleu", temperature=0.7, bleu_smooth=method, bleu_smooth_value=value)
+    got = C.mbr_scores(nbest, scores, C.MBROptions("bleu", temperature=0.7, bleu_smooth=method,
+                                                   bleu_smooth_value=value))
     p = C.posterior(scores, nbest.offsets, 0.7)
     scorer = BLEU(smooth_method=method, smooth_value=value, effective_order=True)
     hyps, offsets = list(nbest.hyps), nbest.offsets.tolist()
@@ -73,23 +74,24 @@ def test_exact_mbr_is_the_expectation_of_sacrebleus_sentence_bleu(method, value)
 def test_the_default_is_unchanged_and_aggregate_takes_the_smoothing():
     nbest = nbest_of(LISTS)
     scores = nbest.column("nmt")
-    default = C.mbr_scores(nbest, scores, "bleu")
-    assert np.array_equal(default, C.mbr_scores(nbest, scores, "bleu", bleu_smooth="add-k", bleu_smooth_value=1))
+    default = C.mbr_scores(nbest, scores, C.MBROptions("bleu"))
+    assert np.array_equal(default, C.mbr_scores(nbest, scores,
+                                                C.MBROptions("bleu", bleu_smooth="add-k", bleu_smooth_value=1)))
     # all posterior mass on one hypothesis: the aggregate reference is that hypothesis (exact MBR's value)
-    peaked = C.mbr_scores(nbest, scores, "bleu", temperature=1e-6, bleu_smooth="exp", method="aggregate")
-    exact = C.mbr_scores(nbest, scores, "bleu", temperature=1e-6, bleu_smooth="exp")
+    peaked = C.mbr_scores(nbest, scores, C.MBROptions("bleu", temperature=1e-6, bleu_smooth="exp", method="aggregate"))
+    exact = C.mbr_scores(nbest, scores, C.MBROptions("bleu", temperature=1e-6, bleu_smooth="exp"))
     np.testing.assert_allclose(peaked, exact, atol=1e-9)
-    assert not np.allclose(C.mbr_scores(nbest, scores, "bleu", method="aggregate"),
-                           C.mbr_scores(nbest, scores, "bleu", bleu_smooth="exp", method="aggregate"))
+    assert not np.allclose(C.mbr_scores(nbest, scores, C.MBROptions("bleu", method="aggregate")),
+                           C.mbr_scores(nbest, scores, C.MBROptions("bleu", bleu_smooth="exp", method="aggregate")))
 
 
 def test_a_smoothing_for_another_utility_or_a_bad_value_is_refused(tmp_path, capsys):
     nbest = nbest_of(LISTS)
     scores = nbest.column("nmt")
     with pytest.raises(InputError, match="the chrf utility has none"):
-        C.mbr_scores(nbest, scores, "chrf", bleu_smooth="exp")
+        C.mbr_scores(nbest, scores, C.MBROptions("chrf", bleu_smooth="exp"))
     with pytest.raises(InputError, match="for add-k or floor, got 0.5 with exp"):
-        C.mbr_scores(nbest, scores, "bleu", bleu_smooth="exp", bleu_smooth_value=0.5)
+        C.mbr_scores(nbest, scores, C.MBROptions("bleu", bleu_smooth="exp", bleu_smooth_value=0.5))
     with pytest.raises(InputError, match="unknown BLEU smoothing 'lin'"):
         sentence_bleu(np.zeros((1, 10)), "lin")
     (tmp_path / "in.nbest").write_text("0 ||| a b ||| nmt= -1 ||| -1\n0 ||| a c ||| nmt= -2 ||| -2\n")

@@ -66,14 +66,15 @@ def brute(path, nbest, temperature, refs_k=None, candidates=None):
 @pytest.mark.parametrize("kind", ["regression", "xcomet"])
 def test_exact_mbr_is_the_expectation_of_comets_own_scores(models, nbest, kind):
     utility = comet.MBRUtility(models[kind], batch_size=3)
-    got = C.mbr_scores(nbest, nbest.column("nmt"), "comet", temperature=1.5, model=utility, sources=SOURCES)
+    got = C.mbr_scores(nbest, nbest.column("nmt"), C.MBROptions("comet", temperature=1.5), model=utility,
+                       sources=SOURCES)
     np.testing.assert_allclose(got, brute(models[kind], nbest, 1.5), atol=1e-4)
 
 
 def test_limits_with_comet(models, nbest):
     utility = comet.MBRUtility(models["regression"])
     mask = C.top_rows(-np.arange(nbest.n_hyps, dtype=float), nbest.offsets, 2)
-    got = C.mbr_scores(nbest, nbest.column("nmt"), "comet", model=utility, sources=SOURCES, references=2,
+    got = C.mbr_scores(nbest, nbest.column("nmt"), C.MBROptions("comet", references=2), model=utility, sources=SOURCES,
                        candidates=mask)
     expected = brute(models["regression"], nbest, 1.0, refs_k=2)
     np.testing.assert_allclose(got[mask], expected[mask], atol=1e-4)
@@ -84,21 +85,21 @@ def test_each_distinct_text_is_encoded_once(models, nbest, monkeypatch):
     original = comet.sentence_embeddings
     monkeypatch.setattr(comet, "sentence_embeddings", lambda m, texts, *a: seen.extend(texts) or original(m, texts, *a))
     utility = comet.MBRUtility(models["regression"])
-    C.mbr_scores(nbest, nbest.column("nmt"), "comet", model=utility, sources=SOURCES)
+    C.mbr_scores(nbest, nbest.column("nmt"), C.MBROptions("comet"), model=utility, sources=SOURCES)
     assert sorted(seen) == sorted(set(nbest.hyps) | set(SOURCES))
 
 
 def test_aggregate_equals_exact_when_the_posterior_sits_on_one_hypothesis(models, nbest):
     utility = comet.MBRUtility(models["regression"])
     scores = nbest.column("nmt")
-    peaked = C.mbr_scores(nbest, scores, "comet", temperature=1e-6, method="aggregate", model=utility,
+    peaked = C.mbr_scores(nbest, scores, C.MBROptions("comet", temperature=1e-6, method="aggregate"), model=utility,
                           sources=SOURCES)
-    exact = C.mbr_scores(nbest, scores, "comet", temperature=1e-6, model=utility, sources=SOURCES)
+    exact = C.mbr_scores(nbest, scores, C.MBROptions("comet", temperature=1e-6), model=utility, sources=SOURCES)
     np.testing.assert_allclose(peaked, exact, atol=1e-4)
-    spread = C.mbr_scores(nbest, scores, "comet", method="aggregate", model=utility, sources=SOURCES)
+    spread = C.mbr_scores(nbest, scores, C.MBROptions("comet", method="aggregate"), model=utility, sources=SOURCES)
     assert np.all(np.isfinite(spread)) and not np.allclose(spread, peaked)
     with pytest.raises(InputError, match="aggregate MBR method needs a COMET model whose score is an estimator"):
-        C.mbr_scores(nbest, scores, "comet", method="aggregate", model=comet.MBRUtility(models["xcomet"]),
+        C.mbr_scores(nbest, scores, C.MBROptions("comet", method="aggregate"), model=comet.MBRUtility(models["xcomet"]),
                      sources=SOURCES)
 
 

@@ -54,10 +54,11 @@ def brute(nbest, utility, temperature, refs_k=None):
 
 @pytest.mark.parametrize("utility", UTILITIES)
 def test_references_are_the_top_k_by_posterior_renormalised(nbest, utility):
-    got = C.mbr_scores(nbest, nbest.column("nmt"), utility, temperature=2.0, references=2)
+    got = C.mbr_scores(nbest, nbest.column("nmt"), C.MBROptions(utility, temperature=2.0, references=2))
     np.testing.assert_allclose(got, brute(nbest, utility, 2.0, refs_k=2), atol=1e-9)
-    every = C.mbr_scores(nbest, nbest.column("nmt"), utility, temperature=2.0)
-    assert np.array_equal(C.mbr_scores(nbest, nbest.column("nmt"), utility, temperature=2.0, references=9), every)
+    every = C.mbr_scores(nbest, nbest.column("nmt"), C.MBROptions(utility, temperature=2.0))
+    assert np.array_equal(C.mbr_scores(nbest, nbest.column("nmt"), C.MBROptions(utility, temperature=2.0, references=9)),
+                          every)
 
 
 # aggregate MBR has no TER (refused, tests/test_consensus_aggregate.py)
@@ -65,9 +66,9 @@ def test_references_are_the_top_k_by_posterior_renormalised(nbest, utility):
                                                                                ("chrf", "aggregate")])
 def test_candidates_keep_their_values_and_the_others_rank_last(nbest, utility, method):
     scores = nbest.column("nmt")
-    every = C.mbr_scores(nbest, scores, utility, method=method)
+    every = C.mbr_scores(nbest, scores, C.MBROptions(utility, method=method))
     mask = C.top_rows(nbest.column("qe"), nbest.offsets, 2)
-    got = C.mbr_scores(nbest, scores, utility, method=method, candidates=mask)
+    got = C.mbr_scores(nbest, scores, C.MBROptions(utility, method=method), candidates=mask)
     np.testing.assert_allclose(got[mask], every[mask], atol=1e-12)
     for a, b in zip(nbest.offsets[:-1].tolist(), nbest.offsets[1:].tolist()):
         rows = np.arange(a, b)
@@ -84,7 +85,7 @@ def test_ter_scores_only_candidate_and_reference_pairs(nbest, monkeypatch):
     original = ter.pair_ter
     monkeypatch.setattr(ter, "pair_ter", lambda texts, I, J: seen.append(len(I)) or original(texts, I, J))
     mask = C.top_rows(nbest.column("qe"), nbest.offsets, 1)
-    C.mbr_scores(nbest, nbest.column("nmt"), "ter", candidates=mask, references=2)
+    C.mbr_scores(nbest, nbest.column("nmt"), C.MBROptions("ter", references=2), candidates=mask)
     sizes = np.diff(nbest.offsets)
     assert seen == [int(np.minimum(sizes, 2).sum())]   # one candidate per list, times its references
 
@@ -94,7 +95,7 @@ def test_the_feature_options_and_the_candidate_column(nbest):
                            mbr_utility="chrf")
     mask = C.top_rows(nbest.column("qe"), nbest.offsets, 2)
     assert np.array_equal(out.column("mbr_candidate"), mask.astype(float))
-    expected = C.mbr_scores(nbest, nbest.column("nmt"), "chrf", candidates=mask, references=3)
+    expected = C.mbr_scores(nbest, nbest.column("nmt"), C.MBROptions("chrf", references=3), candidates=mask)
     assert np.array_equal(out.column("mbr"), expected)
     with pytest.raises(InputError, match="expected NAME:K"):
         api.add_features(nbest, "mbr", mbr_candidates="qe")
@@ -103,4 +104,4 @@ def test_the_feature_options_and_the_candidate_column(nbest):
     with pytest.raises(InputError, match="mbr_candidate needs the MBR candidates option"):
         api.add_features(nbest, "mbr_candidate")
     with pytest.raises(InputError, match="references must be a positive integer"):
-        C.mbr_scores(nbest, nbest.column("nmt"), "bleu", references=0)
+        C.mbr_scores(nbest, nbest.column("nmt"), C.MBROptions("bleu", references=0))

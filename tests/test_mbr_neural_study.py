@@ -41,9 +41,10 @@ def test_the_columns_are_mbr_scores_with_the_same_settings(small_lists):
     model = C.make_utility("mlmme", study_module.model_path(study_module.MODEL), None)
     offsets = np.asarray(nbest.offsets, dtype=np.int64)
     top5 = C.top_rows(scores, offsets, 5)
-    expected = {"chrf": C.mbr_scores(nbest, scores, "chrf", temperature=1.0),
-                "mlmme": C.mbr_scores(nbest, scores, "mlmme", temperature=1.0, model=model),
-                "mlmme_nmt5": C.mbr_scores(nbest, scores, "mlmme", temperature=1.0, model=model, candidates=top5)}
+    expected = {"chrf": C.mbr_scores(nbest, scores, C.MBROptions("chrf", temperature=1.0)),
+                "mlmme": C.mbr_scores(nbest, scores, C.MBROptions("mlmme", temperature=1.0), model=model),
+                "mlmme_nmt5": C.mbr_scores(nbest, scores, C.MBROptions("mlmme", temperature=1.0), model=model,
+                                           candidates=top5)}
     assert study_module.mbr_columns(nbest, "nmt") is nbest
     for system, values in expected.items():
         featured = study_module.mbr_columns(nbest, system)
@@ -95,7 +96,7 @@ def test_the_study_tunes_the_mbr_columns_and_reports(small_lists, tmp_path):
     # the featured test list of a system is what its mbr column would be on the test list
     test = read_nbest(str(small_lists / "optimised.test_2016.20best.gz"))
     np.testing.assert_allclose(read_nbest(str(out / "optimised.20best" / "chrf.test_2016.gz")).column("mbr"),
-                               C.mbr_scores(test, test.column("nmt"), "chrf"), atol=1e-9)
+                               C.mbr_scores(test, test.column("nmt"), C.MBROptions("chrf")), atol=1e-9)
     table = (out / "mbr_neural_study.md").read_text()
     assert table == study_module.report(study)
     assert table.count("| optimised 20-best |") == 1 + len(study_module.SYSTEMS)

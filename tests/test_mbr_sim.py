@@ -46,7 +46,7 @@ def test_exact_mbr_is_the_expectation_of_sentence_transformers_cosine(encoder, n
     from sentence_transformers import SentenceTransformer
 
     utility = C.make_utility("sim", encoder, None)
-    got = C.mbr_scores(nbest, nbest.column("nmt"), "sim", temperature=0.8, model=utility)
+    got = C.mbr_scores(nbest, nbest.column("nmt"), C.MBROptions("sim", temperature=0.8), model=utility)
     model = SentenceTransformer(encoder, device="cpu")
     hyps = list(nbest.hyps)
     similarity = model.similarity(model.encode(hyps), model.encode(hyps)).double().numpy()
@@ -60,14 +60,16 @@ def test_exact_mbr_is_the_expectation_of_sentence_transformers_cosine(encoder, n
 def test_aggregate_equals_exact_for_normalised_embeddings(encoder, nbest, limits):
     utility = C.make_utility("sim", encoder, 2)
     scores = nbest.column("nmt")
-    exact = C.mbr_scores(nbest, scores, "sim", model=utility, **limits)
-    aggregate = C.mbr_scores(nbest, scores, "sim", method="aggregate", model=utility, **limits)
+    references, candidates = limits.get("references"), limits.get("candidates")
+    exact = C.mbr_scores(nbest, scores, C.MBROptions("sim", references=references), model=utility, candidates=candidates)
+    aggregate = C.mbr_scores(nbest, scores, C.MBROptions("sim", method="aggregate", references=references), model=utility,
+                             candidates=candidates)
     np.testing.assert_allclose(aggregate, exact, atol=1e-9)
 
 
 def test_the_feature_and_its_refusals(encoder, nbest, tmp_path, capsys):
     column = api.add_features(nbest, "mbr", mbr_utility="sim", mbr_model=encoder).column("mbr")
-    expected = C.mbr_scores(nbest, nbest.column("nmt"), "sim", model=C.make_utility("sim", encoder, None))
+    expected = C.mbr_scores(nbest, nbest.column("nmt"), C.MBROptions("sim"), model=C.make_utility("sim", encoder, None))
     np.testing.assert_allclose(column, expected, atol=1e-12)
     with pytest.raises(InputError, match="the sim MBR utility needs its model"):
         api.add_features(nbest, "mbr", mbr_utility="sim")
@@ -102,8 +104,8 @@ def test_the_mlmme_utility_is_the_expected_cosine_of_the_shipped_model(nbest):
     model = os.path.join(os.path.dirname(__file__), "..", "rerank", "data", "models", "mlmme-small.pt")
     utility = C.make_utility("mlmme", model, None)
     scores = nbest.column("nmt")
-    exact = C.mbr_scores(nbest, scores, "mlmme", temperature=0.8, model=utility)
-    np.testing.assert_allclose(C.mbr_scores(nbest, scores, "mlmme", temperature=0.8, method="aggregate",
+    exact = C.mbr_scores(nbest, scores, C.MBROptions("mlmme", temperature=0.8), model=utility)
+    np.testing.assert_allclose(C.mbr_scores(nbest, scores, C.MBROptions("mlmme", temperature=0.8, method="aggregate"),
                                             model=utility), exact, atol=1e-9)
     vectors = Encoder.load(model).encode(list(nbest.hyps), "de").astype(np.float64)
     p = C.posterior(scores, nbest.offsets, 0.8)

@@ -9,7 +9,7 @@ import sacrebleu
 from rerank.recipes import mbr_study
 from rerank.recipes.demo import data_dir, shipped_lists
 from rerank.recipes.experiment import leading_references, rerank
-from rerank.consensus import mbr_scores
+from rerank.consensus import MBROptions, mbr_scores
 from rerank.formats import read_nbest, write_nbest
 
 N = 30
@@ -38,7 +38,7 @@ def test_the_study_tunes_every_variant_and_reports_the_untuned_decision(stronger
     # the untuned decision of T=0.5 is the argmax of the mbr column at that temperature
     test = read_nbest(str(stronger_dir / "features" / "optimised.test_2016.20best.feat.gz"))
     refs = leading_references(os.path.join(data_dir(), "multi30k", "test_2016_flickr.de.gz"), N)
-    column = mbr_scores(test, test.column("nmt"), temperature=0.5)
+    column = mbr_scores(test, test.column("nmt"), MBROptions(temperature=0.5))
     picked = rerank(test.with_feature("m", column), {"m": 1.0})
     expected = sacrebleu.corpus_bleu(picked, refs)
     assert res["variants"]["T=0.5"]["decision_bleu"] == pytest.approx(expected.score)
