@@ -255,8 +255,8 @@ def _add_features_file(source: NBestFile, output: str, run: FeatureRun, options:
     from rerank import distributed
 
     main = distributed.is_main()
-    check_outputs(nbest_outputs(output, run.to), [*source.inputs(), run.src, *run.refs, *_option_files(options)])
     plan_features(run.which, options=options)  # names, options and extras, before a big list is read
+    check_outputs(nbest_outputs(output, run.to), [*source.inputs(), run.src, *run.refs, *_option_files(options)])
     nbest = source.read(progress if main else False)
     start, end = shard_range(nbest.n_sentences, run.shard)
     sources = None

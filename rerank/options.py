@@ -108,6 +108,11 @@ def list_of(item: Check, what: str) -> Check:
                  f"a comma-separated list of {what}", quote=True)
 
 
+def split_names(text: str) -> tuple[str, ...]:
+    """The names of a comma-separated flag ("bleu, ter" -> ("bleu", "ter")), empty ones left out."""
+    return tuple(part.strip() for part in text.split(",") if part.strip())
+
+
 INTEGER = int_check("an integer", lambda v: True)
 NUMBER = float_check("a finite number", math.isfinite)
 POSITIVE_INT = int_check("a positive integer", lambda v: v >= 1)
@@ -135,6 +140,10 @@ def finite_float(text: str) -> float:
     if not math.isfinite(value):
         raise NotFinite(f"{text.strip()} is not a finite number")
     return value
+ANY = Check("any value", lambda text: text, lambda v: True, "a value")   # checked by its owner (a tuner's Options)
+NAMES = Check("a list of names", split_names,        # a flag gives them comma-separated
+              lambda v: isinstance(v, (list, tuple)) and all(isinstance(x, str) for x in v), "names")
+MAPPING = Check("a dict", str, lambda v: isinstance(v, Mapping), "a dict")   # a nested field's value
 
 
 # ---- declaring a field ----
@@ -152,6 +161,10 @@ class OptionInfo:
     default_text: str | None = None
     cli: bool = True
     group: str | None = None
+    cli_default: Any = None   # (the value,) when given: a default that is MISSING would be no default
+    nested: type | None = None
+    prefix: str = ""
+    dest: str | None = None
 
     def allowed(self) -> tuple | None:
         """The allowed values (`choices`, called when it is a function of the installed plug-ins)."""
@@ -161,7 +174,8 @@ class OptionInfo:
 def option(default: Any = MISSING, help: str = "", *, flag: str | tuple[str, ...] | None = None,
            check: Check | None = None, choices: Sequence | Callable[[], Sequence] | None = None,
            metavar: str | None = None, many: bool = False, default_text: str | None = None, cli: bool = True,
-           group: str | None = None) -> Any:
+           group: str | None = None, cli_default: Any = MISSING, nested: type | None = None, prefix: str = "",
+           dest: str | None = None) -> Any:
     """A dataclass field declaring one option: its default, one line of help (without the default:
     "(default: X)" is added from `default`), and optionally
 
@@ -178,13 +192,21 @@ def option(default: Any = MISSING, help: str = "", *, flag: str | tuple[str, ...
     - `cli=False`: no flag is generated (one that a shared helper adds, e.g. --device); the value
       is read from the parsed arguments' attribute of the field's name when there is one;
     - `group`: the title of the help section its flag is listed in (default: the parser or group
-      `add_option_flags` is given).
+      `add_option_flags` is given);
+    - `cli_default`: the flag's default, when the command line's differs from the library's (eval's
+      --metrics); the help shows it;
+    - `nested`: the field is a dict of the options of another declared dataclass (METEOR's for
+      EvalOptions.meteor): its flags are that class's, under `prefix`, and the parsed value is the
+      dict of those given other than at their default (None when none is);
+    - `dest`: the parsed arguments' attribute of the flag (default: argparse's, from the flag); the
+      field's name for a `flag` spelt otherwise (`--src` of `sources`) lets the command line say
+      that flag for the library's errors about the field (InputError.option).
 
     A field without a default is a required option (a required flag). A list or dict default is
     copied for every instance (a dataclass default_factory).
     """
     info = OptionInfo(help, flag, check, choices if callable(choices) or choices is None else tuple(choices), metavar,
-                      many, default_text, cli, group)
+                      many, default_text, cli, group, None if cli_default is MISSING else (cli_default,), nested, prefix, dest)
     metadata = {METADATA_KEY: info}
     if isinstance(default, (list, dict, set)):
         template = default
@@ -221,11 +243,19 @@ def _default(f: dataclasses.Field) -> Any:
     return MISSING
 
 
+def _flag_default(f: dataclasses.Field) -> Any:
+    """The default of the field's flag: its `cli_default`, else the field's."""
+    cli_default = _info(f).cli_default
+    return _default(f) if cli_default is None else cli_default[0]
+
+
 def _check_of(f: dataclasses.Field) -> Check | None:
     """The field's check, or one implied by its default's type (None: any value)."""
     info = _info(f)
     if info.check is not None:
         return info.check
+    if info.nested is not None:
+        return MAPPING
     return _check_by_type(_default(f), info.many)
 
 
@@ -251,7 +281,7 @@ def _is_switch(f: dataclasses.Field) -> bool:
 
 def _flags(f: dataclasses.Field, prefix: str) -> tuple[str, ...]:
     info = _info(f)
-    if not info.cli:
+    if not info.cli or info.nested is not None:
         return ()
     if info.flag is not None:
         return (info.flag,) if isinstance(info.flag, str) else tuple(info.flag)
@@ -259,8 +289,10 @@ def _flags(f: dataclasses.Field, prefix: str) -> tuple[str, ...]:
     return (f"--no-{name}",) if _default(f) is True else (f"--{name}",)
 
 
-def _dest(flags: Sequence[str]) -> str:
-    """The Namespace attribute of these flags, as argparse names it (first long flag)."""
+def _dest(flags: Sequence[str], f: dataclasses.Field | None = None) -> str:
+    """The Namespace attribute of these flags: the field's `dest`, else as argparse names it (first long flag)."""
+    if f is not None and _info(f).dest is not None:
+        return str(_info(f).dest)
     long = [flag for flag in flags if flag.startswith("--")]
     return (long or list(flags))[0].lstrip("-").replace("-", "_")
 
@@ -272,7 +304,7 @@ def default_text(f: dataclasses.Field) -> str:
     info = _info(f)
     if info.default_text is not None:
         return info.default_text
-    value = _default(f)
+    value = _flag_default(f)
     if value is MISSING:
         return "required"
     if isinstance(value, bool):
@@ -319,14 +351,16 @@ def _section(parent: ArgumentContainer, title: str | None) -> ArgumentContainer:
 
 def add_option_flags(parent: ArgumentContainer, cls: type, prefix: str = "") -> None:
     """Add one flag per field of the dataclass `cls` to the argparse parser or group `parent` (a
-    field with a `group` to that section of the parser)."""
+    field with a `group` to that section of the parser; a `nested` one's flags, those of its class)."""
     for f in _option_fields(cls):
         flags = _flags(f, prefix)
-        if not flags:
-            continue
         info = _info(f)
         group = _section(parent, info.group)
-        kwargs: dict[str, Any] = {"dest": _dest(flags), "help": flag_help(f, prefix).replace("%", "%%")}
+        if info.nested is not None and info.cli:
+            add_option_flags(group, info.nested, prefix + info.prefix)
+        if not flags:
+            continue
+        kwargs: dict[str, Any] = {"dest": _dest(flags, f), "help": flag_help(f, prefix).replace("%", "%%")}
         if _is_switch(f):
             group.add_argument(*flags, action="store_true", **kwargs)
             continue
@@ -335,9 +369,10 @@ def add_option_flags(parent: ArgumentContainer, cls: type, prefix: str = "") -> 
             kwargs["type"] = check.parse
         if info.choices is not None:
             kwargs["choices"] = info.allowed()
+            kwargs["type"] = _one_of(kwargs["choices"], kwargs.get("type"))
         if info.metavar is not None:
             kwargs["metavar"] = info.metavar
-        default = _default(f)
+        default = _flag_default(f)
         if info.many:
             kwargs["action"] = "append"
         elif default is MISSING:
@@ -347,13 +382,31 @@ def add_option_flags(parent: ArgumentContainer, cls: type, prefix: str = "") -> 
         group.add_argument(*flags, **kwargs)
 
 
+def _one_of(allowed: Sequence, convert: Callable[[str], Any] | None) -> Callable[[str], Any]:
+    """argparse type of a flag with choices: the value (converted by `convert`) if allowed, else the
+    words the library says (`must be one of A, B, got 'x'`) rather than argparse's own."""
+    def parse(text: str) -> Any:
+        value = convert(text) if convert is not None else text
+        if value not in allowed:
+            raise argparse.ArgumentTypeError(f"must be one of {', '.join(map(str, allowed))}, got {value!r}")
+        return value
+
+    return parse
+
+
 def options_from_args(cls: type[OptionsT], args: argparse.Namespace, prefix: str = "") -> OptionsT:
     """The dataclass `cls` from parsed arguments: each field from its generated flag (absent ones,
     e.g. of a parser built without them, keep their default), checked as `make_options` checks."""
     values = {}
     for f in _option_fields(cls):
         flags = _flags(f, prefix)
-        dest = _dest(flags) if flags else f.name
+        nested = _info(f).nested
+        if nested is not None and _info(f).cli:
+            given: Any = options_from_args(nested, args, prefix + _info(f).prefix)
+            values[f.name] = {g.name: getattr(given, g.name) for g in _option_fields(nested)
+                              if getattr(given, g.name) != _default(g)} or None
+            continue
+        dest = _dest(flags, f) if flags else f.name
         if not hasattr(args, dest):
             continue
         value = getattr(args, dest)
@@ -367,29 +420,32 @@ def options_from_args(cls: type[OptionsT], args: argparse.Namespace, prefix: str
 
 # ---- the library boundary ----
 
-def _check_value(cls: type, f: dataclasses.Field, value: Any) -> None:
+def _check_value(cls: type, f: dataclasses.Field, value: Any, as_keywords: bool = False) -> None:
     info = _info(f)
     if value is None and _default(f) is None:
         return
+    name = f.name if as_keywords else f"option {f.name!r} of {cls.__qualname__}"
     items = value if info.many else (value,)
     if info.many and not isinstance(value, (list, tuple)):
-        raise InputError(f"option {f.name!r} of {cls.__qualname__} must be a list, got {value!r}")
+        raise InputError(f"{name} must be a list, got {value!r}", option=f.name)
     check = _check_of(f)
     for item in items:
         allowed = info.allowed()
         if allowed is not None and item not in allowed:
-            raise InputError(f"option {f.name!r} of {cls.__qualname__} must be one of "
-                             f"{', '.join(map(str, allowed))}, got {item!r}")
+            raise InputError(f"{name} must be one of {', '.join(map(str, allowed))}, got {item!r}", option=f.name)
         if check is not None and not check.accepts(item):
-            raise InputError(f"option {f.name!r} of {cls.__qualname__} must be {check.what}, got {item!r}")
+            raise InputError(f"{name} must be {check.what}, got {item!r}", option=f.name)
 
 
-def check_options(options: Any) -> None:
+def check_options(options: Any, as_keywords: bool = False) -> None:
     """Raise InputError naming the first field of the dataclass instance `options` whose value its
-    check or choices refuse."""
+    check or choices refuse. The message names the plug-in option (`option 'epochs' of Options
+    must be ...`), or with `as_keywords` the field alone, as a job's settings that a script gives
+    as keywords say it (`ar must be a positive integer, got 0`: EvalOptions). Either way
+    `InputError.option` is the field, which the command line says as its flag."""
     cls = type(options)
     for f in _option_fields(cls):
-        _check_value(cls, f, getattr(options, f.name))
+        _check_value(cls, f, getattr(options, f.name), as_keywords)
 
 
 def make_options(cls: type[OptionsT], options: OptionsT | Mapping[str, Any] | None = None) -> OptionsT:
