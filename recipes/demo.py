@@ -181,7 +181,7 @@ def write_html_report(result, test, test_refs, out_dir: str, title: str) -> str:
     and by each system's first-run weights. Returns its path."""
     from rerank.recipes.experiment import first_best
     from rerank.cliargs import command_line
-    from rerank.htmlreport import build_report, write_report
+    from rerank.htmlreport import ReportOptions, build_report, write_report
     from rerank.weights import model_scores, weight_vector
 
     table = result.table
@@ -191,6 +191,7 @@ def write_html_report(result, test, test_refs, out_dir: str, title: str) -> str:
         w = weight_vector(weights[0], test.feature_names, warn=lambda _: None)
         nbests[name] = (test, model_scores(test, w))
     path = os.path.join(out_dir, "report.html")
-    write_report(path, build_report(table, test_refs, outputs, nbests=nbests, tokenize="13a", examples=20,
-                                    command=command_line(), title=title))
+    write_report(path, build_report(table, test_refs, outputs, ReportOptions(title=title, examples=20,
+                                                                           command_line=command_line()),
+                                    nbests=nbests, tokenize="13a"))
     return path

@@ -14,7 +14,7 @@ import csv
 import io
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
@@ -23,7 +23,8 @@ import numpy as np
 from rerank.metrics import Metric, make_metric
 from rerank.metrics.registry import display_name
 from rerank.errors import InputError
-from rerank.options import NONNEGATIVE_INT, POSITIVE_INT, PROBABILITY
+from rerank.options import (NAMES, NONNEGATIVE_INT, PATH, POSITIVE_INT, PROBABILITY, Check, check_options, option,
+                            split_names)
 from rerank.progress import Progress, track
 from rerank.significance import (Resamples, approximate_randomization, as_runs, holm_bonferroni,
                                  paired_bootstrap, run_statistics)
@@ -205,130 +206,232 @@ def _tex(s: str) -> str:
 
 
 METEOR_LANGUAGES = ("en", "de", "fr", "es", "cs")
+SIGNIFICANCE = "significance"
+COMET_GROUP = "COMET (reference-based, from a local checkpoint; needs the [comet] extra)"
+
+
+def _metrics_help() -> str:
+    from rerank.metrics.registry import metric_names
+
+    return (f"comma-separated: {', '.join(metric_names(models=True, builtin=True))} (comet: with --comet-model) or a "
+            "--segment-scores NAME")
+
+
+METRICS = Check("metric names or Metric objects", split_names,   # a flag gives the names comma-separated
+                lambda v: isinstance(v, (list, tuple)) and all(isinstance(m, (str, Metric)) for m in v), "names")
+SOURCES = Check("a file or a list of sentences", str,
+                lambda v: isinstance(v, (str, os.PathLike)) or (isinstance(v, Sequence) and not isinstance(v, bytes)))
+CACHE = Check("a file or True (the default file)", str, lambda v: v is True or isinstance(v, (str, os.PathLike)))
+
+
+@dataclass(frozen=True)
+class MeteorOptions:
+    """The METEOR scorer's options that the command line sets (`--meteor-*`); EvalOptions.meteor
+    takes them, and the other keywords of rerank.metrics.meteor.MeteorMetric, as a dict."""
+
+    backend: str = option("native", "native scorer or the Meteor 1.5 jar (Java)", choices=("native", "jar"))
+    modules: tuple[str, ...] | None = option(None, "e.g. exact,stem", check=NAMES, default_text="the language's modules")
+    resources: str | None = option(None, "Meteor 1.5 jar or directory with function/, synonym/, paraphrase-XX.gz",
+                                   default_text="the jar shipped with pycocoevalcap")
+    jar: str | None = option(None, "meteor-1.5.jar for --meteor-backend jar", default_text="pycocoevalcap's")
+    normalize: bool = option(True, "Meteor's -norm tokenisation and lowercasing", flag="--meteor-no-norm")
 
 
 @dataclass(frozen=True)
 class EvalOptions:
-    """How `evaluate_systems` (and `rerank.evaluate`, `rerank eval`, `rerank report`) scores and tests.
+    """How `evaluate_systems` (and `rerank.evaluate`, `rerank eval`, `rerank report`) scores and
+    tests. Each field is declared once (rerank.options): the commands' flags, defaults, help and
+    checks come from it.
 
-    metrics: names (bleu, chrf, ter, meteor, length, ...) or Metric objects, in table order;
-    lang: the target language, one of METEOR's (en, de, fr, es, cs); tokenize, lowercase: sacrebleu's BLEU
-    tokeniser and case (chrF's case too); ter_case_sensitive: sacrebleu's TER is case-insensitive
-    by default; meteor: the METEOR scorer's options (backend, modules, resources, jar, normalize);
-    ar: approximate randomisation trials; bootstrap: resamples for s_sel and the intervals (0: none);
-    seed: of both; alpha: the level of the marks; second_baseline: a system also tested against every
-    other (double dagger); holm: Holm-Bonferroni over each comparison's cells; stratified: Clark et
-    al.'s stratified randomisation; multeval_compat, sacrebleu_compat: those tools' rules (not
-    calibrated: docs/evaluation.md). comet_model: a reference-based COMET checkpoint (its directory
-    or .ckpt) for the metric `comet`, which also needs `sources` (the source sentences: a file or a
-    list, one per reference line); comet_batch_size, device (cpu, cuda) and score_cache (a score-cache
-    file, rerank.score_cache; None: none) are the model's.
+    metrics: names (bleu, chrf, ter, meteor, length, ...) or Metric objects, in table order (a
+    comet_model adds comet, segment scores not named come last); segment_scores: segment-level
+    scores computed elsewhere, {NAME: file} or "NAME=FILE.tsv" items (rerank.metrics.external: a
+    TSV with a header of system names, one row per segment), NAME then a metric, higher is better
+    unless it is in lower_better; lang: the target language, one of METEOR's (en, de, fr, es, cs);
+    tokenize, lowercase: sacrebleu's BLEU tokeniser and case (chrF's case too); ter_case_sensitive:
+    sacrebleu's TER is case-insensitive by default; meteor: the METEOR scorer's options (backend,
+    modules, resources, jar, normalize: MeteorOptions, and MeteorMetric's other keywords); ar:
+    approximate randomisation trials; bootstrap: resamples for s_sel and the intervals (0: none);
+    seed: of both; alpha: the level of the marks; second_baseline: a system also tested against
+    every other (double dagger); holm: Holm-Bonferroni over each comparison's cells; stratified:
+    Clark et al.'s stratified randomisation; multeval_compat, sacrebleu_compat: those tools' rules
+    (not calibrated: docs/evaluation.md). comet_model: a reference-based COMET checkpoint (its
+    directory or .ckpt) for the metric `comet`, which also needs `sources` (the source sentences:
+    a file or a list, one per reference line); comet_batch_size, device (cpu, cuda) and
+    score_cache (a score-cache file, rerank.score_cache; True: the default one; None: none) are
+    the model's.
 
-    Every rule that needs no data is checked here, once (InputError)."""
+    Every rule that needs no data is checked here, once, with one message (InputError naming the
+    field as `option`, which the command line says as its flag)."""
 
-    metrics: tuple = ("bleu", "ter")
-    lang: str = "en"
-    tokenize: str = "13a"
-    lowercase: bool = False
-    ter_case_sensitive: bool = False
-    meteor: dict | None = None
-    ar: int = 10000
-    bootstrap: int = 1000
-    seed: int = 12345
-    alpha: float = 0.05
-    second_baseline: str | None = None
-    holm: bool = False
-    stratified: bool = False
-    multeval_compat: bool = False
-    sacrebleu_compat: bool = False
-    comet_model: str | None = None
-    sources: Any = None
-    comet_batch_size: int = 16
-    device: str | None = None
-    score_cache: str | None = None
+    metrics: tuple = option(("bleu", "ter"), _metrics_help(), check=METRICS, cli_default=("bleu", "meteor", "ter"))
+    segment_scores: tuple = option((), "segment-level scores computed elsewhere (COMET, BLEURT, human): a TSV with a "
+                                   "header of system names (runs: NAME.run1 ...) and one row per segment; NAME is then "
+                                   "a metric, the mean of its scores (repeatable)", many=True, metavar="NAME=FILE.tsv")
+    lower_better: tuple = option((), "segment-score metrics for which lower is better, e.g. error counts", check=NAMES,
+                                 metavar="NAME[,NAME]", default_text="none: higher is better")
+    lang: str = option("en", "target language (METEOR: en, de, fr, es, cs)")
+    tokenize: str = option("13a", "BLEU tokeniser as sacrebleu -tok, as `rerank tune` and `rerank oracle` ('none' for "
+                           "pre-tokenised text)")
+    lowercase: bool = option(False, "case-insensitive BLEU and chrF (as sacrebleu -lc)")
+    ter_case_sensitive: bool = option(False, "case-sensitive TER (sacrebleu's default is insensitive)")
+    meteor: dict | None = option(None, "the METEOR scorer's options", nested=MeteorOptions, prefix="meteor-",
+                                 group="METEOR")
+    ar: int = option(10000, "approximate randomisation trials", check=POSITIVE_INT, metavar="N", group=SIGNIFICANCE)
+    bootstrap: int = option(1000, "bootstrap resamples for s_sel and CIs; 0: none", check=NONNEGATIVE_INT, metavar="N",
+                            group=SIGNIFICANCE)
+    seed: int = option(12345, "random seed", check=NONNEGATIVE_INT, group=SIGNIFICANCE)
+    alpha: float = option(0.05, "significance level for the marks", check=PROBABILITY, group=SIGNIFICANCE)
+    second_baseline: str | None = option(None, "a system name: also test every other system against it (\u2021)",
+                                         metavar="NAME", group=SIGNIFICANCE)
+    holm: bool = option(False, "Holm-Bonferroni correction across systems x metrics", group=SIGNIFICANCE)
+    stratified: bool = option(False, "Clark et al.'s stratified randomisation: split each sentence's pooled run outputs "
+                              "(exact for independent runs, too many rejections when a system's runs agree on most "
+                              "sentences)", default_text="the paired test of each system's runs averaged per sentence",
+                              group=SIGNIFICANCE)
+    multeval_compat: bool = option(False, "MultEval's randomisation rules: count only strictly greater differences, "
+                                   "MultEval's run shuffle for R > 1, a one-run system as R copies (not calibrated: "
+                                   "docs/evaluation.md)", group=SIGNIFICANCE)
+    sacrebleu_compat: bool = option(False, "the bootstrap p-value by sacrebleu --paired-bs's rule (not calibrated: "
+                                    "docs/evaluation.md)", default_text="the p-value that inverts the bootstrap interval",
+                                    group=SIGNIFICANCE)
+    comet_model: str | None = option(None, "a reference-based COMET checkpoint (COMET-22, XCOMET): its directory "
+                                     "(hparams.yaml, checkpoints/model.ckpt) or the .ckpt; adds the metric comet, the "
+                                     "mean of its segment scores, each distinct (source, hypothesis, reference) scored "
+                                     "once", check=PATH, metavar="PATH", group=COMET_GROUP)
+    sources: Any = option(None, "source sentences, one per reference line, for --comet-model", flag="--src",
+                          dest="sources", check=SOURCES, metavar="FILE", group=COMET_GROUP)
+    comet_batch_size: int = option(16, "COMET inputs per batch", check=POSITIVE_INT, metavar="N", group=COMET_GROUP)
+    device: str | None = option(None, "cpu, cuda or cuda:N, for COMET", cli=False)   # rerank.device.add_device_option
+    score_cache: str | bool | None = option(None, "score cache of users' models, shared with `rerank features`",
+                                            check=CACHE, metavar="FILE", group=COMET_GROUP,
+                                            default_text="$RERANK_CACHE_DIR/scores.sqlite or "
+                                            "~/.cache/mlmme-rerank/scores.sqlite")
 
     def __post_init__(self) -> None:
-        from rerank.metrics.registry import EVAL_METRIC_NAMES
         from rerank.metrics.bleu import make_bleu
+        from rerank.metrics.registry import EVAL_METRIC_NAMES
 
-        if not isinstance(self.lang, str):
-            raise InputError(f"lang must be a language code, got {self.lang!r}", option="lang")
-        for name, check in (("ar", POSITIVE_INT), ("seed", NONNEGATIVE_INT), ("alpha", PROBABILITY)):
-            if not check.accepts(getattr(self, name)):
-                raise InputError(f"{name} must be {check.what}, got {getattr(self, name)!r}", option=name)
-        if not NONNEGATIVE_INT.accepts(self.bootstrap) or self.bootstrap == 1:
+        given = self.segment_scores
+        if isinstance(given, Mapping):
+            given = tuple(f"{name}={os.fspath(path)}" for name, path in given.items())
+        for name, value in (("segment_scores", given), ("lower_better", self.lower_better), ("metrics", self.metrics)):
+            object.__setattr__(self, name, (value,) if isinstance(value, str) else tuple(value or ()) if isinstance(
+                value, (list, tuple)) or value is None else value)
+        check_options(self, as_keywords=True)   # each field's kind and range: `ar must be a positive integer, got 0`
+        if self.bootstrap == 1:
             raise InputError(f"bootstrap must be 0 (no s_sel or intervals) or at least 2, got {self.bootstrap!r}",
                              option="bootstrap")
-        if self.meteor is not None and not isinstance(self.meteor, dict):
-            raise InputError(f"meteor must be a dict of the METEOR scorer's options, got {self.meteor!r}", option="meteor")
-        if self.meteor:
-            import inspect
-
-            from rerank.metrics.meteor import MeteorMetric
-
-            known = [p for p in inspect.signature(MeteorMetric.__init__).parameters if p not in ("self", "lang", "progress")]
-            unknown = sorted(set(self.meteor) - set(known))
-            if unknown:
-                raise InputError(f"meteor: unknown METEOR option {unknown[0]!r} (known: {', '.join(known)})", option="meteor")
-        metrics = tuple(m.strip().lower() if isinstance(m, str) else m for m in
-                        ([self.metrics] if isinstance(self.metrics, str) else self.metrics))
-        bad = [m for m in metrics if not isinstance(m, (str, Metric))]
-        if bad:
-            raise InputError(f"metrics holds {bad[0]!r}: give metric names or Metric objects", option="metrics")
+        self._check_meteor()
+        external = list(self.segment_files())
+        metrics = tuple((m.strip() if m.strip() in external else m.strip().lower()) if isinstance(m, str) else m
+                        for m in self.metrics)
+        unknown = [m for m in metrics if isinstance(m, str) and m not in external and m not in EVAL_METRIC_NAMES]
+        if unknown or not (metrics or external):
+            raise InputError(f"metrics: unknown metric(s) {', '.join(unknown) or '(none)'} (known: "
+                             f"{', '.join(EVAL_METRIC_NAMES)}" + (f"; segment scores: {', '.join(external)}" if external
+                                                                  else "") + ")", option="metrics")
+        if self.comet_model is not None and "comet" not in metrics:
+            metrics += ("comet",)   # comet_model asks for the metric, as segment_scores do for their NAMEs
+        metrics += tuple(name for name in external if name not in metrics)
         object.__setattr__(self, "metrics", metrics)
         object.__setattr__(self, "lang", self.lang.lower())
+        self._check_comet([m for m in metrics if isinstance(m, str) and m not in external])
         names = [m if isinstance(m, str) else m.name for m in metrics]
-        unknown = [m for m in metrics if isinstance(m, str) and m not in EVAL_METRIC_NAMES]
-        if unknown or not metrics:
-            raise InputError(f"unknown metric(s) {', '.join(unknown) or '(none)'} (known: {', '.join(EVAL_METRIC_NAMES)})")
-        self._check_comet([m for m in metrics if isinstance(m, str)])
         twice = [m for m in names if names.count(m) > 1]
         if twice:
             raise InputError(f"metrics names {twice[0]} twice", option="metrics")
+        lower = set(self.lower_better) - set(external)
+        if lower:
+            raise InputError(f"lower_better {','.join(sorted(lower))}: not a segment_scores NAME", option="lower_better")
         if self.lang not in METEOR_LANGUAGES:
             raise InputError(f"lang: unknown language {self.lang!r} (known: {', '.join(METEOR_LANGUAGES)})", option="lang")
         make_bleu(self.tokenize)
         if self.stratified and self.multeval_compat:
             raise InputError("stratified and multeval_compat are two different tests: choose one", option="stratified")
 
+    def _check_meteor(self) -> None:
+        """The METEOR options name keywords of the scorer."""
+        if not self.meteor:
+            return
+        import inspect
+
+        from rerank.metrics.meteor import MeteorMetric
+
+        known = [p for p in inspect.signature(MeteorMetric.__init__).parameters if p not in ("self", "lang", "progress")]
+        unknown = sorted(set(self.meteor) - set(known))
+        if unknown:
+            raise InputError(f"meteor: unknown METEOR option {unknown[0]!r} (known: {', '.join(known)})", option="meteor")
+
+    def segment_files(self) -> dict[str, str]:
+        """{NAME: file} of `segment_scores`, each NAME once and none a built-in metric's (nor comet's
+        when comet_model runs the model metric)."""
+        from rerank.metrics.external import parse_spec
+        from rerank.metrics.registry import METRIC_NAMES
+
+        specs = [parse_spec(spec) for spec in self.segment_scores]
+        names = [name for name, _ in specs]
+        taken = (*METRIC_NAMES, *(("comet",) if self.comet_model is not None else ()))
+        clash = [n for n in names if n.lower() in taken] or [n for n in names if names.count(n) > 1]
+        if clash:
+            raise InputError(f"segment_scores {clash[0]}: the name is taken (built-in metrics: {', '.join(taken)}; each "
+                             "NAME once)", option="segment_scores")
+        return dict(specs)
+
     def _check_comet(self, names: list[str]) -> None:
-        """The comet metric's options (`names`: the metrics named by string): a model and sources
-        with it, neither without it. A Metric object named comet (segment scores read from a file)
-        is not the model metric."""
+        """The comet metric's options (`names`: the metrics named by string, not segment scores): a
+        model and sources with it, neither without it."""
         from rerank.device import check_device
 
         if "comet" not in names:
             given = [f for f in ("comet_model", "sources", "device", "score_cache") if getattr(self, f) is not None]
             given += ["comet_batch_size"] if self.comet_batch_size != 16 else []
             if given:
-                raise InputError(f"{given[0]} is given but metrics has no comet (it is read by the comet metric only)",
-                                 option=given[0])
+                raise InputError(f"{given[0]} is given but metrics has no comet ({given[0]} is read by the comet metric "
+                                 "only)", option=given[0])
             return
         check_device(self.device)
-        if not isinstance(self.comet_model, (str, os.PathLike)):
-            raise InputError("the metric comet needs comet_model, a reference-based COMET checkpoint (its directory or "
-                             ".ckpt)", option="comet_model")
+        if self.comet_model is None:
+            raise InputError("the metric comet needs comet_model PATH, a reference-based COMET checkpoint (its "
+                             "directory or .ckpt)", option="comet_model")
         if self.sources is None:
             raise InputError("the metric comet needs the source sentences (sources: a file or a list)", option="sources")
-        if not POSITIVE_INT.accepts(self.comet_batch_size):
-            raise InputError(f"comet_batch_size must be {POSITIVE_INT.what}, got {self.comet_batch_size!r}",
-                             option="comet_batch_size")
 
-    def model_metrics(self, n: int) -> dict[str, Metric]:
-        """{name: metric} of the model metrics named in `metrics` (comet), for `n` sentences: the
-        sources read (a file) and checked against the references' length."""
+    def file_metrics(self, n: int) -> dict[str, Metric]:
+        """{name: metric} of the metrics read from files for `n` sentences: the segment scores (higher
+        is better unless lower_better names them) and the model metrics (comet, with the sources read
+        and checked against the references' length)."""
+        from rerank.metrics.external import read_segment_scores
+
+        found: dict[str, Metric] = {name: read_segment_scores(name, path, n, higher_is_better=name not in self.lower_better)
+                                    for name, path in self.segment_files().items()}
+        if "comet" in self.metrics and "comet" not in found and self.comet_model is not None:
+            found["comet"] = self._comet_metric(n)
+        return found
+
+    def _comet_metric(self, n: int) -> Metric:
         from rerank.io import read_lines
         from rerank.metrics.comet import COMETMetric
+        from rerank.score_cache import default_cache_path
 
-        if "comet" not in [m for m in self.metrics if isinstance(m, str)] or self.comet_model is None:
-            return {}
         path = os.fspath(self.sources) if isinstance(self.sources, (str, os.PathLike)) else None
         sources = read_lines(path) if path is not None else list(self.sources)
         if len(sources) != n or not all(isinstance(line, str) for line in sources):
             raise InputError(f"{len(sources)} source sentences for {n} reference lines" if len(sources) != n
                              else "sources must be strings, one per sentence", path, option="sources")
-        return {"comet": COMETMetric(os.fspath(self.comet_model), sources, batch_size=self.comet_batch_size,
-                                                device=self.device, cache=self.score_cache)}
+        cache = default_cache_path() if self.score_cache is True else self.score_cache
+        model = self.comet_model
+        assert model is not None  # _check_comet: the metric comet needs it
+        return COMETMetric(os.fspath(model), sources, batch_size=self.comet_batch_size, device=self.device,
+                           cache=os.fspath(cache) if isinstance(cache, (str, os.PathLike)) else None)
+
+    def inputs(self) -> list[str]:
+        """The files an evaluation with these options reads besides the references and the systems:
+        segment scores, sources, the COMET model, METEOR's jar and resources (for the check that no
+        output is an input)."""
+        values = [*self.segment_files().values(), self.sources, self.comet_model,
+                  *((self.meteor or {}).get(k) for k in ("jar", "resources"))]
+        return [os.fspath(v) for v in values if isinstance(v, (str, os.PathLike))]
 
     @classmethod
     def make(cls, options: EvalOptions | None = None, **keywords: Any) -> EvalOptions:
@@ -364,8 +467,8 @@ def evaluate_systems(refs: Sequence[Sequence[str]], baseline_runs: Sequence[Sequ
     if second_baseline is not None and second_baseline not in systems:
         raise InputError(f"second_baseline {second_baseline!r} is not a system name "
                          f"(systems: {', '.join(systems) or 'none'})", option="second_baseline")
-    models = o.model_metrics(n)
-    metric_objs = [m if isinstance(m, Metric) else models.get(m) or make_metric(
+    read = o.file_metrics(n)   # segment scores and model metrics
+    metric_objs = [m if isinstance(m, Metric) else read.get(m) or make_metric(
         m, lang=o.lang, tokenize=o.tokenize, lowercase=o.lowercase, ter_case_sensitive=o.ter_case_sensitive,
         meteor_options=o.meteor) for m in o.metrics]
     for metric in metric_objs:  # segment scores read elsewhere: every system's columns, before any work
@@ -410,7 +513,7 @@ def evaluate_systems(refs: Sequence[Sequence[str]], baseline_runs: Sequence[Sequ
               "marks": "randomisation and bootstrap" if bootstrap >= 2 else "randomisation",
               "runs": {name: len(runs) for name, runs in all_systems.items()}, "sentences": n,
               "references": len(refs)}
-    if models and o.comet_model is not None:
+    if "comet" in read and o.comet_model is not None:
         config["comet"] = {"model": os.fspath(o.comet_model), "batch_size": o.comet_batch_size, "device": o.device or "cpu",
                            **({"sources": os.fspath(o.sources)} if isinstance(o.sources, (str, os.PathLike)) else {})}
     return ResultTable(systems=list(all_systems), metrics=names, cells=cells, baseline=baseline_name,

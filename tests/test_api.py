@@ -78,11 +78,11 @@ def test_evaluate_takes_runs_names_and_files(tmp_path):
 
 
 def test_references_are_paths_or_lists_with_one_reader(tmp_path):
-    from rerank.commands import _evaluation
+    from rerank import api   # eval and report read their references in rerank.evaluate
     from rerank.formats import read_references as formats_reader
     from rerank.io import read_references
 
-    assert formats_reader is read_references and _evaluation.read_references is read_references
+    assert formats_reader is read_references and api.read_references is read_references
     from_files = read_references(J_REFS)
     assert read_references([J_REFS[0], from_files[1]]) == from_files[:2]
     assert read_references(J_REFS[0]) == from_files[:1]

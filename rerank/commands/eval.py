@@ -1,21 +1,19 @@
 """`rerank eval`: BLEU/METEOR/TER/chrF (and segment scores from elsewhere) with MultEval-style
-significance tables. The inputs and the scoring are shared with `rerank report`
-(rerank.commands._evaluation)."""
+significance tables. The flags are those of `rerank.EvalOptions` and the inputs are shared with
+`rerank report` (rerank.commands._evaluation); `rerank.evaluate` reads and scores, and the
+Evaluation it returns writes the table, its config and the plot."""
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
 
-from rerank.cliargs import add_quiet
-from rerank.commands._evaluation import add_evaluation_arguments, evaluate
+from rerank.cliargs import add_quiet, bars
+from rerank.commands._common import reading
+from rerank.commands._evaluation import add_evaluation_arguments, eval_options, inputs
 from rerank.errors import InputError
-from rerank.io import atomic_write, output_group
 
 FORMATS = ("table", "markdown", "latex", "csv", "json")
-EXTENSIONS = {".md": "markdown", ".markdown": "markdown", ".tex": "latex", ".csv": "csv", ".json": "json"}
 
 EPILOG = """\
 systems: each SYSTEM is [NAME=]PATH. PATH is one hypothesis file (one run), or a glob in quotes
@@ -67,34 +65,26 @@ def add_parser(subparsers) -> None:
     p.set_defaults(func=run)
 
 
-def _outputs(args) -> list[str | None]:
-    """The table, its .config.json (beside a file output) and the plot."""
-    config = os.path.splitext(args.output)[0] + ".config.json" if args.output != "-" else None
-    return [args.output, config, args.plot]
-
-
 def run(args) -> int:
-    ev = evaluate(args, _outputs(args))
-    table = ev.table
-    _, config, _ = _outputs(args)
-    with output_group():  # the table, its config and the plot, or none of them
-        with atomic_write(args.output) as fh:
-            fh.write(table.render(_table_format(args)))
-        if config is not None:
-            with atomic_write(config) as fh:
-                json.dump({"command": sys.argv, **table.config, "signatures": table.signatures}, fh, indent=2)
-        if args.plot:
-            ev.plot(args.plot)
+    import rerank
+
+    if args.plot and args.bootstrap == 0:
+        raise InputError("--plot shows bootstrap intervals: it needs --bootstrap >= 2")
+    options = eval_options(args)
+    baseline, systems = inputs(args)
+    with reading("nbest-"):
+        ev = rerank.evaluate(args.ref, baseline, systems, options, progress=bars(args),
+                             outputs=rerank.Evaluation.saved_files(args.output, args.plot))
+    ev.save(args.output, _table_format(args), plot=args.plot, meta={"command": sys.argv})
     return 0
 
 
-def _table_format(args) -> str:
-    """--to, else the deprecated --format, else the output's extension, else the text table."""
+def _table_format(args) -> str | None:
+    """--to, else the deprecated --format (None: from the output's extension, `Evaluation.table_format`)."""
     if args.out_format and args.old_format and args.out_format != args.old_format:
         raise InputError(f"--to {args.out_format} and --format {args.old_format} disagree "
                          "(--format is a deprecated alias of --to)")
     if args.old_format:
         print("note: `eval --format` is deprecated, use --to (--format is the input n-best format elsewhere)",
               file=sys.stderr)
-    name = args.output[:-3] if args.output.endswith(".gz") else args.output
-    return args.out_format or args.old_format or EXTENSIONS.get(os.path.splitext(name)[1].lower(), "table")
+    return args.out_format or args.old_format

@@ -7,10 +7,10 @@ output changed against the baseline sorted by sentence-level gain with the diffe
 the oracle curve of n-best lists, and each metric's signature with the command line. Style sheet
 and figures (inline SVG) are inside the file: it opens from disk, with no server and no network.
 
-Python: `build_report(result, refs, outputs, ...)` -> str, `write_report(path, text)`; the
+Python: `build_report(result, refs, outputs, ReportOptions(...), ...)` -> str, `write_report(path, text)`; the
 numbers come from `rerank.htmlreport.analysis`, the pictures from `rerank.htmlreport.figures`.
 """
 
-from rerank.htmlreport.build import build_report, write_report
+from rerank.htmlreport.build import ReportOptions, build_report, write_report
 
-__all__ = ["build_report", "write_report"]
+__all__ = ["ReportOptions", "build_report", "write_report"]

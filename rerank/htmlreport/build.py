@@ -2,63 +2,178 @@
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
+from rerank.errors import InputError
 from rerank.htmlreport import analysis, figures
 from rerank.htmlreport.page import esc, figure, page, significance_table, signed, table, word_diff
+from rerank.options import MAPPING, PATH, POSITIVE_INT, Check, check_options, option, split_names
+
+LOWER_BETTER = Check("true, false or the column's NAME", str, lambda v: isinstance(v, (bool, str)), "a name")
 
 
-def build_report(result, refs: Sequence[Sequence[str]], outputs: dict, *, nbests: dict | None = None,
-                 tokenize: str = "13a", lowercase: bool = False, frequencies: Counter | None = None,
-                 freq_source: str = "the references", examples: int = 30, sentence_metric: str | None = None,
-                 command: str | None = None, title: str | None = None,
-                 length_edges: Sequence[int] = analysis.LENGTH_EDGES,
-                 freq_edges: Sequence[int] = analysis.FREQ_EDGES, oracle_metric: str = "bleu",
-                 oracle_lower_better: bool = False, oracle_options: Mapping[str, Any] | None = None) -> str:
+def _oracle_help() -> str:
+    from rerank.metrics.registry import metric_names
+
+    return ("what the oracle curve of the --nbest lists picks and scores by, as `rerank oracle --metric`: "
+            f"{', '.join(metric_names(quality=True, builtin=True))}, or column:NAME for the lists' column NAME")
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    """What the HTML report of an evaluation shows (`build_report`, `rerank.Evaluation.to_html`,
+    `rerank.report`, `rerank report`). Each field is declared once (rerank.options): the command's
+    flags, defaults, help and checks come from it.
+
+    title; examples: changed sentences shown per better/worse section; sentence_metric: the metric
+    of the sentence-level gains (default: the table's first but length); oracle_metric: what the
+    oracle curve of the n-best systems picks and scores by, as `rerank.oracle`'s `metric` (bleu,
+    chrf, chrf++, ter, meteor, `column:NAME` of the lists; None: bleu), oracle_lower_better: lower
+    values of that column are better (True, or the column's NAME); the word-frequency buckets count
+    the words of `freq_corpus` (a text file), or `frequencies` (word counts, named `freq_source`),
+    else of the references; length_edges, freq_edges: the buckets' edges (increasing integers,
+    comma-separated from a flag); command_line: shown with the signatures.
+
+    Every rule that needs no evaluation is checked here (InputError naming the field as `option`);
+    `check_evaluation` checks what the options ask of one."""
+
+    title: str = option("rerank report", "page title")
+    examples: int = option(30, "changed sentences shown in each better/worse section of a system", check=POSITIVE_INT,
+                           metavar="N")
+    sentence_metric: str | None = option(None, "metric of the sentence-level gains (BLEU: BLEU+1)", metavar="NAME",
+                                         default_text="the first metric of --metrics")
+    oracle_metric: str | None = option(None, _oracle_help(), metavar="METRIC",
+                                       default_text="bleu, sentence BLEU+1 picks and corpus BLEU")
+    oracle_lower_better: bool = option(None, "with --oracle-metric column:NAME: lower values of the column NAME are "
+                                       "better (--lower-better is for --segment-scores)", check=LOWER_BETTER,
+                                       metavar="NAME", default_text="higher is better")
+    freq_corpus: str | None = option(None, "text whose word counts make the frequency buckets, e.g. the training target "
+                                     "side", check=PATH, metavar="FILE", default_text="the references")
+    length_edges: tuple[int, ...] = option(analysis.LENGTH_EDGES, "bucket edges of the mean reference length in tokens",
+                                           flag="--length-buckets", dest="length_edges", metavar="E1,E2,...")
+    freq_edges: tuple[int, ...] = option(analysis.FREQ_EDGES, "bucket edges of word frequencies", flag="--freq-buckets",
+                                         dest="freq_edges", metavar="E1,E2,...")
+    frequencies: Mapping[str, int] | None = option(None, "word counts for the frequency buckets", check=MAPPING,
+                                                    cli=False)
+    freq_source: str = option("the references", "what the word counts are of (shown on the page)", cli=False)
+    command_line: str | None = option(None, "the command that made the page", cli=False)
+
+    def __post_init__(self) -> None:
+        from rerank.metrics.registry import parse_objective
+
+        for name in ("length_edges", "freq_edges"):
+            object.__setattr__(self, name, _edges(getattr(self, name), name))
+        check_options(self, as_keywords=True)
+        lower = self.oracle_lower_better
+        if isinstance(lower, str):
+            names = set(split_names(lower))
+            kind, column = parse_objective(self.oracle_metric or "bleu", "oracle_metric")
+            if names and (kind != "column" or names != {column}):
+                raise InputError(f"oracle_lower_better {','.join(sorted(names))}: not the column of oracle_metric "
+                                 "(give oracle_metric column:NAME oracle_lower_better NAME)", option="oracle_lower_better")
+            lower = bool(names)
+        object.__setattr__(self, "oracle_lower_better", bool(lower))
+        parse_objective(self.oracle_metric or "bleu", "oracle_metric")
+        if self.freq_corpus is not None:
+            object.__setattr__(self, "freq_source", os.path.basename(os.fspath(self.freq_corpus)))
+
+    @classmethod
+    def make(cls, options: ReportOptions | None = None, **keywords: Any) -> ReportOptions:
+        """`options` (default: the defaults) with `keywords` replacing its fields; an unknown keyword
+        is an InputError naming the fields."""
+        options = options or cls()
+        known = [f.name for f in fields(cls)]
+        unknown = sorted(set(keywords) - set(known))
+        if unknown:
+            raise InputError(f"unknown report option {unknown[0]!r} (known: {', '.join(known)})")
+        return replace(options, **keywords) if keywords else options
+
+    def check_evaluation(self, metrics: Sequence[str], nbests: bool) -> None:
+        """What these options ask of an evaluation with `metrics` (their names) and, if `nbests`, n-best
+        systems: the sentence metric is one of the metrics, an oracle metric needs n-best systems."""
+        names = [m for m in metrics if m != "length"]
+        if self.sentence_metric is not None and self.sentence_metric not in names:
+            raise InputError(f"sentence_metric {self.sentence_metric}: not one of the scored metrics "
+                             f"({', '.join(names) or 'none'})", option="sentence_metric")
+        if (self.oracle_metric is not None or self.oracle_lower_better) and not nbests:
+            raise InputError("oracle_metric: the oracle curve is of n-best lists, and no system is an n-best list "
+                             "with weights", option="oracle_metric")
+
+    def inputs(self) -> list[str]:
+        """The files the page reads (the frequency corpus)."""
+        return [os.fspath(self.freq_corpus)] if self.freq_corpus is not None else []
+
+
+def _edges(value: object, name: str) -> tuple[int, ...]:
+    """Bucket edges: increasing integers >= 1, given as a sequence or as 'E1,E2,...' (a flag's text)."""
+    if isinstance(value, str):
+        text = value
+        try:
+            values: tuple = tuple(int(x) for x in text.split(",") if x.strip())
+        except ValueError:
+            raise InputError(f"{name} {text!r}: expected increasing integers, e.g. 10,20,30", option=name) from None
+    else:
+        values = tuple(value) if isinstance(value, Sequence) else ()
+        text = ",".join(map(str, values)) if values else repr(value)
+    if (not values or not all(isinstance(v, int) and not isinstance(v, bool) for v in values) or values[0] < 1
+            or any(b <= a for a, b in zip(values, values[1:]))):
+        raise InputError(f"{name} {text!r}: expected increasing integers >= 1, e.g. 10,20,30", option=name)
+    return values
+
+
+def build_report(result, refs: Sequence[Sequence[str]], outputs: dict, options: ReportOptions | None = None, *,
+                 nbests: dict | None = None, tokenize: str = "13a", lowercase: bool = False,
+                 oracle_options: Mapping[str, Any] | None = None, **keywords: Any) -> str:
     """The whole page as a string.
 
     `result`: the ResultTable of `rerank.evaluation.evaluate_systems` (it keeps the statistics);
-    `outputs`: {system: [hypotheses of each run]} for every system of the table, baseline included;
-    `nbests`: {system: (NBestList, model score of each hypothesis or None for the list's order)}
-    for the oracle curve; `frequencies`: word counts for the frequency buckets (default: the
-    references, tokenised as BLEU); `examples`: sentences shown per better/worse section.
-    `oracle_metric`: what the oracle curve picks and scores by, as `rerank.oracle`'s `metric` (bleu,
-    chrf, chrf++, ter, meteor, `column:NAME` of the n-best lists; `oracle_lower_better`: lower values
-    of that column are better). A metric the table scored is scored with the table's metric object
-    (its options and signature); another is made with `oracle_options` (make_metric's lang,
-    ter_case_sensitive, meteor_options; lang defaults to the table's). InputErrors about the oracle
-    name the options `oracle_metric` and `oracle_lower_better`.
+    `refs`: the reference streams; `outputs`: {system: [hypotheses of each run]} for every system of
+    the table, baseline included; `options`: a ReportOptions (`keywords` replace its fields:
+    examples=20, oracle_metric="ter"); `nbests`: {system: (NBestList, model score of each
+    hypothesis or None for the list's order)} for the oracle curve; `tokenize`, `lowercase`: BLEU's
+    (the buckets' and the sentence scores' tokens). The oracle curve scores a metric the table
+    scored with the table's metric object (its options and signature), another with
+    `oracle_options` (make_metric's lang, ter_case_sensitive, meteor_options; lang defaults to the
+    table's). InputErrors about the oracle name the options `oracle_metric` and `oracle_lower_better`.
     """
     from rerank import __version__
     from rerank.metrics.bleu import make_bleu
 
+    o = ReportOptions.make(options, **keywords)
+    o.check_evaluation(result.metrics, bool(nbests))
     tokenizer = make_bleu(tokenize, lowercase).tokenizer
+    frequencies = Counter(o.frequencies) if o.frequencies is not None else None
+    if o.freq_corpus is not None:
+        from rerank.io import read_lines
+
+        frequencies = analysis.word_counts(read_lines(os.fspath(o.freq_corpus)), tokenizer, lowercase)
     if frequencies is None:
         frequencies = analysis.word_counts([r for stream in refs for r in stream], tokenizer, lowercase)
-    metric = sentence_metric or next((m for m in result.metrics if m != "length"), result.metrics[0])
+    metric = o.sentence_metric or next((m for m in result.metrics if m != "length"), result.metrics[0])
     sections = [("significance", "Significance", _significance(result))]
-    lengths = analysis.drop_empty(analysis.length_buckets(result, refs, tokenizer, length_edges))
+    lengths = analysis.drop_empty(analysis.length_buckets(result, refs, tokenizer, o.length_edges))
     if lengths.scores:
         sections.append(("length", "By sentence length", _buckets(lengths, result, "length")))
     words = analysis.drop_empty(analysis.word_buckets({s: outputs[s] for s in result.systems}, result.baseline, refs,
-                                                      tokenizer, frequencies, lowercase, freq_edges, freq_source))
+                                                      tokenizer, frequencies, lowercase, o.freq_edges, o.freq_source))
     sections.append(("words", "By word frequency", _buckets(words, result, "words")))
     for k, name in enumerate(s for s in result.systems if s != result.baseline):
         sections.append((f"changes-{k + 1}", f"{name}: changed sentences",
-                         _changes(result, refs, outputs, name, metric, examples, k)))
+                         _changes(result, refs, outputs, name, metric, o.examples, k)))
     if nbests:
-        sections.append(("oracle", "Oracle", _oracle(nbests, refs, tokenize, lowercase, result, oracle_metric,
-                                                      oracle_lower_better, oracle_options)))
-    sections.append(("signatures", "Signatures and command", _signatures(result, command, __version__)))
+        sections.append(("oracle", "Oracle", _oracle(nbests, refs, tokenize, lowercase, result, o.oracle_metric or "bleu",
+                                                      o.oracle_lower_better, oracle_options)))
+    sections.append(("signatures", "Signatures and command", _signatures(result, o.command_line, __version__)))
     cfg = result.config
     intro = (f'<p class="muted">{cfg.get("sentences")} sentences, {len(refs)} reference(s), '
              f'{_runs_text(cfg.get("runs"))}; baseline (\u2020) {esc(result.baseline)}'
              + (f", second baseline (\u2021) {esc(result.second_baseline)}" if result.second_baseline else "")
              + f"; mlmme-rerank {esc(__version__)}.</p>")
-    return page(title or "rerank report", sections, intro)
-
+    return page(o.title or "rerank report", sections, intro)
 
 def _runs_text(runs) -> str:
     """Each system's run count ("3 runs per system", or "runs: baseline 1, mira 3")."""
@@ -134,16 +249,19 @@ def _changes(result, refs, outputs: dict, name: str, metric: str, examples: int,
     d = result.decimals.get(metric, 2)
     for kind, rows in (("better", ch.better), ("worse", ch.worse)):
         shown = rows[:examples]
-        items = [_example(i, kind, refs, base, hyps, base_scores[i], sys_scores[i], ch.gains[i], d, result.baseline,
-                          name) for i in shown]
+        items = [_example(i, kind, refs, (base, hyps), (base_scores[i], sys_scores[i], ch.gains[i]), d,
+                          (result.baseline, name)) for i in shown]
         more = f", the {len(shown)} largest shown" if len(rows) > len(shown) else ""
         parts.append(f'<details open class="{kind}"><summary>{kind.capitalize()} ({len(rows)}{more})</summary>\n'
                      + "\n".join(items) + "\n</details>")
     return "\n".join(parts)
 
 
-def _example(i: int, kind: str, refs, base, hyps, base_score: float, sys_score: float, gain: float, d: int,
-             base_name: str, sys_name: str) -> str:
+def _example(i: int, kind: str, refs, outputs: tuple, scores: tuple[float, float, float], d: int,
+             names: tuple[str, str]) -> str:
+    """Sentence `i` of a better/worse section: its gain and scores (baseline, system, gain), the
+    references and the two `outputs` (baseline's, system's lines) with the differing words marked."""
+    (base, hyps), (base_score, sys_score, gain), (base_name, sys_name) = outputs, scores, names
     left, right = word_diff(base[i], hyps[i])
     lines = [f'<div class="muted">sentence {i + 1}: gain {signed(float(gain), d)} '
              f"({base_score:.{d}f} \u2192 {sys_score:.{d}f})</div>"]
