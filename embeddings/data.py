@@ -189,11 +189,30 @@ def disjoint_captions(data_dir: str, split: str, languages: list[str], sources: 
     return out
 
 
+@dataclass(frozen=True)
+class PoolOptions:
+    """How `build_pools` makes the training units and vocabularies of a split: the training
+    config's keys of the same names (`limit` is its train_limit; `from_config`)."""
+
+    comparable_per_image: int = 5
+    comparable_pairs: str = "index"
+    max_len: int = 50
+    min_freq: int = 1
+    max_vocab: int | None = None
+    limit: int | None = None
+    disjoint_halves: bool = False
+    aligned_images: int = 0
+
+    @classmethod
+    def from_config(cls, cfg: dict) -> PoolOptions:
+        """The options of a checked training config (rerank.embeddings.config)."""
+        keys = ("comparable_per_image", "comparable_pairs", "max_len", "min_freq", "max_vocab", "disjoint_halves",
+                "aligned_images")
+        return cls(**{key: cfg[key] for key in keys}, limit=cfg["train_limit"])
+
+
 def build_pools(data_dir: str, split: str, languages: list[str], sources: list[str], vocabs: dict | None = None,
-                comparable_per_image: int = 5, max_len: int = 50, min_freq: int = 1,
-                max_vocab: int | None = None, limit: int | None = None, comparable_pairs: str = "index",
-                extra_pairs: list | None = None, disjoint_halves: bool = False,
-                aligned_images: int = 0) -> tuple[Pools, dict]:
+                options: PoolOptions | None = None, extra_pairs: list | None = None) -> tuple[Pools, dict]:
     """Training units and vocabularies (built here from the tokenised split unless `vocabs` given).
 
     task1 gives one tuple per image; task2 gives fixed tuples per image (comparable_per_image >= 5:
@@ -202,23 +221,26 @@ def build_pools(data_dir: str, split: str, languages: list[str], sources: list[s
     drawn independently, so from all pairs). `extra_pairs`: caption-caption tuples without an
     image, (lang a, lang b, [(sentence a, sentence b), ...]) per pseudo-pair file; each gets an
     image number of its own past the split's images (never a negative of itself, no features).
-    `limit` keeps only the first `limit` images (small experiments and tests). With
-    `disjoint_halves` an image keeps only the captions of the languages `languages_kept` gives it
-    (its tuples lack the others; the vocabularies see only the kept captions)."""
+    `options` (`PoolOptions`; None: the defaults): `limit` keeps only the first `limit` images
+    (small experiments and tests); sentences are cut at `max_len` tokens; the vocabularies keep
+    words seen `min_freq` times, at most `max_vocab`. With `disjoint_halves` an image keeps only
+    the captions of the languages `languages_kept` gives it (its tuples lack the others; the
+    vocabularies see only the kept captions)."""
     from rerank.embeddings.vocab import Vocab
 
+    o = PoolOptions() if options is None else options
     for lang in languages:
         check_language(lang)
     pools = Pools(languages=list(languages))
     tokens: dict[str, list[list[str]]] = {lang: [] for lang in languages}
     n = len(image_list(data_dir, split))
-    keep = languages_kept(n if limit is None else min(n, limit), languages, disjoint_halves, aligned_images)
+    keep = languages_kept(n if o.limit is None else min(n, o.limit), languages, o.disjoint_halves, o.aligned_images)
 
     def add(lang, sents, every=False):
         """Tokenise the kept sentences (line i = image i; every line if `every`): {line: sentence index}."""
         lines = range(len(sents)) if every else [i for i, kept in enumerate(keep) if lang in kept]
         start = len(tokens[lang])
-        tokens[lang].extend(tokenize(sents[i], lang)[:max_len] for i in lines)
+        tokens[lang].extend(tokenize(sents[i], lang)[:o.max_len] for i in lines)
         return dict(zip(lines, range(start, len(tokens[lang]))))
 
     if "task1" in sources:
@@ -232,7 +254,7 @@ def build_pools(data_dir: str, split: str, languages: list[str], sources: list[s
             raise InputError(f"comparable Multi30k (task2) has only en and de captions, not {missing}; drop task2 or the language")
         comparable = load_comparable(data_dir, split, languages)
         _add_comparable(pools, {lang: [add(lang, col) for col in comparable[lang]] for lang in languages}, keep,
-                        comparable_per_image, comparable_pairs)
+                        o.comparable_per_image, o.comparable_pairs)
     if extra_pairs:
         first = n
         for a, b, rows in extra_pairs:
@@ -243,7 +265,7 @@ def build_pools(data_dir: str, split: str, languages: list[str], sources: list[s
     if not pools.unit_image:
         raise InputError(f"no training data: sources {sources} gave no tuples")
     if vocabs is None:
-        vocabs = {lang: Vocab.build(tokens[lang], min_freq, max_vocab) for lang in languages}
+        vocabs = {lang: Vocab.build(tokens[lang], o.min_freq, o.max_vocab) for lang in languages}
     for lang in languages:
         v = vocabs[lang]
         pools.sentences[lang] = [np.asarray(v.ids(t) or [1], dtype=np.int64) for t in tokens[lang]]

@@ -20,7 +20,8 @@ from torch.nn.parallel import DistributedDataParallel
 from rerank.embeddings import distributed as D
 from rerank.embeddings.align import Aligner
 from rerank.embeddings.config import DEFAULTS, resolve_config
-from rerank.embeddings.data import build_pools, epoch_tuples, image_list, load_features, pad_batch, sample_negatives
+from rerank.embeddings.data import (PoolOptions, build_pools, epoch_tuples, image_list, load_features, pad_batch,
+                                     sample_negatives)
 from rerank.embeddings.encoder import Encoder, save_model
 from rerank.embeddings.evaluate import selection_score
 from rerank.embeddings.losses import mlmme_loss
@@ -95,9 +96,7 @@ class Trainer:
         if os.path.exists(vocab_path) and os.path.exists(self.ckpt_path):
             vocabs = _read_vocabs(vocab_path, c["languages"])
         self.pools, self.vocabs = build_pools(self.data_dir, "train", c["languages"], c["sources"], vocabs,
-                                              c["comparable_per_image"], c["max_len"], c["min_freq"], c["max_vocab"],
-                                              c["train_limit"], c["comparable_pairs"], load_pseudo_sources(c["pseudo_pairs"]),
-                                              c["disjoint_halves"], c["aligned_images"])
+                                              PoolOptions.from_config(c), load_pseudo_sources(c["pseudo_pairs"]))
         if self.main and not os.path.exists(self.ckpt_path):
             with atomic_write(vocab_path) as f:
                 json.dump({k: v.to_list() for k, v in self.vocabs.items()}, f, ensure_ascii=False)

@@ -13,7 +13,7 @@ import torch
 
 from rerank.embeddings.align import Aligner, alignment_ratio, dictionary_pairs, rcsls_loss, read_dictionary
 from rerank.embeddings.config import resolve_config
-from rerank.embeddings.data import build_pools
+from rerank.embeddings.data import PoolOptions, build_pools
 from rerank.embeddings.encoder import Encoder
 from rerank.embeddings.train import train
 from rerank.embeddings.vocab import Vocab
@@ -123,11 +123,11 @@ def test_dictionary_reader_and_pairs(tmp_path):
 
 
 def test_c2c_all_pairs_gives_25_tuples_per_image():
-    pools, _ = build_pools(DATA, "train", ["en", "de"], ["task2"], comparable_pairs="all", limit=3)
+    pools, _ = build_pools(DATA, "train", ["en", "de"], ["task2"], options=PoolOptions(comparable_pairs="all", limit=3))
     assert len(pools.unit_image) == 75 and pools.unit_image[:25] == [0] * 25
     first = {(u["en"][0], u["de"][0]) for u in pools.unit_cands[:25]}
     assert len(first) == 25   # every English caption of image 0 with every German one
-    index, _ = build_pools(DATA, "train", ["en", "de"], ["task2"], limit=3)
+    index, _ = build_pools(DATA, "train", ["en", "de"], ["task2"], options=PoolOptions(limit=3))
     assert len(index.unit_image) == 15
     assert resolve_config({"comparable_pairs": "all"})["comparable_pairs"] == "all"
 

@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from rerank.embeddings.config import resolve_config
-from rerank.embeddings.data import build_pools, disjoint_captions, epoch_tuples, languages_kept, load_comparable, load_translated
+from rerank.embeddings.data import (PoolOptions, build_pools, disjoint_captions, epoch_tuples, languages_kept,
+                                     load_comparable, load_translated)
 from rerank.embeddings.losses import mlmme_loss
 from rerank.embeddings.tokenize import tokenize
 from rerank.embeddings.train import train
@@ -28,15 +29,16 @@ def test_halves_and_the_aligned_slice():
 
 
 def test_tuples_and_vocabularies_hold_only_the_kept_captions(mini_multi30k):
-    pools, vocabs = build_pools(str(mini_multi30k), "train", ["en", "de"], ["task1", "task2"], min_freq=1,
-                                comparable_pairs="all", disjoint_halves=True, aligned_images=10)
+    pools, vocabs = build_pools(str(mini_multi30k), "train", ["en", "de"], ["task1", "task2"],
+                                options=PoolOptions(min_freq=1, comparable_pairs="all", disjoint_halves=True,
+                                                    aligned_images=10))
     # task1: one tuple per image; task2 with all pairs: 25 per aligned image, 5 per one-language image
     assert len(pools.unit_image) == 80 + 10 * 25 + 70 * 5
     langs = [tuple(sorted(c)) for c in pools.unit_cands]
     assert langs.count(("de", "en")) == 10 + 250 and langs.count(("en",)) == 30 * 6 and langs.count(("de",)) == 40 * 6
     assert len(pools.sentences["en"]) == 40 * 6 and len(pools.sentences["de"]) == 50 * 6
-    _, task1 = build_pools(str(mini_multi30k), "train", ["en", "de"], ["task1"], min_freq=1, disjoint_halves=True,
-                           aligned_images=10)
+    _, task1 = build_pools(str(mini_multi30k), "train", ["en", "de"], ["task1"],
+                           options=PoolOptions(min_freq=1, disjoint_halves=True, aligned_images=10))
     de1 = load_translated(str(mini_multi30k), "train", ["de"])["de"]
     kept = {w for i in [*range(10), *range(40, 80)] for w in tokenize(de1[i], "de")}
     assert set(task1["de"].tokens) - {"<pad>", "<unk>"} == kept   # the German of images 10-39 is not seen

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from rerank.embeddings.data import build_pools
+from rerank.embeddings.data import PoolOptions, build_pools
 from rerank.embeddings.encoder import Encoder
 from rerank.embeddings.losses import mlmme_loss
 from rerank.embeddings.pseudopairs import nearest, percentile_filter, pseudo_pairs, read_pseudo_pairs
@@ -127,7 +127,8 @@ def pair_file(tmp_path, n=10):
 
 def test_pseudo_pairs_are_units_of_their_own_past_the_images(tmp_path):
     rows = read_pseudo_pairs(pair_file(tmp_path))
-    pools, vocabs = build_pools(DATA, "train", ["en", "de"], ["task1"], min_freq=1, extra_pairs=[("de", "en", rows)])
+    pools, vocabs = build_pools(DATA, "train", ["en", "de"], ["task1"], options=PoolOptions(min_freq=1),
+                                extra_pairs=[("de", "en", rows)])
     assert len(pools.unit_image) == 64 + 10 and pools.unit_image[64:] == list(range(64, 74))
     assert "fußball" in vocabs["de"].index and "bicycle" in vocabs["en"].index
     unit = pools.unit_cands[64]
