@@ -171,11 +171,7 @@ class OptionInfo:
         return tuple(self.choices()) if callable(self.choices) else self.choices
 
 
-def option(default: Any = MISSING, help: str = "", *, flag: str | tuple[str, ...] | None = None,
-           check: Check | None = None, choices: Sequence | Callable[[], Sequence] | None = None,
-           metavar: str | None = None, many: bool = False, default_text: str | None = None, cli: bool = True,
-           group: str | None = None, cli_default: Any = MISSING, nested: type | None = None, prefix: str = "",
-           dest: str | None = None) -> Any:
+def option(default: Any = MISSING, help: str = "", **declared: Any) -> Any:
     """A dataclass field declaring one option: its default, one line of help (without the default:
     "(default: X)" is added from `default`), and optionally
 
@@ -205,8 +201,16 @@ def option(default: Any = MISSING, help: str = "", *, flag: str | tuple[str, ...
     A field without a default is a required option (a required flag). A list or dict default is
     copied for every instance (a dataclass default_factory).
     """
-    info = OptionInfo(help, flag, check, choices if callable(choices) or choices is None else tuple(choices), metavar,
-                      many, default_text, cli, group, None if cli_default is MISSING else (cli_default,), nested, prefix, dest)
+    known = {f.name for f in fields(OptionInfo)} - {"help"}
+    unknown = sorted(set(declared) - known)
+    if unknown:   # a misspelt declaration: a bug of the declaring code
+        raise TypeError(f"option() got unknown keyword(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+    choices = declared.get("choices")
+    if choices is not None and not callable(choices):
+        declared["choices"] = tuple(choices)
+    if "cli_default" in declared:
+        declared["cli_default"] = (declared["cli_default"],)
+    info = OptionInfo(help=help, **declared)
     metadata = {METADATA_KEY: info}
     if isinstance(default, (list, dict, set)):
         template = default
