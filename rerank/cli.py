@@ -222,7 +222,7 @@ def _parser(argv: list[str]) -> argparse.ArgumentParser:
             return build_parser(argv[0])
         return build_parser(listing=True)
     except argparse.ArgumentError as exc:
-        raise InputError(f"the options of the installed plug-ins clash: {exc}") from None
+        raise InputError(f"the options of the installed plug-ins clash: {exc}") from exc
 
 
 if __name__ == "__main__":
