@@ -2,7 +2,7 @@
 and the `Tuner` base class that tuner plug-ins (entry-point group `rerank.tuners`) implement.
 
 Everything a tuner needs is computed once here: the feature matrix, per-hypothesis metric
-sufficient statistics (BLEU by default, any `rerank.metrics` metric for MERT), CSR offsets, and
+sufficient statistics (BLEU by default, any metric of rerank.metrics.registry.METRICS), CSR offsets, and
 which columns are tuned. Evaluating a weight vector on the whole tuning set is then one
 matrix-vector product, a segment arg-max and a sum of statistic rows.
 """

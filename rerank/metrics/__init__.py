@@ -1,5 +1,6 @@
 """Evaluation metrics with per-sentence sufficient statistics (see rerank.metrics.base); the one
-table of the built-in ones, METRICS = {name: class}, and `make_metric` are in rerank.metrics.registry."""
+table of them, METRICS = {name: class} (the built-in ones and the plug-ins of the entry-point group
+rerank.metrics), and `make_metric` are in rerank.metrics.registry."""
 
 from __future__ import annotations
 

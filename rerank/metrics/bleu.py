@@ -37,13 +37,6 @@ def make_bleu(tokenize: str = "13a", lowercase: bool = False) -> BLEU:
     return BLEU(tokenize=tokenize, lowercase=lowercase)
 
 
-def bleu_signature(tokenize: str = "13a", lowercase: bool = False, n_refs: int = 1) -> str:
-    """sacrebleu's short BLEU signature for these settings (e.g. `nrefs:1|case:mixed|...`)."""
-    bleu = make_bleu(tokenize, lowercase)
-    bleu.num_refs = n_refs
-    return str(bleu.get_signature().format(short=False))
-
-
 def hypothesis_stats(
     hyps: Sequence[str],
     offsets: np.ndarray,
