@@ -19,7 +19,6 @@ weights are a mapping {feature name: value} or a weights file path. Bad input ra
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import logging
 import os
@@ -27,9 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from rerank.errors import InputError, require
+from rerank.errors import InputError
 from rerank.features import FeatureContext
 from rerank.formats.decoders import from_ctranslate2, from_generate
 from rerank.htmlreport.build import ReportOptions
@@ -37,10 +34,11 @@ from rerank.evaluation import Cell, EvalOptions, ResultTable
 from rerank.io import read_lines, read_references
 from rerank.metrics import make_metric
 from rerank.multirun import TuneEvents, TuneResult, TuneRun, TuneSettings
-from rerank.metrics.registry import objective_signature
 from rerank.nbest import NBestList
 from rerank.featuring import FeatureRun, add_features, add_features_file, plan_features
-from rerank.nbestfile import ApplyOptions, NBestFile, apply_file, convert_file, nbest_list
+from rerank.nbestfile import (ApplyOptions, NBestFile, apply_file, convert_file, input_paths, nbest_list, reference_files,
+                               weight_vector_of)
+from rerank.tunejob import tune
 from rerank.scorefiles import join_score_files
 from rerank.summary import summarize_file
 from rerank.oracles import Oracle, OracleOptions
@@ -48,14 +46,12 @@ from rerank.significance import approximate_randomization, paired_bootstrap
 
 if TYPE_CHECKING:
     from rerank.progress import Progress
-    from rerank.tuning import Tuner
 
 log = logging.getLogger(__name__)
 
 __all__ = ["OracleOptions", "FeatureRun", "add_features_file", "plan_features",
            "NBestList", "NBestFile", "ApplyOptions", "apply_file", "convert_file", "summarize_file", "join_score_files",
-           "TuneEvents", "read_nbest",
-            "write_nbest", "add_features", "read_references", "read_weights", "tune",
+           "TuneEvents", "read_nbest", "write_nbest", "add_features", "read_references", "read_weights", "tune",
            "TuneResult", "TuneRun", "TuneSettings", "apply", "first_best", "oracle", "Oracle", "evaluate", "Evaluation",
            "EvalOptions", "Reranked", "ReportOptions", "report", "FeatureContext",
            "approximate_randomization", "paired_bootstrap", "make_metric", "from_ctranslate2", "from_generate"]
@@ -114,147 +110,13 @@ def read_weights(weights: Mapping[str, float] | PathLike) -> dict[str, float]:
     raise InputError(f"weights: expected a mapping of feature name to weight or a file path, not {type(weights).__name__}")
 
 
-def _weight_vector(weights: Mapping[str, float] | PathLike, nbest: NBestList) -> np.ndarray:
-    from rerank.weights import tuned_toward, weight_vector
-
-    if isinstance(weights, (str, os.PathLike)):
-        source = os.fspath(weights)
-        objective = tuned_toward(source)
-    else:
-        source, objective = "weights", []
-    return weight_vector(read_weights(weights), nbest.feature_names, source=source, warn=log.warning,
-                         objective=objective)
-
-
 def apply(nbest: NBestList | PathLike, weights: Mapping[str, float] | PathLike) -> list[str]:
     """The 1-best of every list under w·f (ties: the earlier hypothesis), as `rerank apply` writes it.
     A weight for a feature the list lacks is an error; a feature without weight gets 0 (logged)."""
     from rerank.weights import best_rows
 
     nbest, _ = nbest_list(nbest)
-    return [nbest.hyps[int(r)] for r in best_rows(nbest, _weight_vector(weights, nbest))]
-
-
-def _digest(nbest: NBestList, refs: list[list[str]]) -> str:
-    """sha256 of a list and its references as tuned (what a reused run must have been tuned on): the
-    same whether they came from files or from memory, and whatever cache or reading path gave them."""
-    h = hashlib.sha256()
-    for part in (nbest.offsets, nbest.features):
-        h.update(np.ascontiguousarray(part).tobytes())
-    for text in [*nbest.feature_names, *nbest.hyps, *(r for stream in refs for r in stream)]:
-        h.update(text.encode("utf-8", "surrogatepass") + b"\0")
-    return h.hexdigest()
-
-
-def _reference_files(refs: object) -> list[str]:
-    """The files among the references given as `read_references` takes them (paths and lists)."""
-    items = [refs] if isinstance(refs, (str, os.PathLike)) else refs if isinstance(refs, Sequence) else []
-    return [os.fspath(r) for r in items if isinstance(r, (str, os.PathLike))]
-
-
-def tune_outputs(output: PathLike, runs: int) -> tuple[list[str], list[str]]:
-    """(the files `tune(..., output=output)` with `runs` runs writes, the run files of an earlier
-    tuning it removes): what a caller checks before the work starts."""
-    from rerank.multirun import run_paths, stale_runs
-
-    output = os.fspath(output)
-    return [output, *(run_paths(output, runs) if runs > 1 else [])], stale_runs(output, runs)
-
-
-def tuner_for(settings: TuneSettings) -> Tuner:
-    """The installed tuner plug-in of `settings`, after checking what needs no data: that it is
-    installed, optimises the metric, takes the options given, and finds the extras it needs."""
-    from rerank import plugins
-    from rerank.metrics.registry import objective_metrics
-
-    installed = plugins.tuners()
-    if settings.tuner not in installed:
-        raise InputError(f"unknown tuner {settings.tuner!r} (installed: {', '.join(installed) or 'none'})",
-                         option="tuner")
-    plugin = installed[settings.tuner]()
-    for name in objective_metrics(settings.metric):  # a column is any tuner's (its statistics are [value, 1])
-        if name not in plugin.metrics:
-            raise InputError(f"tuner {settings.tuner} optimises {', '.join(plugin.metrics)}, not {name}")
-    plugin.make_options(settings.tuner_options)
-    require(plugin.requires, f"the {settings.tuner} tuner")
-    return plugin
-
-
-def _input_paths(nbest: object, *others: object) -> list[str]:
-    """The files a job reads: an n-best file's (an NBestFile's side files too) and the paths among `others`."""
-    paths = nbest.inputs() if isinstance(nbest, NBestFile) else []
-    return [*paths, *(os.fspath(p) for p in (nbest, *others) if isinstance(p, (str, os.PathLike)))]
-
-
-def tune(nbest: NBestList | NBestFile | PathLike, refs: PathLike | Sequence[PathLike | Sequence[str]] | None = None,
-         settings: TuneSettings | None = None, *, init: Mapping[str, float] | PathLike | None = None,
-         output: PathLike | None = None, plot: PathLike | None = None, events: TuneEvents | None = None,
-         record: Mapping | None = None, source: str | None = None, **keywords: Any) -> TuneResult:
-    """Tune feature weights: `settings.runs` runs of the tuner plug-in `settings.tuner` (mira, mert,
-    pro, ...) with seeds seed..seed+runs-1, keeping the run with the best tuning score in the
-    metric's direction (the lowest TER), as `rerank tune`. `settings`: a TuneSettings; `keywords`
-    replace its fields (runs=3, metric="ter", sentences="0-99") and set the tuner's options (mira:
-    epochs, C, decay, model_bg, shuffle). `init`: start weights (default: all zero, as kbmira).
-
-    `metric` (a TuneSettings field): bleu, chrf, chrf++, ter, meteor; `column:NAME`, the mean over the
-    sentences of the n-best column NAME of the chosen hypotheses (higher is better unless NAME is in
-    `lower_better`); or an interpolation `bleu=0.5,column:comet=0.5` (Moses' interpolated scorer:
-    sum_k w_k x each component oriented by its direction, each on its own scale). The columns of the
-    metric are the objective, not features: they get no weight. `refs` may be None when every
-    component is a column (given ones are then not read).
-
-    `output`: write each run's weights file when it ends and the kept run there (OUTPUT.runK.json for
-    several runs), and reuse the run files an earlier call wrote from equal inputs (the list and
-    references as tuned, whether read from files or given in memory) and equal settings
-    (`TuneSettings.REUSE`), as `rerank tune -o` does (resume after an interruption); `plot`: a PNG of
-    the tuning curves and weights. No output may be an input. `record`: more fields for every run
-    file's meta (the command line's); `source`: the list's name in messages and in the run files
-    (default: the file it was read from). `events`: a TuneEvents (progress, on_start, on_run, verbose).
-    """
-    from rerank.metrics.registry import objective_metrics
-    from rerank.multirun import tune_runs
-    from rerank.outputs import check_outputs
-    from rerank.tuning import normalize, prepare
-
-    settings = TuneSettings.make(settings, **keywords)
-    events = events or TuneEvents()
-    plugin = tuner_for(settings)  # before any file is read
-    needs_refs = bool(objective_metrics(settings.metric))
-    if refs is None and needs_refs:
-        raise InputError(f"metric {settings.metric} needs references (refs); only column:NAME components need none",
-                         option="metric")
-    ref_paths = _reference_files(refs) if needs_refs else []
-    if output is not None or plot is not None:
-        writes, stale = tune_outputs(output, settings.runs) if output is not None else ([], [])
-        check_outputs([*writes, None if plot is None else os.fspath(plot), *stale], _input_paths(nbest, *ref_paths, init))
-    text = {"post_process": nbest.post_process, "unescape": nbest.unescape} if isinstance(nbest, NBestFile) else None
-    nbest, source = nbest_list(nbest, source, events.progress)
-    streams = read_references(refs, nbest.n_sentences, source) if needs_refs and refs is not None else None
-    nbest, streams = settings.select(nbest, streams)
-    data = prepare(nbest, streams, metric=settings.metric, tokenize=settings.tokenize, lowercase=settings.lowercase,
-                   tune=settings.tune_features or None, fix=settings.fix or None, lang=settings.lang,
-                   lower_better=settings.lower_better, progress=events.progress, source=source)
-    w0 = None if init is None else _weight_vector(init, data.nbest)
-    normalize(np.zeros(len(data.feature_names)), settings.normalize, data.tuned)  # refuses to rescale fixed features
-    if events.on_start is not None:
-        events.on_start(data)
-    meta = {"nbest": source if source == "n-best list" else os.path.abspath(source),
-            "references": [os.path.abspath(p) for p in ref_paths] or None, "metric": settings.metric,
-            "tokenize": settings.tokenize, "lowercase": settings.lowercase,
-            "signature": objective_signature(settings.metric, settings.lower_better, settings.tokenize,
-                                             settings.lowercase, settings.lang, len(streams or [])),
-            "lower_better": list(settings.lower_better), "objective": data.metric.components or None,
-            "objective_columns": list(data.metric.columns),
-            "init": os.fspath(init) if isinstance(init, (str, os.PathLike)) else None,
-            **({"sentences": settings.sentences} if settings.sentences is not None else {}),
-            **({"nbest_text": text} if text is not None else {}), **(record or {})}
-    result = tune_runs(data, plugin, settings, w0=w0, output=None if output is None else os.fspath(output),
-                       inputs={"n-best and references": _digest(nbest, streams or [])}, meta=meta,
-                       progress=events.progress, verbose=events.verbose if events.verbose is not None else log.info,
-                       on_run=events.on_run)
-    if plot is not None:
-        result.plot(os.fspath(plot))
-    return result
+    return [nbest.hyps[int(r)] for r in best_rows(nbest, weight_vector_of(weights, nbest.feature_names))]
 
 
 def oracle(nbest: NBestList | NBestFile | PathLike, refs: PathLike | Sequence[PathLike | Sequence[str]] | None = None,
@@ -285,7 +147,7 @@ def oracle(nbest: NBestList | NBestFile | PathLike, refs: PathLike | Sequence[Pa
     o = replace(options or OracleOptions(), **keywords) if keywords else options or OracleOptions()
     kind, _ = oracles.check_oracle_metric(o.metric, refs, o.lower_better, tokenize=o.tokenize, lowercase=o.lowercase)
     if output is not None:
-        check_outputs([os.fspath(output)], _input_paths(nbest, *(_reference_files(refs) if kind == "metric" else [])))
+        check_outputs([os.fspath(output)], input_paths(nbest, *(reference_files(refs) if kind == "metric" else [])))
     nbest, source = nbest_list(nbest, None, progress)
     found = oracles.oracle(nbest, refs, metric=o.metric, tokenize=o.tokenize, lowercase=o.lowercase, lang=o.lang,
                            ter_case_sensitive=o.ter_case_sensitive, lower_better=o.lower_better, progress=progress,
@@ -324,7 +186,7 @@ class Reranked:
 
     def inputs(self) -> list[str]:
         """The files reading the system may open: the list's (an NBestFile's side files too) and the weights'."""
-        return _input_paths(self.nbest, self.weights)
+        return input_paths(self.nbest, self.weights)
 
 
 def _files_of(output: object) -> list[str]:
@@ -342,7 +204,7 @@ def _files_of(output: object) -> list[str]:
 def _evaluation_inputs(refs: object, named: Sequence[tuple[str, object]], options: EvalOptions) -> list[str]:
     """Every file an evaluation reads: the references, the systems' files and the options' (for the
     check that no output is one of them)."""
-    files = [*_reference_files(refs), *options.inputs()]
+    files = [*reference_files(refs), *options.inputs()]
     for _, value in named:
         files += value.inputs() if isinstance(value, Reranked) else _files_of(value)
     return files
@@ -544,7 +406,7 @@ def evaluate(refs: PathLike | Sequence[PathLike | Sequence[str]], baseline: obje
     if any(out is not None for out in outputs):
         check_outputs([None if out is None else os.fspath(out) for out in outputs],
                       _evaluation_inputs(refs, pairs, options))
-    ref_files = _reference_files(refs)
+    ref_files = reference_files(refs)
     refs = read_references(refs)
     refs_name = ref_files[0] if ref_files else "reference 1"
     runs: dict[str, list[list[str]]] = {}
@@ -560,7 +422,7 @@ def evaluate(refs: PathLike | Sequence[PathLike | Sequence[str]], baseline: obje
             if nbest.n_sentences != len(refs[0]):
                 raise InputError(f"the n-best list has {nbest.n_sentences} sentences but the references have "
                                  f"{len(refs[0])} ({refs_name})", source)
-            w = _weight_vector(value.weights, nbest)
+            w = weight_vector_of(value.weights, nbest.feature_names)
             runs[name] = [[nbest.hyps[int(r)] for r in best_rows(nbest, w)]]
             nbests[name] = (nbest, model_scores(nbest, w))
             files = [source, *([os.fspath(value.weights)] if isinstance(value.weights, (str, os.PathLike)) else [])]

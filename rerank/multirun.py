@@ -27,6 +27,7 @@ import numpy as np
 from rerank import __version__
 from rerank.errors import InputError
 from rerank.metrics.base import MetricInfo
+from rerank.nbest import NBestList
 from rerank.metrics.registry import MetricLike, best_index, metric_info
 from rerank.options import ANY, NAMES, NONNEGATIVE_INT, POSITIVE_INT, check_options, option
 from rerank.progress import Progress
@@ -117,7 +118,7 @@ class TuneSettings:
 
         return objective_display(self.metric)
 
-    def select(self, nbest: Any, refs: list[list[str]] | None) -> tuple[Any, list[list[str]] | None]:
+    def select(self, nbest: NBestList, refs: list[list[str]] | None) -> tuple[NBestList, list[list[str]] | None]:
         """The list and the reference streams cut to `sentences` (all of them when None)."""
         if self.sentences is None:
             return nbest, refs

@@ -330,7 +330,7 @@ def apply_file(source: NBestFile | PathLike, weights: Mapping[str, float] | Path
     else:
         nbest = source.read(progress)
         refs = read_references(list(options.refs), nbest.n_sentences, source.path) if options.refs else None
-        w = _weights(weights, nbest.feature_names)
+        w = weight_vector_of(weights, nbest.feature_names)
         rows = best_rows(nbest, w)
         with output_group():  # both outputs or none
             with atomic_write(output) as out:
@@ -353,14 +353,31 @@ def corpus_scores(scorers: Sequence, best: list[str], first: list[str], refs: li
     return scores
 
 
-def _weights(weights: Mapping[str, float] | PathLike, names: list[str]) -> np.ndarray:
-    """The weight vector of `names` (rerank.weights.weight_vector, logged warnings)."""
+def weight_vector_of(weights: Mapping[str, float] | PathLike, names: list[str]) -> np.ndarray:
+    """The weight vector of the columns `names` from a mapping {feature: weight} or a weights file
+    (rerank.weights.weight_vector: a nonzero weight for a column the list lacks is an error, a column
+    without weight gets 0, logged, unless the weights were tuned toward it)."""
     from rerank.weights import read_weights, tuned_toward, weight_vector
 
     if isinstance(weights, (str, os.PathLike)):
         path = os.fspath(weights)
         return weight_vector(read_weights(path), names, source=path, objective=tuned_toward(path))
+    if not isinstance(weights, Mapping):
+        raise InputError(f"weights: expected a mapping of feature name to weight or a file path, not "
+                         f"{type(weights).__name__}")
     return weight_vector({str(k): float(v) for k, v in weights.items()}, names, source="weights")
+
+
+def reference_files(refs: object) -> list[str]:
+    """The files among references given as `read_references` takes them (paths and lists)."""
+    items = [refs] if isinstance(refs, (str, os.PathLike)) else refs if isinstance(refs, Sequence) else []
+    return [os.fspath(r) for r in items if isinstance(r, (str, os.PathLike))]
+
+
+def input_paths(nbest: object, *others: object) -> list[str]:
+    """The files a job reads: an n-best file's (an NBestFile's side files too) and the paths among `others`."""
+    paths = nbest.inputs() if isinstance(nbest, NBestFile) else []
+    return [*paths, *(os.fspath(p) for p in (nbest, *others) if isinstance(p, (str, os.PathLike)))]
 
 
 def _apply_streamed(path: str, layout: dict, weights: Mapping[str, float] | PathLike, output: str,
@@ -369,7 +386,7 @@ def _apply_streamed(path: str, layout: dict, weights: Mapping[str, float] | Path
     outputs); (the 1-best, the first hypotheses) when `keep`, else two empty lists."""
     from rerank.weights import resorted
 
-    w = _weights(weights, layout["feature_names"])
+    w = weight_vector_of(weights, layout["feature_names"])
     best: list[str] = []
     first: list[str] = []
     with output_group(), atomic_write(output) as out, \
