@@ -27,6 +27,7 @@ from rerank.embeddings.tokenize import tokenize
 from rerank.embeddings.vocab import Vocab
 from rerank.recipes.demo import data_dir, shipped_lists
 from rerank.embeddings.features import embedding_features, row_dots
+from rerank.features import FeatureContext
 from rerank.formats import read_nbest
 from rerank.io import read_lines
 
@@ -74,8 +75,8 @@ def main() -> None:
     print(f"{'preset':<8} {'features hyps/s':>16} {'no-cache hyps/s':>16} {'speed-up':>9}")
     for preset in args.presets.split(","):
         encoder = random_encoder(preset, sources, hyps)
-        fast, values = best_of(args.repeat, lambda: embedding_features(
-            nbest, encoder, ["s_s"], "de", sources=sources, src_lang="en", device=args.device)["s_s"])
+        context = FeatureContext(sources=sources, src_lang="en", tgt_lang="de", device=args.device)
+        fast, values = best_of(args.repeat, lambda: embedding_features(nbest, encoder, ["s_s"], context)["s_s"])
 
         def naive():
             src = encoder.encode(sources, "en", device=args.device)

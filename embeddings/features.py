@@ -24,7 +24,7 @@ from rerank.errors import InputError, needs_neural, require
 from rerank.features import Feature, FeatureContext
 from rerank.nbest import NBestList
 from rerank.options import PATH, POSITIVE_INT, option
-from rerank.progress import Progress, progress_bar
+from rerank.progress import progress_bar
 
 FEATURES = ("s_s", "s_i", "s_i_src")
 
@@ -52,36 +52,32 @@ def row_dots(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return (a.astype(np.float64) * b.astype(np.float64)).sum(axis=1)
 
 
-def embedding_features(
-    nbest: NBestList,
-    encoder,
-    which: Sequence[str],
-    tgt_lang: str,
-    sources: Sequence[str] | None = None,
-    src_lang: str | None = None,
-    images: np.ndarray | None = None,
-    chunk_sentences: int = 2000,
-    batch_size: int = 256,
-    device: str = "cpu",
-    progress: Progress = False,
-) -> dict[str, np.ndarray]:
-    """Feature name -> (n_hyps,) float64 similarities. Empty hypotheses score 0."""
+def embedding_features(nbest: NBestList, encoder, which: Sequence[str], context: FeatureContext | None = None,
+                       images: np.ndarray | None = None, chunk_sentences: int = 2000,
+                       batch_size: int = 256) -> dict[str, np.ndarray]:
+    """Feature name -> (n_hyps,) float64 similarities. Empty hypotheses score 0. `context` gives
+    what the run shares with the other features (rerank.features.FeatureContext; None: its
+    defaults): the hypotheses' language `tgt_lang`, the `sources` (one per n-best sentence; s_s,
+    s_i_src) in `src_lang`, the `device` and the `progress` bar; its other fields are the plug-in's
+    (`MLMMEFeatures.compute`: threads, notes, the shard's place). `images`: one image feature row
+    per n-best sentence (s_i, s_i_src)."""
     from rerank.device import resolve_device
 
-    device = resolve_device(device)  # once: a CUDA fallback is said once, an unknown device refused early
+    context = context or FeatureContext()
+    sources = context.sources
+    device = resolve_device(context.device)  # once: a CUDA fallback is said once, an unknown device refused early
     if sources is not None and len(sources) != nbest.n_sentences:
         raise InputError(f"{len(sources)} source sentences for {nbest.n_sentences} n-best sentences")
     if images is not None and len(images) != nbest.n_sentences:
         raise InputError(f"{len(images)} image feature rows for {nbest.n_sentences} n-best sentences")
     out = {name: np.zeros(nbest.n_hyps) for name in which}
-    bar = progress_bar(progress, "features", total=nbest.n_hyps, unit="hyp")
+    bar = progress_bar(context.progress, "features", total=nbest.n_hyps, unit="hyp")
     for start in range(0, nbest.n_sentences, chunk_sentences):
         end = min(start + chunk_sentences, nbest.n_sentences)
         lo, hi = int(nbest.offsets[start]), int(nbest.offsets[end])
 
         def columns(a: int, b: int, start=start) -> dict[str, np.ndarray]:
-            return _sentence_columns(nbest, encoder, which, tgt_lang, sources, src_lang, images, start + a, start + b,
-                                     batch_size, device)
+            return _sentence_columns(nbest, encoder, which, context, images, start + a, start + b, batch_size, device)
 
         # torchrun: each rank takes sentences of about equal hypothesis counts (rerank.distributed);
         # a vector does not depend on the sentences encoded with it, so neither do the values
@@ -93,16 +89,17 @@ def embedding_features(
     return out
 
 
-def _sentence_columns(nbest: NBestList, encoder, which, tgt_lang, sources, src_lang, images, start: int, end: int,
+def _sentence_columns(nbest: NBestList, encoder, which, context: FeatureContext, images, start: int, end: int,
                       batch_size: int, device) -> dict[str, np.ndarray]:
     """The columns of the hypotheses of sentences start..end-1, each distinct string encoded once."""
     lo, hi = int(nbest.offsets[start]), int(nbest.offsets[end])
     sent = nbest.sentence_of_hyp[lo:hi]
     index, distinct = distinct_index(nbest.hyps[lo:hi])
-    hyp_vecs = encoder.encode(distinct, tgt_lang, batch_size=batch_size, device=device, empty="zero")[index]
+    hyp_vecs = encoder.encode(distinct, context.tgt_lang, batch_size=batch_size, device=device, empty="zero")[index]
     src_vecs = img_vecs = None
-    if sources is not None and {"s_s", "s_i_src"} & set(which):
-        src_vecs = encoder.encode(list(sources[start:end]), src_lang, batch_size=batch_size, device=device, empty="zero")
+    if context.sources is not None and {"s_s", "s_i_src"} & set(which):
+        src_vecs = encoder.encode(list(context.sources[start:end]), context.src_lang, batch_size=batch_size,
+                                  device=device, empty="zero")
     if images is not None and {"s_i", "s_i_src"} & set(which):
         img_vecs = encoder.encode_images(images[start:end], device=device)
     local = sent - start
@@ -176,10 +173,8 @@ class MLMMEFeatures(Feature):
                                  f"{encoder.model.cfg.image_dim}", options.images)
             if not encoder.has_images:
                 context.notes.append(f"{model_path} is a text-only model (trained without image features)")
-            columns = embedding_features(
-                nbest, encoder, which, context.tgt_lang, sources=context.sources, src_lang=context.src_lang,
-                images=images, chunk_sentences=options.chunk_sentences, batch_size=options.batch_size,
-                device=context.device, progress=context.progress)
+            columns = embedding_features(nbest, encoder, which, context, images, options.chunk_sentences,
+                                         options.batch_size)
             out.update({prefix + name: values for name, values in columns.items()})
         return out
 
