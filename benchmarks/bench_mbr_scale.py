@@ -303,7 +303,7 @@ def tuning(args) -> list[dict]:
     import rerank
     from rerank.consensus import MBROptions, mbr_scores
     from rerank.recipes.demo import BASE_FEATURES
-    from rerank.recipes.experiment import leading_references, rerank as rerank_list, tune_system
+    from rerank.recipes.experiment import leading_references, mira, rerank as rerank_list, tune_system
 
     text = args.text_dir
     pairs = [(f"{f} 50-best", os.path.join(DATA, f"{f}.val.50best.gz"), os.path.join(DATA, f"{f}.test_2016.50best.gz"))
@@ -328,7 +328,7 @@ def tuning(args) -> list[dict]:
         row["decision_bleu"] = {m: sacrebleu.corpus_bleu(picks_[m], test_refs).score for m in cols}
 
         def tuned(features, d, t_):
-            weights, _ = tune_system(d, dev_refs, features, 3, 1, 60, "13a")
+            weights, _ = tune_system(d, dev_refs, features, mira(3, 1, 60, "13a"))
             return float(np.mean([sacrebleu.corpus_bleu(rerank_list(t_, w), test_refs).score for w in weights]))
 
         row["one_best_bleu"] = sacrebleu.corpus_bleu([test.hyps[int(i)] for i in test.offsets[:-1]], test_refs).score

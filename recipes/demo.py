@@ -20,10 +20,10 @@ from importlib import resources
 import numpy as np
 
 from rerank.embeddings.features import embedding_features
-from rerank.recipes.experiment import SystemSpec, run_experiment
+from rerank.api import EvalOptions
+from rerank.recipes.experiment import SystemSpec, mira, run_experiment
 from rerank.consensus import mbr_scores
 from rerank.errors import InputError
-from rerank.features import FeatureContext
 from rerank.formats import read_nbest, read_references, write_nbest
 from rerank.io import atomic_write, read_lines
 from rerank.nbest import NBestList
@@ -62,8 +62,8 @@ def add_embedding_feature(nbest, sources, model_path: str, name: str = "s_s", de
     from rerank.embeddings.encoder import Encoder
 
     encoder = Encoder.load(model_path)
-    context = FeatureContext(sources=sources, src_lang="en", tgt_lang="de", device=device, progress=terminal_bars())
-    values = embedding_features(nbest, encoder, ["s_s"], context)["s_s"]
+    values = embedding_features(nbest, encoder, ["s_s"], "de", sources=sources, src_lang="en", device=device,
+                                progress=terminal_bars())["s_s"]
     return nbest.with_feature(name, values), encoder
 
 
@@ -160,11 +160,10 @@ def run_demo(out_dir: str | None = None, flavour: str | None = None, n: int = 20
         write_nbest(dev, os.path.join(out_dir, f"{flavour}.val.{n}best.feat.gz"))
         write_nbest(test, os.path.join(out_dir, f"{flavour}.test_2016.{n}best.feat.gz"))
 
-    result = run_experiment(
-        dev, dev_refs, test, test_refs, demo_systems(dev, test, log), runs=runs, seed=seed, epochs=epochs,
-        tokenize="13a", metrics=metrics, lang="de", second_baseline="MIRA: NMT features", ar_trials=ar_trials, bootstrap=bootstrap,
-        meteor_options={"modules": ["exact", "stem"]}, out_dir=out_dir, log=log,
-    )
+    evaluation = EvalOptions(metrics=tuple(metrics), lang="de", second_baseline="MIRA: NMT features", ar=ar_trials,
+                             bootstrap=bootstrap, seed=seed, tokenize="13a", meteor={"modules": ["exact", "stem"]})
+    result = run_experiment(dev, dev_refs, test, test_refs, demo_systems(dev, test, log), mira(runs, seed, epochs, "13a"),
+                            evaluation, out_dir=out_dir, log=log)
     report = report_text(result, test, flavour, n, runs, model, encoder, lists_dir)
     if out_dir:
         with atomic_write(os.path.join(out_dir, "report.md")) as out:

@@ -1,5 +1,6 @@
 """One reranking experiment: tune each system's feature set on a dev n-best list with k-best
-MIRA (R runs), rerank the test list, and score every system against the baseline.
+MIRA (R runs), rerank the test list, and score every system against the baseline, through the
+Python API (`rerank.tune` with a TuneSettings, `rerank.evaluate` with an EvalOptions).
 
 Used by `rerank demo` and the Multi30k recipe. A system is a named set of features to tune;
 the baseline is the decoder's own 1-best (the first hypothesis of every list).
@@ -11,9 +12,10 @@ import logging
 import json
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
+from rerank.api import EvalOptions, TuneEvents, TuneSettings
 from rerank.io import atomic_write
 from rerank.nbest import NBestList
 from rerank.oracles import oracle
@@ -41,20 +43,22 @@ class ExperimentResult:
     outputs: dict[str, list[list[str]]] = field(default_factory=dict)
 
 
-def tune_system(dev: NBestList, dev_refs, features: list[str], runs: int, seed: int, epochs: int,
-                tokenize: str, progress: Progress = False) -> tuple[list[dict[str, float]], list[float]]:
-    """R k-best MIRA runs (seeds seed..seed+R-1) over `features`; other columns keep weight 0."""
-    from rerank.multirun import run_seeds
-    from rerank.tuning import prepare
-    from rerank.mira.kbmira import kbmira
+def mira(runs: int = 3, seed: int = 1, epochs: int = 60, tokenize: str = "13a") -> TuneSettings:
+    """How an experiment tunes each system: `runs` k-best MIRA runs (seeds seed..seed+runs-1) of
+    `epochs` epochs toward BLEU with sacrebleu's tokeniser `tokenize`."""
+    return TuneSettings(tuner="mira", runs=runs, seed=seed, tokenize=tokenize, tuner_options={"epochs": epochs})
 
-    data = prepare(dev, dev_refs, tokenize=tokenize, tune=features, source="dev n-best")
-    weights, scores = [], []
-    for run_seed in run_seeds(seed, runs):
-        result = kbmira(data, None, epochs=epochs, seed=run_seed, progress=progress)
-        weights.append({n: float(v) for n, v in zip(data.feature_names, result.weights) if n in features})
-        scores.append(float(result.best_score))
-    return weights, scores
+
+def tune_system(dev: NBestList, dev_refs, features: list[str], settings: TuneSettings,
+                progress: Progress = False) -> tuple[list[dict[str, float]], list[float]]:
+    """The runs of `settings` (rerank.tune) over `features`, other columns at weight 0: each run's
+    weights of `features` and its tuning score."""
+    from rerank.api import tune
+
+    result = tune(dev, dev_refs, replace(settings, tune_features=tuple(features)), source="dev n-best",
+                  events=TuneEvents(progress=progress, verbose=lambda _: None))
+    weights = [{n: float(v) for n, v in run.weights.items() if n in features} for run in result.runs]
+    return weights, [float(run.score) for run in result.runs]
 
 
 def leading_references(path: str, n: int) -> list[list[str]]:
@@ -84,34 +88,34 @@ def oracle_bleu(nbest: NBestList, refs, tokenize: str) -> tuple[float, list[str]
     return found.score, found.hypotheses
 
 
-def run_experiment(dev: NBestList, dev_refs, test: NBestList, test_refs, systems: list[SystemSpec], *,
-                   runs: int = 3, seed: int = 1, epochs: int = 60, tokenize: str = "13a",
-                   metrics=("bleu", "meteor", "ter"), lang: str = "de", second_baseline: str | None = None,
-                   ar_trials: int = 10000, bootstrap: int = 1000, meteor_options: dict | None = None,
+def run_experiment(dev: NBestList, dev_refs, test: NBestList, test_refs, systems: list[SystemSpec],
+                   tuning: TuneSettings | None = None, evaluation: EvalOptions | None = None, *,
                    out_dir: str | None = None, log=None) -> ExperimentResult:
-    """Tune, rerank, evaluate. Writes weights, outputs and tables under `out_dir` when given.
-    `log`: called with each line of progress (default: INFO records of this module's logger)."""
-    log = log or logger.info
-    from rerank.evaluation import evaluate_systems
+    """Tune each system as `tuning` says (default: `mira()`), rerank the test lists, evaluate the
+    systems against the test lists' first hypotheses ("NMT 1-best") as `evaluation` says (default:
+    EvalOptions()). Writes weights, outputs and tables under `out_dir` when given. `log`: called
+    with each line of progress (default: INFO records of this module's logger)."""
+    from rerank.api import evaluate
 
+    log = log or logger.info
+    tuning = tuning or mira()
+    evaluation = evaluation or EvalOptions()
+    how = "k-best MIRA" if tuning.tuner == "mira" else tuning.tuner
     all_weights, dev_scores, outputs = {}, {}, {}
     for spec in systems:
         missing = [f for f in spec.features if f not in dev.feature_names or f not in test.feature_names]
         if missing:
             raise ValueError(f"system {spec.name!r}: features {missing} are not in both n-best lists")
-        log(f"tuning {spec.name} ({', '.join(spec.features)}): {runs} k-best MIRA runs")
-        weights, scores = tune_system(dev, dev_refs, spec.features, runs, seed, epochs, tokenize)
+        log(f"tuning {spec.name} ({', '.join(spec.features)}): {tuning.runs} {how} runs")
+        weights, scores = tune_system(dev, dev_refs, spec.features, tuning)
         all_weights[spec.name], dev_scores[spec.name] = weights, scores
         outputs[spec.name] = [rerank(test, w) for w in weights]
         log(f"  dev BLEU per run: {', '.join(f'{s:.2f}' for s in scores)}")
     baseline = first_best(test)
-    oracle, oracle_hyps = oracle_bleu(test, test_refs, tokenize)
-    log(f"evaluating {len(systems) + 1} systems x {runs} runs: {', '.join(metrics)}")
-    table = evaluate_systems(
-        test_refs, [baseline], outputs, metrics=metrics, lang=lang, second_baseline=second_baseline,
-        ar=ar_trials, bootstrap=bootstrap, seed=seed, baseline_name="NMT 1-best", tokenize=tokenize,
-        meteor=meteor_options,
-    )
+    oracle, oracle_hyps = oracle_bleu(test, test_refs, tuning.tokenize)
+    names = [m if isinstance(m, str) else m.name for m in evaluation.metrics]
+    log(f"evaluating {len(systems) + 1} systems x {tuning.runs} runs: {', '.join(names)}")
+    table = evaluate(test_refs, ("NMT 1-best", baseline), outputs, evaluation).table
     result = ExperimentResult(table, all_weights, dev_scores, oracle, outputs)
     if out_dir:
         save_experiment(result, out_dir, baseline, oracle_hyps)

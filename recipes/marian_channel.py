@@ -400,7 +400,7 @@ def model_record(model_dir: str) -> dict:
 
 def compare(args, command: str, log) -> dict:
     from rerank import api
-    from rerank.recipes.experiment import leading_references, run_experiment
+    from rerank.recipes.experiment import leading_references, mira, run_experiment
 
     study = {"command": command, "model": model_record(args.model),
              "runs": args.runs, "epochs": args.epochs, "seed": args.seed, "lists": {}}
@@ -411,11 +411,11 @@ def compare(args, command: str, log) -> dict:
             refs = {split: leading_references(os.path.join(args.text_dir, f"{stem}.de.gz"), nb.n_sentences)
                     for (split, stem), nb in zip(SPLITS.items(), (dev, test))}
             out = os.path.join(args.out, "experiments", f"{flavour}.{n}best")
-            result = run_experiment(dev, refs["val"], test, refs["test_2016"], comparison_systems(), runs=args.runs,
-                                    seed=args.seed, epochs=args.epochs, tokenize="13a", lang="de",
-                                    second_baseline="+ channel + lm (GRU)", ar_trials=args.ar,
-                                    bootstrap=args.bootstrap, meteor_options={"modules": ["exact", "stem"]},
-                                    out_dir=out, log=log)
+            evaluation = api.EvalOptions(metrics=("bleu", "meteor", "ter"), lang="de", second_baseline="+ channel + lm (GRU)",
+                                         ar=args.ar, bootstrap=args.bootstrap, seed=args.seed, tokenize="13a",
+                                         meteor={"modules": ["exact", "stem"]})
+            result = run_experiment(dev, refs["val"], test, refs["test_2016"], comparison_systems(),
+                                    mira(args.runs, args.seed, args.epochs, "13a"), evaluation, out_dir=out, log=log)
             table = json.loads(result.table.to_json())
             study["lists"][f"{flavour} {n}-best"] = {
                 "table": table, "dev_bleu": result.dev_scores,

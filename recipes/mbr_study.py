@@ -25,7 +25,7 @@ import numpy as np
 import sacrebleu
 
 from rerank.recipes.demo import BASE_FEATURES
-from rerank.recipes.experiment import leading_references, rerank, tune_system
+from rerank.recipes.experiment import leading_references, mira, rerank, tune_system
 from rerank.recipes.stronger import SPLIT_FILES
 from rerank.io import atomic_copy, atomic_write
 
@@ -54,7 +54,7 @@ def bleu_and_ratio(hyps: list[str], refs) -> tuple[float, float]:
 def study_list(dev, dev_refs, test, test_refs, variants: dict, runs: int, seed: int, epochs: int) -> dict:
     """The sweep on one pair of lists; see the module doc."""
     def tuned(dev_list, test_list, features):
-        weights, dev_scores = tune_system(dev_list, dev_refs, features, runs, seed, epochs, "13a")
+        weights, dev_scores = tune_system(dev_list, dev_refs, features, mira(runs, seed, epochs, "13a"))
         scored = [bleu_and_ratio(rerank(test_list, w), test_refs) for w in weights]
         return {"val_bleu": float(np.mean(dev_scores)), "test_bleu": float(np.mean([s for s, _ in scored])),
                 "test_ratio": float(np.mean([r for _, r in scored]))}

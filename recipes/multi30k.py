@@ -26,7 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from rerank.recipes.experiment import SystemSpec, run_experiment
+from rerank.api import EvalOptions
+from rerank.recipes.experiment import SystemSpec, mira, run_experiment
 from rerank.recipes.steps import Steps
 from rerank.errors import InputError
 from rerank.formats import read_nbest, read_references, write_nbest
@@ -202,7 +203,6 @@ class Recipe:
         from rerank.embeddings.data import load_features
         from rerank.embeddings.encoder import Encoder
         from rerank.embeddings.features import embedding_features
-        from rerank.features import FeatureContext
 
         nbest = read_nbest(self.nbest_path(flavour, split, n))
         sources = read_lines(source_path)
@@ -213,9 +213,8 @@ class Recipe:
             if "en" not in encoder.languages:  # VSE is monolingual (German): only s_i
                 which = ["s_i"]
             self.log(f"features {', '.join(model['prefix'] + w for w in which)} for {flavour} {split} {n}-best")
-            context = FeatureContext(sources=sources, src_lang="en", tgt_lang="de", device=self.cfg.device,
-                                     progress=terminal_bars())
-            columns = embedding_features(nbest, encoder, which, context, images)
+            columns = embedding_features(nbest, encoder, which, "de", sources=sources, src_lang="en", images=images,
+                                         device=self.cfg.device, progress=terminal_bars())
             for w in which:
                 nbest = nbest.with_feature(model["prefix"] + w, columns[w])
         write_nbest(nbest, out)
@@ -262,10 +261,11 @@ class Recipe:
         test_refs = read_references([os.path.join(raw, "test_2016_flickr.de.gz")], test.n_sentences)
         systems, second = self.systems(models, dev)
         self.log(f"experiment {flavour} {n}-best: {len(systems)} systems x {cfg.runs} runs")
-        result = run_experiment(dev, dev_refs, test, test_refs, systems, runs=cfg.runs, seed=cfg.seed,
-                                epochs=cfg.epochs, tokenize="13a", lang="de", second_baseline=second,
-                                ar_trials=cfg.ar_trials, bootstrap=cfg.bootstrap,
-                                meteor_options={"modules": config["meteor_modules"]}, out_dir=exp_dir, log=self.log)
+        evaluation = EvalOptions(metrics=("bleu", "meteor", "ter"), lang="de", second_baseline=second, ar=cfg.ar_trials,
+                                 bootstrap=cfg.bootstrap, seed=cfg.seed, tokenize="13a",
+                                 meteor={"modules": config["meteor_modules"]})
+        result = run_experiment(dev, dev_refs, test, test_refs, systems, mira(cfg.runs, cfg.seed, cfg.epochs, "13a"),
+                                evaluation, out_dir=exp_dir, log=self.log)
         summary = json.loads(result.table.to_json())
         summary["oracle_bleu"] = result.oracle_bleu
         summary["dev_bleu"] = result.dev_scores

@@ -30,7 +30,8 @@ import sys
 import time
 
 from rerank.recipes.demo import BASE_FEATURES, MODEL_FEATURES, data_dir, shipped_lists
-from rerank.recipes.experiment import SystemSpec, leading_references, run_experiment
+from rerank.api import EvalOptions
+from rerank.recipes.experiment import SystemSpec, leading_references, mira, run_experiment
 from rerank.recipes.steps import Steps
 from rerank.errors import InputError
 from rerank.formats import read_nbest, write_nbest
@@ -69,10 +70,9 @@ def add_features(nbest, sources: list[str], models: dict, device: str = "cpu", k
     if "s_s" not in keep:
         from rerank.embeddings.encoder import Encoder
         from rerank.embeddings.features import embedding_features
-        from rerank.features import FeatureContext
 
-        context = FeatureContext(sources=sources, src_lang="en", tgt_lang="de", device=device, progress=progress)
-        s_s = embedding_features(nbest, Encoder.load(models["embedding"]), ["s_s"], context)["s_s"]
+        s_s = embedding_features(nbest, Encoder.load(models["embedding"]), ["s_s"], "de", sources=sources,
+                                 src_lang="en", device=device, progress=progress)["s_s"]
         nbest = nbest.with_feature("s_s", s_s)
     if "mbr" not in keep:
         from rerank.consensus import mbr_scores
@@ -155,10 +155,11 @@ class Stronger:
             dev, test = read_nbest(featured[0]), read_nbest(featured[1])
             refs = [leading_references(os.path.join(self.m30k, f"{SPLIT_FILES[s]}.de.gz"), nb.n_sentences)
                     for s, nb in (("val", dev), ("test_2016", test))]
-            result = run_experiment(dev, refs[0], test, refs[1], SYSTEMS, runs=args.runs, seed=args.seed,
-                                    epochs=args.epochs, tokenize="13a", lang="de", second_baseline="MIRA: NMT features",
-                                    ar_trials=args.ar, bootstrap=args.bootstrap,
-                                    meteor_options={"modules": ["exact", "stem"]}, out_dir=out, log=self.log)
+            evaluation = EvalOptions(metrics=("bleu", "meteor", "ter"), lang="de", second_baseline="MIRA: NMT features",
+                                     ar=args.ar, bootstrap=args.bootstrap, seed=args.seed, tokenize="13a",
+                                     meteor={"modules": ["exact", "stem"]})
+            result = run_experiment(dev, refs[0], test, refs[1], SYSTEMS, mira(args.runs, args.seed, args.epochs, "13a"),
+                                    evaluation, out_dir=out, log=self.log)
             summary = {**json.loads(result.table.to_json()), "oracle_bleu": result.oracle_bleu,
                        "dev_bleu": result.dev_scores, "weights": result.weights}
             with atomic_write(os.path.join(out, "summary.json")) as f:

@@ -6,7 +6,8 @@ from pathlib import Path
 import numpy as np
 import sacrebleu
 
-from rerank.recipes.experiment import SystemSpec, first_best, rerank, run_experiment
+from rerank.api import EvalOptions
+from rerank.recipes.experiment import SystemSpec, first_best, mira, rerank, run_experiment
 from rerank.formats import read_nbest, read_references
 
 DATA = Path(__file__).parent / "data" / "joshua10"
@@ -19,9 +20,10 @@ def test_experiment_on_real_nbest(tmp_path):
     dev_refs = [r[:6] for r in refs]
     test_refs = [r[6:] for r in refs]
     systems = [SystemSpec("LM only", ["lm_0"]), SystemSpec("all", list(nbest.feature_names))]
-    result = run_experiment(dev, dev_refs, test, test_refs, systems, runs=2, epochs=5, tokenize="none",
-                            metrics=("bleu", "ter"), lang="en", second_baseline="LM only", ar_trials=200,
-                            bootstrap=50, out_dir=str(tmp_path), log=lambda _: None)
+    evaluation = EvalOptions(metrics=("bleu", "ter"), lang="en", second_baseline="LM only", ar=200, bootstrap=50,
+                             seed=1, tokenize="none")
+    result = run_experiment(dev, dev_refs, test, test_refs, systems, mira(runs=2, seed=1, epochs=5, tokenize="none"),
+                            evaluation, out_dir=str(tmp_path), log=lambda _: None)
     # weights name only the tuned features
     assert set(result.weights["LM only"][0]) == {"lm_0"}
     assert set(result.weights["all"][1]) == set(nbest.feature_names)
