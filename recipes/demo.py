@@ -24,6 +24,7 @@ from rerank.api import EvalOptions
 from rerank.recipes.experiment import SystemSpec, mira, run_experiment
 from rerank.consensus import mbr_scores
 from rerank.errors import InputError
+from rerank.features import FeatureContext
 from rerank.formats import read_nbest, read_references, write_nbest
 from rerank.io import atomic_write, read_lines
 from rerank.nbest import NBestList
@@ -62,8 +63,8 @@ def add_embedding_feature(nbest, sources, model_path: str, name: str = "s_s", de
     from rerank.embeddings.encoder import Encoder
 
     encoder = Encoder.load(model_path)
-    values = embedding_features(nbest, encoder, ["s_s"], "de", sources=sources, src_lang="en", device=device,
-                                progress=terminal_bars())["s_s"]
+    context = FeatureContext(sources=sources, src_lang="en", tgt_lang="de", device=device, progress=terminal_bars())
+    values = embedding_features(nbest, encoder, ["s_s"], context)["s_s"]
     return nbest.with_feature(name, values), encoder
 
 

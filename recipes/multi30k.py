@@ -203,6 +203,7 @@ class Recipe:
         from rerank.embeddings.data import load_features
         from rerank.embeddings.encoder import Encoder
         from rerank.embeddings.features import embedding_features
+        from rerank.features import FeatureContext
 
         nbest = read_nbest(self.nbest_path(flavour, split, n))
         sources = read_lines(source_path)
@@ -213,8 +214,9 @@ class Recipe:
             if "en" not in encoder.languages:  # VSE is monolingual (German): only s_i
                 which = ["s_i"]
             self.log(f"features {', '.join(model['prefix'] + w for w in which)} for {flavour} {split} {n}-best")
-            columns = embedding_features(nbest, encoder, which, "de", sources=sources, src_lang="en", images=images,
-                                         device=self.cfg.device, progress=terminal_bars())
+            context = FeatureContext(sources=sources, src_lang="en", tgt_lang="de", device=self.cfg.device,
+                                     progress=terminal_bars())
+            columns = embedding_features(nbest, encoder, which, context, images)
             for w in which:
                 nbest = nbest.with_feature(model["prefix"] + w, columns[w])
         write_nbest(nbest, out)

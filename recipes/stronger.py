@@ -70,9 +70,10 @@ def add_features(nbest, sources: list[str], models: dict, device: str = "cpu", k
     if "s_s" not in keep:
         from rerank.embeddings.encoder import Encoder
         from rerank.embeddings.features import embedding_features
+        from rerank.features import FeatureContext
 
-        s_s = embedding_features(nbest, Encoder.load(models["embedding"]), ["s_s"], "de", sources=sources,
-                                 src_lang="en", device=device, progress=progress)["s_s"]
+        context = FeatureContext(sources=sources, src_lang="en", tgt_lang="de", device=device, progress=progress)
+        s_s = embedding_features(nbest, Encoder.load(models["embedding"]), ["s_s"], context)["s_s"]
         nbest = nbest.with_feature("s_s", s_s)
     if "mbr" not in keep:
         from rerank.consensus import mbr_scores
