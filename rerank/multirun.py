@@ -28,7 +28,7 @@ from rerank import __version__
 from rerank.errors import InputError
 from rerank.metrics.base import MetricInfo
 from rerank.nbest import NBestList
-from rerank.metrics.registry import MetricLike, best_index, metric_info
+from rerank.metrics.registry import MetricLike, best_index, metric_info, metric_names
 from rerank.options import ANY, NAMES, NONNEGATIVE_INT, POSITIVE_INT, check_options, option
 from rerank.progress import Progress
 from rerank.tuning import Tuner, TuningData, degenerate, normalize as rescale, weight_shares
@@ -51,8 +51,8 @@ class TuneSettings:
     A field that is wrong whatever the data is refused here (InputError)."""
 
     tuner: str = option("mira", "tuning algorithm: an installed tuner plug-in (above)")
-    metric: str = option("bleu", "what to optimise: bleu, chrf, chrf++, ter, meteor or an installed metric plug-in "
-                         "(TER is minimised); column:NAME, the mean over the sentences of the chosen hypotheses' "
+    metric: str = option("bleu", f"what to optimise: {', '.join(metric_names(quality=True, builtin=True))} (TER is "
+                         "minimised), or an installed metric plug-in; column:NAME, the mean over the sentences of the chosen hypotheses' "
                          "n-best column NAME (e.g. COMET scores joined with `rerank add-feature`; it needs no "
                          "references, and is the objective, never a feature: it gets no weight); or an "
                          "interpolation as Moses' interpolated scorer, METRIC=W,METRIC=W (bleu=0.5,column:comet=0.5: "
