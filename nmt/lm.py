@@ -14,6 +14,7 @@ import math
 import os
 import random
 import time
+from collections.abc import Callable
 
 import torch
 from torch import nn
@@ -182,6 +183,23 @@ def _prepare(cfg: LMConfig, train_lines: list[str], val_lines: list[str], out_di
     return vocab, train, encode_lines(val_lines, tok, vocab, cfg.max_len)
 
 
+@dataclasses.dataclass
+class _Run:
+    """What one invocation of `train_lm` works on (as rerank.nmt.train._Run for the NMT)."""
+
+    cfg: LMConfig
+    out_dir: str
+    device: str | torch.device
+    model: GRULM
+    optimizer: torch.optim.Optimizer
+    train: list[list[int]]
+    val: list[list[int]]
+    state: dict
+    progress: Progress = False
+    log: Callable[[str], None] = print
+    clock: Callable[[], float] = time.monotonic
+
+
 def train_lm(cfg: LMConfig, train_lines: list[str], val_lines: list[str], out_dir: str, device="cpu",
              resume: bool = True, progress: Progress = False, log=print, clock=time.monotonic) -> dict:
     """Train (or resume from OUT/last.pt); early-stops on validation perplexity. Returns the state."""
@@ -197,7 +215,7 @@ def train_lm(cfg: LMConfig, train_lines: list[str], val_lines: list[str], out_di
     if resuming:
         state = _restore(last, model, optimizer)
         log(f"resuming after epoch {state['epoch']} (best val perplexity {state['best_ppl']:.2f})")
-    return _train_epochs(cfg, model, optimizer, state, train, val, out_dir, device, progress, log, clock)
+    return _train_epochs(_Run(cfg, out_dir, device, model, optimizer, train, val, state, progress, log, clock))
 
 
 def _restore(path: str, model: GRULM, optimizer) -> dict:
@@ -217,8 +235,11 @@ def _restore(path: str, model: GRULM, optimizer) -> dict:
     return state
 
 
-def _train_epochs(cfg, model, optimizer, state, train, val, out_dir, device, progress, log, clock=time.monotonic) -> dict:
-    budget = EpochBudget(cfg.max_minutes, clock)
+def _train_epochs(run: _Run) -> dict:
+    """Epochs until max_epochs, early stopping or the time budget; best.pt, last.pt after each, DONE.json at the end."""
+    cfg, model, optimizer, state, train, val = run.cfg, run.model, run.optimizer, run.state, run.train, run.val
+    out_dir, device, log = run.out_dir, run.device, run.log
+    budget = EpochBudget(cfg.max_minutes, run.clock)
     budget.epoch_seconds = list(state["epoch_seconds"])
     rng = random.Random()
     while state["epoch"] < cfg.max_epochs and state["bad_epochs"] < cfg.patience:
@@ -228,7 +249,7 @@ def _train_epochs(cfg, model, optimizer, state, train, val, out_dir, device, pro
             break
         rng.seed(cfg.seed * 1000 + state["epoch"])
         loss = _epoch(model, length_batches([len(s) for s in train], cfg.batch_size, True, rng), train, optimizer,
-                      cfg, device, progress)
+                      cfg, device, run.progress)
         ppl = perplexity(model, val, device)
         state["epoch"] += 1
         state["epoch_seconds"].append(budget.epoch_done())
