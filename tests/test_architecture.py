@@ -151,3 +151,26 @@ def test_the_architecture_doc_lists_every_module():
     twice = sorted({m for m in listed if listed.count(m) > 1})
     assert not (missing or gone or twice), (f"not in docs/architecture.md's Modules section: {missing}; "
                                             f"listed there but not a module: {gone}; listed twice: {twice}")
+
+
+MAX_PARAMETERS = 10
+
+
+def parameter_count(node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    """A function's parameters as the rule counts them: self or cls left out, *args and **kwargs one each."""
+    a = node.args
+    positional = [*a.posonlyargs, *a.args]
+    count = len(positional) + len(a.kwonlyargs) + (a.vararg is not None) + (a.kwarg is not None)
+    return count - int(bool(positional) and positional[0].arg in ("self", "cls"))
+
+
+def test_no_function_of_the_core_or_a_component_takes_more_than_ten_parameters():
+    """Issue 45 item 4: no function of the core (rerank/) or of a component (mira/, embeddings/,
+    nmt/) takes more than ten parameters, nested functions and methods included; options that
+    belong together travel as one config object (a dataclass: MBROptions, PoolOptions, ...)."""
+    found = []
+    for name in sorted(m for m in package_modules() if m.split("/")[0] != "recipes"):
+        for node in ast.walk(ast.parse((ROOT / name).read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and parameter_count(node) > MAX_PARAMETERS:
+                found.append(f"{name}:{node.lineno} {node.name}: {parameter_count(node)} parameters")
+    assert not found, f"more than {MAX_PARAMETERS} parameters:\n" + "\n".join(found)
