@@ -279,15 +279,15 @@ class TuningData:
         return self.metric.value(self.stats[self.oracle_rows()].sum(axis=0))
 
 
-def prepare(nbest: NBestList, refs: Sequence[Sequence[str]] | None, *, metric: str = "bleu", tokenize: str = "13a",
-            lowercase: bool = False,
-            tune: Sequence[str] | None = None, fix: Sequence[str] | None = None, lang: str = "en",
-            lower_better: Sequence[str] = (), progress: Progress = False, source: str = "n-best") -> TuningData:
+def prepare(nbest: NBestList, refs: Sequence[Sequence[str]] | None, *, metric: str = "bleu",
+            tune: Sequence[str] | None = None, fix: Sequence[str] | None = None, progress: Progress = False,
+            source: str = "n-best", **scoring: Any) -> TuningData:
     """Check the input, merge exact duplicates and compute per-hypothesis statistics once.
 
     `metric`: a built-in metric, `column:NAME` or an interpolation (`objective_metric`); the columns
     it reads are the objective, not features: they are left out of the tuned list (and so of the
-    weights and the model score). `refs` may be None when every component is a column."""
+    weights and the model score). `refs` may be None when every component is a column. `scoring`:
+    how the objective scores (`objective_metric`'s keywords: tokenize, lowercase, lang, lower_better)."""
     from rerank.metrics.registry import check_objective_options
 
     columns = check_objective_options(metric, features={"tune": tune or [], "fix": fix or []})
@@ -333,8 +333,7 @@ def prepare(nbest: NBestList, refs: Sequence[Sequence[str]] | None, *, metric: s
     if useless:
         log.warning("warning: %s: features constant within every list (their weights cannot matter): %s",
                     source, ", ".join(useless))
-    stats_metric = objective_metric(metric, merged, refs, lower_better=lower_better, tokenize=tokenize,
-                                    lowercase=lowercase, lang=lang, progress=progress)
+    stats_metric = objective_metric(metric, merged, refs, progress=progress, **scoring)
     return TuningData(tuned_list, kept, stats_metric, tuned, nbest.n_hyps)
 
 
