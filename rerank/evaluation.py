@@ -230,10 +230,11 @@ class MeteorOptions:
     takes them, and the other keywords of rerank.metrics.meteor.MeteorMetric, as a dict."""
 
     backend: str = option("native", "native scorer or the Meteor 1.5 jar (Java)", choices=("native", "jar"))
-    modules: tuple[str, ...] | None = option(None, "e.g. exact,stem", check=NAMES, default_text="the language's modules")
+    modules: tuple[str, ...] | None = option(None, "METEOR modules, e.g. exact,stem", check=NAMES, metavar="M1,M2",
+                                             default_text="the language's modules")
     resources: str | None = option(None, "Meteor 1.5 jar or directory with function/, synonym/, paraphrase-XX.gz",
-                                   default_text="the jar shipped with pycocoevalcap")
-    jar: str | None = option(None, "meteor-1.5.jar for --meteor-backend jar", default_text="pycocoevalcap's")
+                                   metavar="PATH", default_text="the jar shipped with pycocoevalcap")
+    jar: str | None = option(None, "meteor-1.5.jar for --meteor-backend jar", metavar="JAR", default_text="pycocoevalcap's")
     normalize: bool = option(True, "Meteor's -norm tokenisation and lowercasing", flag="--meteor-no-norm")
 
 
