@@ -91,7 +91,7 @@ def test_chunked_statistics_equal_one_call_and_free_tokeniser_caches(monkeypatch
     refs = [lines("ref.en", 3), lines("cap3.en", 3)]
     hyps = lines("cap1.en", 3)
     metric = make_metric(name, tokenize="13a")
-    inner = getattr(metric, "_" + name)
+    inner = metric.sacre   # the sacrebleu object the metric scores with
     whole = np.asarray(corpus_segment_stats(inner, hyps, refs), dtype=np.float64)
     clear_tokenizer_cache(inner)  # below: what the metric's own call leaves (TER's tokenises around the cache)
     monkeypatch.setattr(sacre, "CHUNK", 7)
