@@ -136,15 +136,14 @@ def _internal_error(name: str, exc: Exception) -> int:
 
 
 def _with_flag(exc: Exception, parser: argparse.ArgumentParser | None, args: argparse.Namespace | None) -> str:
-    """The error's message, with the option it is about (InputError.option, a keyword of the
-    library, named at the start of the message or of a parenthesis) said as the command's flag of
-    the same destination, when the command has one: `bootstrap must be ...` reads `--bootstrap must
-    be ...`, `... (replace overwrites it)` reads `... (--replace overwrites it)`. An option named by
-    a Python name with an underscore, which no word of a sentence has, is said as its flag wherever
-    it stands unquoted (`the metric comet needs comet_model PATH` reads `... needs --comet-model
-    PATH`, `not a segment_scores NAME` reads `not a --segment-scores NAME`). A parenthesis that holds
-    nothing but an option's name says how to give it: `needs references (refs)` reads `needs
-    references (-r REF)`."""
+    """The error's message with the options it names said as the command's flags of the same
+    destination, where the command has them: the option it is about (InputError.option) at the
+    start of the message or of a parenthesis (`bootstrap must be ...` reads `--bootstrap must be
+    ...`, `... (replace overwrites it)` reads `... (--replace overwrites it)`), and the other options
+    it names (InputError.mentions) wherever they stand unquoted (`the metric comet needs comet_model
+    PATH` reads `... needs --comet-model PATH`). A parenthesis that holds nothing but one of those
+    names says how to give it: `needs references (refs)` reads `needs references (-r REF)`. Nothing
+    else is rewritten: a feature or a file named like an option keeps its name."""
     if not isinstance(exc, InputError) or parser is None or args is None:
         return str(exc)
     commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
@@ -155,20 +154,17 @@ def _with_flag(exc: Exception, parser: argparse.ArgumentParser | None, args: arg
             flags.setdefault(action.dest, max(action.option_strings, key=len))
             value = "" if action.nargs == 0 else f" {action.metavar or action.dest.upper()}"
             given.setdefault(action.dest, min(action.option_strings, key=len) + value)
-    problem = re.sub(r"\((\w+)\)", lambda m: f"({given[m.group(1)]})" if m.group(1) in given else m.group(0),
+    option = exc.option if exc.option in flags else None
+    mentions = [name for name in exc.mentions if name in flags]
+    named = {*mentions, *([option] if option else [])}
+    problem = re.sub(r"\((\w+)\)", lambda m: f"({given[m.group(1)]})" if m.group(1) in named else m.group(0),
                      exc.problem)
-    if problem != exc.problem:
-        exc = InputError(problem, exc.path, exc.line, option=exc.option)
-    option = getattr(exc, "option", None)
-    names = [re.escape(name) for name in flags if "_" in name]
-    places = [rf"(?:^|(?<=\())(?:{re.escape(option)})"] if option in flags and "_" not in option else []  # start, or "("
-    places += [rf"(?<![\w'.:-])(?:{'|'.join(names)})"] if names else []            # anywhere, unquoted
-    if not places:
-        return str(exc)
-    word = re.compile(rf"(?:{'|'.join(places)})(?![\w'.-])")
-    if not word.search(exc.problem):
-        return str(exc)
-    return str(InputError(word.sub(lambda m: flags[m.group(0)], exc.problem), exc.path, exc.line))
+    places = [rf"(?:^|(?<=\())(?:{re.escape(option)})"] if option else []                     # start, or "("
+    places += [rf"(?<![\w'./:-])(?:{'|'.join(map(re.escape, mentions))})"] if mentions else []  # anywhere, unquoted
+    if places:
+        word = re.compile(rf"(?:{'|'.join(places)})(?![\w'./-])")
+        problem = word.sub(lambda m: flags[m.group(0)], problem)
+    return str(InputError(problem, exc.path, exc.line)) if problem != exc.problem else str(exc)
 
 
 def run() -> NoReturn:

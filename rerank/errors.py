@@ -8,13 +8,18 @@ from typing import Literal
 class InputError(Exception):
     """Bad input. The message names the file, the line (when there is one) and the problem; a
     problem with one option starts with the option's Python name and sets `option`, which the
-    command line replaces by its flag (`bootstrap must be ...` is said `--bootstrap must be ...`)."""
+    command line replaces by its flag (`bootstrap must be ...` is said `--bootstrap must be ...`);
+    `mentions` are the other options the message names (as words of their own), which the command
+    line says as their flags wherever they stand (`... needs comet_model PATH` reads `... needs
+    --comet-model PATH`). A word that is no option, a feature or a file named like one, is left alone."""
 
-    def __init__(self, problem: str, path: str | None = None, line: int | None = None, *, option: str | None = None):
+    def __init__(self, problem: str, path: str | None = None, line: int | None = None, *, option: str | None = None,
+                 mentions: tuple[str, ...] = ()):
         self.problem = problem
         self.path = path
         self.line = line
         self.option = option   # the keyword (field) the problem is about: the command line names its flag
+        self.mentions = tuple(mentions)
         where = ""
         if path is not None:
             where = f"{path}:{line}: " if line is not None else f"{path}: "

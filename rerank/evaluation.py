@@ -344,12 +344,14 @@ class EvalOptions:
             raise InputError(f"metrics names {twice[0]} twice", option="metrics")
         lower = set(self.lower_better) - set(external)
         if lower:
-            raise InputError(f"lower_better {','.join(sorted(lower))}: not a segment_scores NAME", option="lower_better")
+            raise InputError(f"lower_better {','.join(sorted(lower))}: not a segment_scores NAME", option="lower_better",
+                             mentions=("segment_scores",))
         if self.lang not in METEOR_LANGUAGES:
             raise InputError(f"lang: unknown language {self.lang!r} (known: {', '.join(METEOR_LANGUAGES)})", option="lang")
         make_bleu(self.tokenize)
         if self.stratified and self.multeval_compat:
-            raise InputError("stratified and multeval_compat are two different tests: choose one", option="stratified")
+            raise InputError("stratified and multeval_compat are two different tests: choose one", option="stratified",
+                             mentions=("multeval_compat",))
 
     def _check_meteor(self) -> None:
         """The METEOR options name keywords of the scorer."""
@@ -388,13 +390,13 @@ class EvalOptions:
             given = [f for f in ("comet_model", "sources", "device", "score_cache") if getattr(self, f) is not None]
             given += ["comet_batch_size"] if self.comet_batch_size != 16 else []
             if given:
-                raise InputError(f"{given[0]} is given but metrics has no comet ({given[0]} is read by the comet metric "
-                                 "only)", option=given[0])
+                raise InputError(f"{given[0]} is read by the comet metric only: give comet_model too", option=given[0],
+                                 mentions=("comet_model",))
             return
         check_device(self.device)
         if self.comet_model is None:
             raise InputError("the metric comet needs comet_model PATH, a reference-based COMET checkpoint (its "
-                             "directory or .ckpt)", option="comet_model")
+                             "directory or .ckpt)", option="comet_model", mentions=("comet_model",))
         if self.sources is None:
             raise InputError("the metric comet needs the source sentences (sources: a file or a list)", option="sources")
 

@@ -106,7 +106,8 @@ def lower_better_column(metric: str, lower_better: bool | str | Sequence[str] | 
     kind, name = parse_objective(metric, metric_option)
     if names and (kind != "column" or names != {name}):
         raise InputError(f"{option} {','.join(sorted(names))}: not the column of {metric_option} "
-                         f"(give {metric_option} column:NAME {option} NAME)", option=option)
+                         f"(give {metric_option} column:NAME {option} NAME)", option=option,
+                         mentions=(metric_option, option))
     return bool(names)
 
 
@@ -141,7 +142,8 @@ def check_oracle_metric(metric: str, refs: object, lower_better: bool = False, *
     if lower_better and kind != "column":
         raise InputError(f"lower_better is for a column:NAME metric; {name} has its own direction", option="lower_better")
     if kind == "metric" and refs is None:
-        raise InputError(f"metric {name} needs references (refs); only column:NAME needs none", option="metric")
+        raise InputError(f"metric {name} needs references (refs); only column:NAME needs none", option="metric",
+                         mentions=("refs",))
     if kind == "metric":
         check_metric_options(name, **options)
     return kind, name

@@ -104,7 +104,7 @@ def tune(nbest: NBestList | NBestFile | PathLike, refs: PathLike | Sequence[Path
     needs_refs = bool(objective_metrics(settings.metric))
     if refs is None and needs_refs:
         raise InputError(f"metric {settings.metric} needs references (refs); only column:NAME components need none",
-                         option="metric")
+                         option="metric", mentions=("refs",))
     ref_paths = reference_files(refs) if needs_refs else []
     if output is not None or plot is not None:
         writes, stale = tune_outputs(output, settings.runs) if output is not None else ([], [])

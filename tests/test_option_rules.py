@@ -4,6 +4,7 @@ API refuse a bad value with the same words. The CLI says the flag where the API 
 (`argument --runs: must be a positive integer, got 0` / `runs must be a positive integer, got 0`),
 and a parenthesis naming an option says how to give it (`(refs)` / `(-r REF)`)."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -32,7 +33,7 @@ CASES = {
                   {"(refs)": "(-r REF)"}),
     "tune lower-better": (["tune", NBEST, "--metric", "column:lm_0", "--lower-better", "tm_pt_0"],
                           lambda: rerank.tune(NBEST, None, metric="column:lm_0", lower_better=("tm_pt_0",)),
-                          {"lower_better": "--lower-better"}),
+                          {}),
     "apply metrics": (["apply", NBEST, "-w", REF, "-r", REF, "--metrics", "rouge"],
                       lambda: rerank.ApplyOptions(refs=(REF,), metrics="rouge"), {}),
     "apply tokenize": (["apply", NBEST, "-w", REF, "-r", REF, "--tokenize", "nosuch"],
@@ -40,10 +41,10 @@ CASES = {
     "apply to": (["apply", NBEST, "-w", REF, "--to", "nosuch"], lambda: rerank.ApplyOptions(to="nosuch"), {}),
     "oracle metric": (["oracle", NBEST, "-r", REF, "--metric", "blue"], lambda: rerank.oracle(NBEST, [REF], metric="blue"), {}),
     "oracle refs": (["oracle", NBEST, "--metric", "ter"], lambda: rerank.oracle(NBEST, None, metric="ter"),
-                    {"(refs)": "(-r REFS)"}),
+                    {"(refs)": "(-r REF)"}),
     "oracle lower-better": (["oracle", NBEST, "--metric", "column:lm_0", "--lower-better", "tm_pt_0"],
                             lambda: rerank.oracle(NBEST, None, metric="column:lm_0", lower_better="tm_pt_0"),
-                            {"lower_better": "--lower-better"}),
+                            {}),
     "oracle tokenize": (["oracle", NBEST, "-r", REF, "--tokenize", "nosuch"],
                         lambda: rerank.oracle(NBEST, [REF], tokenize="nosuch"), {}),
     "features shard": (["features", NBEST, "--which", "mbr", "--shard", "3/2"],
@@ -79,8 +80,26 @@ def test_the_cli_and_the_api_say_one_rule_in_the_same_words(name, tmp_path, caps
         words = words[len(error.option):]
     for python, flag in said.items():
         words = words.replace(python, flag)
+    for name in error.mentions:   # the other options the message names: said as their flags
+        words = re.sub(rf"(?<![\w'(])({re.escape(name)})(?![\w'])", "--" + name.replace("_", "-"), words)
     line = cli_error(argv, tmp_path, capsys)
     assert line.startswith(f"rerank {argv[0]}: error: ") and words.strip(" :") in line, (line, error.problem)
     said_alone = line.split(": error: ", 1)[1]
     if error.option and error.problem.startswith(error.option):   # said as the flag where the API says the field
         assert said_alone.startswith(("argument --", "--")) and not said_alone.startswith(error.option), line
+
+
+def test_a_feature_or_a_file_named_like_an_option_keeps_its_name(tmp_path, capsys):
+    """Only the options a message names (InputError.option, .mentions) are said as flags: a feature
+    column or a path spelt like a dest (post_process) is the user's own name, left as it is."""
+    weights = tmp_path / "w.json"
+    weights.write_text('{"lm_0": 1, "post_process": 0.5}')
+    assert main(["apply", NBEST, "-w", str(weights), "-o", str(tmp_path / "out.txt")]) == 2
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "weights for features the n-best lacks: post_process (" in line and "--post-process" not in line
+    folder = tmp_path / "d"
+    folder.mkdir()
+    same = str(folder / "post_process")
+    assert main(["apply", NBEST, "-w", str(weights), "-o", same, "--nbest-out", same]) == 2
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert f"two outputs are the same file ({same} and {same})" in line and "--post-process" not in line

@@ -22,7 +22,7 @@ def add_parser(subparsers):
         "no references. " + format_help(),
     )
     add_nbest_input(parser)
-    parser.add_argument("-r", "--ref", dest="refs", action="append", help="reference file (repeat for several "
+    parser.add_argument("-r", "--ref", dest="refs", action="append", metavar="REF", help="reference file (repeat for several "
                         "references; required except with --metric column:NAME, default: none)")
     parser.add_argument("-o", "--output", help="write the oracle hypotheses here, one per sentence "
                         "(- for stdout; default: only the scores are printed)")

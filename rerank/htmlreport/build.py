@@ -74,7 +74,8 @@ class ReportOptions:
             kind, column = parse_objective(self.oracle_metric or "bleu", "oracle_metric")
             if names and (kind != "column" or names != {column}):
                 raise InputError(f"oracle_lower_better {','.join(sorted(names))}: not the column of oracle_metric "
-                                 "(give oracle_metric column:NAME oracle_lower_better NAME)", option="oracle_lower_better")
+                                 "(give oracle_metric column:NAME oracle_lower_better NAME)", option="oracle_lower_better",
+                                 mentions=("oracle_metric", "oracle_lower_better"))
             lower = bool(names)
         object.__setattr__(self, "oracle_lower_better", bool(lower))
         parse_objective(self.oracle_metric or "bleu", "oracle_metric")

@@ -262,7 +262,7 @@ def check_objective_options(spec: str, *, lower_better: Sequence[str] = (),
     stray = [n for n in lower_better if n not in columns]
     if stray:
         raise InputError(f"lower_better {', '.join(stray)}: not a column of the metric {spec!r} (give "
-                         "metric column:NAME with lower_better NAME)", option="lower_better")
+                         "metric column:NAME with lower_better NAME)", option="lower_better", mentions=("lower_better",))
     for option, listed in (features or {}).items():
         clash = [n for n in listed if n in columns]
         if clash:
