@@ -17,11 +17,14 @@ logging.getLogger("rerank").addHandler(logging.NullHandler())
 _OWN_MODULE = {"NBestFile": "rerank.nbestfile", "ApplyOptions": "rerank.nbestfile", "apply_file": "rerank.nbestfile",
                "convert_file": "rerank.nbestfile", "summarize_file": "rerank.summary",
                "join_score_files": "rerank.scorefiles", "FeatureRun": "rerank.featuring",
-               "add_features_file": "rerank.featuring", "plan_features": "rerank.featuring"}
-_API = (*_OWN_MODULE, "NBestList", "read_nbest", "write_nbest", "add_features", "FeatureContext", "read_references", "read_weights",
-        "tune", "TuneSettings", "TuneEvents", "TuneResult", "TuneRun", "apply", "first_best", "oracle", "Oracle", "OracleOptions", "evaluate",
-        "EvalOptions", "Evaluation", "Reranked", "ReportOptions", "report", "approximate_randomization", "paired_bootstrap", "make_metric",
-        "from_ctranslate2", "from_generate")
+               "add_features_file": "rerank.featuring", "plan_features": "rerank.featuring",
+               "TuneSettings": "rerank.multirun", "TuneEvents": "rerank.multirun", "OracleOptions": "rerank.oracles",
+               "EvalOptions": "rerank.evaluation", "ReportOptions": "rerank.htmlreport.build"}
+_API = tuple(dict.fromkeys([
+    *_OWN_MODULE, "NBestList", "read_nbest", "write_nbest", "add_features", "FeatureContext", "read_references",
+    "read_weights", "tune", "TuneResult", "TuneRun", "apply", "first_best", "oracle", "Oracle", "evaluate", "Evaluation",
+    "Reranked", "report", "approximate_randomization", "paired_bootstrap", "make_metric", "from_ctranslate2",
+    "from_generate"]))
 
 __all__ = ["__version__", *_API]
 

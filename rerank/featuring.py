@@ -210,11 +210,10 @@ class FeatureRun:
 
 
 def _option_files(options: Mapping[str, Any]) -> list[str]:
-    """The existing files the plug-ins' options name (models, images, ...): no output may be one."""
+    """The existing files the plug-ins' checked Options name (models, images, ...): no output may be one."""
     values = []
     for given in options.values():
-        fields = vars(given) if hasattr(given, "__dict__") else {}
-        for value in fields.values():
+        for value in asdict(given).values():
             values += value if isinstance(value, (list, tuple)) else [value]
     return [v for v in values if isinstance(v, str) and os.path.isfile(v)]
 
@@ -255,8 +254,8 @@ def _add_features_file(source: NBestFile, output: str, run: FeatureRun, options:
     from rerank import distributed
 
     main = distributed.is_main()
-    plan_features(run.which, options=options)  # names, options and extras, before a big list is read
-    check_outputs(nbest_outputs(output, run.to), [*source.inputs(), run.src, *run.refs, *_option_files(options)])
+    _, checked = plan_features(run.which, options=options)  # names, options and extras, before a big list is read
+    check_outputs(nbest_outputs(output, run.to), [*source.inputs(), run.src, *run.refs, *_option_files(checked)])
     nbest = source.read(progress if main else False)
     start, end = shard_range(nbest.n_sentences, run.shard)
     sources = None

@@ -128,11 +128,11 @@ class TuneSettings:
 
     def reuse_record(self) -> dict:
         """The fields of REUSE as JSON values (the tuner's options as a dict of their fields);
-        `lang` only where the metric reads it (METEOR)."""
-        from rerank.metrics.registry import objective_metrics
+        `lang` only where a metric of the objective takes it (METEOR's, or a plug-in's that declares it)."""
+        from rerank.metrics.registry import metric_class, objective_metrics
 
-        meteor = "meteor" in objective_metrics(self.metric)
-        record = {name: getattr(self, name) for name in self.REUSE if name != "lang" or meteor}
+        reads_lang = any("lang" in getattr(metric_class(name), "options", ()) for name in objective_metrics(self.metric))
+        record = {name: getattr(self, name) for name in self.REUSE if name != "lang" or reads_lang}
         record["tuner_options"] = options_record(self.tuner_options)
         record["tune_features"], record["fix"] = list(self.tune_features), list(self.fix)
         record["lower_better"] = list(self.lower_better)

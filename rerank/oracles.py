@@ -30,7 +30,6 @@ from rerank.metrics.registry import check_metric_options, column_signature, make
 from rerank.nbest import NBestList, segment_argmax
 from rerank.options import ANY, check_options, option
 from rerank.progress import Progress
-from rerank.tuning import check_objective_column, row_stats
 
 References = str | os.PathLike | Sequence[str | os.PathLike | Sequence[str]]  # as rerank.read_references takes them
 
@@ -159,6 +158,8 @@ def oracle_scores(nbest: NBestList, refs: Sequence[Sequence[str]] | None, metric
     (`options`: lang, ter_case_sensitive, meteor_options). InputErrors as `oracle`'s."""
     kind, name = check_oracle_metric(metric, refs, lower_better, tokenize=tokenize, lowercase=lowercase, **options)
     if kind == "column":
+        from rerank.tuning import check_objective_column   # (the oracle's parser loads no tuning)
+
         check_objective_column(nbest, name)
         values = np.asarray(nbest.column(name), dtype=np.float64)
         return OracleScores(-values if lower_better else values, lambda rows: float(np.mean(values[rows])),
@@ -169,6 +170,8 @@ def oracle_scores(nbest: NBestList, refs: Sequence[Sequence[str]] | None, metric
         scorer = make_metric(name, tokenize=tokenize, lowercase=lowercase, **options)
     elif scorer.name != name:
         raise ValueError(f"oracle_scores: the scorer is {scorer.name}, the metric {name}")
+    from rerank.tuning import row_stats
+
     stats = row_stats(scorer, nbest, refs, progress)
     info = scorer.info
     return OracleScores(info.sign * scorer.sentence_scores(stats, fraction=True),

@@ -105,15 +105,15 @@ def tune(nbest: NBestList | NBestFile | PathLike, refs: PathLike | Sequence[Path
     if refs is None and needs_refs:
         raise InputError(f"metric {settings.metric} needs references (refs); only column:NAME components need none",
                          option="metric", mentions=("refs",))
-    ref_paths = reference_files(refs) if needs_refs else []
+    ref_paths = reference_files(refs)   # given ones are read, checked and recorded, a column objective's too
     if output is not None or plot is not None:
         writes, stale = tune_outputs(output, settings.runs) if output is not None else ([], [])
         check_outputs([*writes, None if plot is None else os.fspath(plot), *stale], input_paths(nbest, *ref_paths, init))
     text = {"post_process": nbest.post_process, "unescape": nbest.unescape} if isinstance(nbest, NBestFile) else None
     whole, source = nbest_list(nbest, source, events.progress)
-    streams = read_references(refs, whole.n_sentences, source) if needs_refs and refs is not None else None
+    streams = read_references(refs, whole.n_sentences, source) if refs is not None else None
     tuned, streams = settings.select(whole, streams)
-    data = prepare(tuned, streams, metric=settings.metric, tokenize=settings.tokenize, lowercase=settings.lowercase,
+    data = prepare(tuned, streams if needs_refs else None, metric=settings.metric, tokenize=settings.tokenize, lowercase=settings.lowercase,
                    tune=settings.tune_features or None, fix=settings.fix or None, lang=settings.lang,
                    lower_better=settings.lower_better, progress=events.progress, source=source)
     w0 = None if init is None else weight_vector_of(init, data.nbest.feature_names)
@@ -128,7 +128,7 @@ def tune(nbest: NBestList | NBestFile | PathLike, refs: PathLike | Sequence[Path
             "lower_better": list(settings.lower_better), "objective": data.metric.components or None,
             "objective_columns": list(data.metric.columns),
             "init": os.fspath(init) if isinstance(init, (str, os.PathLike)) else None,
-            **({"sentences": settings.sentences} if settings.sentences is not None else {}),
+            "sentences": settings.sentences,
             **({"nbest_text": text} if text is not None else {}), **(record or {})}
     result = tune_runs(data, plugin, settings, w0=w0, output=None if output is None else os.fspath(output),
                        inputs={"n-best and references": _digest(tuned, streams or [])}, meta=meta,
