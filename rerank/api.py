@@ -36,7 +36,7 @@ from rerank.metrics import make_metric
 from rerank.multirun import TuneEvents, TuneResult, TuneRun, TuneSettings
 from rerank.nbest import NBestList
 from rerank.featuring import FeatureRun, add_features, add_features_file, plan_features
-from rerank.nbestfile import (ApplyOptions, NBestFile, apply_file, convert_file, input_paths, nbest_list, reference_files,
+from rerank.nbestfile import (ApplyOptions, as_weights, NBestFile, apply_file, convert_file, input_paths, nbest_list, reference_files,
                                weight_vector_of)
 from rerank.tunejob import tune
 from rerank.scorefiles import join_score_files
@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from rerank.progress import Progress
 
 log = logging.getLogger(__name__)
+read_weights = as_weights   # the public name: weights by feature name from a mapping or a weights file
 
 __all__ = ["OracleOptions", "FeatureRun", "add_features_file", "plan_features",
            "NBestList", "NBestFile", "ApplyOptions", "apply_file", "convert_file", "summarize_file", "join_score_files",
@@ -99,17 +100,6 @@ def first_best(nbest: NBestList | PathLike) -> list[str]:
 
 # ---- weights, tuning, reranking --------------------------------------------------------------------
 
-def read_weights(weights: Mapping[str, float] | PathLike) -> dict[str, float]:
-    """Weights by feature name: a mapping as is, or read from a weights file (JSON, Moses lines, ...)."""
-    from rerank.weights import read_weights as read
-
-    if isinstance(weights, (str, os.PathLike)):
-        return read(os.fspath(weights))
-    if isinstance(weights, Mapping):
-        return {str(k): float(v) for k, v in weights.items()}
-    raise InputError(f"weights: expected a mapping of feature name to weight or a file path, not {type(weights).__name__}")
-
-
 def apply(nbest: NBestList | PathLike, weights: Mapping[str, float] | PathLike) -> list[str]:
     """The 1-best of every list under w·f (ties: the earlier hypothesis), as `rerank apply` writes it.
     A weight for a feature the list lacks is an error; a feature without weight gets 0 (logged)."""
@@ -139,12 +129,11 @@ def oracle(nbest: NBestList | NBestFile | PathLike, refs: PathLike | Sequence[Pa
       picked values. It needs no `refs` (given ones are not read); every other metric does.
     An unknown metric or column is an InputError with `option` "metric". The implementation and the
     scores are rerank.oracles' (`oracle`, `oracle_scores`; the report's oracle curve takes them too)."""
-    from dataclasses import replace
-
     from rerank import oracles
+    from rerank.options import with_fields
     from rerank.outputs import check_outputs
 
-    o = replace(options or OracleOptions(), **keywords) if keywords else options or OracleOptions()
+    o = with_fields(OracleOptions, options, "oracle option", **keywords)
     kind, _ = oracles.check_oracle_metric(o.metric, refs, o.lower_better, tokenize=o.tokenize, lowercase=o.lowercase)
     if output is not None:
         check_outputs([os.fspath(output)], input_paths(nbest, *(reference_files(refs) if kind == "metric" else [])))

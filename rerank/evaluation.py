@@ -15,7 +15,7 @@ import io
 import json
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -24,7 +24,7 @@ from rerank.metrics import Metric, make_metric
 from rerank.metrics.registry import display_name
 from rerank.errors import InputError
 from rerank.options import (NAMES, NONNEGATIVE_INT, PATH, POSITIVE_INT, PROBABILITY, Check, check_options, option,
-                            split_names)
+                            split_names, with_fields)
 from rerank.progress import Progress, track
 from rerank.significance import (Resamples, approximate_randomization, as_runs, holm_bonferroni,
                                  paired_bootstrap, run_statistics)
@@ -440,12 +440,7 @@ class EvalOptions:
     def make(cls, options: EvalOptions | None = None, **keywords: Any) -> EvalOptions:
         """`options` (default: the defaults) with `keywords` replacing its fields; an unknown keyword
         is an InputError naming the fields."""
-        options = options or cls()
-        known = [f.name for f in fields(cls)]
-        unknown = sorted(set(keywords) - set(known))
-        if unknown:
-            raise InputError(f"unknown evaluation option {unknown[0]!r} (known: {', '.join(known)})")
-        return replace(options, **keywords) if keywords else options
+        return with_fields(cls, options, "evaluation option", **keywords)
 
 
 def evaluate_systems(refs: Sequence[Sequence[str]], baseline_runs: Sequence[Sequence[str]], systems: dict,

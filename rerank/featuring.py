@@ -15,7 +15,7 @@ import contextlib
 import logging
 import os
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 from rerank.errors import InputError, require
@@ -24,7 +24,7 @@ from rerank.formats.table import format_names
 from rerank.io import read_lines, read_references
 from rerank.nbest import NBestList
 from rerank.nbestfile import NBestFile, nbest_list, write_nbest_noted
-from rerank.options import NAMES, NONNEGATIVE_INT, POSITIVE_INT, check_options, option
+from rerank.options import NAMES, NONNEGATIVE_INT, POSITIVE_INT, check_options, option, with_fields
 from rerank.outputs import check_outputs, nbest_outputs
 from rerank.progress import Progress
 
@@ -211,7 +211,7 @@ class FeatureRun:
 
 def _option_files(options: Mapping[str, Any]) -> list[str]:
     """The existing files the plug-ins' checked Options name (models, images, ...): no output may be one."""
-    values = []
+    values: list = []
     for given in options.values():
         for value in asdict(given).values():
             values += value if isinstance(value, (list, tuple)) else [value]
@@ -228,7 +228,7 @@ def add_features_file(nbest: NBestFile | PathLike, output: PathLike, run: Featur
     the list is read; a failure on any torchrun rank stops them all at their next exchange."""
     from rerank import distributed
 
-    run = replace(run or FeatureRun(), **keywords) if keywords else run or FeatureRun()
+    run = with_fields(FeatureRun, run, "feature run option", **keywords)
     source = NBestFile.of(nbest)
     with distributed.ranks(), _notes_on_main():
         return distributed.checked(lambda: _add_features_file(source, os.fspath(output), run, dict(options or {}),

@@ -18,7 +18,6 @@ whole.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -30,7 +29,7 @@ import numpy as np
 from rerank.errors import InputError
 from rerank.io import atomic_write, output_group, read_references, reading_progress
 from rerank.nbest import NBestList, segment_argmax
-from rerank.options import check_options, option
+from rerank.options import check_options, option, with_fields
 from rerank.outputs import check_outputs, nbest_outputs
 from rerank.progress import Progress
 
@@ -261,19 +260,19 @@ class ApplyOptions:
                                         group="scoring")
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "refs", tuple(os.fspath(r) for r in self.refs) if isinstance(self.refs, (list, tuple)) else self.refs)
+        refs = [self.refs] if isinstance(self.refs, (str, os.PathLike)) else self.refs   # one reference file, or several
+        object.__setattr__(self, "refs", tuple(os.fspath(r) for r in refs) if isinstance(refs, (list, tuple)) else refs)
         check_options(self, as_keywords=True)
         if self.refs:
-            self.scorers()  # unknown metrics and tokenizers, before any file is read
+            self._scoring()  # unknown metrics and tokenizers, before any file is read
 
     def metric_names(self) -> list[str]:
         return [m.strip().lower() for m in self.metrics.split(",") if m.strip()]
 
-    def scorers(self) -> list:
-        """The metric objects of `metrics` (InputError for an unknown one or tokenizer)."""
-        from rerank.metrics import make_metric
-        from rerank.metrics.bleu import make_bleu
-        from rerank.metrics.registry import QUALITY_METRICS
+    def _scoring(self) -> tuple[list[str], dict]:
+        """(the metric names, make_metric's options), after the checks that need no data: unknown
+        metrics, then each metric's own refusals (BLEU's tokenizer), without making any metric."""
+        from rerank.metrics.registry import QUALITY_METRICS, check_metric_options
 
         known = QUALITY_METRICS
         names = self.metric_names()
@@ -281,10 +280,19 @@ class ApplyOptions:
         if unknown or not names:
             raise InputError(f"metrics: unknown metric(s) {', '.join(unknown) or '(none)'} (known: {', '.join(known)})",
                              option="metrics")
-        make_bleu(self.tokenize, self.lowercase)  # checks the tokeniser's name
         modules = [m.strip() for m in self.meteor_modules.split(",") if m.strip()] if self.meteor_modules else None
-        return [make_metric(m, lang=self.lang, tokenize=self.tokenize, lowercase=self.lowercase,
-                            meteor_options={"modules": modules} if modules else {}) for m in names]
+        options = {"lang": self.lang, "tokenize": self.tokenize, "lowercase": self.lowercase,
+                   "meteor_options": {"modules": modules} if modules else {}}
+        for name in names:
+            check_metric_options(name, **options)
+        return names, options
+
+    def scorers(self) -> list:
+        """The metric objects of `metrics` (InputError for an unknown one or tokenizer)."""
+        from rerank.metrics import make_metric
+
+        names, options = self._scoring()
+        return [make_metric(name, **options) for name in names]
 
 
 @dataclass
@@ -315,7 +323,7 @@ def apply_file(source: NBestFile | PathLike, weights: Mapping[str, float] | Path
     regular Moses/Joshua file streams."""
     from rerank.weights import best_rows, resorted
 
-    options = dataclasses.replace(options or ApplyOptions(), **keywords) if keywords else options or ApplyOptions()
+    options = with_fields(ApplyOptions, options, "apply option", **keywords)
     source = NBestFile.of(source)
     output = os.fspath(output)
     scorers = options.scorers() if options.refs else []
@@ -357,15 +365,23 @@ def weight_vector_of(weights: Mapping[str, float] | PathLike, names: list[str]) 
     """The weight vector of the columns `names` from a mapping {feature: weight} or a weights file
     (rerank.weights.weight_vector: a nonzero weight for a column the list lacks is an error, a column
     without weight gets 0, logged, unless the weights were tuned toward it)."""
-    from rerank.weights import read_weights, tuned_toward, weight_vector
+    from rerank.weights import tuned_toward, weight_vector
 
     if isinstance(weights, (str, os.PathLike)):
         path = os.fspath(weights)
-        return weight_vector(read_weights(path), names, source=path, objective=tuned_toward(path))
-    if not isinstance(weights, Mapping):
-        raise InputError(f"weights: expected a mapping of feature name to weight or a file path, not "
-                         f"{type(weights).__name__}")
-    return weight_vector({str(k): float(v) for k, v in weights.items()}, names, source="weights")
+        return weight_vector(as_weights(path), names, source=path, objective=tuned_toward(path))
+    return weight_vector(as_weights(weights), names, source="weights")
+
+
+def as_weights(weights: Mapping[str, float] | PathLike) -> dict[str, float]:
+    """Weights by feature name: a mapping as is, or read from a weights file (JSON, Moses lines, ...)."""
+    from rerank.weights import read_weights
+
+    if isinstance(weights, (str, os.PathLike)):
+        return read_weights(os.fspath(weights))
+    if isinstance(weights, Mapping):
+        return {str(k): float(v) for k, v in weights.items()}
+    raise InputError(f"weights: expected a mapping of feature name to weight or a file path, not {type(weights).__name__}")
 
 
 def reference_files(refs: object) -> list[str]:

@@ -478,6 +478,18 @@ def make_options(cls: type[OptionsT], options: OptionsT | Mapping[str, Any] | No
     raise TypeError(f"options must be a {cls.__qualname__}, a mapping or None, not {type(options).__name__}")
 
 
+def with_fields(cls: type[OptionsT], base: OptionsT | None = None, what: str = "option", **keywords: Any) -> OptionsT:
+    """`base` (default: `cls()`, the defaults) with `keywords` replacing its fields, checked anew: the
+    Python API's config objects (`rerank.evaluate(..., ar=1000)`, `rerank.apply_file(..., to="jsonl")`).
+    An unknown keyword is an InputError naming the fields (`what` names the kind: "evaluation option")."""
+    known = [f.name for f in _option_fields(cls)]
+    unknown = sorted(set(keywords) - set(known))
+    if unknown:
+        raise InputError(f"unknown {what} {unknown[0]!r} (known: {', '.join(known)})")
+    base = base if base is not None else cls()
+    return dataclasses.replace(base, **keywords) if keywords else base  # type: ignore[type-var]
+
+
 class Configurable:
     """The options interface that features and tuners share (rerank.features.Feature,
     rerank.tuning.Tuner): the plug-in names its `Options` dataclass (fields made with `option`)

@@ -5,13 +5,13 @@ from __future__ import annotations
 import os
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass
 from typing import Any
 
 from rerank.errors import InputError
 from rerank.htmlreport import analysis, figures
 from rerank.htmlreport.page import esc, figure, page, significance_table, signed, table, word_diff
-from rerank.options import MAPPING, PATH, POSITIVE_INT, Check, check_options, option, split_names
+from rerank.options import MAPPING, PATH, POSITIVE_INT, Check, check_options, option, split_names, with_fields
 
 LOWER_BETTER = Check("true, false or the column's NAME", str, lambda v: isinstance(v, (bool, str)), "a name")
 
@@ -86,12 +86,7 @@ class ReportOptions:
     def make(cls, options: ReportOptions | None = None, **keywords: Any) -> ReportOptions:
         """`options` (default: the defaults) with `keywords` replacing its fields; an unknown keyword
         is an InputError naming the fields."""
-        options = options or cls()
-        known = [f.name for f in fields(cls)]
-        unknown = sorted(set(keywords) - set(known))
-        if unknown:
-            raise InputError(f"unknown report option {unknown[0]!r} (known: {', '.join(known)})")
-        return replace(options, **keywords) if keywords else options
+        return with_fields(cls, options, "report option", **keywords)
 
     def check_evaluation(self, metrics: Sequence[str], nbests: bool) -> None:
         """What these options ask of an evaluation with `metrics` (their names) and, if `nbests`, n-best
