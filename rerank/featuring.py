@@ -218,12 +218,23 @@ def _option_files(options: Mapping[str, Any]) -> list[str]:
     return [v for v in values if isinstance(v, str) and os.path.isfile(v)]
 
 
+@dataclass
+class FeaturesWritten:
+    """What `add_features_file` did: the paths written (none on a torchrun rank but 0) and the
+    sentences [first, end) of the list it covered (a shard's: `id_offset` = first keeps their ids)."""
+
+    paths: list[str]
+    first: int
+    end: int
+
+
 def add_features_file(nbest: NBestFile | PathLike, output: PathLike, run: FeatureRun | None = None, *,
                       options: Mapping[str, object] | None = None, progress: Progress = False,
-                      **keywords: Any) -> list[str]:
+                      **keywords: Any) -> FeaturesWritten:
     """Add the columns of `run.which` (FeatureRun; `keywords` replace its fields) from the installed
     feature plug-ins to the list of an n-best file, or to its shard `run.shard`, and write it to
-    `output` (the paths written; on a torchrun rank but 0, none). `options`: {plug-in: its Options
+    `output` (`FeaturesWritten`: the paths written, none on a torchrun rank but 0, and the
+    sentences covered). `options`: {plug-in: its Options
     or a mapping}. Every check that needs no data (columns, options, extras, outputs) comes before
     the list is read; a failure on any torchrun rank stops them all at their next exchange."""
     from rerank import distributed
@@ -250,7 +261,8 @@ def _notes_on_main() -> Iterator[None]:
         logger.setLevel(level)
 
 
-def _add_features_file(source: NBestFile, output: str, run: FeatureRun, options: dict, progress: Progress) -> list[str]:
+def _add_features_file(source: NBestFile, output: str, run: FeatureRun, options: dict,
+                       progress: Progress) -> FeaturesWritten:
     from rerank import distributed
 
     main = distributed.is_main()
@@ -268,9 +280,6 @@ def _add_features_file(source: NBestFile, output: str, run: FeatureRun, options:
     references = None
     if run.refs:
         references = [stream[start:end] for stream in read_references(list(run.refs), nbest.n_sentences, source.path)]
-    if run.shard:
-        log.warning("note: shard %s holds sentences %d..%d (an id offset of %d keeps their ids)", run.shard, start,
-                    end - 1, start)
     part = nbest.select_sentences(range(start, end)) if (start, end) != (0, nbest.n_sentences) else nbest
     context = FeatureContext(nbest_path=source.path, sources=sources, references=references, src_lang=run.src_lang,
                              tgt_lang=run.tgt_lang, device=distributed.local_device(run.device), threads=run.threads,
@@ -278,4 +287,5 @@ def _add_features_file(source: NBestFile, output: str, run: FeatureRun, options:
                              progress=progress if main else False, cache=run.cache_path())
     part = add_features(part, list(run.which) if run.which is not None else None, context=context, replace=run.replace,
                         source=source.path, options=options)
-    return write_nbest_noted(part, output, run.to, first_id=run.id_offset) if main else []
+    paths = write_nbest_noted(part, output, run.to, first_id=run.id_offset) if main else []
+    return FeaturesWritten(paths, start, end)

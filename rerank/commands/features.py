@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import rerank
 from rerank.cliargs import add_device_option, add_nbest_positional, add_quiet, add_threads_option, bars, resolve_nbest
 from rerank.commands import COMMANDS
@@ -45,6 +47,9 @@ def run(args) -> int:
     run_options = options_from_args(rerank.FeatureRun, args)   # --device and --threads too (the shared flags)
     options = {name: cls.options_from_args(args) for name, cls in installed_features().items()}
     with reading():
-        rerank.add_features_file(nbest_file(args), args.output, run_options, options=options, progress=bars(args),
-                                 to=args.out_format)
+        done = rerank.add_features_file(nbest_file(args), args.output, run_options, options=options, progress=bars(args),
+                                        to=args.out_format)
+    if args.shard and done.paths:   # rank 0 (or the only process) tells
+        print(f"note: shard {args.shard} holds sentences {done.first}..{done.end - 1} (--id-offset {done.first} keeps "
+              "their ids)", file=sys.stderr)
     return 0
