@@ -69,6 +69,12 @@ class ResultTable:
     stats: dict = field(default_factory=dict, repr=False, compare=False)
     metric_objects: dict = field(default_factory=dict, repr=False, compare=False)
 
+    def quality(self, metric: str) -> bool:
+        """Whether the table's `metric` is a quality score (marks, a direction), from its object."""
+        from rerank.metrics.registry import is_quality
+
+        return is_quality(self.metric_objects.get(metric, metric))
+
     def display(self, metric: str) -> str:
         """How `metric` is printed: its object's display name (COMET for the model metric comet,
         the name itself for segment scores read from a file), else the registry's."""
@@ -83,7 +89,7 @@ class ResultTable:
     def _rows(self, marks_unicode: bool = True) -> tuple[list[str], list[list[str]]]:
         header = ["System"]
         for m in self.metrics:
-            arrow = "" if m == "length" else " \u2191" if self.higher_is_better[m] else " \u2193"
+            arrow = "" if not self.quality(m) else " \u2191" if self.higher_is_better[m] else " \u2193"
             header += [f"{self.display(m)}{arrow}", "s_sel/s_opt/p" + ("/p\u2021" if self.second_baseline else "")]
         rows = []
         for name in self.systems:
@@ -478,7 +484,7 @@ def evaluate_systems(refs: Sequence[Sequence[str]], baseline_runs: Sequence[Sequ
     weights.prefetch([run for st in stats.values() for run in as_runs(st)])  # one pass over the resamples
     cells = {(sname, metric.name): _run_cell(metric, stats[(sname, metric.name)], weights)
              for sname in all_systems for metric in metric_objs}
-    tested = [mo for mo in metric_objs if mo.name != "length"]
+    tested = [mo for mo in metric_objs if mo.info.quality]
     ar_options = {"trials": o.ar, "seed": seed, "stratified": o.stratified, "multeval_compat": o.multeval_compat}
     pooled_diffs = {}
     for comp, attr in ((baseline_name, "p"), (second_baseline, "p2")):

@@ -97,7 +97,7 @@ def length_buckets(table, refs, tokenizer: Callable[[str], str], edges: Sequence
     out = Buckets("reference length (tokens, mean over references)", bucket_labels(edges),
                   [int(np.sum(ids == b)) for b in range(nb)], "sentences")
     for m in table.metrics:
-        if m == "length":
+        if not table.quality(m):
             continue
         metric = table.metric_objects[m]
         scores = {}

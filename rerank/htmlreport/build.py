@@ -91,7 +91,9 @@ class ReportOptions:
     def check_evaluation(self, metrics: Sequence[str], nbests: bool) -> None:
         """What these options ask of an evaluation with `metrics` (their names) and, if `nbests`, n-best
         systems: the sentence metric is one of the metrics, an oracle metric needs n-best systems."""
-        names = [m for m in metrics if m != "length"]
+        from rerank.metrics.registry import is_quality
+
+        names = [m for m in metrics if is_quality(m)]
         if self.sentence_metric is not None and self.sentence_metric not in names:
             raise InputError(f"sentence_metric {self.sentence_metric}: not one of the scored metrics "
                              f"({', '.join(names) or 'none'})", option="sentence_metric")
@@ -149,7 +151,7 @@ def build_report(result, refs: Sequence[Sequence[str]], outputs: dict, options: 
         frequencies = analysis.word_counts(read_lines(os.fspath(o.freq_corpus)), tokenizer, lowercase)
     if frequencies is None:
         frequencies = analysis.word_counts([r for stream in refs for r in stream], tokenizer, lowercase)
-    metric = o.sentence_metric or next((m for m in result.metrics if m != "length"), result.metrics[0])
+    metric = o.sentence_metric or next((m for m in result.metrics if result.quality(m)), result.metrics[0])
     sections = [("significance", "Significance", _significance(result))]
     lengths = analysis.drop_empty(analysis.length_buckets(result, refs, tokenizer, o.length_edges))
     if lengths.scores:

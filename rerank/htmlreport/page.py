@@ -81,7 +81,7 @@ def significance_table(result) -> str:
 
     header = ["System"]
     for m in result.metrics:
-        arrow = "" if m == "length" else " \u2191" if result.higher_is_better[m] else " \u2193"
+        arrow = "" if not result.quality(m) else " \u2191" if result.higher_is_better[m] else " \u2193"
         header += [esc(f"{result.display(m)}{arrow}"), "\u0394 [95% CI]",
                    "s<sub>sel</sub>/s<sub>opt</sub><br>p" + ("/p\u2021" if result.second_baseline else "")]
     rows, classes = [], []

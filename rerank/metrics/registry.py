@@ -181,6 +181,17 @@ def make_metric(name: str, **options: Any) -> Metric:
     return cls.from_options(**declared)
 
 
+def is_quality(metric: object) -> bool:
+    """Whether a metric (a name, a MetricInfo or an object with `info`) is a quality score, which gets
+    significance marks and a direction (False for length, a plug-in's `quality = False` too); a name
+    that is no registered metric (segment scores) is one."""
+    if isinstance(metric, str):
+        cls = metric_class(metric)
+        return bool(getattr(cls, "quality", True))
+    info = getattr(metric, "info", metric)
+    return bool(getattr(info, "quality", True))
+
+
 def check_metric_options(name: str, **options: Any) -> None:
     """`make_metric`'s checks that need no data, without making the metric: the name, the options'
     names and what the class refuses before any data is read (`Metric.check_options`: BLEU's
