@@ -324,6 +324,14 @@ class Evaluation:
 
         plot_deltas(self.table, os.fspath(path))
 
+    @staticmethod
+    def check_plot(options: EvalOptions) -> None:
+        """Whether an evaluation with `options` can draw the delta plot (`save(plot=)`): its bootstrap
+        intervals need `bootstrap` >= 2 (an InputError otherwise)."""
+        from rerank.evaluation import check_plot
+
+        check_plot(options.bootstrap)
+
     @classmethod
     def saved_files(cls, path: PathLike, plot: PathLike | None = None) -> list[str | None]:
         """The files `save(path, plot=plot)` writes: the table (- for standard output), its
@@ -347,8 +355,11 @@ class Evaluation:
         (PATH.config.json: `meta`, such as the command line, then the table's config and the metric
         signatures), and with `plot` the delta plot (PNG): all of them or, on an error, none.
         Returns the files written."""
+        from rerank.evaluation import check_plot
         from rerank.io import atomic_write, output_group
 
+        if plot is not None:
+            check_plot(int(self.table.config.get("bootstrap", 0)))
         table_path = os.fspath(path)
         _, config, plot_path = self.saved_files(table_path, plot)
         format = format or self.table_format(table_path)

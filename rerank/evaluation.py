@@ -449,6 +449,14 @@ class EvalOptions:
         return with_fields(cls, options, "evaluation option", **keywords)
 
 
+def check_plot(bootstrap: int) -> None:
+    """The delta plot draws each system's bootstrap interval: it needs `bootstrap` >= 2 (InputError
+    about the option plot)."""
+    if bootstrap < 2:
+        raise InputError(f"plot shows 95% confidence intervals: it needs bootstrap >= 2, got {bootstrap}", option="plot",
+                         mentions=("bootstrap",))
+
+
 def evaluate_systems(refs: Sequence[Sequence[str]], baseline_runs: Sequence[Sequence[str]], systems: dict,
                      options: EvalOptions | None = None, *, baseline_name: str = "baseline",
                      progress: Progress = False, **keywords: Any) -> ResultTable:

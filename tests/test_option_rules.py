@@ -103,3 +103,17 @@ def test_a_feature_or_a_file_named_like_an_option_keeps_its_name(tmp_path, capsy
     assert main(["apply", NBEST, "-w", str(weights), "-o", same, "--nbest-out", same]) == 2
     line = capsys.readouterr().err.strip().splitlines()[-1]
     assert f"two outputs are the same file ({same} and {same})" in line and "--post-process" not in line
+
+
+def test_the_plot_needs_bootstrap_intervals_from_the_cli_and_the_api(tmp_path, capsys):
+    """One rule, said before any work on the command line, and by `Evaluation.save(plot=)` for a script."""
+    ref, base = str(DATA / "ref.0"), str(DATA / "ref.1")
+    assert main(["eval", "-r", ref, "-b", base, "--bootstrap", "0", "--ar", "10", "--plot", str(tmp_path / "p.png"),
+                 "-o", str(tmp_path / "t.md")]) == 2
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    evaluation = rerank.evaluate([ref], base, {}, bootstrap=0, ar=10)
+    with pytest.raises(InputError) as refused:
+        evaluation.save(tmp_path / "t.md", plot=tmp_path / "p.png")
+    assert line.endswith(refused.value.problem.replace("plot shows", "--plot shows").replace("bootstrap >=", "--bootstrap >="))
+    assert "--plot shows 95% confidence intervals: it needs --bootstrap >= 2" in line
+    assert list(tmp_path.iterdir()) == []

@@ -68,9 +68,9 @@ def add_parser(subparsers) -> None:
 def run(args) -> int:
     import rerank
 
-    if args.plot and args.bootstrap == 0:
-        raise InputError("--plot shows bootstrap intervals: it needs --bootstrap >= 2")
     options = eval_options(args)
+    if args.plot:
+        rerank.Evaluation.check_plot(options)   # before any work
     baseline, systems = inputs(args)
     with reading("nbest-"):
         ev = rerank.evaluate(args.ref, baseline, systems, options, progress=bars(args),
