@@ -138,7 +138,7 @@ CASES = [
     ("eval -r {d}/ref -b {d}/base {d}/in.nbest.1best -o {d}/out.md --metrics bleu --ar 5 --bootstrap 0",
      "rerank.evaluation.ResultTable.render", 1),
     ("eval -r {d}/ref -b {d}/base {d}/in.nbest.1best -o {d}/out.md --metrics bleu --ar 5 --bootstrap 0",
-     "rerank.api.json.dump", 1),   # the table's config, written by rerank.Evaluation.save
+     "rerank.evaljob.json.dump", 1),   # the table's config, written by rerank.Evaluation.save
 ]
 
 
