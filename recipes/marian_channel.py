@@ -31,6 +31,8 @@ import sys
 import time
 from typing import Any
 
+from rerank.cliargs import add_threads_option
+
 DATA = os.path.join("..", "shared", "data", "multi30k", "task1", "raw")
 logger = logging.getLogger(__name__)
 
@@ -326,7 +328,7 @@ def add_train_arguments(p) -> None:
     p.add_argument("--max-steps", type=int, default=0, help="stop after this many updates (0: no limit)")
     p.add_argument("--val-every", type=int, default=0, help="validate every N steps (0: each epoch)")
     p.add_argument("--checkpoint-minutes", type=float, default=5.0)
-    p.add_argument("--threads", type=int, default=1, help="torch threads (default: %(default)s)")
+    add_threads_option(p, default=1)
     p.add_argument("--log", help="log file (default: OUT/train.log; '' for stderr only)")
 
 
@@ -467,7 +469,7 @@ def add_compare_arguments(p) -> None:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--ar", type=int, default=10000, help="approximate randomisation trials")
     p.add_argument("--bootstrap", type=int, default=1000)
-    p.add_argument("--threads", type=int, default=1)
+    add_threads_option(p, default=1)
     p.add_argument("--score-cache", help="score-cache file (default: none)")
     p.add_argument("--publish", action="store_true",
                    help="copy marian_channel.json to docs/results/stronger/ and re-render the pages")

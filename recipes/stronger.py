@@ -37,6 +37,7 @@ from rerank.errors import InputError
 from rerank.formats import read_nbest, write_nbest
 from rerank.io import atomic_write, read_lines
 from rerank.cliargs import terminal_bars
+from rerank.cliargs import add_device_option, add_threads_option
 
 logger = logging.getLogger(__name__)
 
@@ -253,8 +254,8 @@ def _main(argv=None) -> int:
     ap.add_argument("--bootstrap", type=int, default=1000, help="bootstrap samples (default: %(default)s)")
     ap.add_argument("--seed", type=int, default=1, help="(default: %(default)s)")
     ap.add_argument("--sentences", type=int, help="only the first N sentences of every list (a quick look)")
-    ap.add_argument("--device", default="cpu", help="(default: %(default)s)")
-    ap.add_argument("--threads", type=int, default=1, help="torch threads (default: %(default)s)")
+    add_device_option(ap)
+    add_threads_option(ap, default=1, why=": the study's small models run fastest on one thread")
     args = ap.parse_args(argv)
     if not args.reuse_columns and not (args.lm_model and args.channel_model):
         ap.error("--lm-model and --channel-model are required (or --reuse-columns with lists that carry their columns)")
