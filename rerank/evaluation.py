@@ -71,9 +71,9 @@ class ResultTable:
 
     def quality(self, metric: str) -> bool:
         """Whether the table's `metric` is a quality score (marks, a direction), from its object."""
-        from rerank.metrics.registry import is_quality
+        from rerank.metrics.registry import quality_in
 
-        return is_quality(self.metric_objects.get(metric, metric))
+        return quality_in(self, metric)
 
     def display(self, metric: str) -> str:
         """How `metric` is printed: its object's display name (COMET for the model metric comet,

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from rerank.metrics.registry import metric_info
+from rerank.metrics.registry import quality_in
 
 LENGTH_EDGES = (10, 20, 30, 40, 50)
 FREQ_EDGES = (1, 2, 3, 4, 5, 10, 100, 1000)
@@ -97,7 +98,7 @@ def length_buckets(table, refs, tokenizer: Callable[[str], str], edges: Sequence
     out = Buckets("reference length (tokens, mean over references)", bucket_labels(edges),
                   [int(np.sum(ids == b)) for b in range(nb)], "sentences")
     for m in table.metrics:
-        if not table.quality(m):
+        if not quality_in(table, m):
             continue
         metric = table.metric_objects[m]
         scores = {}

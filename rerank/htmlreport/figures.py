@@ -50,7 +50,9 @@ def delta_figure(table):
     """Each system's improvement over the baseline with its bootstrap 95% interval, one panel per metric
     (for a lower-is-better metric the improvement is baseline - system: right is better everywhere)."""
     plt = _pyplot()
-    metrics = [m for m in table.metrics if table.quality(m)]
+    from rerank.metrics.registry import quality_in
+
+    metrics = [m for m in table.metrics if quality_in(table, m)]
     systems = [s for s in table.systems if s != table.baseline]
     fig, axes = plt.subplots(1, len(metrics), figsize=(3.2 * len(metrics) + 1, 0.45 * len(systems) + 1.6),
                              squeeze=False, sharey=True)

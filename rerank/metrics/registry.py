@@ -192,6 +192,12 @@ def is_quality(metric: object) -> bool:
     return bool(getattr(info, "quality", True))
 
 
+def quality_in(table: object, metric: str) -> bool:
+    """`is_quality` of a table's metric `metric`: its object when the table keeps it (`metric_objects`),
+    else by the name (a table read back, or built by hand)."""
+    return is_quality(getattr(table, "metric_objects", {}).get(metric, metric))
+
+
 def check_metric_options(name: str, **options: Any) -> None:
     """`make_metric`'s checks that need no data, without making the metric: the name, the options'
     names and what the class refuses before any data is read (`Metric.check_options`: BLEU's
