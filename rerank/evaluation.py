@@ -396,8 +396,8 @@ class EvalOptions:
             given = [f for f in ("comet_model", "sources", "device", "score_cache") if getattr(self, f) is not None]
             given += ["comet_batch_size"] if self.comet_batch_size != 16 else []
             if given:
-                raise InputError(f"{given[0]} is read by the comet metric only: give comet_model too", option=given[0],
-                                 mentions=("comet_model",))
+                raise InputError(f"{given[0]} is given but metrics has no comet ({given[0]} is read by the comet metric "
+                                 "only: give comet_model too)", option=given[0], mentions=("metrics", "comet_model"))
             return
         check_device(self.device)
         if self.comet_model is None:

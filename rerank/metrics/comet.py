@@ -124,12 +124,24 @@ def load_comet(path: str, reference: bool, what: str):
     try:
         with transformers_bars_off():
             return load_from_checkpoint(ckpt, local_files_only=True)
-    except (OSError, ValueError, KeyError, RuntimeError) as exc:   # no encoder offline (OSError), a malformed
-        # config or tokenizer (ValueError), a checkpoint without its keys or with weights that do not fit the model
+    except (OSError, ValueError, KeyError, RuntimeError, AttributeError) as exc:   # no encoder offline (OSError), a
+        # malformed config or tokenizer (ValueError), a checkpoint without its keys or with weights that do not fit
+        # the model; transformers 4 converting a tokenizer whose files are not there (AttributeError, only from its
+        # convert_slow_tokenizer: any other AttributeError is a bug)
+        if isinstance(exc, AttributeError) and not _raised_in(exc, "transformers.convert_slow_tokenizer"):
+            raise
         message = " ".join(str(exc).split())
         raise InputError(f"cannot load the COMET checkpoint offline ({type(exc).__name__}: {message[:300]}); its "
                          "encoder (pretrained_model in hparams.yaml) must be a local directory or in the Hugging Face "
                          "cache", ckpt) from exc
+
+
+def _raised_in(exc: BaseException, module: str) -> bool:
+    """Whether `exc` was raised in the module `module` (its traceback's last frame)."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and tb.tb_frame.f_globals.get("__name__", "") == module
 
 
 def check_weights_only(ckpt: str) -> None:
