@@ -66,6 +66,23 @@ def plan_features(names: str | Sequence[str] | None = None, *, options: Mapping[
     after every check that needs no data: unknown or repeated columns, bad or unknown options, the
     extras the plug-ins need. `add_features` starts with it; a caller that reads a big list first
     calls it before."""
+    requested, plugin_options = _requested(names, options, keywords)
+    require_extras(requested)
+    return requested, plugin_options
+
+
+def require_extras(requested: Mapping[str, Sequence[str]]) -> None:
+    """A missing extra of a requested plug-in is said before any work (rerank.errors.require)."""
+    from rerank import plugins
+
+    installed = plugins.features()
+    for plugin, columns in requested.items():
+        require(installed[plugin].requires, f"the {', '.join(columns)} feature")
+
+
+def _requested(names: str | Sequence[str] | None, options: Mapping[str, object] | None,
+               keywords: Mapping[str, Any]) -> tuple[dict[str, list[str]], dict[str, Any]]:
+    """`plan_features` but the extras: the columns by plug-in and the plug-ins' checked Options."""
     from rerank import plugins
     from rerank.features import column_owners
 
@@ -88,10 +105,7 @@ def plan_features(names: str | Sequence[str] | None = None, *, options: Mapping[
     requested: dict[str, list[str]] = {}
     for column in which:
         requested.setdefault(owners[column], []).append(column)
-    plugin_options = _feature_options(installed, list(requested), given, keywords)
-    for plugin, columns in requested.items():  # a missing extra is said before any work
-        require(installed[plugin].requires, f"the {', '.join(columns)} feature")
-    return requested, plugin_options
+    return requested, _feature_options(installed, list(requested), given, keywords)
 
 
 def add_features(nbest: NBestList | NBestFile | PathLike, names: str | Sequence[str] | None = None, *,
@@ -266,8 +280,9 @@ def _add_features_file(source: NBestFile, output: str, run: FeatureRun, options:
     from rerank import distributed
 
     main = distributed.is_main()
-    _, checked = plan_features(run.which, options=options)  # names, options and extras, before a big list is read
+    requested, checked = _requested(run.which, options, {})  # names and options, before a big list is read
     check_outputs(nbest_outputs(output, run.to), [*source.inputs(), run.src, *run.refs, *_option_files(checked)])
+    require_extras(requested)
     nbest = source.read(progress if main else False)
     start, end = shard_range(nbest.n_sentences, run.shard)
     sources = None
