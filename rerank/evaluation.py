@@ -23,11 +23,11 @@ import numpy as np
 from rerank.metrics import Metric, make_metric
 from rerank.metrics.registry import display_name
 from rerank.errors import InputError
-from rerank.options import (NAMES, NONNEGATIVE_INT, PATH, POSITIVE_INT, PROBABILITY, Check, check_options, option,
-                            split_names, with_fields)
+from rerank.options import (NAMES, NONNEGATIVE_INT, PATH, POSITIVE_INT, PROBABILITY, Check, at_most, check_options,
+                            option, split_names, with_fields)
 from rerank.progress import Progress, track
-from rerank.significance import (Resamples, approximate_randomization, as_runs, holm_bonferroni,
-                                 paired_bootstrap, run_statistics)
+from rerank.significance import (MAX_RESAMPLES, MAX_TRIALS, Resamples, approximate_randomization, as_runs,
+                                 holm_bonferroni, paired_bootstrap, run_statistics)
 
 MARK_BASE, MARK_SECOND = "\u2020", "\u2021"  # dagger, double dagger
 
@@ -258,7 +258,8 @@ class EvalOptions:
     tokenize, lowercase: sacrebleu's BLEU tokeniser and case (chrF's case too); ter_case_sensitive:
     sacrebleu's TER is case-insensitive by default; meteor: the METEOR scorer's options (backend,
     modules, resources, jar, normalize: MeteorOptions, and MeteorMetric's other keywords); ar:
-    approximate randomisation trials; bootstrap: resamples for s_sel and the intervals (0: none);
+    approximate randomisation trials (at most MAX_TRIALS); bootstrap: resamples for s_sel and the
+    intervals (0: none; at most MAX_RESAMPLES);
     seed: of both; alpha: the level of the marks; second_baseline: a system also tested against
     every other (double dagger); holm: Holm-Bonferroni over each comparison's cells; stratified:
     Clark et al.'s stratified randomisation; multeval_compat, sacrebleu_compat: those tools' rules
@@ -284,9 +285,10 @@ class EvalOptions:
     ter_case_sensitive: bool = option(False, "case-sensitive TER (sacrebleu's default is insensitive)")
     meteor: dict | None = option(None, "the METEOR scorer's options", nested=MeteorOptions, prefix="meteor-",
                                  group="METEOR")
-    ar: int = option(10000, "approximate randomisation trials", check=POSITIVE_INT, metavar="N", group=SIGNIFICANCE)
-    bootstrap: int = option(1000, "bootstrap resamples for s_sel and CIs; 0: none", check=NONNEGATIVE_INT, metavar="N",
-                            group=SIGNIFICANCE)
+    ar: int = option(10000, f"approximate randomisation trials (at most {MAX_TRIALS:,})",
+                     check=at_most(POSITIVE_INT, MAX_TRIALS), metavar="N", group=SIGNIFICANCE)
+    bootstrap: int = option(1000, f"bootstrap resamples for s_sel and CIs; 0: none (at most {MAX_RESAMPLES:,})",
+                            check=at_most(NONNEGATIVE_INT, MAX_RESAMPLES), metavar="N", group=SIGNIFICANCE)
     seed: int = option(12345, "random seed", check=NONNEGATIVE_INT, group=SIGNIFICANCE)
     alpha: float = option(0.05, "significance level for the marks", check=PROBABILITY, group=SIGNIFICANCE)
     second_baseline: str | None = option(None, "a system name: also test every other system against it (\u2021)",

@@ -50,6 +50,8 @@ class Check:
     kind, e.g. not an integer; `noun` names that kind in the message), and `accepts` says
     whether a value, from a flag or from a script, is allowed (its type included). `quote`: the
     message shows the flag's text quoted (a list, whose commas would blur into the sentence).
+    `ceiling`: the largest value allowed of a count whose memory or time grows with it (`at_most`),
+    said as "must be at most N" for a larger one.
     """
 
     what: str
@@ -57,6 +59,15 @@ class Check:
     accepts: Callable[[Any], bool]
     noun: str = "a value"
     quote: bool = False
+    ceiling: int | None = None
+
+    def refused(self, value: Any) -> str | None:
+        """What a refused value must be ("a positive integer", "at most 10,000,000"); None if allowed."""
+        if not self.accepts(value):
+            return self.what
+        if self.ceiling is not None and value > self.ceiling:
+            return f"at most {self.ceiling:,}"
+        return None
 
     def parse(self, text: str) -> Any:
         """argparse type: the value of a flag's text, or ArgumentTypeError naming the problem."""
@@ -64,9 +75,10 @@ class Check:
             value = self.convert(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r} is not {self.noun}") from None
-        if not self.accepts(value):
-            raise argparse.ArgumentTypeError(f"must be {self.what}, got {text!r}" if self.quote
-                                             else f"must be {self.what}, got {text}")
+        what = self.refused(value)
+        if what is not None:
+            raise argparse.ArgumentTypeError(f"must be {what}, got {text!r}" if self.quote
+                                             else f"must be {what}, got {text}")
         return value
 
 
@@ -81,6 +93,12 @@ def _is_number(value: object) -> bool:
 def int_check(what: str, test: Callable[[int], bool]) -> Check:
     """A Check of integers (a flag's text as int) that pass `test`."""
     return Check(what, int, lambda v: _is_int(v) and test(v), "an integer")
+
+
+def at_most(check: Check, ceiling: int) -> Check:
+    """`check` with a ceiling: a count whose memory or time grows with it is refused above `ceiling`
+    before any work (the option's help says the ceiling)."""
+    return dataclasses.replace(check, ceiling=ceiling)
 
 
 def float_check(what: str, test: Callable[[float], bool]) -> Check:
@@ -437,8 +455,9 @@ def _check_value(cls: type, f: dataclasses.Field, value: Any, as_keywords: bool 
         allowed = info.allowed()
         if allowed is not None and item not in allowed:
             raise InputError(f"{name} must be one of {', '.join(map(str, allowed))}, got {item!r}", option=f.name)
-        if check is not None and not check.accepts(item):
-            raise InputError(f"{name} must be {check.what}, got {item!r}", option=f.name)
+        what = check.refused(item) if check is not None else None
+        if what is not None:
+            raise InputError(f"{name} must be {what}, got {item!r}", option=f.name)
 
 
 def check_options(options: Any, as_keywords: bool = False) -> None:
