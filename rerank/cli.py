@@ -19,7 +19,9 @@ import gc
 import logging
 import os
 import re
+import signal
 import sys
+import threading
 import traceback
 from collections.abc import Callable
 from typing import NoReturn
@@ -76,9 +78,50 @@ def builtin_command(name: str) -> Callable:
     return plugins.import_object(COMMANDS[name][0])
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP (Slurm, Kubernetes, `timeout`, a closed terminal) during `main`: raised
+    where the program is, like Ctrl-C's KeyboardInterrupt, which it is a kind of, so that every
+    cleanup Ctrl-C runs runs too (rerank.io.atomic_write removes its temporary file, a cache
+    keeps only whole entries, the output lock is released)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+TERMINATING = (signal.SIGTERM, signal.SIGHUP)
+
+
+def _terminate_like_ctrl_c() -> Callable[[], None]:
+    """For one command in the main thread: SIGTERM and SIGHUP raise Terminated (the handlers
+    Python had are put back by the function returned). A signal this process ignores (`nohup`
+    ignores SIGHUP) stays ignored, and one handled by native code is left alone. A torchrun rank
+    gets them too: torchrun sends SIGTERM to the other ranks when one fails, and the rank then
+    removes its temporary files and exits 143 as any command does (its process group is ended by
+    rerank.distributed.ranks on the way out)."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+
+    def raise_terminated(signum, frame):
+        raise Terminated(signum)
+
+    previous = {}
+    for number in TERMINATING:
+        handler = signal.getsignal(number)
+        if handler is not signal.SIG_IGN and handler is not None:
+            previous[number] = signal.signal(number, raise_terminated)
+
+    def restore():
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+    return restore
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one command; its exit status. Ctrl-C at any point (plug-in loading, parsing, the
-    command) exits 130 with one line and no traceback; bad input exits 2 (argparse's own
+    command) exits 130 with one line and no traceback, SIGTERM and SIGHUP exit 143 and 129 the
+    same way (`rerank CMD: terminated (SIGTERM)`, Terminated); bad input exits 2 (argparse's own
     errors raise SystemExit(2) as argparse does); a command that needs the `neural` extra (torch,
     scikit-learn) on an install without it says in one line what to install, exit status 2; any
     other exception is a bug: its traceback and one line saying so, exit status 1
@@ -88,12 +131,16 @@ def main(argv: list[str] | None = None) -> int:
     prefer_passive_openmp()
     token = set_command_line(argv)
     restore = _report_on_stderr()
+    restore_signals = _terminate_like_ctrl_c()
+    stdout = _WatchedStdout.install()
     parser = args = None
     try:
         parser = _parser(sys.argv[1:] if argv is None else argv)
         args = parser.parse_args(argv)
         name = f"rerank {args.command}"
-        return int(args.func(args) or 0)
+        status = int(args.func(args) or 0)
+        sys.stdout.flush()  # inside: a full disk under standard output is said as any other
+        return status
     except InputError as exc:
         if distributed.speaks(exc):
             print(f"{name}: error: {_with_flag(exc, parser, args)}", file=sys.stderr)
@@ -106,15 +153,77 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except BrokenPipeError:
         return 0
+    except OSError as exc:
+        problem = stdout.refused(exc) if stdout is not None else None
+        if problem is None:
+            return _internal_error(name, exc)
+        print(f"{name}: error: {problem}", file=sys.stderr)
+        return 2
+    except Terminated as exc:   # under torchrun said by rank 0: torchrun sends it to every rank
+        if distributed.is_main():
+            print(f"{name}: terminated ({signal.Signals(exc.signum).name})", file=sys.stderr)
+        return 128 + exc.signum
     except KeyboardInterrupt:
         print(f"{name}: interrupted", file=sys.stderr)
         return 130
     except Exception as exc:  # noqa: BLE001 - a bug: its traceback and one line saying so, exit status 1
         return _internal_error(name, exc)
     finally:
+        if stdout is not None:
+            stdout.restore()
+        restore_signals()
         distributed.close()
         restore()
         reset_command_line(token)
+
+
+class _WatchedStdout:
+    """The process's standard output during a command, keeping the OSError its writes raise, so
+    that a full disk (or /dev/full) under it is said in one line, `standard output: no space left
+    on device` (rerank.io.RESOURCE_ERRNOS), exit status 2, and not taken for a bug; the files the
+    library writes say their own (rerank.io.atomic_write). Everything but write, writelines and
+    flush is the stream's own."""
+
+    def __init__(self, stream) -> None:
+        self._stream = stream
+        self._failure: OSError | None = None
+
+    @classmethod
+    def install(cls) -> _WatchedStdout | None:
+        """Watch sys.stdout when it is the process's own (a caller's replacement is left alone)."""
+        if sys.stdout is None or sys.stdout is not sys.__stdout__:
+            return None
+        sys.stdout = watched = cls(sys.stdout)
+        return watched
+
+    def restore(self) -> None:
+        if sys.stdout is self:
+            sys.stdout = self._stream
+
+    def refused(self, exc: OSError) -> InputError | None:
+        """`exc` as the one-line error when it is this stream's write failing for want of room."""
+        from rerank.io import resource_error
+
+        return resource_error(exc, "standard output") if exc is self._failure else None
+
+    def _watch(self, method: Callable, *args):
+        try:
+            return method(*args)
+        except OSError as exc:
+            self._failure = exc
+            raise
+
+    def write(self, text: str) -> int:
+        return self._watch(self._stream.write, text)
+
+    def writelines(self, lines) -> None:
+        self._watch(self._stream.writelines, lines)
+
+    def flush(self) -> None:
+        self._watch(self._stream.flush)
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
 
 
 def _internal_error(name: str, exc: Exception) -> int:
