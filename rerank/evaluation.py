@@ -490,12 +490,13 @@ def evaluate_systems(refs: Sequence[Sequence[str]], baseline_runs: Sequence[Sequ
             for sname, runs in all_systems.items():
                 metric.system_stats(sname, len(runs), n)
     stats = _statistics(metric_objs, refs, all_systems, progress)
-    weights = Resamples(seed, bootstrap if bootstrap >= 2 else 0, n)  # = bootstrap_weights(default_rng(seed), ...)
+    weights = Resamples(seed, bootstrap if bootstrap >= 2 else 0, n, progress)  # = bootstrap_weights(default_rng(seed), ...)
     weights.prefetch([run for st in stats.values() for run in as_runs(st)])  # one pass over the resamples
     cells = {(sname, metric.name): _run_cell(metric, stats[(sname, metric.name)], weights)
              for sname in all_systems for metric in metric_objs}
     tested = [mo for mo in metric_objs if mo.info.quality]
-    ar_options = {"trials": o.ar, "seed": seed, "stratified": o.stratified, "multeval_compat": o.multeval_compat}
+    ar_options = {"trials": o.ar, "seed": seed, "stratified": o.stratified, "multeval_compat": o.multeval_compat,
+                  "progress": progress}
     pooled_diffs = {}
     for comp, attr in ((baseline_name, "p"), (second_baseline, "p2")):
         if comp is not None:

@@ -32,6 +32,7 @@ from typing import overload
 import numpy as np
 
 from rerank.metrics.base import Metric
+from rerank.progress import Progress, progress_bar
 
 # The ceilings of the counts a user gives (EvalOptions.ar, bootstrap): the randomisation runs in
 # blocks of trials (bounded memory, time linear in the trials); the bootstrap keeps every
@@ -146,16 +147,17 @@ def _multeval_masks(rng: np.random.Generator, batch: int, n: int, runs: int) -> 
 @overload
 def approximate_randomization(metrics: Metric, stats_a: np.ndarray, stats_b: np.ndarray, trials: int = ...,
                               seed: int | None = ...,
-                              stratified: bool = ..., multeval_compat: bool = ..., batch_size: int = ...) -> ARResult: ...
+                              stratified: bool = ..., multeval_compat: bool = ..., batch_size: int = ...,
+                              progress: Progress = ...) -> ARResult: ...
 @overload
 def approximate_randomization(metrics: Sequence[Metric], stats_a: Sequence[np.ndarray], stats_b: Sequence[np.ndarray],
                               trials: int = ..., seed: int | None = ...,
                               stratified: bool = ..., multeval_compat: bool = ...,
-                              batch_size: int = ...) -> list[ARResult]: ...
+                              batch_size: int = ..., progress: Progress = ...) -> list[ARResult]: ...
 def approximate_randomization(metrics: Metric | Sequence[Metric], stats_a: np.ndarray | Sequence[np.ndarray],
                               stats_b: np.ndarray | Sequence[np.ndarray], trials: int = 10000,
                               seed: int | None = 12345, stratified: bool = False, multeval_compat: bool = False,
-                              batch_size: int = 2000) -> ARResult | list[ARResult]:
+                              batch_size: int = 2000, progress: Progress = False) -> ARResult | list[ARResult]:
     """Two-sided approximate randomisation test of system B against system A.
 
     `stats_a` (R_A, n, k) and `stats_b` (R_B, n, k): each system's own runs (a 2-D array is one
@@ -180,7 +182,9 @@ def approximate_randomization(metrics: Metric | Sequence[Metric], stats_a: np.nd
     p = (c + 1)/(N + 1), c = trials whose |difference| >= the observed one (a system against
     itself gets p = 1); the difference is score(B's average run) - score(A's average run).
     `metrics` may be one metric (stats_a/stats_b arrays) or a list of metrics (lists of arrays);
-    all metrics share the same random draws, as MultEval and sacrebleu do.
+    all metrics share the same random draws, as MultEval and sacrebleu do. The trials run in
+    blocks (memory does not grow with them); `progress` (rerank.progress) advances per block, a
+    terminal bar showing itself after a second.
     """
     if stratified and multeval_compat:
         raise ValueError("choose the stratified split or MultEval's rules, not both")
@@ -215,13 +219,15 @@ def approximate_randomization(metrics: Metric | Sequence[Metric], stats_a: np.nd
     else:
         blocks = _stratified_blocks(pool, ra, rb, trials, batch_size, rng)
     counts = np.zeros(len(metrics), dtype=np.int64)
-    for sums_x, sums_y in blocks:
-        for i, metric in enumerate(metrics):
-            lo, hi = offsets[i], offsets[i + 1]
-            d = np.abs(np.asarray(metric.score_from_stats(sums_y[:, lo:hi] * scale_y)) -
-                       np.asarray(metric.score_from_stats(sums_x[:, lo:hi] * scale_x)))
-            obs = abs(observed[i])
-            counts[i] += int(np.count_nonzero(d > obs + _TOL if multeval_compat else d >= obs - _TOL))
+    with progress_bar(progress, "randomisation", trials, unit="trial", delay=1.0) as bar:
+        for sums_x, sums_y in blocks:
+            for i, metric in enumerate(metrics):
+                lo, hi = offsets[i], offsets[i + 1]
+                d = np.abs(np.asarray(metric.score_from_stats(sums_y[:, lo:hi] * scale_y)) -
+                           np.asarray(metric.score_from_stats(sums_x[:, lo:hi] * scale_x)))
+                obs = abs(observed[i])
+                counts[i] += int(np.count_nonzero(d > obs + _TOL if multeval_compat else d >= obs - _TOL))
+            bar.update(len(sums_x))
     results = [ARResult(p_value=(int(c) + 1) / (trials + 1), observed_diff=o, count=int(c), trials=trials)
                for c, o in zip(counts, observed)]
     return results[0] if single else results
@@ -324,10 +330,11 @@ class Resamples:
     """`bootstrap_weights(np.random.default_rng(seed), samples, n)` without holding it: `self @ stats`
     (n, k) regenerates the counts from the seed in blocks of resamples (the draws are sequential, so
     blocks give the same resamples). `prefetch` computes many products in one pass and keeps them;
-    an array must not change after its product is taken."""
+    an array must not change after its product is taken. `progress` (rerank.progress) advances
+    per block of resamples, a terminal bar showing itself after a second."""
 
-    def __init__(self, seed: int | None, samples: int, n: int):
-        self.seed, self.shape = seed, (samples, n)
+    def __init__(self, seed: int | None, samples: int, n: int, progress: Progress = False):
+        self.seed, self.shape, self.progress = seed, (samples, n), progress
         self._products: dict = {}
 
     def blocks(self) -> Iterator[tuple[int, np.ndarray]]:
@@ -347,9 +354,12 @@ class Resamples:
         if not todo:
             return
         out = {key: np.empty((self.shape[0], a.shape[1])) for key, a in todo.items()}
-        for start, counts in self.blocks():
-            for key, a in todo.items():
-                out[key][start:start + len(counts)] = counts @ a
+        shown = self.progress if self.shape[0] else False   # no resamples: no bar
+        with progress_bar(shown, "bootstrap", self.shape[0], unit="resample", delay=1.0) as bar:
+            for start, counts in self.blocks():
+                for key, a in todo.items():
+                    out[key][start:start + len(counts)] = counts @ a
+                bar.update(len(counts))
         self._products.update({key: (todo[key], out[key]) for key in todo})  # (array kept alive, product)
 
     def __matmul__(self, stats: np.ndarray) -> np.ndarray:
