@@ -14,6 +14,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import contextvars
+import errno
 import gzip
 import io
 import itertools
@@ -325,12 +326,52 @@ def output_group() -> Iterator[None]:
                 os.unlink(tmp)
 
 
+# What the system says when it has no room or no right to write (a full disk, a quota, a read-only
+# file system, a file past its size limit): not a bug but the user's to fix, said in the system's words.
+RESOURCE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EFBIG})
+
+
+def resource_error(exc: BaseException, path: str) -> InputError | None:
+    """`exc` as one line naming `path` in the system's words (`PATH: no space left on device`) when
+    it is an OSError of RESOURCE_ERRNOS, else None (any other error stays what it is: a bug keeps
+    its traceback)."""
+    if isinstance(exc, OSError) and exc.errno in RESOURCE_ERRNOS:
+        return InputError(os.strerror(exc.errno).lower(), path)
+    return None
+
+
+class _Output(io.FileIO):
+    """The temporary file of an `atomic_write`: its writes go through os.write, and the OSError one
+    raises is kept (`failure`), so that the writer tells a failed write of its own file (a full disk)
+    from an error of the code writing it."""
+
+    failure: OSError | None = None
+
+    def write(self, data: Any) -> int:
+        try:
+            return os.write(self.fileno(), data)
+        except OSError as exc:
+            self.failure = exc
+            raise
+
+    def close(self) -> None:
+        try:
+            super().close()
+        except OSError as exc:  # a network file system says a full disk or quota when the file is closed
+            self.failure = exc
+            raise
+
+
+def _cannot_write(exc: OSError, path: str) -> InputError:
+    return resource_error(exc, path) or InputError(f"cannot write: {exc.strerror}", path)
+
+
 def _replace(tmp: str, path: str) -> None:
     try:
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600 files; outputs get the usual mode
         os.replace(tmp, path)
     except OSError as exc:
-        raise InputError(f"cannot write: {exc.strerror}", path) from None
+        raise _cannot_write(exc, path) from exc
 
 
 def _temp_beside(path: str) -> tuple[int, str]:
@@ -342,7 +383,7 @@ def _temp_beside(path: str) -> tuple[int, str]:
         prefix = f"{TMP_PREFIX}{os.getpid()}.{_HOST}.{os.path.basename(path)[:80]}."
         return tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=directory)
     except OSError as exc:
-        raise InputError(f"cannot write: {exc.strerror}", path) from None
+        raise _cannot_write(exc, path) from exc
 
 
 @contextlib.contextmanager
@@ -352,16 +393,19 @@ def atomic_write(path: str, mode: str = "w", encoding: str | None = "utf-8", gro
     renamed at once); on any exception, Ctrl-C included, it is removed.
 
     `path` of "-" writes to standard output. A path ending in .gz is gzip-compressed. An error
-    creating or renaming the file (a directory in the way, no permission) is an InputError.
+    creating or renaming the file (a directory in the way, no permission) is an InputError, and so
+    is a write of the file that the system refuses (RESOURCE_ERRNOS: a full disk, a quota),
+    `PATH: no space left on device`, its OSError the cause.
     """
     if path == "-":
         yield sys.stdout if "b" not in mode else sys.stdout.buffer
         sys.stdout.flush()
         return
-    tmp = None
+    tmp = file = None
     try:
         fd, tmp = _temp_beside(path)
-        with os.fdopen(fd, "wb") as raw:
+        file = _Output(fd, "wb")
+        with io.BufferedWriter(file) as raw:
             target = gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) if path.endswith(".gz") else raw
             if "b" in mode:
                 yield target
@@ -377,10 +421,16 @@ def atomic_write(path: str, mode: str = "w", encoding: str | None = "utf-8", gro
             _replace(tmp, path)
         else:
             group.append((tmp, path))
-    except BaseException:
+    except BaseException as exc:
         if tmp is not None:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
+        failure = file.failure if file is not None else None
+        # the file's own write failed (the error itself, or what the writing code made of it)
+        if failure is not None and isinstance(exc, Exception) and failure in (exc, exc.__cause__, exc.__context__):
+            error = resource_error(failure, path)
+            if error is not None:
+                raise error from failure
         raise
 
 
@@ -392,3 +442,87 @@ def atomic_copy(src: str, dst: str) -> str:
     with open(src, "rb") as f, atomic_write(dst, "wb") as out:
         shutil.copyfileobj(f, out)
     return dst
+
+
+_HELD: dict[str, list[int]] = {}   # lock file -> [its descriptor, how many output_lock blocks of this process hold it]
+
+
+def lock_path(path: str | os.PathLike) -> str:
+    """The lock file of the output `path`: `.NAME.lock` beside it (output_lock)."""
+    directory, name = os.path.split(os.path.abspath(os.fspath(path)))
+    return os.path.join(directory, f".{name}.lock")
+
+
+@contextlib.contextmanager
+def output_lock(paths: Iterable[str | os.PathLike | None], wait: bool = False) -> Iterator[None]:
+    """Hold the lock of each output in `paths` for the `with` block: one writer per output. A
+    family of files written together (tune's OUTPUT and its OUTPUT.runK.json) is locked by its
+    first; None and "-" have none. The lock is an flock on `.NAME.lock` beside the output, which
+    records the holder's pid and command line and is removed on release; a process that died
+    holding it (kill -9) holds nothing, so its lock file is taken over. Another process holding
+    one: InputError naming it (option `wait`), or, with `wait`, the block waits until it is free.
+    The same process may nest blocks on one output. Where nothing can be locked (no fcntl, a
+    folder that cannot be written, a file system without flock) the write goes on unlocked and
+    says its own errors."""
+    held: list[str] = []
+    try:
+        for path in sorted({os.path.abspath(os.fspath(p)) for p in paths if p is not None and os.fspath(p) != "-"}):
+            lock = lock_path(path)   # in sorted order, so that two writers of the same outputs never deadlock
+            entry = _HELD.get(lock)
+            if entry is None:
+                fd = _take_lock(path, lock, wait)
+                if fd is None:
+                    continue
+                entry = _HELD[lock] = [fd, 0]
+            entry[1] += 1
+            held.append(lock)
+        yield
+    finally:
+        for lock in reversed(held):
+            entry = _HELD[lock]
+            entry[1] -= 1
+            if entry[1] == 0:
+                del _HELD[lock]
+                with contextlib.suppress(OSError):
+                    os.unlink(lock)   # before the release: a waiter that then gets the old file takes a new one
+                os.close(entry[0])
+
+
+def _take_lock(path: str, lock: str, wait: bool) -> int | None:
+    """The descriptor of `lock`, flock'ed by this process, with this process recorded in it; None
+    where it cannot be locked. Raises InputError when another process holds it and not `wait`."""
+    try:
+        import fcntl
+    except ImportError:   # not POSIX: no locks
+        return None
+    while True:
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o666)
+        except OSError:
+            return None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+        except BlockingIOError:
+            holder = os.pread(fd, 4096, 0).decode("utf-8", "replace").strip().split("\n", 1)
+            os.close(fd)
+            who = f"pid {holder[0]}: {holder[1]}" if len(holder) == 2 else "pid unknown"
+            raise InputError(f"being written by another rerank process ({who}) (wait waits until it ends)",
+                             path, option="wait") from None
+        except OSError:   # no flock here (some network file systems)
+            os.close(fd)
+            return None
+        except BaseException:
+            os.close(fd)
+            raise
+        try:   # its last holder may have removed it between our open and flock: lock the file in place
+            same = os.path.samestat(os.fstat(fd), os.stat(lock))
+        except OSError:
+            same = False
+        if same:
+            break
+        os.close(fd)
+    command = " ".join([os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "python", *sys.argv[1:]])
+    with contextlib.suppress(OSError):
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n{' '.join(command.split())[:2000]}\n".encode(), 0)
+    return fd

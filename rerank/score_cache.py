@@ -12,7 +12,9 @@ computed one bit for bit.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import logging
 import os
 import sqlite3
 from collections.abc import Iterable, Sequence
@@ -20,6 +22,7 @@ from collections.abc import Iterable, Sequence
 from rerank.caches import cache_path
 from rerank.errors import InputError
 
+log = logging.getLogger(__name__)
 
 
 _DIGESTS: dict[tuple, str] = {}
@@ -59,6 +62,8 @@ def default_cache_path() -> str:
 class ScoreCache:
     """get/put (score, token count) of (input, output) pairs under a namespace."""
 
+    unwritable = False   # set when a put failed: the rest of the run goes without writing
+
     def __init__(self, path: str):
         self.path = path
         try:
@@ -94,12 +99,21 @@ class ScoreCache:
         return found
 
     def put(self, namespace: str, pairs: Sequence[tuple[str, str]], values: Iterable[float], counts: Iterable[float]) -> None:
+        """Store the scores. A cache that cannot be written (a full disk, a quota, a read-only
+        file) is a note, once, and no reason to lose the scores: the caller goes on with them, and
+        later puts of this cache are skipped."""
+        if self.unwritable:
+            return
         rows = [(self.key(namespace, p), float(v), float(c)) for p, v, c in zip(pairs, values, counts)]
         try:
             self.db.executemany("INSERT OR REPLACE INTO scores VALUES (?, ?, ?)", rows)
             self.db.commit()
-        except sqlite3.Error as exc:
-            raise InputError(f"cannot write the score cache: {exc}", self.path) from None
+        except (sqlite3.Error, OSError) as exc:
+            with contextlib.suppress(sqlite3.Error):
+                self.db.rollback()
+            self.unwritable = True
+            log.warning("note: %s: cannot write the score cache (%s): %d scores not cached", self.path,
+                        str(exc).lower(), len(rows))
 
     def __len__(self) -> int:
         return self.db.execute("SELECT COUNT(*) FROM scores").fetchone()[0]
