@@ -117,8 +117,7 @@ def oracle_bleu(nbest_hyps: list[list[str]], refs: list[str]) -> float:
     from rerank.nbest import NBestList
     from rerank.oracles import oracle
 
-    offsets = np.cumsum([0] + [len(h) for h in nbest_hyps])
-    lists = NBestList(offsets, [h for hs in nbest_hyps for h in hs], np.zeros((int(offsets[-1]), 0)), [])
+    lists = NBestList.from_lists(nbest_hyps, [np.zeros((len(h), 0)) for h in nbest_hyps], [])
     return oracle(lists, [refs]).score
 
 
