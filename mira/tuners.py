@@ -26,7 +26,7 @@ class KBMiraOptions:
     C: float = option(0.01, "step-size cap C", check=POSITIVE)
     decay: float = option(0.999, "background BLEU decay", check=UNIT_INTERVAL)
     model_bg: bool = option(False, "background from the model 1-best instead of the hope")
-    shuffle: bool = option(True, "visit the sentences in random order, not in file order")
+    shuffle: bool = option(True, "each epoch's sentence order: seeded random (on) or the file's (off)")
 
 
 @dataclass(frozen=True)
