@@ -15,3 +15,17 @@ def test_tune_no_shuffle_help_says_what_the_flag_gives():
     # --no-shuffle turns the switch off: its line says what off is (the file's order)
     text = help_of("tune", "--no-shuffle")
     assert "(off)" in text and "file" in text.split("(off)")[0].rsplit("(on)", 1)[-1]
+
+
+def test_eval_writes_the_config_json_the_docs_name(tmp_path):
+    import re
+    from pathlib import Path
+
+    from rerank.cli import main
+
+    data = Path(__file__).parent / "data" / "eval"
+    doc = (Path(__file__).parent.parent / "docs" / "evaluation.md").read_text(encoding="utf-8")
+    table, config = re.search(r"`-o (\S+)` writes\s+`(\S+)`", doc).groups()
+    assert main(["eval", "-r", str(data / "ref.en"), "-b", str(data / "cap1.en"), str(data / "cap2.en"),
+                 "--metrics", "bleu", "--ar", "10", "--bootstrap", "0", "-o", str(tmp_path / table)]) in (0, None)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([table, config])
