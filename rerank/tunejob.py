@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from rerank.errors import InputError, require
-from rerank.io import read_references
+from rerank.io import output_lock, read_references
 from rerank.metrics.registry import objective_signature
 from rerank.multirun import TuneEvents, TuneResult, TuneSettings
 from rerank.nbest import NBestList
@@ -71,7 +71,7 @@ def tuner_for(settings: TuneSettings) -> Tuner:
 def tune(nbest: NBestList | NBestFile | PathLike, refs: PathLike | Sequence[PathLike | Sequence[str]] | None = None,
          settings: TuneSettings | None = None, *, init: Mapping[str, float] | PathLike | None = None,
          output: PathLike | None = None, plot: PathLike | None = None, events: TuneEvents | None = None,
-         record: Mapping | None = None, source: str | None = None, **keywords: Any) -> TuneResult:
+         record: Mapping | None = None, source: str | None = None, wait: bool = False, **keywords: Any) -> TuneResult:
     """Tune feature weights: `settings.runs` runs of the tuner plug-in `settings.tuner` (mira, mert,
     pro, ...) with seeds seed..seed+runs-1, keeping the run with the best tuning score in the
     metric's direction (the lowest TER), as `rerank tune`. `settings`: a TuneSettings; `keywords`
@@ -89,7 +89,10 @@ def tune(nbest: NBestList | NBestFile | PathLike, refs: PathLike | Sequence[Path
     several runs), and reuse the run files an earlier call wrote from equal inputs (the list and
     references as tuned, whether read from files or given in memory) and equal settings
     (`TuneSettings.REUSE`), as `rerank tune -o` does (resume after an interruption); `plot`: a PNG of
-    the tuning curves and weights. No output may be an input. `record`: more fields for every run
+    the tuning curves and weights. No output may be an input. One writer per output: the call holds
+    the lock of `output` (its run files with it) and `plot` from before the inputs are read to its
+    end (rerank.io.output_lock); another process holding one is an InputError naming it, unless
+    `wait`, which waits until it is free. `record`: more fields for every run
     file's meta (the command line's); `source`: the list's name in messages and in the run files
     (default: the file it was read from). `events`: a TuneEvents (progress, on_start, on_run, verbose).
     """
@@ -109,31 +112,32 @@ def tune(nbest: NBestList | NBestFile | PathLike, refs: PathLike | Sequence[Path
     if output is not None or plot is not None:
         writes, stale = tune_outputs(output, settings.runs) if output is not None else ([], [])
         check_outputs([*writes, None if plot is None else os.fspath(plot), *stale], input_paths(nbest, *ref_paths, init))
-    text = {"post_process": nbest.post_process, "unescape": nbest.unescape} if isinstance(nbest, NBestFile) else None
-    whole, source = nbest_list(nbest, source, events.progress)
-    streams = read_references(refs, whole.n_sentences, source) if refs is not None else None
-    tuned, streams = settings.select(whole, streams)
-    data = prepare(tuned, streams if needs_refs else None, metric=settings.metric, tokenize=settings.tokenize, lowercase=settings.lowercase,
-                   tune=settings.tune_features or None, fix=settings.fix or None, lang=settings.lang,
-                   lower_better=settings.lower_better, progress=events.progress, source=source)
-    w0 = None if init is None else weight_vector_of(init, data.nbest.feature_names)
-    normalize(np.zeros(len(data.feature_names)), settings.normalize, data.tuned)  # refuses to rescale fixed features
-    if events.on_start is not None:
-        events.on_start(data)
-    meta = {"nbest": source if source == "n-best list" else os.path.abspath(source),
-            "references": [os.path.abspath(p) for p in ref_paths] or None, "metric": settings.metric,
-            "tokenize": settings.tokenize, "lowercase": settings.lowercase,
-            "signature": objective_signature(settings.metric, settings.lower_better, settings.tokenize,
-                                             settings.lowercase, settings.lang, len(streams or [])),
-            "lower_better": list(settings.lower_better), "objective": data.metric.components or None,
-            "objective_columns": list(data.metric.columns),
-            "init": os.fspath(init) if isinstance(init, (str, os.PathLike)) else None,
-            "sentences": settings.sentences,
-            **({"nbest_text": text} if text is not None else {}), **(record or {})}
-    result = tune_runs(data, plugin, settings, w0=w0, output=None if output is None else os.fspath(output),
-                       inputs={"n-best and references": _digest(tuned, streams or [])}, meta=meta,
-                       progress=events.progress, verbose=events.verbose if events.verbose is not None else log.info,
-                       on_run=events.on_run)
-    if plot is not None:
-        result.plot(os.fspath(plot))
-    return result
+    with output_lock([output, plot], wait):   # each a file of its own: held before any input is read
+        text = {"post_process": nbest.post_process, "unescape": nbest.unescape} if isinstance(nbest, NBestFile) else None
+        whole, source = nbest_list(nbest, source, events.progress)
+        streams = read_references(refs, whole.n_sentences, source) if refs is not None else None
+        tuned, streams = settings.select(whole, streams)
+        data = prepare(tuned, streams if needs_refs else None, metric=settings.metric, tokenize=settings.tokenize,
+                       lowercase=settings.lowercase, tune=settings.tune_features or None, fix=settings.fix or None, lang=settings.lang,
+                       lower_better=settings.lower_better, progress=events.progress, source=source)
+        w0 = None if init is None else weight_vector_of(init, data.nbest.feature_names)
+        normalize(np.zeros(len(data.feature_names)), settings.normalize, data.tuned)  # refuses to rescale fixed features
+        if events.on_start is not None:
+            events.on_start(data)
+        meta = {"nbest": source if source == "n-best list" else os.path.abspath(source),
+                "references": [os.path.abspath(p) for p in ref_paths] or None, "metric": settings.metric,
+                "tokenize": settings.tokenize, "lowercase": settings.lowercase,
+                "signature": objective_signature(settings.metric, settings.lower_better, settings.tokenize,
+                                                 settings.lowercase, settings.lang, len(streams or [])),
+                "lower_better": list(settings.lower_better), "objective": data.metric.components or None,
+                "objective_columns": list(data.metric.columns),
+                "init": os.fspath(init) if isinstance(init, (str, os.PathLike)) else None,
+                "sentences": settings.sentences,
+                **({"nbest_text": text} if text is not None else {}), **(record or {})}
+        result = tune_runs(data, plugin, settings, w0=w0, output=None if output is None else os.fspath(output),
+                           inputs={"n-best and references": _digest(tuned, streams or [])}, meta=meta,
+                           progress=events.progress, verbose=events.verbose if events.verbose is not None else log.info,
+                           on_run=events.on_run)
+        if plot is not None:
+            result.plot(os.fspath(plot))
+        return result

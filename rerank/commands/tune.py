@@ -26,7 +26,8 @@ def add_parser(subparsers):
         "score in the metric's direction (the lowest TER), with the same metadata, at the end). "
         "Run again after an interruption: a run file with the same "
         "settings and inputs (sha256 recorded in its meta) is reused, and said so; the others are removed first "
-        "and redone, as are run files beyond --runs and the old w.json, so the files never mix two invocations.",
+        "and redone, as are run files beyond --runs and the old w.json, so the files never mix two invocations "
+        "(and two at once cannot write them: the second refuses, naming the first, or waits with --wait).",
     )
     add_nbest_positional(p)
     add_nbest_input(p, positional=False)
@@ -42,6 +43,8 @@ def add_parser(subparsers):
     o.add_argument("-v", "--verbose", action="store_true", help="print the tuning metric per epoch / iteration "
                    "(default: only the result of each run)")
     o.add_argument("--plot", metavar="PNG", help="draw the tuning curve and the final weights (default: no plot)")
+    o.add_argument("--wait", action="store_true", help="if another rerank process is writing the same -o or --plot, "
+                   "wait until it ends (default: refuse at once, naming it)")
     add_quiet(o)
     p.set_defaults(func=run)
 
@@ -78,7 +81,7 @@ def run(args) -> int:
                                verbose=(lambda msg: print(msg, file=sys.stderr)) if args.verbose else lambda msg: None)
     with reading():
         result = rerank.tune(nbest_file(args), args.refs, chosen, init=args.init, output=args.output, plot=args.plot,
-                             events=events, record={"command": sys.argv})
+                             events=events, record={"command": sys.argv}, wait=args.wait)
     if chosen.runs > 1:
         print(f"{result.summary()} copied to {args.output}")
     print(f"done in {time.time() - start:.1f}s", file=sys.stderr)
