@@ -27,7 +27,7 @@ def summarize(nbest: NBestList, report: ReadReport | None = None) -> dict:
     read's `report`, the format (and whether it was detected), what each column means where the
     format says it, the post-processing applied, and hints for text that looks segmented or escaped."""
     sizes = nbest.sizes
-    empty = count_blank(nbest.hyps)
+    blank = blank_rows(nbest.hyps)
     duplicates = count_repeats(nbest.hyps, nbest.offsets)
     features = {}
     for name, stats in zip(nbest.feature_names, column_stats(nbest.features)):
@@ -36,8 +36,8 @@ def summarize(nbest: NBestList, report: ReadReport | None = None) -> dict:
     if nbest.n_hyps and (sizes == 1).all() and not nbest.feature_names and nbest.scores is None:
         problems.append("no n-best structure: one hypothesis per sentence and no features or scores (a plain text "
                         "file, such as references or a 1-best? see docs/formats.md)")
-    if empty:
-        problems.append(f"{empty} empty hypotheses")
+    if len(blank):
+        problems.append(f"{len(blank)} empty hypotheses: {where(nbest, blank)}")
     if duplicates:
         problems.append(f"{duplicates} hypotheses repeat an earlier string of the same list")
     for name, count in nbest.missing.items():
@@ -93,15 +93,34 @@ _SPACE_LEAD = np.zeros(256, dtype=bool)
 _SPACE_LEAD[[9, 10, 11, 12, 13, 28, 29, 30, 31, 32, 0xC2, 0xE1, 0xE2, 0xE3]] = True
 
 
-def count_blank(hyps: StringColumn) -> int:
-    """How many strings are empty or white space only (`not h.strip()`): only those whose first
-    byte may begin a white-space character are decoded."""
+def blank_rows(hyps: StringColumn) -> np.ndarray:
+    """The rows (ascending) of the strings that are empty or white space only (`not h.strip()`):
+    only those whose first byte may begin a white-space character are decoded."""
     buffer, offsets = hyps.raw()
     starts, ends = offsets[:-1], offsets[1:]
-    filled = np.flatnonzero(ends > starts)
-    first = np.frombuffer(buffer, dtype=np.uint8)[starts[filled]] if len(filled) else np.zeros(0, np.uint8)
-    maybe = filled[_SPACE_LEAD[first]].tolist()
-    return len(hyps) - len(filled) + sum(1 for row in maybe if not hyps[row].strip())
+    filled = ends > starts
+    first = np.frombuffer(buffer, dtype=np.uint8)[starts[filled]] if filled.any() else np.zeros(0, np.uint8)
+    maybe = np.flatnonzero(filled)[_SPACE_LEAD[first]]
+    blank = ~filled
+    blank[[row for row in maybe.tolist() if not hyps[row].strip()]] = True
+    return np.flatnonzero(blank)
+
+
+def count_blank(hyps: StringColumn) -> int:
+    """How many strings are empty or white space only (`blank_rows`)."""
+    return len(blank_rows(hyps))
+
+
+SHOWN = 5  # rows a problem names before "and N more"
+
+
+def where(nbest: NBestList, rows: np.ndarray) -> str:
+    """The first SHOWN `rows` as "sentence S hypothesis H" (S from 0, as the n-best ids; H from 1,
+    the position in its list), then how many more."""
+    sentences = np.searchsorted(nbest.offsets, rows[:SHOWN], side="right") - 1
+    named = [f"sentence {s} hypothesis {r - nbest.offsets[s] + 1}" for s, r in zip(sentences.tolist(), rows[:SHOWN].tolist())]
+    more = f" and {len(rows) - SHOWN} more" if len(rows) > SHOWN else ""
+    return ", ".join(named) + more
 
 
 def count_repeats(hyps: StringColumn, offsets: np.ndarray) -> int:

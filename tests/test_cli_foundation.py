@@ -120,7 +120,7 @@ def test_empty_hypothesis_is_allowed_and_counted(tmp_path, capsys):
     path = write(tmp_path, "e.nbest", "0 |||  ||| f= 1 ||| 1\n0 ||| a ||| f= 2 ||| 2\n1 ||| b ||| f= 1 ||| 1\n")
     code, out, _ = run(["info", path, "--json"], capsys)
     info = json.loads(out)
-    assert code == 0 and info["hypotheses"] == 3 and "1 empty hypotheses" in info["problems"]
+    assert code == 0 and info["hypotheses"] == 3 and "1 empty hypotheses: sentence 0 hypothesis 1" in info["problems"]
 
 
 # --- the commands doing their job ------------------------------------------------------------

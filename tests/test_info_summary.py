@@ -17,7 +17,9 @@ from tests.cli_helpers import run, write
 def reference_summary(nbest: NBestList) -> dict:
     """The summary as `rerank info` computed it before (commit 8b743c9): Python loops."""
     sizes = nbest.sizes
-    empty = sum(1 for h in nbest.hyps if not h.strip())
+    blank = [(i, k + 1) for i in range(nbest.n_sentences) for k, h in enumerate(nbest.hyps[nbest.sentence(i)])
+             if not h.strip()]
+    empty = len(blank)
     duplicates = 0
     for i in range(nbest.n_sentences):
         block = nbest.hyps[nbest.sentence(i)]
@@ -32,7 +34,8 @@ def reference_summary(nbest: NBestList) -> dict:
         problems.append("no n-best structure: one hypothesis per sentence and no features or scores (a plain text "
                         "file, such as references or a 1-best? see docs/formats.md)")
     if empty:
-        problems.append(f"{empty} empty hypotheses")
+        problems.append(f"{empty} empty hypotheses: " + ", ".join(f"sentence {i} hypothesis {k}" for i, k in blank[:5])
+                        + (f" and {empty - 5} more" if empty > 5 else ""))
     if duplicates:
         problems.append(f"{duplicates} hypotheses repeat an earlier string of the same list")
     for name, count in nbest.missing.items():
@@ -114,7 +117,8 @@ def test_cli_output_unchanged_on_edge_cases(tmp_path, capsys):
         f"file:        {path}\nformat:      moses (detected)\n"
         "sentences:   3\nhypotheses:  5\nlist size:   min 1  mean 1.67  max 3\ntotal score: yes\n"
         "features:    2\n  f  min 1  mean 2e+299  max 1e+300\n  g  min -0  mean 0  max -0\nproblems:    \n"
-        "  - 2 empty hypotheses\n  - 1 hypotheses repeat an earlier string of the same list\n"
+        "  - 2 empty hypotheses: sentence 0 hypothesis 1, sentence 1 hypothesis 1\n"
+        "  - 1 hypotheses repeat an earlier string of the same list\n"
         "  - 2 sentences have fewer than 3 hypotheses\n  - constant features (cannot affect ranking): g\n")
     from rerank.formats import read_nbest
     code, out, _ = run(["info", path, "--json"], capsys)
