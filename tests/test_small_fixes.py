@@ -29,3 +29,18 @@ def test_eval_writes_the_config_json_the_docs_name(tmp_path):
     assert main(["eval", "-r", str(data / "ref.en"), "-b", str(data / "cap1.en"), str(data / "cap2.en"),
                  "--metrics", "bleu", "--ar", "10", "--bootstrap", "0", "-o", str(tmp_path / table)]) in (0, None)
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([table, config])
+
+
+def test_a_directory_given_as_a_system_is_said_to_be_one(tmp_path, capsys):
+    from pathlib import Path
+
+    from rerank.cli import main
+
+    data = Path(__file__).parent / "data" / "eval"
+    folder = tmp_path / "outputs"
+    folder.mkdir()
+    for systems in ([str(data / "cap1.en"), str(folder)], [str(folder), str(data / "cap1.en")]):
+        code = main(["eval", "-r", str(data / "ref.en"), "-b", *systems, "-o", str(tmp_path / "t.md")])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert code == 2 and len(err) == 1 and f"{folder}: is a directory" in err[0], err
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["outputs"]

@@ -98,6 +98,9 @@ def resolve_runs(spec: str) -> tuple[str, list[str]]:
         files = sorted(glob.glob(path), key=_natural)
     else:
         files = sorted(glob.glob(glob.escape(path) + ".run*"), key=_natural)
+    if not files and os.path.isdir(path):
+        raise InputError(f"is a directory, not a system's output: give a file, a glob such as "
+                         f"'{os.path.join(path, '*')}' or the prefix of PATH.run* files", path)
     if not files:
         raise InputError("no such file, glob match or PATH.run* files", path)
     if name is None:
