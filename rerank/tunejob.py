@@ -71,7 +71,7 @@ def tuner_for(settings: TuneSettings) -> Tuner:
 def tune(nbest: NBestList | NBestFile | PathLike, refs: PathLike | Sequence[PathLike | Sequence[str]] | None = None,
          settings: TuneSettings | None = None, *, init: Mapping[str, float] | PathLike | None = None,
          output: PathLike | None = None, plot: PathLike | None = None, events: TuneEvents | None = None,
-         record: Mapping | None = None, source: str | None = None, wait: bool = False, **keywords: Any) -> TuneResult:
+         record: Mapping | None = None, source: str | None = None, **keywords: Any) -> TuneResult:
     """Tune feature weights: `settings.runs` runs of the tuner plug-in `settings.tuner` (mira, mert,
     pro, ...) with seeds seed..seed+runs-1, keeping the run with the best tuning score in the
     metric's direction (the lowest TER), as `rerank tune`. `settings`: a TuneSettings; `keywords`
@@ -91,8 +91,9 @@ def tune(nbest: NBestList | NBestFile | PathLike, refs: PathLike | Sequence[Path
     (`TuneSettings.REUSE`), as `rerank tune -o` does (resume after an interruption); `plot`: a PNG of
     the tuning curves and weights. No output may be an input. One writer per output: the call holds
     the lock of `output` (its run files with it) and `plot` from before the inputs are read to its
-    end (rerank.io.output_lock); another process holding one is an InputError naming it, unless
-    `wait`, which waits until it is free. `record`: more fields for every run
+    end (rerank.io.output_lock); another process holding one is an InputError naming it, unless the
+    keyword `wait=True` (no TuneSettings field: it is not a setting of the tuning and no run file
+    records it), which waits until it is free. `record`: more fields for every run
     file's meta (the command line's); `source`: the list's name in messages and in the run files
     (default: the file it was read from). `events`: a TuneEvents (progress, on_start, on_run, verbose).
     """
@@ -101,6 +102,9 @@ def tune(nbest: NBestList | NBestFile | PathLike, refs: PathLike | Sequence[Path
     from rerank.outputs import check_outputs
     from rerank.tuning import normalize, prepare
 
+    wait = keywords.pop("wait", False)
+    if not isinstance(wait, bool):
+        raise InputError(f"wait must be True or False, got {wait!r}", option="wait")
     settings = TuneSettings.make(settings, **keywords)
     events = events or TuneEvents()
     plugin = tuner_for(settings)  # before any file is read
