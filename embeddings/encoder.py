@@ -104,8 +104,15 @@ class Encoder:
 
     @classmethod
     def load(cls, path: str) -> "Encoder":
-        """The model NAME.pt + NAME.json; InputError naming the file for anything broken in them."""
+        """The model NAME.pt + NAME.json (`path`: either, NAME or their directory); InputError naming
+        the file for anything broken in them, and the path as given when it is not a model's."""
+        path = os.fspath(path)
+        if os.path.isfile(path) and not path.endswith((".pt", ".json")):
+            raise InputError("not a model of `rerank embed train`: give its NAME.pt (NAME.json beside it), NAME or "
+                             "their directory", path)
         pt, js = model_paths(path)
+        if not os.path.exists(path) and not os.path.exists(pt):
+            raise InputError("model file not found" + (f" (nor {pt})" if pt != path else ""), path)
         for p in (pt, js):
             if not os.path.isfile(p):
                 raise InputError("model file not found" if not os.path.isdir(p) else "model file is a directory", p)
