@@ -44,3 +44,21 @@ def test_a_directory_given_as_a_system_is_said_to_be_one(tmp_path, capsys):
         err = capsys.readouterr().err.strip().splitlines()
         assert code == 2 and len(err) == 1 and f"{folder}: is a directory" in err[0], err
         assert sorted(p.name for p in tmp_path.iterdir()) == ["outputs"]
+
+
+def test_the_report_never_prints_a_signed_zero():
+    from hypothesis import given
+    from hypothesis import strategies as st
+
+    from rerank.htmlreport.page import signed, signed_text
+
+    @given(st.floats(-1e6, 1e6, allow_nan=False), st.integers(0, 4))
+    def check(value, decimals):
+        text = signed_text(value, decimals)
+        assert float(text) == float(f"{value:.{decimals}f}")          # the value, rounded as before
+        zero = f"{0:.{decimals}f}"
+        assert text == zero if float(text) == 0 else text[0] == ("+" if value > 0 else "-")
+        assert f">{text}<" in signed(value, decimals)
+
+    check()
+    assert signed_text(-0.001) == signed_text(0.004) == signed_text(-0.0) == "0.00"

@@ -62,12 +62,19 @@ def figure(svg: str, caption: str) -> str:
     return f'<figure>{svg}<figcaption class="muted">{esc(caption)}</figcaption></figure>'
 
 
+def signed_text(value: float, decimals: int = 2) -> str:
+    """+1.23, -0.50, and 0.00 for whatever rounds to zero (never -0.00 or +0.00)."""
+    text = f"{value:+.{decimals}f}"
+    return f"{0:.{decimals}f}" if float(text) == 0 else text
+
+
 def signed(value: float | None, decimals: int = 2) -> str:
-    """+1.23 in green, -0.50 in red, '-' for None."""
+    """+1.23 in green, -0.50 in red, 0.00 uncoloured (`signed_text`), '-' for None."""
     if value is None:
         return "-"
-    cls = "pos" if value > 0 else "neg" if value < 0 else ""
-    return f'<span class="{cls}">{value:+.{decimals}f}</span>'
+    text = signed_text(value, decimals)
+    cls = "" if text[0] not in "+-" else "pos" if value > 0 else "neg"
+    return f'<span class="{cls}">{text}</span>'
 
 
 def _p(p: float | None) -> str:
@@ -94,7 +101,7 @@ def significance_table(result) -> str:
             if c.delta is None:
                 row.append("-")
             else:
-                ci = "" if c.delta_low is None else f"[{c.delta_low:+.{d}f}, {c.delta_high:+.{d}f}]"
+                ci = "" if c.delta_low is None else f"[{signed_text(c.delta_low, d)}, {signed_text(c.delta_high, d)}]"
                 row.append(signed(c.delta, d) + f'<br><span class="small">{esc(ci)}</span>')
             p = _p(c.p) + (f"/{_p(c.p2)}" if result.second_baseline else "")
             row.append(f'<span class="small">{esc(result.fmt(m, c.s_sel))}/{esc(result.fmt(m, c.s_opt))}<br>{esc(p)}</span>')
