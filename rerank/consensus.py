@@ -15,8 +15,8 @@ sentence chrF (sacrebleu's formula, rerank.metrics), or minus sentence TER (sacr
 rerank.metrics.ter): each pair's metric value oriented by the metric registry (rerank.metrics.registry.objective), so a
 lower-is-better metric counts as a loss and the feature is always higher-is-better. For
 BLEU and chrF every pair of a list is scored at once: n-grams get integer ids per sentence,
-clipped matches min(c_i, c_j) = sum_t [c_i >= t][c_j >= t] come from sparse products of the
-count-threshold indicator matrices (block-diagonal by sentence), and the formulas run over all
+clipped matches sum_g min(c_i(g), c_j(g)) come from the pairs of texts that share each n-gram
+(`pair_matches`: linear in the texts, however often a word repeats), and the formulas run over all
 pairs as numpy arrays; the n-grams are counted, clipped and laid out as BLEU statistics by the
 toolkit's BLEU code (rerank.metrics.ngrams.NgramCounter, rerank.metrics.bleu). TER needs an edit
 distance with shifts per pair: the toolkit's TER (rerank.metrics.ter, sacrebleu's numbers), which
@@ -81,10 +81,19 @@ def pair_index(offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     return offsets[sentence] + local // np.maximum(k, 1), offsets[sentence] + local % np.maximum(k, 1), pair_offsets
 
 
+PAIR_CHUNK = 1 << 21  # (pair, n-gram) records per step of `add_shared`: about 120 MB of work arrays at the peak
+
+
 def pair_matches(ids, bounds, group, n, I, pair_offsets, offsets) -> tuple[np.ndarray, np.ndarray]:
     """(clipped n-gram matches of every pair (P,), n-gram count of every text (T,)): the distinct
     n-grams of each text and their counts (NgramCounter's columns, shared within a list), and
-    min(c_i, c_j) summed over n-grams as products of count-threshold indicator matrices."""
+    sum_g min(c_i(g), c_j(g)) over the n-grams g that both texts of a pair hold, as
+    sum_g [c_i >= 1][c_j >= 1] + min(c_i - 1, c_j - 1): the first term is one sparse product of
+    the texts' n-gram indicator matrix (block-diagonal by list), the second the pairs of each
+    n-gram's texts that hold it more than once (`add_shared`). Both cost at most the list size
+    times the number of distinct n-grams, linear in the texts however often a word repeats (a
+    loop over every count threshold t, [c_i >= t][c_j >= t], grew with the largest count: issue
+    46). The matches are sums of integers, exact in float64 in any order."""
     from scipy import sparse  # here, not at the top: every command's start-up loads this plug-in
 
     rows, cols, counts = NgramCounter(ids, bounds, group).counts(n)
@@ -93,16 +102,39 @@ def pair_matches(ids, bounds, group, n, I, pair_offsets, offsets) -> tuple[np.nd
     matches = np.zeros(len(I))
     if len(rows) == 0:
         return matches, totals
-    n_ngrams = int(cols.max()) + 1
-    for t in range(1, int(counts.max()) + 1):
-        keep = counts >= t
-        A = sparse.csr_matrix((np.ones(int(keep.sum())), (rows[keep], cols[keep])), shape=(n_texts, n_ngrams))
-        product = (A @ A.T).tocoo()
-        sentence = group[product.row]
-        k = offsets[sentence + 1] - offsets[sentence]
-        position = pair_offsets[sentence] + (product.row - offsets[sentence]) * k + (product.col - offsets[sentence])
-        matches[position] += product.data
+    sizes = np.diff(offsets)
+
+    def position(i: np.ndarray, j: np.ndarray) -> np.ndarray:
+        sentence = group[i]
+        return pair_offsets[sentence] + (i - offsets[sentence]) * sizes[sentence] + (j - offsets[sentence])
+
+    A = sparse.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(n_texts, int(cols.max()) + 1))
+    product = (A @ A.T).tocoo()
+    matches[position(product.row, product.col)] += product.data
+    again = counts > 1
+    add_shared(matches, rows[again], cols[again], counts[again] - 1, position)
     return matches, totals
+
+
+def add_shared(matches: np.ndarray, rows: np.ndarray, cols: np.ndarray, counts: np.ndarray, position) -> None:
+    """matches[position(i, j)] += min(c_i(g), c_j(g)) for every n-gram column g and every two
+    records (i, c_i(g)), (j, c_j(g)) of it (i = j included): records sorted by column, a column's
+    rows distinct. The work is sum_g s_g^2 for s_g records in column g, made PAIR_CHUNK at a time."""
+    if len(rows) == 0:
+        return
+    starts = np.r_[True, cols[1:] != cols[:-1]]  # a column is a run of records
+    head, column = np.flatnonzero(starts), np.cumsum(starts) - 1
+    first, width = head[column], np.diff(np.r_[head, len(cols)])[column]  # each record's column: its first, its size
+    ends = np.cumsum(width)
+    a = 0
+    while a < len(rows):
+        b = max(int(np.searchsorted(ends, ends[a] - width[a] + PAIR_CHUNK, side="right")), a + 1)
+        w = width[a:b]
+        left = np.repeat(np.arange(a, b), w)
+        right = np.repeat(first[a:b] - (np.cumsum(w) - w), w) + np.arange(int(w.sum()))
+        matches += np.bincount(position(rows[left], rows[right]), weights=np.minimum(counts[left], counts[right]),
+                               minlength=len(matches))
+        a = b
 
 
 def list_of_row(offsets: np.ndarray) -> np.ndarray:
