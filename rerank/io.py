@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from _typeshed import WriteableBuffer
 
 from rerank.errors import InputError
-from rerank.progress import Progress, track
+from rerank.progress import Progress, progress_bar, track
 
 GZIP_MAGIC = b"\x1f\x8b"
 UTF8_BOM = b"\xef\xbb\xbf"
@@ -139,9 +139,10 @@ _PROGRESS: contextvars.ContextVar[Progress] = contextvars.ContextVar("rerank_rea
 
 @contextlib.contextmanager
 def reading_progress(progress: Progress) -> Iterator[None]:
-    """Inside, iter_lines reports the lines read to `progress` (rerank.progress; the commands pass
-    their bars when stderr is a terminal and --quiet is not given: reading a large n-best list
-    takes seconds). A context variable, because the format readers take no `progress`."""
+    """Inside, iter_lines and the bulk readers (reading_bar) report the lines read to `progress`
+    (rerank.progress; the commands pass their bars when stderr is a terminal and --quiet is not
+    given: reading a large n-best list takes seconds). A context variable, because the format
+    readers take no `progress`."""
     token = _PROGRESS.set(progress)
     try:
         yield
@@ -166,12 +167,25 @@ def iter_lines(path: str) -> Generator[tuple[int, str], None, None]:
         raw.close()
 
 
+_READING_BAR: dict[str, Any] = {"unit": " lines", "unit_scale": True, "mininterval": 0.5}
+
+
 def _with_progress(lines: Iterator[tuple[int, str]], path: str) -> Iterator[tuple[int, str]]:
     progress = _PROGRESS.get()
     if not progress:
         return lines
-    return track(lines, progress, f"reading {os.path.basename(path) or path}", unit=" lines", unit_scale=True,
-                 mininterval=0.5)
+    return track(lines, progress, _reading(path), **_READING_BAR)
+
+
+def _reading(path: str) -> str:
+    return f"reading {os.path.basename(path) or path}"
+
+
+def reading_bar(path: str) -> Any:
+    """The bar of reading `path` inside `reading_progress` (a silent one outside), for a reader
+    that reads blocks of lines rather than iter_lines (rerank.formats.moses.fast): update(lines)
+    after each block, so that the bar moves as the lines are read, gzip'd files too."""
+    return progress_bar(_PROGRESS.get(), _reading(path), **_READING_BAR)
 
 
 def head_lines(path: str, n: int) -> list[tuple[int, str]]:

@@ -15,8 +15,9 @@ Library functions that take `progress` accept:
 There is no process-wide reporter: the command line passes its bars to each call like any other
 callback (a torchrun rank is a process of its own that parses its command line and passes them
 too, or False off rank 0). Reading n-best files is the one path whose functions take no
-`progress` (the format readers): `rerank.io.reading_progress(progress)` gives iter_lines one for
-the duration of a block, in a context variable.
+`progress` (the format readers): `rerank.io.reading_progress(progress)` gives iter_lines and the
+bulk Moses reader (`rerank.io.reading_bar`: the lines of each block as it is read) one for the
+duration of a block, in a context variable.
 
 `progress_bar(progress, desc, total)` gives an object with `update(n)`, `set_postfix_str(text)`
 and `close()` (a context manager too); `track(iterable, progress, desc)` iterates with it.

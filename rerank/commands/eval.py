@@ -75,7 +75,9 @@ def run(args) -> int:
     with reading("nbest-"):
         ev = rerank.evaluate(args.ref, baseline, systems, options, progress=bars(args),
                              outputs=rerank.Evaluation.saved_files(args.output, args.plot))
-    ev.save(args.output, _table_format(args), plot=args.plot, meta={"command": sys.argv})
+    written = ev.save(args.output, _table_format(args), plot=args.plot, meta={"command": sys.argv})
+    if written and not args.quiet:   # as `report` says: the files, the table's config beside it among them
+        print(f"wrote {', '.join(written)}", file=sys.stderr)
     return 0
 
 

@@ -29,7 +29,7 @@ from rerank.dedup import distinct_index
 from rerank.errors import InputError
 from rerank.formats.moses.parse import parse_features_fast
 from rerank.formats.moses.state import NeedsLineReader, ParserState
-from rerank.io import UTF8_BOM, open_binary
+from rerank.io import UTF8_BOM, open_binary, reading_bar
 from rerank.nbest import NBestList, feature_name_problem
 
 BLOCK = 1 << 18  # bytes per block of lines: a block and its temporaries stay in the CPU caches
@@ -194,33 +194,42 @@ def parse_block(data: bytes, state: ParserState) -> None:
 
 def read_blocks(path: str) -> Iterator[bytes]:
     """Byte blocks of whole lines of `path` (BOM dropped), or NeedsLineReader if it cannot be
-    opened or read to its end (the line reader names the problem and the line where it broke)."""
+    opened or read to its end (the line reader names the problem and the line where it broke).
+    Inside rerank.io.reading_progress, the reading bar counts each block's lines as it is read."""
     try:
         raw, stream = open_binary(path)
     except InputError:
         raise NeedsLineReader from None
     try:
-        rest, first = b"", True
-        while True:
-            try:
-                chunk = stream.read(BLOCK)
-            except (OSError, EOFError, zlib.error):  # I/O errors, broken or truncated gzip data (as rerank.io's)
-                raise NeedsLineReader from None
-            if first and chunk.startswith(UTF8_BOM):
-                chunk = chunk[len(UTF8_BOM):]
-            first = False
-            if not chunk:
-                break
-            data = rest + chunk
-            cut = data.rfind(b"\n") + 1
-            if cut:
-                yield data[:cut]
-            rest = data[cut:]
-        if rest:
-            yield rest
+        with reading_bar(path) as bar:
+            yield from _blocks(stream, bar)
     finally:
         stream.close()
         raw.close()
+
+
+def _blocks(stream, bar) -> Iterator[bytes]:
+    """The blocks of whole lines of `stream` (read_blocks), each counted on `bar` once read."""
+    rest, first = b"", True
+    while True:
+        try:
+            chunk = stream.read(BLOCK)
+        except (OSError, EOFError, zlib.error):  # I/O errors, broken or truncated gzip data (as rerank.io's)
+            raise NeedsLineReader from None
+        if first and chunk.startswith(UTF8_BOM):
+            chunk = chunk[len(UTF8_BOM):]
+        first = False
+        if not chunk:
+            break
+        data = rest + chunk
+        cut = data.rfind(b"\n") + 1
+        if cut:
+            bar.update(data.count(b"\n", 0, cut))
+            yield data[:cut]
+        rest = data[cut:]
+    if rest:
+        bar.update(1)
+        yield rest
 
 
 def check_heads(heads: np.ndarray, last: int = -1) -> int:
