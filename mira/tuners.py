@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 
 from rerank.errors import needs_neural
 from rerank.metrics.registry import QUALITY_METRICS
-from rerank.options import NONNEGATIVE, NONNEGATIVE_INT, POSITIVE, POSITIVE_INT, UNIT_INTERVAL, option
+from rerank.options import NONNEGATIVE, NONNEGATIVE_INT, POSITIVE, POSITIVE_INT, UNIT_INTERVAL, at_most, option
 from rerank.tuning import Tuner, TunerOutput
 
 
@@ -22,7 +22,7 @@ ALL_METRICS = QUALITY_METRICS  # every quality metric of the registry, plug-ins 
 
 @dataclass(frozen=True)
 class KBMiraOptions:
-    epochs: int = option(60, "epochs", check=POSITIVE_INT)
+    epochs: int = option(60, "epochs (at most 100,000: each keeps a record)", check=at_most(POSITIVE_INT, 100_000))
     C: float = option(0.01, "step-size cap C", check=POSITIVE)
     decay: float = option(0.999, "background BLEU decay", check=UNIT_INTERVAL)
     model_bg: bool = option(False, "background from the model 1-best instead of the hope")
@@ -41,8 +41,10 @@ class MertOptions:
 class ProOptions:
     """PRO's options; their flags are --pro-samples, ... (ProTuner.option_prefix)."""
 
-    samples: int = option(5000, "pairs sampled per sentence", check=POSITIVE_INT)
-    keep: int = option(50, "pairs kept per sentence", check=POSITIVE_INT)
+    samples: int = option(5000, "pairs sampled per sentence (at most 100,000: drawn for 256 sentences at once)",
+                          check=at_most(POSITIVE_INT, 100_000))
+    keep: int = option(50, "pairs kept per sentence (at most 10,000: every kept pair is a training row)",
+                       check=at_most(POSITIVE_INT, 10_000))
     threshold: float = option(0.05, "minimum sentence-metric difference of a pair", check=NONNEGATIVE)
     C: float = option(1.0, "the logistic regression minimises sum(log-loss over all 2 x kept pairs) + |w|^2 / (2 C): "
                       "C = 1 / lambda of MegaM as Moses runs it (1, Moses' default); more pairs weaken the L2 term",

@@ -20,6 +20,13 @@ REF = str(DATA / "ref.0")
 # (command line without -o, the same job through the API, what the CLI says for the API's words)
 CASES = {
     "tune runs": (["tune", NBEST, "-r", REF, "--runs", "0"], lambda: rerank.tune(NBEST, [REF], runs=0), {}),
+    "tune pro samples above the ceiling": (["tune", NBEST, "-r", REF, "--tuner", "pro", "--pro-samples", "1000000000"],
+                                           lambda: rerank.tune(NBEST, [REF], tuner="pro",
+                                                               tuner_options={"samples": 1_000_000_000}),
+                                           {"option 'samples' of ProOptions": ""}),
+    "tune epochs above the ceiling": (["tune", NBEST, "-r", REF, "--epochs", "1000000000"],
+                                      lambda: rerank.tune(NBEST, [REF], tuner_options={"epochs": 1_000_000_000}),
+                                      {"option 'epochs' of KBMiraOptions": ""}),
     "tune seed": (["tune", NBEST, "-r", REF, "--seed", "-1"], lambda: rerank.tune(NBEST, [REF], seed=-1), {}),
     "tune normalize": (["tune", NBEST, "-r", REF, "--normalize", "q"], lambda: rerank.tune(NBEST, [REF], normalize="q"), {}),
     "tune sentences": (["tune", NBEST, "-r", REF, "--sentences", "x"], lambda: rerank.tune(NBEST, [REF], sentences="x"), {}),
