@@ -130,21 +130,27 @@ class OracleOptions:
     def __post_init__(self) -> None:
         check_options(self, as_keywords=True)
         object.__setattr__(self, "lower_better", lower_better_column(self.metric, self.lower_better))
-        check_oracle_metric(self.metric, (), self.lower_better, tokenize=self.tokenize, lowercase=self.lowercase)
+        check_oracle_options(self.metric, self.lower_better, tokenize=self.tokenize, lowercase=self.lowercase)
 
 
-def check_oracle_metric(metric: str, refs: object, lower_better: bool = False, **options: Any) -> tuple[str, str]:
-    """(kind, name) of an oracle's metric (`parse_objective`) after the checks that need no list:
-    `lower_better` only with a column, `refs` (not None) with a metric, and the metric's `options`
-    (make_metric's: `check_metric_options`, e.g. BLEU's tokenizer). InputErrors name the option."""
+def check_oracle_options(metric: str, lower_better: bool = False, **options: Any) -> tuple[str, str]:
+    """(kind, name) of an oracle's metric (`parse_objective`) after the checks that need neither a
+    list nor references: `lower_better` only with a column, and the metric's `options` (make_metric's:
+    `check_metric_options`, e.g. BLEU's tokenizer). InputErrors name the option."""
     kind, name = parse_objective(metric)
     if lower_better and kind != "column":
         raise InputError(f"lower_better is for a column:NAME metric; {name} has its own direction", option="lower_better")
+    if kind == "metric":
+        check_metric_options(name, **options)
+    return kind, name
+
+
+def check_oracle_metric(metric: str, refs: object, lower_better: bool = False, **options: Any) -> tuple[str, str]:
+    """`check_oracle_options`, and that a metric (not a column) has its `refs` (not None)."""
+    kind, name = check_oracle_options(metric, lower_better, **options)
     if kind == "metric" and refs is None:
         raise InputError(f"metric {name} needs references (refs); only column:NAME needs none", option="metric",
                          mentions=("refs",))
-    if kind == "metric":
-        check_metric_options(name, **options)
     return kind, name
 
 

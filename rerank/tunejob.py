@@ -55,11 +55,7 @@ def tuner_for(settings: TuneSettings) -> Tuner:
     from rerank import plugins
     from rerank.metrics.registry import objective_metrics
 
-    installed = plugins.tuners()
-    if settings.tuner not in installed:
-        raise InputError(f"unknown tuner {settings.tuner!r} (installed: {', '.join(installed) or 'none'})",
-                         option="tuner")
-    plugin = installed[settings.tuner]()
+    plugin = plugins.TUNERS.get(settings.tuner, option="tuner")()
     for name in objective_metrics(settings.metric):  # a column is any tuner's (its statistics are [value, 1])
         if name not in plugin.metrics:
             raise InputError(f"tuner {settings.tuner} optimises {', '.join(plugin.metrics)}, not {name}")
