@@ -193,8 +193,8 @@ def test_tuned_score_is_the_score_of_the_normalized_weights_written(tmp_path, ca
     """--normalize l1 rescales the weights it writes, which moves this near-tie: w = (-0.3, 0.9) ranks
     (1.3, 0.6) above (0.1, 0.2) (or below) by one ulp, w / 1.2 the other way. The recorded score
     must be the written weights' score."""
-    tuners = plugins.tuners()
-    monkeypatch.setattr(plugins, "tuners", lambda: {**tuners, "fixed": _FixedTuner})
+    tuners = plugins.TUNERS.table()
+    monkeypatch.setattr(plugins.TUNERS, "table", lambda: {**tuners, "fixed": _FixedTuner})
     X = np.array([[1.3, 0.6], [0.1, 0.2]])
     w = _FixedTuner.weights
     assert (window_scores(X, w)[0] >= window_scores(X, w)[1]) != (
