@@ -1,6 +1,7 @@
 """`rerank report`: the HTML page's numbers against sacrebleu and hand counts, self-containedness,
 runs, segment scores and bad input."""
 
+import html
 import json
 import logging
 import os
@@ -9,11 +10,14 @@ from collections import Counter
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sacrebleu.metrics import BLEU
 
 from rerank.cli import main
 from rerank.formats import read_nbest
 from rerank.htmlreport import analysis
+from rerank.htmlreport.page import word_diff
 from rerank.evaluation import evaluate_systems
 
 HERE = os.path.dirname(__file__)
@@ -98,6 +102,77 @@ def test_changed_sentences_are_counted_and_sorted_by_sacrebleu_gain(page):
     assert f"gain <span class=\"pos\">{gains[top]:+.2f}</span>" in section
     # the words that differ are marked in both outputs
     assert "<del>" in section and "<ins>" in section and "reference 4</span>" in section
+
+
+MARKUP = re.compile(r'<del>(.*?)</del>|<ins>(.*?)</ins>|<span class="(moved|lost)"[^>]*>(.*?)</span>|([^<]+)')
+
+
+def diff_words(markup):
+    """(mark, word) of each word of one side of `word_diff`'s HTML: '' for a kept word, else del,
+    moved, lost (baseline) or ins (system); the markup must be made of these elements only."""
+    matches = list(MARKUP.finditer(markup))
+    assert "".join(m.group(0) for m in matches) == markup
+    words = []
+    for m in matches:
+        struck, inserted, cls, span, plain = m.groups()
+        mark, text = (("del", struck) if struck is not None else ("ins", inserted) if inserted is not None
+                      else (cls, span) if cls else ("", plain))
+        words += [(mark, w) for w in html.unescape(text).split()]
+    return words
+
+
+def check_word_diff(base, system, refs):
+    """`word_diff`'s properties: both sides reproduce their words in order, the kept words are the same
+    on both sides, and a dropped baseline word is struck only when the references hold no more of it
+    than the baseline's other occurrences (kept first) use: clipped counts, the largest in one reference."""
+    left, right = map(diff_words, word_diff(" ".join(base), " ".join(system), [" ".join(r) for r in refs]))
+    assert [w for _, w in left] == base and [w for _, w in right] == system
+    assert {m for m, _ in left} <= {"", "del", "moved", "lost"} and {m for m, _ in right} <= {"", "ins"}
+    assert [w for m, w in left if not m] == [w for m, w in right if not m]
+    held = Counter()
+    for r in refs:
+        held |= Counter(r)
+    count = {mark: Counter(w for m, w in left if m == mark) for mark in ("", "del", "moved", "lost")}
+    brought = Counter(w for m, w in right if m == "ins")
+    for w in set(base):
+        protected = count["moved"][w] + count["lost"][w]
+        room = max(0, held[w] - count[""][w])
+        assert protected == min(room, protected + count["del"][w]), w  # never struck while the references have room
+        assert count["moved"][w] == min(protected, brought[w]), w  # moved: the system brings it in again
+        marks = [m for m, x in left if x == w and m]
+        assert marks == sorted(marks, key=["moved", "lost", "del"].index), w  # the first occurrences protected
+    return left, right
+
+
+WORDS = st.lists(st.sampled_from(["a", "b", "c", "the", "&amp;", "<b>", 'q"']), max_size=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(base=WORDS, system=WORDS, refs=st.lists(WORDS, max_size=3))
+def test_word_diff_never_strikes_a_reference_word_and_round_trips(base, system, refs):
+    check_word_diff(base, system, refs)
+
+
+def test_word_diff_of_an_output_equal_to_its_reference_strikes_only_words_outside_it():
+    """The issue's sentence: the system equals its reference, the baseline holds the same words in
+    another order plus one wrong word: that word is the only one struck, the others are moved."""
+    ref = "on the mat sat the cat".split()
+    left, right = check_word_diff("the big cat sat on the mat".split(), ref, [ref])
+    assert [w for m, w in left if m == "del"] == ["big"] and {m for m, _ in left} == {"", "del", "moved"}
+    left, _ = check_word_diff("the the the cat".split(), "the cat".split(), ["the cat".split(), "the the".split()])
+    assert [m for m, _ in left] == ["lost", "del", "", ""]  # "the" twice in one reference: the kept one and one more
+
+
+def test_the_pages_examples_strike_no_reference_word(page):
+    _, text, _ = page
+    examples = re.findall(r'<div class="example (?:better|worse)">(.*?</div>)</div>', text)
+    assert len(examples) == 20
+    for example in examples:
+        lines = re.findall(r'<div class="line"><span class="label">[^<]*</span> (.*?)</div>', example)
+        refs, (left, right) = [html.unescape(r).split() for r in lines[:-2]], lines[-2:]
+        assert len(refs) == 4
+        base, system = [[w for _, w in diff_words(side)] for side in (left, right)]
+        check_word_diff(base, system, refs)
 
 
 def test_length_buckets_equal_sacrebleu_on_the_bucket_sentences():

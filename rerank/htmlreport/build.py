@@ -258,9 +258,10 @@ def _changes(result, refs, outputs: dict, name: str, metric: str, examples: int,
 def _example(i: int, kind: str, refs, outputs: tuple, scores: tuple[float, float, float], d: int,
              names: tuple[str, str]) -> str:
     """Sentence `i` of a better/worse section: its gain and scores (baseline, system, gain), the
-    references and the two `outputs` (baseline's, system's lines) with the differing words marked."""
+    references and the two `outputs` (baseline's, system's lines) with the differing words marked
+    (`page.word_diff`: a dropped baseline word the references hold is never struck)."""
     (base, hyps), (base_score, sys_score, gain), (base_name, sys_name) = outputs, scores, names
-    left, right = word_diff(base[i], hyps[i])
+    left, right = word_diff(base[i], hyps[i], [stream[i] for stream in refs])
     lines = [f'<div class="muted">sentence {i + 1}: gain {signed(float(gain), d)} '
              f"({base_score:.{d}f} \u2192 {sys_score:.{d}f})</div>"]
     for j, stream in enumerate(refs):

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import difflib
 import html
+import itertools
+from collections import Counter
 from collections.abc import Sequence
 
 STYLE = """
@@ -26,6 +28,7 @@ details { margin: .6em 0; } summary { cursor: pointer; font-weight: bold; }
 .example .line { font-family: ui-monospace, Menlo, Consolas, monospace; font-size: .88em; margin: .15em 0; }
 .example .label { display: inline-block; min-width: 7em; color: #555; }
 del { background: #fbd3d0; text-decoration: line-through; } ins { background: #c8f0cf; text-decoration: none; }
+.lost { background: #fde7b0; } .moved { border-bottom: 1px dashed #888; }
 pre { background: #f3f3f3; padding: .6em; overflow-x: auto; white-space: pre-wrap; word-break: break-all; }
 """
 
@@ -110,18 +113,67 @@ def significance_table(result) -> str:
     return '<div class="wide">' + table(header, rows, classes, table_id="significance-table") + "</div>"
 
 
-def word_diff(base: str, system: str) -> tuple[str, str]:
-    """(baseline, system) as HTML with the differing words marked: <del> in the baseline, <ins> in the system."""
+def word_diff(base: str, system: str, references: Sequence[str] = ()) -> tuple[str, str]:
+    """(baseline, system) as HTML with the words the system changed marked (whitespace-split words,
+    aligned by difflib): <ins> in the system for the words it brings in; in the baseline, each word
+    the system drops is marked by whether the `references` hold it, so that a struck word is always
+    a wrong word dropped, never a correct one:
+
+    - <del> (struck): no reference holds it;
+    - <span class="moved">: a reference word the system still has, elsewhere (it brings it in);
+    - <span class="lost">: a reference word the system no longer has.
+
+    "Hold" is clipped as BLEU counts matches: a word occurring r times in the reference where it is
+    most frequent can protect r of the baseline's occurrences. The occurrences the system keeps
+    count first, since they still match the reference; of the dropped ones, the first r - kept
+    (in order) are reference words, the rest are struck. Of the reference words, as many as the
+    system brings in that word again are moved (the first ones), the rest lost. Consecutive words
+    with the same mark are one element; with no references every dropped word is struck. Words are
+    compared as shown (whitespace-split, case kept), not as a metric tokenises them."""
     a, b = base.split(), system.split()
-    left, right = [], []
-    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
-        old, new = esc(" ".join(a[i1:i2])), esc(" ".join(b[j1:j2]))
+    opcodes = difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
+    kept = Counter(w for op, i1, i2, _, _ in opcodes if op == "equal" for w in a[i1:i2])
+    room = _reference_counts(references) - kept
+    movable = room & Counter(w for op, _, _, j1, j2 in opcodes if op != "equal" for w in b[j1:j2])
+    left: list[tuple[str, str]] = []
+    right: list[tuple[str, str]] = []
+    for op, i1, i2, j1, j2 in opcodes:
         if op == "equal":
-            left.append(old)
-            right.append(new)
+            left += [("", w) for w in a[i1:i2]]
+            right += [("", w) for w in b[j1:j2]]
             continue
-        if i2 > i1:
-            left.append(f"<del>{old}</del>")
-        if j2 > j1:
-            right.append(f"<ins>{new}</ins>")
-    return " ".join(left), " ".join(right)
+        for w in a[i1:i2]:
+            left.append((_dropped_mark(w, room, movable), w))
+        right += [("ins", w) for w in b[j1:j2]]
+    return _marked(left), _marked(right)
+
+
+def _reference_counts(references: Sequence[str]) -> Counter[str]:
+    """Each word's largest count in one reference (BLEU's clipping)."""
+    counts: Counter[str] = Counter()
+    for ref in references:
+        counts |= Counter(ref.split())
+    return counts
+
+
+def _dropped_mark(word: str, room: Counter[str], movable: Counter[str]) -> str:
+    """The mark of a baseline word the system drops (`word_diff`); takes one from `room` (the reference
+    occurrences left) and from `movable` (those the system brings in again) when it uses them."""
+    if room[word] <= 0:
+        return "del"
+    room[word] -= 1
+    if movable[word] > 0:
+        movable[word] -= 1
+        return "moved"
+    return "lost"
+
+
+_MARKS = {"": "{}", "del": "<del>{}</del>", "ins": "<ins>{}</ins>",
+          "moved": '<span class="moved" title="a reference word the system has elsewhere">{}</span>',
+          "lost": '<span class="lost" title="a reference word the system lost">{}</span>'}
+
+
+def _marked(words: Sequence[tuple[str, str]]) -> str:
+    """(mark, word) pairs as HTML, escaped, the consecutive words of one mark in one element."""
+    return " ".join(_MARKS[mark].format(esc(" ".join(w for _, w in run)))
+                    for mark, run in itertools.groupby(words, key=lambda pair: pair[0]))
