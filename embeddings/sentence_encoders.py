@@ -24,8 +24,8 @@ from rerank.consensus import VectorUtility
 from rerank.errors import InputError, needs_neural, require
 from rerank.features import Feature, FeatureContext
 from rerank.options import PATH, POSITIVE_INT, option
-from rerank.progress import track, transformers_bars_off
-from rerank.score_cache import model_digest, open_cache
+from rerank.progress import progress_bar, track, transformers_bars_off
+from rerank.score_cache import block_ranges, lookup, model_digest, open_cache
 
 
 @dataclass(frozen=True)
@@ -188,18 +188,23 @@ class SimFeature(Feature):
         cache = open_cache(context.cache)
         try:
             namespace = model_digest(options.model) + "\0sim" if cache is not None else ""
-            # under torchrun rank 0 alone has the cache and reads it for all: every rank leaves the same pairs
-            found = distributed.on_main(lambda: cache.get(namespace, pairs) if cache is not None else {})
+            found = lookup(cache, namespace, pairs, "sim")
             for i, (value, _) in found.items():
                 values[i] = value
             todo = [i for i in range(len(pairs)) if i not in found]
             if todo:
                 with transformers_bars_off():
                     encoder = load_sentence_encoder(options.model, resolve_device(context.device))
-                values[todo] = cosine_pairs(encoder, [pairs[i][0] for i in todo], [pairs[i][1] for i in todo],
-                                            options.batch_size, context.progress)
-                if cache is not None:
-                    cache.put(namespace, [pairs[i] for i in todo], values[todo], np.ones(len(todo)))
+                # a block of pairs at a time, each written to the cache as it finishes (a killed run
+                # keeps them); the bar counts pairs
+                with progress_bar(context.progress, "sim", len(todo), unit="pair") as bar:
+                    for start, stop in block_ranges([1] * len(todo)):
+                        block = todo[start:stop]
+                        values[block] = cosine_pairs(encoder, [pairs[i][0] for i in block],
+                                                     [pairs[i][1] for i in block], options.batch_size)
+                        if cache is not None:
+                            cache.put(namespace, [pairs[i] for i in block], values[block], np.ones(len(block)))
+                        bar.update(len(block))
         finally:
             if cache is not None:
                 cache.close()

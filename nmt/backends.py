@@ -23,7 +23,8 @@ scored once; batches are sorted by length and filled to a token budget (CTransla
 the same batches, one `score_batch` call each, so a score depends on its batch alone and the
 torchrun ranks, which score whole batches each, give the one-process scores: rerank.distributed);
 on CUDA the HF models run in bf16/fp16, CTranslate2 in float16. Finished pairs go to a cache
-keyed by the model's digest and the pair (rerank/score_cache.py), so a re-run costs nothing.
+keyed by the model's digest and the pair (rerank/score_cache.py), a block of batches at a time as
+they are scored, so a re-run costs nothing and an interrupted one scores only what was left.
 
 transformers, tokenizers and ctranslate2 are imported inside, so the core imports without them.
 """
@@ -42,8 +43,8 @@ from rerank import distributed
 from rerank.dedup import distinct_index
 from rerank.errors import InputError, needs_neural
 from rerank.io import read_json_object
-from rerank.progress import Progress, track, transformers_bars_off
-from rerank.score_cache import model_digest
+from rerank.progress import Progress, transformers_bars_off
+from rerank.score_cache import lookup, model_digest, score_in_blocks
 
 log = logging.getLogger(__name__)
 
@@ -477,9 +478,8 @@ def _cached_pairs(make_scorer: Callable, kind: str, path: str, tag: str, inputs:
                   progress, cache, what: str) -> tuple[np.ndarray, np.ndarray]:
     index, pairs = distinct_index(zip(inputs, outputs))
     sums, counts = np.zeros(len(pairs)), np.zeros(len(pairs))
-    namespace = model_digest(path) + "\0" + tag if cache is not None else None
-    # under torchrun rank 0 alone has the cache and reads it for all: every rank leaves the same pairs
-    found = distributed.on_main(lambda: cache.get(namespace, pairs) if cache is not None else {})
+    namespace = model_digest(path) + "\0" + tag if cache is not None else ""
+    found = lookup(cache, namespace, pairs, what)
     todo = [i for i in range(len(pairs)) if i not in found]
     for i, (value, count) in found.items():
         sums[i], counts[i] = value, count
@@ -490,30 +490,26 @@ def _cached_pairs(make_scorer: Callable, kind: str, path: str, tag: str, inputs:
         out_ids, in_ids = _encode_pairs(scorer, lm, [pairs[i] for i in todo])
         lengths = [len(o) + (len(in_ids[k]) if in_ids is not None else 0) for k, o in enumerate(out_ids)]
         batches = token_batches(lengths, budget)
-
-        def score(a: int, b: int) -> np.ndarray:
-            values = []
-            for batch in track(batches[a:b], progress, what, unit="batch"):
-                outs = [out_ids[k] for k in batch]
-                if kind == CT2:
-                    values.append(scorer.score_tokens(outs) if lm else
-                                  scorer.score_tokens([in_ids[k] for k in batch], outs))
-                else:
-                    values.append(scorer.score_ids(outs) if lm else scorer.score_ids([in_ids[k] for k in batch], outs))
-            return np.concatenate(values)
-
-        # under torchrun each rank scores whole batches, so a pair's batch is the one-process batch
-        scored = np.zeros(len(todo))
-        scored[[k for batch in batches for k in batch]] = distributed.concat(distributed.map_parts(
-            score, len(batches), [len(batch) * max(lengths[k] for k in batch) for batch in batches]))
         n_scored = np.array([len(o) - (1 if lm and kind == HF else 0) for o in out_ids], dtype=np.float64)
         if lm and kind == CT2:
             n_scored -= 1
         if not lm and kind == CT2:
             n_scored += 1   # CTranslate2 output tokens exclude the EOS it scores
+
+        def score(one: Sequence[Sequence[int]]) -> np.ndarray:
+            outs = [out_ids[k] for k in one[0]]
+            if kind == CT2:
+                return scorer.score_tokens(outs) if lm else scorer.score_tokens([in_ids[k] for k in one[0]], outs)
+            return scorer.score_ids(outs) if lm else scorer.score_ids([in_ids[k] for k in one[0]], outs)
+
+        def store(items: list[int], values: np.ndarray) -> None:
+            cache.put(namespace, [pairs[todo[k]] for k in items], values, n_scored[items])
+
+        # a block of whole batches at a time, each written to the cache as it finishes; under
+        # torchrun each rank scores whole batches, so a pair's batch is the one-process batch
+        scored = score_in_blocks(batches, score, store if cache is not None else None, progress=progress, desc=what,
+                                 weights=[len(batch) * max(lengths[k] for k in batch) for batch in batches])
         sums[todo], counts[todo] = scored, n_scored
-        if cache is not None:
-            cache.put(namespace, [pairs[i] for i in todo], scored, n_scored)
     return sums[index], counts[index]
 
 

@@ -8,6 +8,12 @@ the first 16 bytes of sha256(namespace, input, output): the namespace names the 
 everything else that changes a score (feature, language codes, prefixes), so a changed model or
 setting never reads an old value. Values are stored as IEEE doubles, so a cached column equals the
 computed one bit for bit.
+
+The scores are written as they come, a block of about BLOCK_ITEMS at a time, each block one
+transaction (`score_in_blocks`): a run killed part-way (kill -9, Ctrl-C, SIGTERM, a lost node)
+keeps every block it finished, and the rerun scores only the rest, saying how many it read
+(`lookup`). A block is a run of whole batches, so the batches and their scores are those of an
+uninterrupted run.
 """
 
 from __future__ import annotations
@@ -17,10 +23,14 @@ import hashlib
 import logging
 import os
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
+import numpy as np
+
+from rerank import distributed
 from rerank.caches import cache_path
 from rerank.errors import InputError
+from rerank.progress import Progress, progress_bar
 
 log = logging.getLogger(__name__)
 
@@ -125,8 +135,86 @@ class ScoreCache:
 def open_cache(path: str | None) -> ScoreCache | None:
     """A ScoreCache at `path`, or None for no caching (path None or empty). Under torchrun
     (rerank.distributed) rank 0 alone opens it, and reads and writes it for every rank."""
-    from rerank import distributed
-
     if distributed.active() and not distributed.is_main():
         return None
     return ScoreCache(path) if path else None
+
+
+BLOCK_ITEMS = 1024   # scores computed between two writes of the cache (each write one transaction)
+
+
+def lookup(cache: ScoreCache | None, namespace: str, keys: Sequence[tuple[str, str]],
+           what: str) -> dict[int, tuple[float, float]]:
+    """Position in `keys` -> (value, count) of the keys `cache` holds (none without a cache), on
+    every rank (under torchrun rank 0 alone has the cache and reads it for all, so every rank
+    leaves the same keys to score). When the cache holds some, a note says how many of `what`'s
+    scores it gave and how many are left to compute."""
+    found = distributed.on_main(lambda: cache.get(namespace, keys) if cache is not None else {})
+    if found and cache is not None:
+        left = len(keys) - len(found)
+        log.warning("note: %s: %s of %s scores of %s from the score cache%s", cache.path, f"{len(found):,}",
+                    f"{len(keys):,}", what, f", {left:,} left to score" if left else "")
+    return found
+
+
+def block_ranges(sizes: Sequence[int], block: int | None = None) -> list[tuple[int, int]]:
+    """(start, stop) of consecutive runs of the batches whose `sizes` (items per batch) are given,
+    each run the fewest batches that hold at least `block` items (BLOCK_ITEMS; the last run may
+    hold fewer): the blocks `score_in_blocks` writes one at a time."""
+    block = BLOCK_ITEMS if block is None else block
+    ranges, start, held = [], 0, 0
+    for k, size in enumerate(sizes):
+        held += size
+        if held >= block:
+            ranges.append((start, k + 1))
+            start, held = k + 1, 0
+    if start < len(sizes):
+        ranges.append((start, len(sizes)))
+    return ranges
+
+
+def score_in_blocks(batches: Sequence[Sequence[int]], score: Callable[[Sequence[Sequence[int]]], np.ndarray],
+                    store: Callable[[list[int], np.ndarray], None] | None, *, progress: Progress = False,
+                    desc: str = "scoring", weights: Sequence[float] | None = None, per_batch: bool = True,
+                    block: int | None = None) -> np.ndarray:
+    """The scores of the items in `batches` (item k's at position k of the result; the batches
+    hold 0..n-1 once each), computed a block of batches at a time (block_ranges: `block` items,
+    BLOCK_ITEMS by default) and handed to
+    `store(items, values)` (a cache's put: one transaction) as each block finishes, so that a run
+    stopped part-way has stored every block it finished.
+
+    `score(batches)` gives the scores of the items of those batches, in batch order; with
+    `per_batch` it is given one batch at a time (the bar moves by batch), else a rank's whole part
+    of a block at once (a model whose own predict loop batches them, COMET). Under torchrun
+    (rerank.distributed) the ranks split each block by whole batches (`weights`: a batch's cost),
+    so a score depends on its batch alone and equals the one-process score; `store` is called on
+    every rank (a rank without the cache is given None for it by its caller)."""
+    n = sum(len(batch) for batch in batches)
+    values = np.zeros(n)
+    with progress_bar(progress, desc, len(batches), unit="batch") as bar:
+        for start, stop in block_ranges([len(batch) for batch in batches], block):
+            done = 0
+
+            def part(a: int, b: int, start: int = start) -> np.ndarray:
+                nonlocal done
+                mine = batches[start + a:start + b]
+                if not per_batch:
+                    out = np.asarray(score(mine), dtype=np.float64)
+                    bar.update(len(mine))
+                    done += len(mine)
+                    return out
+                scores = []
+                for batch in mine:
+                    scores.append(np.asarray(score([batch]), dtype=np.float64))
+                    bar.update(1)
+                    done += 1
+                return np.concatenate(scores)
+
+            got = distributed.concat(distributed.map_parts(part, stop - start,
+                                                           None if weights is None else weights[start:stop]))
+            bar.update(stop - start - done)   # the other ranks' batches of the block
+            items = [k for batch in batches[start:stop] for k in batch]
+            values[items] = got
+            if store is not None:
+                store(items, got)
+    return values

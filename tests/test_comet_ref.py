@@ -303,3 +303,42 @@ def test_comet_options_without_the_model_and_bad_context_are_refused(models, nbe
                          context=FeatureContext(sources=SRC, references=[REF[:2]]))
     ckpt = comet.checkpoint_file(models["regression"])
     assert comet.COMETMetric(ckpt, SRC).signature().startswith("comet|model:regression|")
+
+
+
+@pytest.mark.faults
+def test_an_interrupted_comet_run_keeps_its_finished_blocks_and_the_rerun_scores_the_rest(models, tmp_path,
+                                                                                        monkeypatch):
+    """The cache is written a block of batches at a time as COMET predicts (rerank.score_cache):
+    a run stopped in its second block keeps the first; the rerun predicts only the rest, and every
+    score equals an uninterrupted run's (a block is whole batches of COMET's length order)."""
+    from rerank.score_cache import ScoreCache
+
+    inputs = list(zip(SRC, CAP1, REF))
+    whole = comet.cached_scores(models["regression"], inputs, reference=True, what="comet", batch_size=2)
+    monkeypatch.setattr(comet, "COMET_BLOCK", 4)   # blocks of two batches of 2
+    path = str(tmp_path / "scores.sqlite")
+    real_load, predicted, stop_at = comet.load_comet, [], [2]
+
+    def load(*args):
+        model = real_load(*args)
+        predict = model.predict
+
+        def counted(rows, **options):
+            if len(predicted) + 1 == stop_at[0]:
+                raise KeyboardInterrupt   # Ctrl-C as the second block starts
+            predicted.append(len(rows))
+            return predict(rows, **options)
+
+        model.predict = counted
+        return model
+
+    monkeypatch.setattr(comet, "load_comet", load)
+    with pytest.raises(KeyboardInterrupt):
+        comet.cached_scores(models["regression"], inputs, reference=True, what="comet", batch_size=2, cache=path)
+    assert predicted == [4] and len(ScoreCache(path)) == 4
+    predicted.clear()
+    stop_at[0] = 0
+    again = comet.cached_scores(models["regression"], inputs, reference=True, what="comet", batch_size=2, cache=path)
+    assert sum(predicted) == len(set(inputs)) - 4
+    np.testing.assert_allclose(again, whole, rtol=0, atol=1e-6)

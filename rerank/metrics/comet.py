@@ -32,7 +32,7 @@ import contextlib
 import logging
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -167,17 +167,26 @@ def check_weights_only(ckpt: str) -> None:
         raise InputError(f"cannot read the COMET checkpoint: {' '.join(str(exc).split())[:200]}", ckpt) from exc
 
 
-def predict_scores(model, rows: Sequence[dict], batch_size: int, device) -> np.ndarray:
+COMET_BLOCK = 4096   # rows scored between two writes of the cache: one Lightning predict per rank and block
+
+
+def predict_scores(model, rows: Sequence[dict], batch_size: int, device,
+                   store: Callable[[list[int], np.ndarray], None] | None = None) -> np.ndarray:
     """The model's segment scores of `rows` (dicts of its input segments), in batches of
     `batch_size` rows cut as COMET's own length batching cuts them (its argsort of the source
     lengths), which COMET is then given in that order to take as they come: a score depends on its
     batch alone, so under torchrun the ranks score whole batches each (rerank.distributed) and the
-    scores are those of one process."""
-    order = np.argsort([len(row.get("src", row["mt"])) for row in rows], kind="stable").tolist()
-    n_batches = -(-len(order) // batch_size)
+    scores are those of one process. The batches are predicted a block of about COMET_BLOCK rows
+    at a time, each block handed to `store(row positions, scores)` (the score cache) as it
+    finishes (rerank.score_cache.score_in_blocks)."""
+    from rerank.score_cache import score_in_blocks
 
-    def predict(a: int, b: int) -> np.ndarray:
-        chunk = [rows[i] for i in order[a * batch_size:b * batch_size]]
+    order = np.argsort([len(row.get("src", row["mt"])) for row in rows], kind="stable").tolist()
+    batches = [order[k:k + batch_size] for k in range(0, len(order), batch_size)]
+
+    def predict(some: Sequence[Sequence[int]]) -> np.ndarray:
+        # whole batches, all full but the very last: COMET cuts them again as they were cut here
+        chunk = [rows[i] for batch in some for i in batch]
         quiet = [logging.getLogger(name) for name in ("pytorch_lightning", "lightning.pytorch", "lightning")]
         levels = [logger.level for logger in quiet]
         for logger in quiet:
@@ -194,11 +203,8 @@ def predict_scores(model, rows: Sequence[dict], batch_size: int, device) -> np.n
                 logger.setLevel(level)
         return np.asarray(out.scores, dtype=np.float64)
 
-    scores = np.zeros(len(rows))
-    weights = [sum(sum(len(v) for v in rows[i].values()) for i in order[k * batch_size:(k + 1) * batch_size])
-               for k in range(n_batches)]
-    scores[order] = distributed.concat(distributed.map_parts(predict, n_batches, weights))
-    return scores
+    weights = [sum(sum(len(v) for v in rows[i].values()) for i in batch) for batch in batches]
+    return score_in_blocks(batches, predict, store, weights=weights, per_batch=False, block=COMET_BLOCK)
 
 
 def cached_scores(path: str, inputs: Sequence[tuple[str, ...]], *, reference: bool, what: str, batch_size: int = 16,
@@ -209,7 +215,7 @@ def cached_scores(path: str, inputs: Sequence[tuple[str, ...]], *, reference: bo
     is loaded only when some input is not cached. Under torchrun rank 0 alone reads and writes the
     cache, and the ranks split the scoring."""
     from rerank.device import resolve_device
-    from rerank.score_cache import model_digest, open_cache
+    from rerank.score_cache import lookup, model_digest, open_cache
 
     ckpt = checkpoint_file(path)
     check_kind(path, reference, what)
@@ -221,18 +227,19 @@ def cached_scores(path: str, inputs: Sequence[tuple[str, ...]], *, reference: bo
         namespace = ""
         if store is not None:  # the qe namespace is the one its cache has used since qe was written
             namespace = model_digest(ckpt) + model_digest(hparams_file(ckpt)) + ("\0comet_ref" if reference else "\0qe")
-        # under torchrun rank 0 alone has the cache and reads it for all: every rank leaves the same inputs
-        found = distributed.on_main(lambda: store.get(namespace, keys) if store is not None else {})
+        found = lookup(store, namespace, keys, what)
         for i, (value, _) in found.items():
             values[i] = value
         todo = [i for i in range(len(distinct)) if i not in found]
         if todo:
             model = load_comet(path, reference, what)
             names = ("src", "mt", "ref") if reference else ("src", "mt")
+
+            put = None if store is None else (   # each block as it is scored
+                lambda items, scores, cache=store: cache.put(namespace, [keys[todo[k]] for k in items], scores,
+                                                              np.ones(len(items))))
             values[todo] = predict_scores(model, [dict(zip(names, distinct[i])) for i in todo], batch_size,
-                                          resolve_device(device))
-            if store is not None:
-                store.put(namespace, [keys[i] for i in todo], values[todo], np.ones(len(todo)))
+                                          resolve_device(device), put)
     finally:
         if store is not None:
             store.close()
