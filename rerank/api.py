@@ -27,7 +27,7 @@ from rerank.features import FeatureContext
 from rerank.formats.decoders import from_ctranslate2, from_generate
 from rerank.htmlreport.build import ReportOptions
 from rerank.evaluation import EvalOptions
-from rerank.io import read_references
+from rerank.io import atomic_write, output_lock, read_references
 from rerank.metrics import make_metric
 from rerank.multirun import TuneEvents, TuneResult, TuneRun, TuneSettings
 from rerank.nbest import NBestList
@@ -111,7 +111,8 @@ def oracle(nbest: NBestList | NBestFile | PathLike, refs: PathLike | Sequence[Pa
            **keywords: Any) -> Oracle:
     """Each list's best hypothesis by a sentence-level score in the metric's direction (ties: the
     earlier hypothesis), and the corpus score of the picks and of the first hypotheses, as `rerank
-    oracle`; `output`: write the picks there, one per sentence (no input may be it). `options`: an
+    oracle`; `output`: write the picks there, one per sentence (no input may be it; one writer: its
+    lock is held from before any input is read, rerank.io.output_lock, `wait`). `options`: an
     OracleOptions; `keywords` replace its fields (metric="ter", lower_better=True).
 
     `metric`: bleu (the default), chrf, chrf++, ter, meteor, a plug-in metric, or `column:NAME`
@@ -134,13 +135,12 @@ def oracle(nbest: NBestList | NBestFile | PathLike, refs: PathLike | Sequence[Pa
     kind, _ = oracles.check_oracle_metric(o.metric, refs, o.lower_better, tokenize=o.tokenize, lowercase=o.lowercase)
     if output is not None:
         check_outputs([os.fspath(output)], input_paths(nbest, *(reference_files(refs) if kind == "metric" else [])))
-    nbest, source = nbest_list(nbest, None, progress)
-    found = oracles.oracle(nbest, refs, metric=o.metric, tokenize=o.tokenize, lowercase=o.lowercase, lang=o.lang,
-                           ter_case_sensitive=o.ter_case_sensitive, lower_better=o.lower_better, progress=progress,
-                           source=source)
-    if output is not None:
-        from rerank.io import atomic_write
-
-        with atomic_write(os.fspath(output)) as out:
-            out.writelines(hyp + "\n" for hyp in found.hypotheses)
+    with output_lock([output], o.wait):
+        nbest, source = nbest_list(nbest, None, progress)
+        found = oracles.oracle(nbest, refs, metric=o.metric, tokenize=o.tokenize, lowercase=o.lowercase, lang=o.lang,
+                               ter_case_sensitive=o.ter_case_sensitive, lower_better=o.lower_better, progress=progress,
+                               source=source)
+        if output is not None:
+            with atomic_write(os.fspath(output)) as out:
+                out.writelines(hyp + "\n" for hyp in found.hypotheses)
     return found

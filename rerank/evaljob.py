@@ -1,10 +1,14 @@
 """The evaluation job (`rerank.evaluate`, `rerank.report`; the commands eval and report call them):
 systems given as run files, lists of strings or n-best lists with weights (`Reranked`), read and
 checked against the references, scored and tested (rerank.evaluation.evaluate_systems), and the
-`Evaluation` they return: its table, cells, formats, plot and HTML report, and `save`."""
+`Evaluation` they return: its table, cells, formats, plot and HTML report, and `save`. One writer
+per output (rerank.io.output_lock): `evaluate(outputs=)` takes the locks of the files the caller
+will write before anything is read, and the Evaluation holds them until `save` (or `report`) has
+written them."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -16,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from rerank.errors import InputError
 from rerank.evaluation import Cell, EvalOptions, ResultTable
 from rerank.htmlreport.build import ReportOptions
-from rerank.io import read_lines, read_references
+from rerank.io import output_lock, read_lines, read_references
 from rerank.nbest import NBestList
 from rerank.nbestfile import NBestFile, input_paths, nbest_list, reference_files, weight_vector_of
 
@@ -127,6 +131,7 @@ class Evaluation:
     tokenize: str = "13a"                               # BLEU's tokeniser and case (the report's sentence scores)
     lowercase: bool = False
     options: EvalOptions | None = None                  # the evaluation's settings (the report's oracle metric reads them)
+    _held: contextlib.ExitStack | None = field(default=None, init=False, repr=False, compare=False)  # evaluate's locks
 
     TABLE_FORMATS = ("table", "markdown", "latex", "csv", "json")
     EXTENSIONS = {".md": "markdown", ".markdown": "markdown", ".tex": "latex", ".csv": "csv", ".json": "json"}
@@ -230,27 +235,39 @@ class Evaluation:
         """Write the table to `path` (- for standard output) in `format` (table, markdown, latex, csv,
         json; default: from the file name, `table_format`), beside a file its config as JSON
         (PATH.config.json: `meta`, such as the command line, then the table's config and the metric
-        signatures), and with `plot` the delta plot (PNG): all of them or, on an error, none.
-        Returns the files written."""
+        signatures), and with `plot` the delta plot (PNG): all of them or, on an error, none, each
+        written by this process alone (their locks, rerank.io.output_lock, and those `evaluate(outputs=)`
+        took, held until they are written: `options.wait`). Returns the files written."""
         from rerank.evaluation import check_plot
         from rerank.io import atomic_write, output_group
 
-        if plot is not None:
-            check_plot(int(self.table.config.get("bootstrap", 0)))
         table_path = os.fspath(path)
         _, config, plot_path = self.saved_files(table_path, plot)
-        format = format or self.table_format(table_path)
-        if format not in self.TABLE_FORMATS:
-            raise InputError(f"format must be one of {', '.join(self.TABLE_FORMATS)}, got {format!r}", option="format")
-        with output_group():
-            with atomic_write(table_path) as fh:
-                fh.write(self.table.render(format))
-            if config is not None:
-                with atomic_write(config) as fh:
-                    json.dump({**(meta or {}), **self.table.config, "signatures": self.table.signatures}, fh, indent=2)
-            if plot_path is not None:
-                self.plot(plot_path)
+        with self._writing([table_path, config, plot_path]):
+            if plot is not None:
+                check_plot(int(self.table.config.get("bootstrap", 0)))
+            format = format or self.table_format(table_path)
+            if format not in self.TABLE_FORMATS:
+                raise InputError(f"format must be one of {', '.join(self.TABLE_FORMATS)}, got {format!r}",
+                                 option="format")
+            with output_group():
+                with atomic_write(table_path) as fh:
+                    fh.write(self.table.render(format))
+                if config is not None:
+                    with atomic_write(config) as fh:
+                        json.dump({**(meta or {}), **self.table.config, "signatures": self.table.signatures}, fh,
+                                  indent=2)
+                if plot_path is not None:
+                    self.plot(plot_path)
         return [p for p in (table_path, config, plot_path) if p is not None and p != "-"]
+
+    @contextlib.contextmanager
+    def _writing(self, paths: Sequence[str | None]) -> Any:
+        """The block that writes `paths`: their locks held through it, and the locks `evaluate(outputs=)`
+        took released at its end (one writer per output)."""
+        held, self._held = self._held, None
+        with held or contextlib.nullcontext(), output_lock(paths, self.options.wait if self.options else False):
+            yield
 
 
 def evaluate(refs: PathLike | Sequence[PathLike | Sequence[str]], baseline: object,
@@ -266,23 +283,36 @@ def evaluate(refs: PathLike | Sequence[PathLike | Sequence[str]], baseline: obje
     `baseline` may also be a (name, output) pair. `options`: an EvalOptions (metrics, ar,
     bootstrap, seed, lang, tokenize, segment_scores, second_baseline, holm, ...); `keywords`
     replace its fields (metrics=["bleu"], ar=1000). `outputs`: files the caller will write (as
-    `Evaluation.save`): one that is an input is refused before anything is read. The references
-    are read once; the table's config records the settings, the files read (per system, the
-    references, the segment scores, how the n-best lists' text was read) and `record` (more
-    fields, the command line's).
+    `Evaluation.save`): one that is an input is refused, and their locks are taken (one writer per
+    output, rerank.io.output_lock: another process writing one is refused unless `wait`, which
+    waits until it ends), before anything is read; the Evaluation holds them until `save` has
+    written (to the process's end if it never saves). The references are read once; the table's
+    config records the settings, the files read (per system, the references, the segment scores,
+    how the n-best lists' text was read) and `record` (more fields, the command line's).
     """
-    from rerank.evaluation import evaluate_systems
     from rerank.outputs import check_outputs
-    from rerank.weights import best_rows, model_scores
 
     options = EvalOptions.make(options, **keywords)
     if isinstance(baseline, tuple) and len(baseline) == 2 and isinstance(baseline[0], str):
         baseline_name, baseline = baseline
     pairs = [(baseline_name, baseline), *((str(k), v) for k, v in
                                           (systems.items() if isinstance(systems, Mapping) else systems))]
-    if any(out is not None for out in outputs):
-        check_outputs([None if out is None else os.fspath(out) for out in outputs],
-                      _evaluation_inputs(refs, pairs, options))
+    files = [None if out is None else os.fspath(out) for out in outputs]
+    if any(out is not None for out in files):
+        check_outputs(files, _evaluation_inputs(refs, pairs, options))
+    with contextlib.ExitStack() as held:
+        held.enter_context(output_lock(files, options.wait))
+        ev = _evaluated(refs, pairs, options, baseline_name, progress, record)
+        ev._held = held.pop_all()   # released once the caller has written them (`Evaluation._writing`)
+    return ev
+
+
+def _evaluated(refs: PathLike | Sequence[PathLike | Sequence[str]], pairs: list[tuple[str, object]],
+               options: EvalOptions, baseline_name: str, progress: Progress, record: Mapping | None) -> Evaluation:
+    """`evaluate` from the reading of the references on, its outputs checked and locked."""
+    from rerank.evaluation import evaluate_systems
+    from rerank.weights import best_rows, model_scores
+
     ref_files = reference_files(refs)
     refs = read_references(refs)
     refs_name = ref_files[0] if ref_files else "reference 1"
@@ -348,6 +378,7 @@ def report(refs: PathLike | Sequence[PathLike | Sequence[str]], baseline: object
                           any(isinstance(v, Reranked) for v in values))
     check_outputs([os.fspath(output)], page.inputs())
     ev = evaluate(refs, baseline, systems, options, baseline_name=baseline_name, progress=progress, record=record,
-                  outputs=[output])
-    write_report(os.fspath(output), ev.to_html(page))
+                  outputs=[output])   # the lock of `output` held from before anything is read
+    with ev._writing([]):
+        write_report(os.fspath(output), ev.to_html(page))
     return ev

@@ -24,7 +24,7 @@ from rerank.metrics import Metric, make_metric
 from rerank.metrics.registry import display_name
 from rerank.errors import InputError
 from rerank.options import (NAMES, NONNEGATIVE_INT, PATH, POSITIVE_INT, PROBABILITY, Check, at_most, check_options,
-                            option, split_names, with_fields)
+                            option, split_names, wait_option, with_fields)
 from rerank.progress import Progress, track
 from rerank.significance import (MAX_RESAMPLES, MAX_TRIALS, Resamples, approximate_randomization, as_runs,
                                  holm_bonferroni, paired_bootstrap, run_statistics)
@@ -267,7 +267,8 @@ class EvalOptions:
     directory or .ckpt) for the metric `comet`, which also needs `sources` (the source sentences:
     a file or a list, one per reference line); comet_batch_size, device (cpu, cuda) and
     score_cache (a score-cache file, rerank.score_cache; True: the default one; None: none) are
-    the model's.
+    the model's. wait: if another process is writing an output of `rerank.evaluate(outputs=)`,
+    `Evaluation.save` or `rerank.report`, wait until it ends (default: refuse, naming it).
 
     Every rule that needs no data is checked here, once, with one message (InputError naming the
     field as `option`, which the command line says as its flag)."""
@@ -316,6 +317,7 @@ class EvalOptions:
                                             check=CACHE, metavar="FILE", group=COMET_GROUP,
                                             default_text="$RERANK_CACHE_DIR/scores.sqlite or "
                                             "~/.cache/mlmme-rerank/scores.sqlite")
+    wait: bool = wait_option()
 
     def __post_init__(self) -> None:
         from rerank.metrics.bleu import make_bleu

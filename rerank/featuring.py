@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, Any
 from rerank.errors import InputError, require
 from rerank.features import FeatureContext, shard_range
 from rerank.formats.table import format_names
-from rerank.io import read_lines, read_references
+from rerank.io import output_lock, read_lines, read_references
 from rerank.nbest import NBestList
 from rerank.nbestfile import NBestFile, nbest_list, write_nbest_noted
-from rerank.options import NAMES, NONNEGATIVE_INT, POSITIVE_INT, check_options, option, with_fields
+from rerank.options import NAMES, NONNEGATIVE_INT, POSITIVE_INT, check_options, option, wait_option, with_fields
 from rerank.outputs import check_outputs, nbest_outputs
 from rerank.progress import Progress
 
@@ -181,7 +181,8 @@ class FeatureRun:
     written with ids from `id_offset`; `device` and `threads`: torch's, for the model features
     (under torchrun, cuda is each rank's own GPU); `score_cache`: the score cache of users' models
     (None: the default file, rerank.score_cache; `no_score_cache`: none); `replace`: overwrite a
-    column the list has already. A value that is wrong whatever the data is refused here."""
+    column the list has already; `wait`: if another process is writing the output, wait until it
+    ends (default: refuse, naming it). A value that is wrong whatever the data is refused here."""
 
     which: tuple[str, ...] | None = option(None, "comma-separated columns to add", check=NAMES, metavar="WHICH",
                                            default_text="those the given options ask for, e.g. s_s for -m MODEL, "
@@ -206,6 +207,7 @@ class FeatureRun:
                            default_text="such a column is an error, nothing is written")
     to: str = option("moses", "output n-best format; plain writes OUT, OUT.ids and OUT.features.tsv", cli=False,
                      choices=_writable_formats)
+    wait: bool = wait_option()
 
     def __post_init__(self) -> None:
         for name in ("which", "refs"):
@@ -250,7 +252,9 @@ def add_features_file(nbest: NBestFile | PathLike, output: PathLike, run: Featur
     `output` (`FeaturesWritten`: the paths written, none on a torchrun rank but 0, and the
     sentences covered). `options`: {plug-in: its Options
     or a mapping}. Every check that needs no data (columns, options, extras, outputs) comes before
-    the list is read; a failure on any torchrun rank stops them all at their next exchange."""
+    the list is read, and so does the lock of the output (one writer per output, rerank.io.output_lock,
+    held by the rank that writes; `run.wait`); a failure on any torchrun rank stops them all at
+    their next exchange."""
     from rerank import distributed
 
     run = with_fields(FeatureRun, run, "feature run option", **keywords)
@@ -281,8 +285,19 @@ def _add_features_file(source: NBestFile, output: str, run: FeatureRun, options:
 
     main = distributed.is_main()
     requested, checked = _requested(run.which, options, {})  # names and options, before a big list is read
-    check_outputs(nbest_outputs(output, run.to), [*source.inputs(), run.src, *run.refs, *_option_files(checked)])
+    outputs = nbest_outputs(output, run.to)
+    check_outputs(outputs, [*source.inputs(), run.src, *run.refs, *_option_files(checked)])
     require_extras(requested)
+    with output_lock(outputs if main else [], run.wait):
+        return _features_written(source, output, run, options, progress)
+
+
+def _features_written(source: NBestFile, output: str, run: FeatureRun, options: dict,
+                      progress: Progress) -> FeaturesWritten:
+    """`_add_features_file` from the reading of the list on, its checks done: the columns added and written."""
+    from rerank import distributed
+
+    main = distributed.is_main()
     nbest = source.read(progress if main else False)
     start, end = shard_range(nbest.n_sentences, run.shard)
     sources = None

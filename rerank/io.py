@@ -478,6 +478,8 @@ def output_lock(paths: Iterable[str | os.PathLike | None], wait: bool = False) -
     The same process may nest blocks on one output. Where nothing can be locked (no fcntl, a
     folder that cannot be written, a file system without flock) the write goes on unlocked and
     says its own errors."""
+    if not isinstance(wait, bool):   # a script's keyword (a config object's field is checked by its Check)
+        raise InputError(f"wait must be True or False, got {wait!r}", option="wait")
     held: list[str] = []
     try:
         for path in sorted({os.path.abspath(os.fspath(p)) for p in paths if p is not None and os.fspath(p) != "-"}):

@@ -27,9 +27,9 @@ from typing import IO, Any
 import numpy as np
 
 from rerank.errors import InputError
-from rerank.io import atomic_write, output_group, read_references, reading_progress
+from rerank.io import atomic_write, output_group, output_lock, read_references, reading_progress
 from rerank.nbest import NBestList, segment_argmax
-from rerank.options import check_options, option, with_fields
+from rerank.options import check_options, option, wait_option, with_fields
 from rerank.outputs import check_outputs, nbest_outputs
 from rerank.progress import Progress
 
@@ -201,30 +201,34 @@ def _write_side(lines: list | None, kind: str, path: str, source: str) -> None:
 
 def convert_file(source: NBestFile | PathLike, output: PathLike, to: str = "moses", *,
                  save_refs: PathLike | None = None, save_sources: PathLike | None = None,
-                 progress: Progress = False) -> None:
+                 progress: Progress = False, wait: bool = False) -> None:
     """Read an n-best file in one format and write it in another (`to`), keeping every hypothesis,
     its order and its features; what the output format cannot hold is logged. `save_refs` and
     `save_sources`: a fairseq input's T- and S- lines, written there. Every output is written, or
-    none; no output may be an input. A Moses/Joshua file to Moses/Joshua streams."""
+    none; no output may be an input. One writer per output: their locks are held from before the
+    input is read (rerank.io.output_lock; another process writing one is refused unless `wait`,
+    which waits until it ends). A Moses/Joshua file to Moses/Joshua streams."""
     source = NBestFile.of(source)
     output = os.fspath(output)
     refs_out = None if save_refs is None else os.fspath(save_refs)
     sources_out = None if save_sources is None else os.fspath(save_sources)
-    check_outputs([*nbest_outputs(output, to), refs_out, sources_out], source.inputs())
-    layout = None if refs_out or sources_out else source.layout([to], progress)
-    if layout is not None:  # two passes, a block at a time
-        from rerank.formats import moses
+    outputs = [*nbest_outputs(output, to), refs_out, sources_out]
+    check_outputs(outputs, source.inputs())
+    with output_lock(outputs, wait):
+        layout = None if refs_out or sources_out else source.layout([to], progress)
+        if layout is not None:  # two passes, a block at a time
+            from rerank.formats import moses
 
-        with output_group(), atomic_write(output) as out:
-            write_chunks(out, moses.iter_moses_chunks(source.path, layout), to)
-        return
-    nbest, report = source.read_with_report(progress)
-    with output_group():  # every output or none
-        if refs_out:
-            _write_side(report.fairseq_refs, "refs", refs_out, source.path)
-        if sources_out:
-            _write_side(report.fairseq_sources, "sources", sources_out, source.path)
-        write_nbest_noted(nbest, output, to)
+            with output_group(), atomic_write(output) as out:
+                write_chunks(out, moses.iter_moses_chunks(source.path, layout), to)
+            return
+        nbest, report = source.read_with_report(progress)
+        with output_group():  # every output or none
+            if refs_out:
+                _write_side(report.fairseq_refs, "refs", refs_out, source.path)
+            if sources_out:
+                _write_side(report.fairseq_sources, "sources", sources_out, source.path)
+            write_nbest_noted(nbest, output, to)
 
 
 # ---- apply --------------------------------------------------------------------------------------
@@ -241,7 +245,8 @@ class ApplyOptions:
     re-sorted by the new score, in the format `to`; with `refs` (reference files, one per reference),
     the 1-best and the first hypotheses scored by `metrics` (comma-separated), as `rerank eval`
     scores them (`tokenize` BLEU's, `lowercase` BLEU's and chrF's, `lang` and `meteor_modules`
-    METEOR's). A value that is wrong whatever the data is refused here (InputError)."""
+    METEOR's); `wait`: if another process is writing an output, wait until it ends (default: refuse,
+    naming it). A value that is wrong whatever the data is refused here (InputError)."""
 
     nbest_out: str | None = option(None, "also write the re-sorted n-best here", metavar="NBEST_OUT",
                                    default_text="no n-best output")
@@ -258,6 +263,7 @@ class ApplyOptions:
     lang: str = option("en", "target language for METEOR", group="scoring")
     meteor_modules: str | None = option(None, "METEOR modules, e.g. exact,stem", default_text="the language's modules",
                                         group="scoring")
+    wait: bool = wait_option()
 
     def __post_init__(self) -> None:
         refs = [self.refs] if isinstance(self.refs, (str, os.PathLike)) else self.refs   # one reference file, or several
@@ -318,18 +324,27 @@ def apply_file(source: NBestFile | PathLike, weights: Mapping[str, float] | Path
     `output` (one line per sentence; ties go to the earlier hypothesis; "-" for standard output), as
     `rerank apply`; `options` (an ApplyOptions; `keywords` replace its fields): the re-sorted list
     (`nbest_out`, its total column w·f) and the scores against `refs`. Both outputs or none, and
-    neither may be an input; the references are read and checked before anything is written. A
-    weight for a feature the list lacks is an error, a feature without weight gets 0 (logged). A
-    regular Moses/Joshua file streams."""
-    from rerank.weights import best_rows, resorted
-
+    neither may be an input; the references are read and checked before anything is written. One
+    writer per output: their locks are held from before any input is read (rerank.io.output_lock,
+    `options.wait`). A weight for a feature the list lacks is an error, a feature without weight
+    gets 0 (logged). A regular Moses/Joshua file streams."""
     options = with_fields(ApplyOptions, options, "apply option", **keywords)
     source = NBestFile.of(source)
     output = os.fspath(output)
     scorers = options.scorers() if options.refs else []
     weight_files = [os.fspath(weights)] if isinstance(weights, (str, os.PathLike)) else []
-    check_outputs([output, *nbest_outputs(options.nbest_out, options.to)],
-                  [*source.inputs(), *weight_files, *options.refs])
+    outputs = [output, *nbest_outputs(options.nbest_out, options.to)]
+    check_outputs(outputs, [*source.inputs(), *weight_files, *options.refs])
+    with output_lock(outputs, options.wait):
+        best, first, refs = _apply(source, weights, output, options, progress)
+    return Applied([] if refs is None else corpus_scores(scorers, best, first, refs))
+
+
+def _apply(source: NBestFile, weights: Mapping[str, float] | PathLike, output: str, options: ApplyOptions,
+           progress: Progress) -> tuple[list[str], list[str], list[list[str]] | None]:
+    """`apply_file`'s reading and writing: (the 1-best, the first hypotheses, the references read or None)."""
+    from rerank.weights import best_rows, resorted
+
     both_stdout = output == "-" and options.nbest_out == "-"  # the whole-list path writes all the 1-best first
     layout = None if both_stdout else source.layout([options.to] if options.nbest_out else [], progress)
     if layout is not None:
@@ -348,7 +363,7 @@ def apply_file(source: NBestFile | PathLike, weights: Mapping[str, float] | Path
                 write_nbest_noted(resorted(nbest, w), options.nbest_out, options.to)
         best = [nbest.hyps[int(r)] for r in rows]
         first = [nbest.hyps[int(i)] for i in nbest.offsets[:-1]]
-    return Applied([] if refs is None else corpus_scores(scorers, best, first, refs))
+    return best, first, refs
 
 
 def corpus_scores(scorers: Sequence, best: list[str], first: list[str], refs: list[list[str]]) -> list[CorpusScore]:

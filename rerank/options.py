@@ -236,6 +236,22 @@ def option(default: Any = MISSING, help: str = "", **declared: Any) -> Any:
     return dataclasses.field(default=default, metadata=metadata)
 
 
+def wait_option() -> Any:
+    """The `wait` option of every call that writes files, declared once: one writer per output
+    (rerank.io.output_lock), and another process writing one is refused at once unless `wait`,
+    which waits until it ends. A config object's field (ApplyOptions.wait, ...) and `Writing`'s."""
+    return option(False, "if another rerank process is writing the same output, wait until it ends",
+                  default_text="refuse at once, naming that process")
+
+
+@dataclass(frozen=True)
+class Writing:
+    """The flag --wait of a command whose call takes `wait` as a keyword, not in a config object
+    (tune, convert, add-feature): `add_option_flags(parser, Writing)`."""
+
+    wait: bool = wait_option()
+
+
 @dataclass(frozen=True)
 class NoOptions:
     """The options of a plug-in that has none."""

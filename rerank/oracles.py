@@ -28,7 +28,7 @@ from rerank.io import read_references
 from rerank.metrics.base import Metric
 from rerank.metrics.registry import check_metric_options, column_signature, make_metric, parse_objective
 from rerank.nbest import NBestList, segment_argmax
-from rerank.options import ANY, check_options, option
+from rerank.options import ANY, check_options, option, wait_option
 from rerank.progress import Progress
 
 References = str | os.PathLike | Sequence[str | os.PathLike | Sequence[str]]  # as rerank.read_references takes them
@@ -114,8 +114,9 @@ def lower_better_column(metric: str, lower_better: bool | str | Sequence[str] | 
 class OracleOptions:
     """How `rerank.oracle` picks and scores (see there): `metric` (bleu, chrf, chrf++, ter, meteor, a
     plug-in metric, or `column:NAME`), `lower_better` for a column (True, or the column's name),
-    BLEU's `tokenize` and `lowercase` (chrF's too), TER's `ter_case_sensitive`, METEOR's `lang`. A
-    value that is wrong whatever the data is refused here."""
+    BLEU's `tokenize` and `lowercase` (chrF's too), TER's `ter_case_sensitive`, METEOR's `lang`;
+    `wait`: if another process is writing the output, wait until it ends (default: refuse, naming
+    it). A value that is wrong whatever the data is refused here."""
 
     metric: str = option("bleu", "what picks the oracle: bleu, chrf, chrf++, ter, meteor, an installed metric "
                          "plug-in, or column:NAME for the n-best list's column NAME", metavar="METRIC")
@@ -126,6 +127,7 @@ class OracleOptions:
     lowercase: bool = option(False, "lowercase before scoring, BLEU and chrF", default_text="case-sensitive")
     ter_case_sensitive: bool = option(False, "case-sensitive TER (sacrebleu's default is insensitive)")
     lang: str = option("en", "target language for METEOR (en, de, fr, es, cs)")
+    wait: bool = wait_option()
 
     def __post_init__(self) -> None:
         check_options(self, as_keywords=True)

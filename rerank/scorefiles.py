@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from rerank.errors import InputError
-from rerank.io import iter_lines
+from rerank.io import iter_lines, output_lock
 from rerank.nbest import NBestList, check_feature_name
 from rerank.nbestfile import NBestFile, write_nbest_noted
 from rerank.options import NotFinite, finite_float
@@ -20,11 +20,14 @@ PathLike = str | os.PathLike
 
 
 def join_score_files(source: NBestFile | PathLike, columns: Sequence[tuple[str, PathLike]], output: PathLike, *,
-                     to: str = "moses", replace: bool = False, progress: Progress = False) -> list[str]:
+                     to: str = "moses", replace: bool = False, progress: Progress = False,
+                     wait: bool = False) -> list[str]:
     """Read an n-best file, join each (column name, score file) of `columns` as a column, in order
     (`read_scores`, `join_scores`), and write the list to `output` in the format `to`; returns the
     paths written. A name the list has already is an error unless `replace` (which overwrites it in
-    place); no name may be given twice; the output may be no input."""
+    place); no name may be given twice; the output may be no input. One writer per output: its
+    lock is held from before any input is read (rerank.io.output_lock; another process writing it
+    is refused unless `wait`, which waits until it ends)."""
     source = NBestFile.of(source)
     names = [name for name, _ in columns]
     for name in names:
@@ -33,11 +36,13 @@ def join_score_files(source: NBestFile | PathLike, columns: Sequence[tuple[str, 
     if twice:
         raise InputError(f"name {twice[0]} is given twice", option="name")
     score_files = [os.fspath(path) for _, path in columns]
-    check_outputs(nbest_outputs(os.fspath(output), to), [*source.inputs(), *score_files])
-    nbest = source.read(progress)
-    for name, path in zip(names, score_files):
-        nbest = join_scores(nbest, name, read_scores(path), path, replace, source.path)
-    return write_nbest_noted(nbest, os.fspath(output), to)
+    outputs = nbest_outputs(os.fspath(output), to)
+    check_outputs(outputs, [*source.inputs(), *score_files])
+    with output_lock(outputs, wait):
+        nbest = source.read(progress)
+        for name, path in zip(names, score_files):
+            nbest = join_scores(nbest, name, read_scores(path), path, replace, source.path)
+        return write_nbest_noted(nbest, os.fspath(output), to)
 
 
 def read_scores(path: str) -> np.ndarray:

@@ -98,9 +98,7 @@ def tune(nbest: NBestList | NBestFile | PathLike, refs: PathLike | Sequence[Path
     from rerank.outputs import check_outputs
     from rerank.tuning import normalize, prepare
 
-    wait = keywords.pop("wait", False)
-    if not isinstance(wait, bool):
-        raise InputError(f"wait must be True or False, got {wait!r}", option="wait")
+    wait = keywords.pop("wait", False)   # checked by output_lock
     settings = TuneSettings.make(settings, **keywords)
     events = events or TuneEvents()
     plugin = tuner_for(settings)  # before any file is read

@@ -7,6 +7,7 @@ import rerank
 from rerank.cliargs import bars
 from rerank.commands._common import add_nbest_input, add_output_format, format_help, nbest_file, reading
 from rerank.errors import InputError
+from rerank.options import Writing, add_option_flags
 
 
 def add_parser(subparsers):
@@ -23,6 +24,7 @@ def add_parser(subparsers):
                         "place (default: a name the n-best has is an error, nothing is written)")
     parser.add_argument("-o", "--output", required=True, help="output n-best file")
     add_output_format(parser)
+    add_option_flags(parser, Writing)
     parser.set_defaults(func=run)
 
 
@@ -31,5 +33,5 @@ def run(args) -> int:
         raise InputError(f"{len(args.name)} --name but {len(args.scores)} --scores: give them in pairs")
     with reading():
         rerank.join_score_files(nbest_file(args), list(zip(args.name, args.scores)), args.output, to=args.out_format,
-                                replace=args.replace, progress=bars(args))
+                                replace=args.replace, progress=bars(args), wait=args.wait)
     return 0

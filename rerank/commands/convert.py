@@ -5,6 +5,7 @@ from __future__ import annotations
 import rerank
 from rerank.cliargs import add_quiet, bars
 from rerank.commands._common import add_nbest_input, add_output_format, format_help, nbest_file, reading
+from rerank.options import Writing, add_option_flags
 
 
 def add_parser(subparsers):
@@ -21,11 +22,12 @@ def add_parser(subparsers):
     add_output_format(parser)
     parser.add_argument("--save-refs", metavar="FILE", help="fairseq input: write the T- lines (references) here (default: not written)")
     parser.add_argument("--save-sources", metavar="FILE", help="fairseq input: write the S- lines (sources) here (default: not written)")
+    add_option_flags(parser, Writing)
     parser.set_defaults(func=run)
 
 
 def run(args) -> int:
     with reading():
         rerank.convert_file(nbest_file(args), args.output, args.out_format, save_refs=args.save_refs,
-                            save_sources=args.save_sources, progress=bars(args))
+                            save_sources=args.save_sources, progress=bars(args), wait=args.wait)
     return 0

@@ -9,7 +9,7 @@ import rerank
 from rerank.cliargs import add_nbest_positional, add_quiet, bars, resolve_nbest
 from rerank.commands import COMMANDS
 from rerank.commands._common import add_nbest_input, format_help, installed_tuners, nbest_file, reading
-from rerank.options import add_option_flags, options_from_args
+from rerank.options import Writing, add_option_flags, options_from_args
 
 
 def add_parser(subparsers):
@@ -43,8 +43,7 @@ def add_parser(subparsers):
     o.add_argument("-v", "--verbose", action="store_true", help="print the tuning metric per epoch / iteration "
                    "(default: only the result of each run)")
     o.add_argument("--plot", metavar="PNG", help="draw the tuning curve and the final weights (default: no plot)")
-    o.add_argument("--wait", action="store_true", help="if another rerank process is writing the same -o or --plot, "
-                   "wait until it ends (default: refuse at once, naming it)")
+    add_option_flags(o, Writing)   # --wait: of -o (its run files with it) and --plot
     add_quiet(o)
     p.set_defaults(func=run)
 
