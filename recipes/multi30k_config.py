@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rerank.options import (PATH, NONNEGATIVE_INT, POSITIVE, POSITIVE_INT, UNIT_INTERVAL, int_check,
-                            list_of, one_of, option)
+from rerank.options import (MAX_RESAMPLES, MAX_TRIALS, PATH, NONNEGATIVE_INT, POSITIVE, POSITIVE_INT, UNIT_INTERVAL,
+                            at_most, int_check, list_of, one_of, option)
 
 FLAVOURS = ("weak", "regular", "optimised")
 # recipe preset -> (NMT size preset, embedding preset); `tiny` is for smoke tests only
 PRESETS = {"cpu": ("cpu", "cpu"), "paper": ("paper", "paper"), "tiny": ("tiny", "small")}
-BOOTSTRAP = int_check("0 (no s_sel or intervals) or at least 2", lambda v: v == 0 or v >= 2)
+BOOTSTRAP = at_most(int_check("0 (no s_sel or intervals) or at least 2", lambda v: v == 0 or v >= 2), MAX_RESAMPLES)
 
 
 @dataclass
@@ -52,8 +52,10 @@ class RecipeConfig:
                                           default_text="embed train's")
     runs: int = option(3, "MIRA runs per system", check=POSITIVE_INT)
     epochs: int = option(60, "MIRA epochs", check=POSITIVE_INT)
-    ar_trials: int = option(10000, "approximate randomisation trials", flag="--ar", check=POSITIVE_INT)
-    bootstrap: int = option(1000, "bootstrap samples for s_sel and CIs; 0: none", check=BOOTSTRAP)
+    ar_trials: int = option(10000, f"approximate randomisation trials (at most {MAX_TRIALS:,})", flag="--ar",
+                            check=at_most(POSITIVE_INT, MAX_TRIALS))
+    bootstrap: int = option(1000, f"bootstrap samples for s_sel and CIs; 0: none (at most {MAX_RESAMPLES:,})",
+                            check=BOOTSTRAP)
     seed: int = option(1, "random seed of the model training, the MIRA runs and the significance tests",
                        check=NONNEGATIVE_INT)
     # no generated flag: --device is rerank.device.add_torch_options' (every torch command's), and

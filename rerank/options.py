@@ -163,6 +163,13 @@ NAMES = Check("a list of names", split_names,        # a flag gives them comma-s
               lambda v: isinstance(v, (list, tuple)) and all(isinstance(x, str) for x in v), "names")
 MAPPING = Check("a dict", str, lambda v: isinstance(v, Mapping), "a dict")   # a nested field's value
 
+# The ceilings of the significance counts a user gives (rerank.significance; EvalOptions.ar and
+# bootstrap, the recipes' --ar and --bootstrap): the randomisation runs in blocks of trials
+# (bounded memory, time linear in the trials); the bootstrap keeps every resample's score of each
+# run (8 bytes x statistics x runs per resample) for its intervals.
+MAX_TRIALS = 10_000_000
+MAX_RESAMPLES = 1_000_000
+
 
 # ---- declaring a field ----
 

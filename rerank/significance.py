@@ -32,13 +32,9 @@ from typing import overload
 import numpy as np
 
 from rerank.metrics.base import Metric
+from rerank.options import MAX_RESAMPLES, MAX_TRIALS  # noqa: F401 (the ceilings, here with their tests)
 from rerank.progress import Progress, progress_bar
 
-# The ceilings of the counts a user gives (EvalOptions.ar, bootstrap): the randomisation runs in
-# blocks of trials (bounded memory, time linear in the trials); the bootstrap keeps every
-# resample's score of each run (8 bytes x statistics x runs per resample) for its intervals.
-MAX_TRIALS = 10_000_000
-MAX_RESAMPLES = 1_000_000
 
 # Comparisons of floating-point differences: pseudo-systems that only re-order a sum must count as equal.
 _TOL = 1e-9
