@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 
 from rerank.errors import needs_neural
 from rerank.metrics.registry import QUALITY_METRICS
-from rerank.options import NONNEGATIVE, NONNEGATIVE_INT, POSITIVE, POSITIVE_INT, UNIT_INTERVAL, at_most, option
+from rerank.options import MAX_EPOCHS, NONNEGATIVE, NONNEGATIVE_INT, POSITIVE, POSITIVE_INT, UNIT_INTERVAL, at_most, option
 from rerank.tuning import Tuner, TunerOutput
 
 
@@ -22,7 +22,7 @@ ALL_METRICS = QUALITY_METRICS  # every quality metric of the registry, plug-ins 
 
 @dataclass(frozen=True)
 class KBMiraOptions:
-    epochs: int = option(60, "epochs (at most 100,000: each keeps a record)", check=at_most(POSITIVE_INT, 100_000))
+    epochs: int = option(60, f"epochs (at most {MAX_EPOCHS:,}: each keeps a record)", check=at_most(POSITIVE_INT, MAX_EPOCHS))
     C: float = option(0.01, "step-size cap C", check=POSITIVE)
     decay: float = option(0.999, "background BLEU decay", check=UNIT_INTERVAL)
     model_bg: bool = option(False, "background from the model 1-best instead of the hope")

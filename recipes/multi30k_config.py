@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rerank.options import (MAX_RESAMPLES, MAX_TRIALS, PATH, NONNEGATIVE_INT, POSITIVE, POSITIVE_INT, UNIT_INTERVAL,
+from rerank.options import (MAX_EPOCHS, MAX_RESAMPLES, MAX_RUNS, MAX_TRIALS, PATH, NONNEGATIVE_INT, POSITIVE, POSITIVE_INT, UNIT_INTERVAL,
                             at_most, int_check, list_of, one_of, option)
 
 FLAVOURS = ("weak", "regular", "optimised")
@@ -50,8 +50,8 @@ class RecipeConfig:
                                         default_text="nmt train's")
     embed_max_epochs: int | None = option(None, "epoch limit per embedding model", check=POSITIVE_INT,
                                           default_text="embed train's")
-    runs: int = option(3, "MIRA runs per system", check=POSITIVE_INT)
-    epochs: int = option(60, "MIRA epochs", check=POSITIVE_INT)
+    runs: int = option(3, f"MIRA runs per system (at most {MAX_RUNS:,})", check=at_most(POSITIVE_INT, MAX_RUNS))
+    epochs: int = option(60, f"MIRA epochs (at most {MAX_EPOCHS:,})", check=at_most(POSITIVE_INT, MAX_EPOCHS))
     ar_trials: int = option(10000, f"approximate randomisation trials (at most {MAX_TRIALS:,})", flag="--ar",
                             check=at_most(POSITIVE_INT, MAX_TRIALS))
     bootstrap: int = option(1000, f"bootstrap samples for s_sel and CIs; 0: none (at most {MAX_RESAMPLES:,})",

@@ -29,7 +29,7 @@ from rerank.errors import InputError
 from rerank.metrics.base import MetricInfo
 from rerank.nbest import NBestList
 from rerank.metrics.registry import MetricLike, best_index, metric_info, metric_names
-from rerank.options import ANY, NAMES, NONNEGATIVE_INT, POSITIVE_INT, check_options, option
+from rerank.options import ANY, MAX_RUNS, NAMES, NONNEGATIVE_INT, POSITIVE_INT, at_most, check_options, option
 from rerank.progress import Progress
 from rerank.tuning import Tuner, TuningData, degenerate, normalize as rescale, weight_shares
 from rerank.weights import read_weights, write_weights
@@ -60,7 +60,8 @@ class TuneSettings:
                          "by its direction, so higher is better; weights >= 0, not all 0)", metavar="METRIC",
                          group="metric")
     runs: int = option(1, "independent runs with seeds seed..seed+R-1; R > 1 writes OUTPUT.run1.json .. runR.json "
-                       "for the optimizer-instability report of `rerank eval`", check=POSITIVE_INT)
+                       f"for the optimizer-instability report of `rerank eval` (at most {MAX_RUNS:,})",
+                       check=at_most(POSITIVE_INT, MAX_RUNS))
     seed: int = option(1, "random seed of the first run", check=NONNEGATIVE_INT)
     tokenize: str = option("13a", "BLEU tokeniser as sacrebleu -tok, as `rerank eval` and `rerank oracle` (none for "
                            "text tokenised like its references)", group="metric")

@@ -169,6 +169,10 @@ MAPPING = Check("a dict", str, lambda v: isinstance(v, Mapping), "a dict")   # a
 # run (8 bytes x statistics x runs per resample) for its intervals.
 MAX_TRIALS = 10_000_000
 MAX_RESAMPLES = 1_000_000
+# tuning: runs (a weights file each: TuneSettings.runs, the recipe's --runs) and kbmira's epochs
+# (each keeps a record: KBMiraOptions.epochs, the recipe's --epochs)
+MAX_RUNS = 10_000
+MAX_EPOCHS = 100_000
 
 
 # ---- declaring a field ----
