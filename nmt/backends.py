@@ -41,10 +41,12 @@ import numpy as np
 
 from rerank import distributed
 from rerank.dedup import distinct_index
+from rerank.device import load_tokenizer
+from rerank.device import one_line as _one_line
 from rerank.errors import InputError, needs_neural
 from rerank.io import read_json_object
 from rerank.progress import Progress, transformers_bars_off
-from rerank.score_cache import lookup, model_digest, score_in_blocks
+from rerank.score_cache import lookup, model_digest, score_in_blocks, token_batches
 
 log = logging.getLogger(__name__)
 
@@ -79,54 +81,6 @@ def model_kind(path: str) -> str:
     return HF if ("model_type" in config or "architectures" in config) else PROJECT
 
 
-# What AutoTokenizer.from_pretrained raises for a directory whose tokenizer files are missing or bad,
-# found by loading directories with each file removed, cut or garbled:
-# OSError (a config that is no JSON to transformers), ValueError (no tokenizer files, a class this
-# transformers lacks, JSON and UTF-8 errors), TypeError (transformers 5 on a Marian directory without
-# its tokenizer files). Anything else is a bug, not bad input.
-TOKENIZER_LOAD_ERRORS = (OSError, ValueError, TypeError)
-
-
-def load_tokenizer(path: str):
-    """The model's own tokenizer, offline. A tokenizer saved by the other transformers major
-    version (5.x configs name classes 4.x lacks) is rebuilt from its portable tokenizer.json and
-    the special tokens of tokenizer_config.json."""
-    with needs_neural("a Hugging Face or CTranslate2 model"):
-        from transformers import AutoTokenizer, PreTrainedTokenizerFast
-    try:
-        return AutoTokenizer.from_pretrained(path, local_files_only=True)
-    except TOKENIZER_LOAD_ERRORS as exc:
-        fast = os.path.join(path, "tokenizer.json")
-        if not os.path.isfile(fast):
-            raise InputError(f"cannot load the model's tokenizer ({type(exc).__name__}: {_one_line(exc)}); a CTranslate2 "
-                             "directory needs the tokenizer files beside model.bin (the converter's copy_files option)",
-                             path) from exc
-        log.info("AutoTokenizer failed on %s (%s): using its tokenizer.json", path, exc)
-        return PreTrainedTokenizerFast(tokenizer_file=fast, **_special_tokens(path))
-
-
-def _one_line(exc: Exception, limit: int = 300) -> str:
-    text = " ".join(str(exc).split())
-    return text if len(text) <= limit else text[:limit] + " ..."
-
-
-def _special_tokens(path: str) -> dict:
-    config_path = os.path.join(path, "tokenizer_config.json")
-    try:
-        with open(config_path, encoding="utf-8") as f:
-            config = json.load(f)
-    except (OSError, json.JSONDecodeError):
-        return {}
-    tokens = {}
-    for key in ("bos_token", "eos_token", "unk_token", "pad_token", "sep_token", "cls_token", "mask_token"):
-        value = config.get(key)
-        if isinstance(value, dict):
-            value = value.get("content")
-        if isinstance(value, str):
-            tokens[key] = value
-    return tokens
-
-
 def default_batch_tokens(device) -> int:
     """Padded tokens per batch when none is given: 4,096 on CUDA; 1,024 on the CPU, where a batch's
     logits (tokens x vocabulary) stay nearer the cache: a seventh faster than 4,096 for a Marian
@@ -139,25 +93,6 @@ def _target_log_probs(torch, logits, targets) -> np.ndarray:
     the targets alone, logit - logsumexp, with no (tokens x vocabulary) output."""
     picked = logits.gather(-1, targets.clamp(min=0).unsqueeze(-1)).squeeze(-1) - torch.logsumexp(logits, dim=-1)
     return (picked * (targets >= 0)).sum(1).double().cpu().numpy()
-
-
-def token_batches(lengths: Sequence[int], budget: int) -> list[list[int]]:
-    """Indices sorted by length (longest first), cut into batches whose padded size
-    (count x longest) stays within `budget` tokens; a single longer item is a batch of its own."""
-    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
-    batches: list[list[int]] = []
-    batch: list[int] = []
-    longest = 0
-    for i in order:
-        longest_if = max(longest, lengths[i])
-        if batch and longest_if * (len(batch) + 1) > budget:
-            batches.append(batch)
-            batch, longest_if = [], lengths[i]
-        batch.append(i)
-        longest = longest_if
-    if batch:
-        batches.append(batch)
-    return batches
 
 
 def _hf_device_dtype(device):

@@ -22,18 +22,22 @@
   state_dict checked against the module, every failure of the file an InputError naming the file
   (the exceptions torch.load raises for a bad file, TORCH_LOAD_ERRORS, kept as its cause).
 
+- `load_tokenizer`: a users' model's own tokenizer, offline, rebuilt from its tokenizer.json when
+  the other transformers major version saved it.
+
 torch is imported inside the functions, so the core imports without it.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import pickle
 import re
 import struct
 
-from rerank.errors import InputError
+from rerank.errors import InputError, needs_neural
 from rerank.options import POSITIVE_INT
 
 log = logging.getLogger(__name__)
@@ -203,3 +207,52 @@ def load_weights(module, state, path: str, what: str = "the model") -> None:
     """Check `state` against `module` (check_state_dict) and load it (fp16 copied into fp32 alike)."""
     check_state_dict(module.state_dict(), state, path, what)
     module.load_state_dict(state)
+
+
+# What AutoTokenizer.from_pretrained raises for a directory whose tokenizer files are missing or bad,
+# found by loading directories with each file removed, cut or garbled:
+# OSError (a config that is no JSON to transformers), ValueError (no tokenizer files, a class this
+# transformers lacks, JSON and UTF-8 errors), TypeError (transformers 5 on a Marian directory without
+# its tokenizer files). Anything else is a bug, not bad input.
+TOKENIZER_LOAD_ERRORS = (OSError, ValueError, TypeError)
+
+
+def load_tokenizer(path: str):
+    """The model's own tokenizer, offline. A tokenizer saved by the other transformers major
+    version (5.x configs name classes 4.x lacks) is rebuilt from its portable tokenizer.json and
+    the special tokens of tokenizer_config.json (the users' models of rerank.nmt.backends, MetricX)."""
+    with needs_neural("a Hugging Face or CTranslate2 model"):
+        from transformers import AutoTokenizer, PreTrainedTokenizerFast
+    try:
+        return AutoTokenizer.from_pretrained(path, local_files_only=True)
+    except TOKENIZER_LOAD_ERRORS as exc:
+        fast = os.path.join(path, "tokenizer.json")
+        if not os.path.isfile(fast):
+            raise InputError(f"cannot load the model's tokenizer ({type(exc).__name__}: {one_line(exc)}); a CTranslate2 "
+                             "directory needs the tokenizer files beside model.bin (the converter's copy_files option)",
+                             path) from exc
+        log.info("AutoTokenizer failed on %s (%s): using its tokenizer.json", path, exc)
+        return PreTrainedTokenizerFast(tokenizer_file=fast, **_special_tokens(path))
+
+
+def one_line(exc: Exception, limit: int = 300) -> str:
+    """An exception's message on one line, cut at `limit` characters."""
+    text = " ".join(str(exc).split())
+    return text if len(text) <= limit else text[:limit] + " ..."
+
+
+def _special_tokens(path: str) -> dict:
+    config_path = os.path.join(path, "tokenizer_config.json")
+    try:
+        with open(config_path, encoding="utf-8") as f:
+            config = json.load(f)
+    except (OSError, json.JSONDecodeError):
+        return {}
+    tokens = {}
+    for key in ("bos_token", "eos_token", "unk_token", "pad_token", "sep_token", "cls_token", "mask_token"):
+        value = config.get(key)
+        if isinstance(value, dict):
+            value = value.get("content")
+        if isinstance(value, str):
+            tokens[key] = value
+    return tokens

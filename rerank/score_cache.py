@@ -13,7 +13,8 @@ The scores are written as they come, a block of about BLOCK_ITEMS at a time, eac
 transaction (`score_in_blocks`): a run killed part-way (kill -9, Ctrl-C, SIGTERM, a lost node)
 keeps every block it finished, and the rerun scores only the rest, saying how many it read
 (`lookup`). A block is a run of whole batches, so the batches and their scores are those of an
-uninterrupted run.
+uninterrupted run. The batches of a model that pads them are cut by `token_batches`: longest first,
+each within a budget of padded tokens.
 """
 
 from __future__ import annotations
@@ -218,3 +219,22 @@ def score_in_blocks(batches: Sequence[Sequence[int]], score: Callable[[Sequence[
             if store is not None:
                 store(items, got)
     return values
+
+
+def token_batches(lengths: Sequence[int], budget: int) -> list[list[int]]:
+    """Indices sorted by length (longest first), cut into batches whose padded size
+    (count x longest) stays within `budget` tokens; a single longer item is a batch of its own."""
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    batches: list[list[int]] = []
+    batch: list[int] = []
+    longest = 0
+    for i in order:
+        longest_if = max(longest, lengths[i])
+        if batch and longest_if * (len(batch) + 1) > budget:
+            batches.append(batch)
+            batch, longest_if = [], lengths[i]
+        batch.append(i)
+        longest = longest_if
+    if batch:
+        batches.append(batch)
+    return batches
