@@ -13,6 +13,9 @@ writes, under DIR:
 - `gpt2-de/`: a GPT-2 causal LM (1 layer) with `<s>`/`</s>` and its CTranslate2 conversion
   `gpt2-de-ct2/`;
 - `st-en-de/`: a sentence-transformers encoder (a 1-layer BERT with mean pooling);
+- with --bertscore-bleurt, `bertscore-tiny/`: a 2-layer BERT with its WordPiece tokenizer, for
+  BERTScore, and `bleurt-tiny/`: a BLEURT-20-style RemBERT with its regression head, in
+  rerank.metrics.bleurt's checkpoint format;
 - with --comet, `cometkiwi-tiny/`: a reference-free COMET checkpoint (UnifiedMetric, src + mt)
   and `comet22-tiny/`: a reference-based one (RegressionMetric, src + mt + ref, as COMET-22), on
   2-layer XLM-R encoders (needs unbabel-comet, extra [comet]).
@@ -201,6 +204,76 @@ def build_comet_qe(out: str, lines: list[str], seed: int = 0) -> str:
     return build_comet(out, lines, seed, "kiwi")
 
 
+def wordpiece_tokenizer(lines: list[str], vocab_size: int = 400):
+    """A BERT WordPiece tokenizer (transformers' BertTokenizer: lower case, [CLS] A [SEP] B [SEP])
+    with a vocabulary trained on `lines`, as bert_score and BLEURT read theirs."""
+    import tempfile
+
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
+    from transformers import BertTokenizer
+
+    tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.train_from_iterator(lines, trainers.WordPieceTrainer(
+        vocab_size=vocab_size, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"], show_progress=False))
+    vocab = sorted(tok.get_vocab().items(), key=lambda item: item[1])
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "vocab.txt")
+        with open(path, "w", encoding="utf-8") as f:
+            f.writelines(token + "\n" for token, _ in vocab)
+        return BertTokenizer(path, model_max_length=256)
+
+
+def build_bertscore(out: str, lines: list[str], seed: int = 0, layers: int = 2) -> str:
+    """A BERT of `layers` layers, width 32, random weights, with its WordPiece tokenizer: a model
+    directory for BERTScore (--bertscore-model, bert_score's model_type)."""
+    import torch
+    from transformers import BertConfig, BertModel
+
+    tokenizer = wordpiece_tokenizer(lines)
+    config = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=layers, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=256, pad_token_id=tokenizer.pad_token_id)
+    torch.manual_seed(seed)
+    BertModel(config).eval().save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
+
+
+def build_bleurt(out: str, lines: list[str], seed: int = 0, layers: int = 2, *, hidden: int = 32,
+                 embedding: int = 16, heads: int = 2, ffn: int = 64, max_length: int = 256) -> str:
+    """A BLEURT-20-style model (RemBERT encoder, input embeddings narrower than the hidden states
+    as RemBERT's, and a linear head on the pooled output) with random weights, in the checkpoint
+    format of rerank.metrics.bleurt: bleurt_config.json, model.safetensors, its tokenizer."""
+    import json
+
+    import torch
+    from safetensors.torch import save_file
+
+    from rerank.metrics.bleurt import CONFIG, FORMAT, build_model
+
+    tokenizer = wordpiece_tokenizer(lines)
+    encoder = {"vocab_size": len(tokenizer), "hidden_size": hidden, "num_hidden_layers": layers,
+               "num_attention_heads": heads, "input_embedding_size": embedding, "output_embedding_size": embedding,
+               "intermediate_size": ffn, "max_position_embeddings": max_length, "type_vocab_size": 2,
+               "pad_token_id": tokenizer.pad_token_id, "bos_token_id": tokenizer.cls_token_id,
+               "eos_token_id": tokenizer.sep_token_id}
+    config = {"format": FORMAT, "max_length": max_length, "encoder": encoder}
+    torch.manual_seed(seed)
+    model, head = build_model(config)
+    with torch.no_grad():   # RemBERT's init (std 0.02) leaves the pooled output and the score near 0: spread them
+        model.pooler.dense.weight.normal_(0.0, 0.5)
+        head.weight.normal_(0.0, 1.0)
+    os.makedirs(out, exist_ok=True)
+    state = {f"encoder.{k}": v.contiguous() for k, v in model.state_dict().items()}
+    state.update({f"head.{k}": v.contiguous() for k, v in head.state_dict().items()})
+    save_file(state, os.path.join(out, "model.safetensors"))
+    with open(os.path.join(out, CONFIG), "w", encoding="utf-8") as f:
+        json.dump(config, f, indent=1)
+    tokenizer.save_pretrained(out)
+    return out
+
+
 def convert_ct2(model_dir: str, out: str) -> str:
     """CTranslate2's own converter on a transformers directory, tokenizer files copied beside model.bin."""
     from ctranslate2.converters import TransformersConverter
@@ -217,15 +290,16 @@ def read_text(paths: list[str]) -> list[str]:
 
 
 def build_all(out: str, text: list[str] | None = None, seed: int = 0, ct2: bool = True, st: bool = True,
-              comet: bool = False) -> dict[str, str]:
-    """Every tiny model under `out` (the COMET one only with `comet`); returns {name: directory}."""
+              comet: bool = False, bertscore_bleurt: bool = False) -> dict[str, str]:
+    """Every tiny model under `out` (the COMET ones only with `comet`, BERTScore's and BLEURT's only
+    with `bertscore_bleurt`); returns {name: directory}."""
     from rerank.progress import transformers_bars_off
 
     with transformers_bars_off():
-        return _build_all(out, text, seed, ct2, st, comet)
+        return _build_all(out, text, seed, ct2, st, comet, bertscore_bleurt)
 
 
-def _build_all(out, text, seed, ct2, st, comet) -> dict[str, str]:
+def _build_all(out, text, seed, ct2, st, comet, bertscore_bleurt=False) -> dict[str, str]:
     os.makedirs(out, exist_ok=True)
     lines = read_text(text or DEFAULT_TEXT)
     tokenizer = train_tokenizer(lines)
@@ -239,6 +313,9 @@ def _build_all(out, text, seed, ct2, st, comet) -> dict[str, str]:
         paths["gpt2_ct2"] = convert_ct2(paths["gpt2"], os.path.join(out, "gpt2-de-ct2"))
     if st:
         paths["st"] = build_sentence_encoder(os.path.join(out, "st-en-de"), tokenizer, seed)
+    if bertscore_bleurt:
+        paths["bertscore"] = build_bertscore(os.path.join(out, "bertscore-tiny"), lines, seed)
+        paths["bleurt"] = build_bleurt(os.path.join(out, "bleurt-tiny"), lines, seed)
     if comet:
         paths["comet"] = build_comet_qe(os.path.join(out, "cometkiwi-tiny"), lines, seed)
         paths["comet_ref"] = build_comet(os.path.join(out, "comet22-tiny"), lines, seed, "regression")
@@ -252,12 +329,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--comet", action="store_true", help="also COMET models, reference-free and reference-based "
                         "(needs the [comet] extra)")
+    parser.add_argument("--bertscore-bleurt", action="store_true", help="also a BERT for BERTScore and a "
+                        "BLEURT-20-style RemBERT")
     args = parser.parse_args(argv)
     import logging
 
     logging.getLogger("transformers").setLevel(logging.ERROR)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    for name, path in build_all(args.out, args.text, args.seed, comet=args.comet).items():
+    for name, path in build_all(args.out, args.text, args.seed, comet=args.comet,
+                                    bertscore_bleurt=args.bertscore_bleurt).items():
         print(f"{name}\t{path}")
     return 0
 

@@ -61,6 +61,8 @@ import numpy as np
 from rerank.metrics.bleu import SMOOTHING, sentence_bleu, sentence_bleu_plus1, stats_array
 from rerank.errors import InputError
 from rerank.features import Feature, FeatureContext
+from rerank.metrics.bertscore import BERTScoreUtility
+from rerank.metrics.bleurt import BLEURTUtility
 from rerank.metrics.comet import MBRUtility
 from rerank.metrics.registry import objective
 from rerank.mbr_matrix import matrix_store
@@ -378,7 +380,8 @@ def needs_model(cls: type) -> bool:
     return bool(getattr(cls, "needs_model", True))
 
 
-BUILTIN_UTILITIES: dict[str, type] = {"bleu": BLEUUtility, "chrf": CHRFUtility, "ter": TERUtility, "comet": MBRUtility}
+BUILTIN_UTILITIES: dict[str, type] = {"bleu": BLEUUtility, "chrf": CHRFUtility, "ter": TERUtility, "comet": MBRUtility,
+                                     "bertscore": BERTScoreUtility, "bleurt": BLEURTUtility}
 UTILITIES = tuple(BUILTIN_UTILITIES)
 # every MBR utility: the built-in ones, then the plug-ins of the entry-point group rerank.mbr_utilities
 # (rerank.embeddings: sim, a sentence-transformers cosine; mlmme, the cosine of this project's MLMME/VSE

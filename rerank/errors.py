@@ -38,7 +38,8 @@ class NeedsOption(InputError):
 # Modules of the optional extras (pyproject.toml), by extra: the core imports none of them.
 NEURAL_MODULES = frozenset({"torch", "torchvision", "sklearn", "sentencepiece", "sacremoses", "PIL"})
 EXTRA_OF_MODULE = {**{module: "neural" for module in NEURAL_MODULES}, "transformers": "hf", "tokenizers": "hf",
-                   "safetensors": "hf", "ctranslate2": "ct2", "sentence_transformers": "st", "comet": "comet"}
+                   "safetensors": "hf", "ctranslate2": "ct2", "sentence_transformers": "st", "comet": "comet",
+                   "bert_score": "neural"}
 
 
 def install_line(module: str) -> str:

@@ -214,6 +214,8 @@ def _tex(s: str) -> str:
 METEOR_LANGUAGES = ("en", "de", "fr", "es", "cs")
 SIGNIFICANCE = "significance"
 COMET_GROUP = "COMET (reference-based, from a local checkpoint; needs the [comet] extra)"
+PAIR_GROUP = "BERTScore and BLEURT (reference-based, from a local model directory; need the [neural] and [hf] extras)"
+PAIR_METRICS = {"bertscore": ("bertscore_model", "bertscore_layer", "bertscore_rescale"), "bleurt": ("bleurt_model",)}
 
 
 def _metrics_help() -> str:
@@ -267,8 +269,13 @@ class EvalOptions:
     directory or .ckpt) for the metric `comet`, which also needs `sources` (the source sentences:
     a file or a list, one per reference line); comet_batch_size, device (cpu, cuda) and
     score_cache (a score-cache file, rerank.score_cache; True: the default one; None: none) are
-    the model's. wait: if another process is writing an output of `rerank.evaluate(outputs=)`,
-    `Evaluation.save` or `rerank.report`, wait until it ends (default: refuse, naming it).
+    the model's (and bertscore's and bleurt's). bertscore_model (a transformers model directory),
+    with bertscore_layer (bert_score's num_layers; default the last) and bertscore_rescale (a
+    bert_score baseline file), adds the metric `bertscore` (BERTScore F1); bleurt_model (a BLEURT
+    model directory, rerank.metrics.bleurt) the metric `bleurt`: both score (hypothesis,
+    reference) pairs and need no sources. wait: if another process is writing an output of
+    `rerank.evaluate(outputs=)`, `Evaluation.save` or `rerank.report`, wait until it ends (default:
+    refuse, naming it).
 
     Every rule that needs no data is checked here, once, with one message (InputError naming the
     field as `option`, which the command line says as its flag)."""
@@ -312,6 +319,19 @@ class EvalOptions:
     sources: Any = option(None, "source sentences, one per reference line, for --comet-model", flag="--src",
                           dest="sources", check=SOURCES, metavar="FILE", group=COMET_GROUP)
     comet_batch_size: int = option(16, "COMET inputs per batch", check=POSITIVE_INT, metavar="N", group=COMET_GROUP)
+    bertscore_model: str | None = option(None, "a transformers model directory (config.json, weights, tokenizer): adds "
+                                         "the metric bertscore, BERTScore F1 as bert-score computes it, each distinct "
+                                         "(hypothesis, reference) scored once", check=PATH, metavar="DIR",
+                                         group=PAIR_GROUP)
+    bertscore_layer: int | None = option(None, "the layer whose embeddings BERTScore matches (bert_score's num_layers)",
+                                         check=NONNEGATIVE_INT, metavar="L", default_text="the model's last",
+                                         group=PAIR_GROUP)
+    bertscore_rescale: str | None = option(None, "rescale BERTScore F1 with this bert_score baseline file "
+                                           "(rescale_baseline/LANG/MODEL.tsv in the package)", check=PATH,
+                                           metavar="FILE", default_text="no rescaling", group=PAIR_GROUP)
+    bleurt_model: str | None = option(None, "a BLEURT model directory (bleurt_config.json, model.safetensors, "
+                                      "tokenizer: docs/models.md): adds the metric bleurt", check=PATH, metavar="DIR",
+                                      group=PAIR_GROUP)
     device: str | None = option(None, "cpu, cuda or cuda:N, for COMET", cli=False)   # rerank.device.add_device_option
     score_cache: str | bool | None = option(None, "score cache of users' models, shared with `rerank features`",
                                             check=CACHE, metavar="FILE", group=COMET_GROUP,
@@ -344,10 +364,13 @@ class EvalOptions:
                                                                   else "") + ")", option="metrics")
         if self.comet_model is not None and "comet" not in metrics:
             metrics += ("comet",)   # comet_model asks for the metric, as segment_scores do for their NAMEs
+        metrics += tuple(name for name, fields in PAIR_METRICS.items()
+                         if getattr(self, fields[0]) is not None and name not in metrics and name not in external)
         metrics += tuple(name for name in external if name not in metrics)
         object.__setattr__(self, "metrics", metrics)
         object.__setattr__(self, "lang", self.lang.lower())
         self._check_comet([m for m in metrics if isinstance(m, str) and m not in external])
+        self._check_pair_metrics([m for m in metrics if isinstance(m, str) and m not in external])
         names = [m if isinstance(m, str) else m.name for m in metrics]
         twice = [m for m in names if names.count(m) > 1]
         if twice:
@@ -384,7 +407,8 @@ class EvalOptions:
 
         specs = [parse_spec(spec) for spec in self.segment_scores]
         names = [name for name, _ in specs]
-        taken = (*METRIC_NAMES, *(("comet",) if self.comet_model is not None else ()))
+        taken = (*METRIC_NAMES, *(("comet",) if self.comet_model is not None else ()),
+                 *(name for name, fields in PAIR_METRICS.items() if getattr(self, fields[0]) is not None))
         clash = [n for n in names if n.lower() in taken] or [n for n in names if names.count(n) > 1]
         if clash:
             raise InputError(f"segment_scores {clash[0]}: the name is taken (built-in metrics: {', '.join(taken)}; each "
@@ -397,7 +421,8 @@ class EvalOptions:
         from rerank.device import check_device
 
         if "comet" not in names:
-            given = [f for f in ("comet_model", "sources", "device", "score_cache") if getattr(self, f) is not None]
+            shared = () if any(name in names for name in PAIR_METRICS) else ("device", "score_cache")
+            given = [f for f in ("comet_model", "sources", *shared) if getattr(self, f) is not None]
             given += ["comet_batch_size"] if self.comet_batch_size != 16 else []
             if given:
                 raise InputError(f"{given[0]} is given but metrics has no comet ({given[0]} is read by the comet metric "
@@ -410,6 +435,33 @@ class EvalOptions:
         if self.sources is None:
             raise InputError("the metric comet needs the source sentences (sources: a file or a list)", option="sources")
 
+    def _check_pair_metrics(self, names: list[str]) -> None:
+        """The options of bertscore and bleurt (`names`: the metrics named by string): each one's
+        model with it, none of its options without it."""
+        from rerank.device import check_device
+
+        for name, fields in PAIR_METRICS.items():
+            if name not in names:
+                given = [f for f in fields if getattr(self, f) is not None]
+                if given:
+                    raise InputError(f"{given[0]} is given but metrics has no {name} ({given[0]} is read by the "
+                                     f"{name} metric only: give {fields[0]} too)", option=given[0],
+                                     mentions=("metrics", fields[0]))
+            elif getattr(self, fields[0]) is None:
+                raise InputError(f"the metric {name} needs {fields[0]} DIR, its model directory", option=fields[0],
+                                 mentions=(fields[0],))
+            else:
+                check_device(self.device)
+
+    def _pair_metric(self, name: str) -> Metric:
+        """The metric bertscore or bleurt of these options (its model checked, not loaded)."""
+        from rerank.metrics.registry import MODEL_METRICS
+        from rerank.score_cache import default_cache_path
+
+        cache = default_cache_path() if self.score_cache is True else self.score_cache
+        metric: Any = MODEL_METRICS[name]   # a PairModelMetric class: made from these options
+        return metric.from_eval(self, os.fspath(cache) if isinstance(cache, (str, os.PathLike)) else None)
+
     def file_metrics(self, n: int) -> dict[str, Metric]:
         """{name: metric} of the metrics read from files for `n` sentences: the segment scores (higher
         is better unless lower_better names them) and the model metrics (comet, with the sources read
@@ -420,6 +472,9 @@ class EvalOptions:
                                     for name, path in self.segment_files().items()}
         if "comet" in self.metrics and "comet" not in found and self.comet_model is not None:
             found["comet"] = self._comet_metric(n)
+        for name, fields in PAIR_METRICS.items():
+            if name in self.metrics and name not in found and getattr(self, fields[0]) is not None:
+                found[name] = self._pair_metric(name)
         return found
 
     def _comet_metric(self, n: int) -> Metric:
@@ -442,7 +497,8 @@ class EvalOptions:
         """The files an evaluation with these options reads besides the references and the systems:
         segment scores, sources, the COMET model, METEOR's jar and resources (for the check that no
         output is an input)."""
-        values = [*self.segment_files().values(), self.sources, self.comet_model,
+        values = [*self.segment_files().values(), self.sources, self.comet_model, self.bertscore_model,
+                  self.bertscore_rescale, self.bleurt_model,
                   *((self.meteor or {}).get(k) for k in ("jar", "resources"))]
         return [os.fspath(v) for v in values if isinstance(v, (str, os.PathLike))]
 

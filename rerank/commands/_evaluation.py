@@ -33,20 +33,24 @@ def add_evaluation_arguments(p) -> None:
     add_text_options(p, "the --nbest lists' hypotheses")
     add_option_flags(p, EvalOptions)
     comet = next(g for g in p._action_groups if g.title and g.title.startswith("COMET"))
-    add_device_option(comet, note=", for COMET", default=None)   # None: not given (refused without --comet-model)
+    add_device_option(comet, note=", for COMET, BERTScore and BLEURT", default=None)   # None: not given (refused
+    # without a model metric)
     comet.add_argument("--no-score-cache", action="store_true", help="neither read nor write the score cache")
 
 
 def eval_options(args):
     """The EvalOptions of the parsed flags (made and checked once). The score cache is the default
-    file when COMET runs, unless --no-score-cache (which says so without --comet-model)."""
+    file when a model metric runs (COMET, BERTScore, BLEURT), unless --no-score-cache (which says
+    so without one of their models)."""
     from rerank import EvalOptions
 
     if args.no_score_cache and args.score_cache:
         raise InputError("--score-cache and --no-score-cache: choose one")
-    if args.no_score_cache and not args.comet_model:
-        raise InputError("--no-score-cache is read by the comet metric only: give --comet-model too")
-    if args.comet_model and not args.no_score_cache and args.score_cache is None:
+    models = args.comet_model or args.bertscore_model or args.bleurt_model
+    if args.no_score_cache and not models:
+        raise InputError("--no-score-cache is read by the model metrics only (comet, bertscore, bleurt): give "
+                         "--comet-model, --bertscore-model or --bleurt-model too")
+    if models and not args.no_score_cache and args.score_cache is None:
         args.score_cache = True   # the default file
     return options_from_args(EvalOptions, args)
 

@@ -1,0 +1,225 @@
+"""BLEURT (Sellam et al. 2020; BLEURT-20: Pu et al. 2021) in PyTorch on transformers' RemBertModel:
+the `bleurt` metric of `rerank eval`/`report`, feature column and MBR utility (what they share:
+rerank.metrics.pair_models).
+
+BLEURT-20 is a RemBERT encoder read with a linear head on its pooled output (the tanh of a dense
+layer on the [CLS] state): the input is the pair "[CLS] reference [SEP] candidate [SEP]" (token
+types 0 then 1), truncated to `max_length` tokens (longest side first), and the score is
+head(pooled output), as the public PyTorch port (lucadiliello/bleurt-pytorch,
+BleurtForSequenceClassification) computes it. Higher is better. A sentence with several
+references takes their mean, as COMET's metric does.
+
+A model is a directory in this toolkit's checkpoint format, loaded without running code from it:
+
+- `bleurt_config.json`: {"format": "rerank-bleurt", "max_length": 512, "encoder": {a RemBertConfig
+  as a dict}};
+- `model.safetensors` (or `model.pt`, a state_dict read with `torch.load(weights_only=True)`): the
+  RemBertModel's weights under `encoder.` and the head's as `head.weight` (1 x hidden) and
+  `head.bias`;
+- the tokenizer's files (transformers' AutoTokenizer, offline).
+
+`rerank.recipes.tiny_models.build_bleurt` writes one with random weights. Pairs are tokenized
+once, sorted by length and batched by padded tokens (MAX_TOKENS), each distinct pair scored once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from rerank.errors import InputError, needs_neural
+from rerank.metrics.pair_models import (MAX_TOKENS, Pair, PairModel, PairModelFeature, PairModelMetric,
+                                        PairModelUtility, Store, loading_failed, model_directory, token_batches)
+from rerank.options import PATH, POSITIVE_INT, option
+from rerank.progress import transformers_bars_off
+
+CONFIG = "bleurt_config.json"
+FORMAT = "rerank-bleurt"
+WEIGHTS = ("model.safetensors", "model.pt")
+
+
+def read_config(path: str) -> dict:
+    """bleurt_config.json of a model directory, checked: its format, max_length and encoder config."""
+    file = os.path.join(model_directory(path, "bleurt", (CONFIG,)), CONFIG)
+    try:
+        with open(file, encoding="utf-8") as f:
+            config = json.load(f)
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise InputError(f"cannot read {CONFIG}: {' '.join(str(exc).split())[:200]}", file) from exc
+    if not isinstance(config, dict) or config.get("format") != FORMAT or not isinstance(config.get("encoder"), dict):
+        raise InputError(f"not a BLEURT model in this toolkit's format: {CONFIG} needs \"format\": \"{FORMAT}\" and "
+                         "an \"encoder\" RemBertConfig (docs/models.md)", file)
+    if not (isinstance(config.get("max_length", 512), int) and config.get("max_length", 512) >= 3):
+        raise InputError(f"{CONFIG}: max_length must be an integer >= 3, got {config.get('max_length')!r}", file)
+    if not any(os.path.isfile(os.path.join(path, name)) for name in WEIGHTS):
+        raise InputError(f"a BLEURT model needs its weights, {' or '.join(WEIGHTS)}", path)
+    return config
+
+
+def read_weights(path: str) -> dict:
+    """The state_dict of a model directory: safetensors, else a .pt read with weights_only=True."""
+    import pickle
+
+    import torch
+
+    from rerank.device import TORCH_LOAD_ERRORS
+
+    file = os.path.join(path, WEIGHTS[0])
+    if os.path.isfile(file):
+        from safetensors import SafetensorError
+        from safetensors.torch import load_file
+
+        try:
+            return load_file(file)
+        except (OSError, SafetensorError) as exc:
+            raise InputError(f"cannot read the BLEURT weights: {' '.join(str(exc).split())[:200]}", file) from exc
+    file = os.path.join(path, WEIGHTS[1])
+    try:
+        state = torch.load(file, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        raise InputError("refused: the weights file pickles objects, not only tensors, and loading it would run code "
+                         "from it; save a plain state_dict (or safetensors)", file) from exc
+    except TORCH_LOAD_ERRORS as exc:
+        raise InputError(f"cannot read the BLEURT weights: {' '.join(str(exc).split())[:200]}", file) from exc
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise InputError("the BLEURT weights file is not a state_dict (names to tensors)", file)
+    return state
+
+
+def build_model(config: dict, state: dict | None = None):
+    """(RemBertModel with its pooler, head Linear(hidden, 1)) of a bleurt_config.json's contents,
+    with the weights of `state` (None: random). Missing or unexpected weights are an error."""
+    import torch
+    from transformers import RemBertConfig, RemBertModel
+
+    encoder = RemBertModel(RemBertConfig(**config["encoder"]), add_pooling_layer=True)
+    head = torch.nn.Linear(encoder.config.hidden_size, 1)
+    if state is not None:
+        ours = {f"encoder.{k}": v for k, v in encoder.state_dict().items()}
+        ours.update({f"head.{k}": v for k, v in head.state_dict().items()})
+        missing = sorted(set(ours) - set(state))
+        extra = sorted(set(state) - set(ours))
+        if missing or extra:
+            raise ValueError(f"the weights do not fit the config: {len(missing)} missing (first: "
+                             f"{missing[:1]}), {len(extra)} unexpected (first: {extra[:1]})")
+        encoder.load_state_dict({k[len("encoder."):]: v for k, v in state.items() if k.startswith("encoder.")})
+        head.load_state_dict({"weight": state["head.weight"], "bias": state["head.bias"]})
+    return encoder.eval(), head.eval()
+
+
+class BLEURTModel(PairModel):
+    """BLEURT of the model directory at `path` (bleurt_config.json, weights, tokenizer)."""
+
+    name, display, reduce, package = "bleurt", "BLEURT", "mean", "transformers"
+
+    def __init__(self, path: str, device=None, batch_size: int | None = None):
+        super().__init__(path, device, batch_size)
+        self.config = read_config(self.path)
+        self.max_length = int(self.config.get("max_length", 512))
+
+    def namespace(self) -> str:
+        from rerank.score_cache import model_digest
+
+        return model_digest(self.path) + "\0bleurt"
+
+    def settings(self) -> str:
+        return f"max-length:{self.max_length}"
+
+    def load(self):
+        """(tokenizer, encoder, head) on the device, offline."""
+        if self._loaded is None:
+            with needs_neural("the bleurt metric"):
+                from transformers import AutoTokenizer
+            try:
+                with transformers_bars_off():
+                    tokenizer = AutoTokenizer.from_pretrained(self.path, local_files_only=True)
+                    encoder, head = build_model(self.config, read_weights(self.path))
+            except (OSError, ValueError, KeyError, TypeError, RuntimeError) as exc:
+                raise loading_failed(self.path, "bleurt", exc) from exc
+            self._loaded = (tokenizer, encoder.to(self.device), head.to(self.device))
+        return self._loaded
+
+    def inputs(self, pairs: Sequence[Pair]) -> list[dict[str, list[int]]]:
+        """The token ids and types of "[CLS] reference [SEP] candidate [SEP]" for each pair."""
+        tokenizer, _, _ = self.load()
+        encoded = tokenizer([r for _, r in pairs], [h for h, _ in pairs], truncation=True, max_length=self.max_length)
+        return [{"input_ids": ids, "token_type_ids": types}
+                for ids, types in zip(encoded["input_ids"], encoded["token_type_ids"])]
+
+    def score(self, pairs: Sequence[Pair], store: Store | None) -> np.ndarray:
+        """BLEURT of each distinct pair, length-sorted batches of at most MAX_TOKENS padded tokens."""
+        import torch
+
+        from rerank.score_cache import score_in_blocks
+
+        tokenizer, encoder, head = self.load()
+        rows = self.inputs(pairs)
+        batches = token_batches([len(row["input_ids"]) for row in rows], self.max_rows, MAX_TOKENS)
+        pad = tokenizer.pad_token_id or 0
+
+        def batch_scores(some: Sequence[Sequence[int]]) -> np.ndarray:
+            (batch,) = some
+            width = max(len(rows[k]["input_ids"]) for k in batch)
+            ids = torch.full((len(batch), width), pad, dtype=torch.long)
+            types = torch.zeros((len(batch), width), dtype=torch.long)
+            mask = torch.zeros((len(batch), width), dtype=torch.long)
+            for i, k in enumerate(batch):
+                n = len(rows[k]["input_ids"])
+                ids[i, :n], types[i, :n], mask[i, :n] = (torch.tensor(rows[k]["input_ids"]),
+                                                         torch.tensor(rows[k]["token_type_ids"]), 1)
+            with torch.inference_mode():
+                pooled = encoder(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
+                                 token_type_ids=types.to(self.device)).pooler_output
+                return head(pooled)[:, 0].double().cpu().numpy()
+
+        weights = [sum(len(rows[k]["input_ids"]) for k in batch) for batch in batches]
+        return score_in_blocks(batches, batch_scores, store, weights=weights)
+
+
+class BLEURTMetric(PairModelMetric):
+    """BLEURT as a metric of `rerank eval`/`report` (the mean over a sentence's references)."""
+
+    name, display = "bleurt", "BLEURT"
+    scale = "the model's regression scores (BLEURT-20: about 0-1)"
+    statistics_doc = "`[score, 1]`: the model's score of (reference, candidate) (mean over the references)"
+    score_doc = "the mean of the segment scores"
+    options_doc = "EvalOptions `bleurt_model`, `device`, `score_cache` (`--bleurt-model`, ...)"
+
+    @classmethod
+    def from_eval(cls, options, cache: str | None) -> BLEURTMetric:
+        """The metric of an EvalOptions (its bleurt_model and device)."""
+        return cls(BLEURTModel(os.fspath(options.bleurt_model), options.device), cache)
+
+
+@dataclass(frozen=True)
+class BLEURTOptions:
+    """Options of the bleurt feature (flags of `rerank features`: --bleurt-model, --bleurt-batch-size)."""
+
+    model: str | None = option(None, "a BLEURT model directory in this toolkit's format (bleurt_config.json, "
+                               "model.safetensors, tokenizer)", check=PATH, metavar="DIR",
+                               default_text="none, needed for bleurt")
+    batch_size: int = option(64, "pairs per batch (also at most 8,192 padded tokens)", check=POSITIVE_INT)
+
+
+class BLEURTFeature(PairModelFeature):
+    columns = ("bleurt",)
+    description = ("BLEURT of each hypothesis against its references (--bleurt-model, -r): a column to tune toward or "
+                   "pick oracles by")
+    Options = BLEURTOptions
+    option_prefix = "bleurt-"
+
+    def make_model(self, options, device) -> PairModel:
+        return BLEURTModel(options.model, device, options.batch_size)
+
+
+class BLEURTUtility(PairModelUtility):
+    """BLEURT as the MBR utility."""
+
+    Model = BLEURTModel
+    no_aggregate = ("the aggregate MBR method needs a utility with a vector or n-gram form; BLEURT encodes the "
+                    "hypothesis and the reference together: use the exact method for bleurt")
+
