@@ -18,7 +18,8 @@ writes, under DIR:
   rerank.metrics.bleurt's checkpoint format;
 - with --comet, `cometkiwi-tiny/`: a reference-free COMET checkpoint (UnifiedMetric, src + mt)
   and `comet22-tiny/`: a reference-based one (RegressionMetric, src + mt + ref, as COMET-22), on
-  2-layer XLM-R encoders (needs unbabel-comet, extra [comet]).
+  2-layer XLM-R encoders (needs unbabel-comet, extra [comet]);
+- `build_metricx` (not in `build_all`): a MetricX-24 or MetricX-23 checkpoint on a tiny mT5.
 
 The models know no language: their scores are random functions of the tokens. They exist to
 test that each backend's column equals the backend's own computation, and to run the whole
@@ -202,6 +203,61 @@ def build_comet(out: str, lines: list[str], seed: int = 0, kind: str = "kiwi") -
 def build_comet_qe(out: str, lines: list[str], seed: int = 0) -> str:
     """A reference-free COMET (UnifiedMetric with input segments mt and src, as CometKiwi): `build_comet` of kind kiwi."""
     return build_comet(out, lines, seed, "kiwi")
+
+
+def build_metricx(out: str, lines: list[str], seed: int = 0, version: int = 24, mode: str | None = None) -> str:
+    """A MetricX checkpoint (rerank.metrics.metricx's layout) on a 2+1-layer mT5 of width 32 with
+    random weights: config.json (embeddings untied, as mT5's) and model.safetensors with the public
+    MT5ForRegression's weights (shared, encoder, decoder, lm_head), a BPE tokenizer with
+    mT5's special ids (<pad> 0, </s> 1 appended, <unk> 2) and metricx.json naming the version, the
+    mode (MetricX-23: reference or qe) and the score token, the vocabulary's last id. The score
+    token's output row is set so that the scores of the training lines spread over about [-8, 33]:
+    some inputs fall on each side of the clamp to [0, 25]."""
+    import json
+
+    import torch
+    from safetensors.torch import save_file
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import MT5Config, MT5ForConditionalGeneration, PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.Metaspace()
+    tok.decoder = decoders.Metaspace()
+    tok.train_from_iterator(lines, trainers.BpeTrainer(vocab_size=600, special_tokens=["<pad>", "</s>", "<unk>"],
+                                                       show_progress=False))
+    tok.post_processor = processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", 1)])
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="</s>", unk_token="<unk>", pad_token="<pad>")
+    config = MT5Config(vocab_size=len(tokenizer), d_model=32, d_kv=8, d_ff=64, num_layers=2, num_decoder_layers=1,
+                       num_heads=4, relative_attention_num_buckets=8, feed_forward_proj="gated-gelu",
+                       tie_word_embeddings=False, pad_token_id=0, eos_token_id=1, decoder_start_token_id=0)
+    config.architectures = ["MT5ForRegression"]
+    token = len(tokenizer) - 1
+    torch.manual_seed(seed)
+    model = MT5ForConditionalGeneration(config).eval()
+    texts = [f"source: {a} candidate: {b}" if k % 2 else f"candidate: {b} reference: {a}"
+             for k, (a, b) in enumerate(zip(lines[:64], lines[-64:]))]   # MetricX-24 and MetricX-23 inputs
+    batch = tokenizer(texts, padding=True, truncation=True, max_length=128, return_tensors="pt")
+    head = torch.randn(config.vocab_size, config.d_model)   # its own output projection (transformers 5 ties it)
+    with torch.no_grad():
+        encoded = model.encoder(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).last_hidden_state
+        hidden = model.decoder(input_ids=torch.zeros((len(texts), 1), dtype=torch.long), encoder_hidden_states=encoded,
+                               encoder_attention_mask=batch["attention_mask"]).last_hidden_state[:, 0]
+    raw = hidden @ head[token]
+    unit = hidden.mean(0) / hidden.mean(0).square().sum()   # hidden . unit is about 1 for every input
+    scale = 12.0 / raw.std()
+    head[token] = scale * head[token] + (12.5 - scale * raw.mean()) * unit
+    os.makedirs(out, exist_ok=True)
+    state = {k: v.detach().clone().contiguous() for k, v in model.state_dict().items() if k != "lm_head.weight"}
+    save_file({**state, "lm_head.weight": head.contiguous()}, os.path.join(out, "model.safetensors"))
+    with open(os.path.join(out, "config.json"), "w", encoding="utf-8") as f:
+        json.dump({**config.to_dict(), "tie_word_embeddings": False}, f, indent=1)   # as mT5's own configs
+    tokenizer.save_pretrained(out)
+    settings = {"version": version, "score_token_id": token, "max_input_length": 128}
+    if mode is not None or version == 23:
+        settings["mode"] = mode or "reference"
+    with open(os.path.join(out, "metricx.json"), "w", encoding="utf-8") as f:
+        json.dump(settings, f)
+    return out
 
 
 def wordpiece_tokenizer(lines: list[str], vocab_size: int = 400):

@@ -64,6 +64,7 @@ from rerank.features import Feature, FeatureContext
 from rerank.metrics.bertscore import BERTScoreUtility
 from rerank.metrics.bleurt import BLEURTUtility
 from rerank.metrics.comet import MBRUtility
+from rerank.metrics.metricx import MBRUtility as MetricXUtility
 from rerank.metrics.registry import objective
 from rerank.mbr_matrix import matrix_store
 from rerank.nbest import NBestList
@@ -381,7 +382,7 @@ def needs_model(cls: type) -> bool:
 
 
 BUILTIN_UTILITIES: dict[str, type] = {"bleu": BLEUUtility, "chrf": CHRFUtility, "ter": TERUtility, "comet": MBRUtility,
-                                     "bertscore": BERTScoreUtility, "bleurt": BLEURTUtility}
+                                     "bertscore": BERTScoreUtility, "bleurt": BLEURTUtility, "metricx": MetricXUtility}
 UTILITIES = tuple(BUILTIN_UTILITIES)
 # every MBR utility: the built-in ones, then the plug-ins of the entry-point group rerank.mbr_utilities
 # (rerank.embeddings: sim, a sentence-transformers cosine; mlmme, the cosine of this project's MLMME/VSE
@@ -572,7 +573,9 @@ class MBROptions:
     --mbr-candidates, --mbr-references)."""
 
     utility: str = option("bleu", "utility: sentence BLEU+1 (bleu), chrF, -TER, comet (a reference-based COMET "
-                          "checkpoint as --mbr-model, with --src) or an installed plug-in's (sim: the cosine of a "
+                          "checkpoint as --mbr-model, with --src), metricx (-MetricX: a reference-based MetricX "
+                          "checkpoint directory as --mbr-model, with --src; the decision minimises the expected "
+                          "MetricX) or an installed plug-in's (sim: the cosine of a "
                           "sentence-transformers encoder, --mbr-model DIR; mlmme: of an MLMME/VSE model, "
                           "--mbr-model MODEL.pt)", metavar="NAME")
     temperature: float = option(1.0, "posterior = softmax(score / T) within each list", check=POSITIVE)
@@ -593,10 +596,12 @@ class MBROptions:
                                     metavar="NAME:K", default_text="every hypothesis")
     model: str | None = option(None, "the model of a model utility: a reference-based COMET checkpoint for comet "
                                "(COMET-22: each hypothesis encoded once; other classes: COMET's predict per pair, "
-                               "exact only), a sentence-transformers directory for sim, an MLMME/VSE model.pt for "
+                               "exact only), a MetricX checkpoint directory for metricx, a sentence-transformers "
+                               "directory for sim, an MLMME/VSE model.pt for "
                                "mlmme", check=PATH, metavar="PATH", default_text="none, needed for comet, sim, mlmme")
-    batch_size: int | None = option(None, "sentences per encoder batch of a model utility", check=POSITIVE_INT,
-                                    metavar="N", default_text="the utility's: 16 for comet, 64 for sim")
+    batch_size: int | None = option(None, "sentences per encoder batch of a model utility (metricx: padded input "
+                                    "tokens per batch)", check=POSITIVE_INT, metavar="N",
+                                    default_text="the utility's: 16 for comet, 64 for sim, 4096 tokens for metricx")
     references: int | None = option(None, "only each list's K most probable hypotheses are pseudo-references (their "
                                     "posterior renormalised)", check=POSITIVE_INT, metavar="K",
                                     default_text="every hypothesis")

@@ -215,6 +215,7 @@ METEOR_LANGUAGES = ("en", "de", "fr", "es", "cs")
 SIGNIFICANCE = "significance"
 COMET_GROUP = "COMET (reference-based, from a local checkpoint; needs the [comet] extra)"
 PAIR_GROUP = "BERTScore and BLEURT (reference-based, from a local model directory; need the [neural] and [hf] extras)"
+METRICX_GROUP = "MetricX (an error score: lower is better; from a local checkpoint; needs the [neural] and [hf] extras)"
 PAIR_METRICS = {"bertscore": ("bertscore_model", "bertscore_layer", "bertscore_rescale"), "bleurt": ("bleurt_model",)}
 
 
@@ -222,7 +223,7 @@ def _metrics_help() -> str:
     from rerank.metrics.registry import metric_names
 
     return (f"comma-separated: {', '.join(metric_names(models=True, builtin=True))} (comet: with --comet-model) or a "
-            "--segment-scores NAME")
+            "--segment-scores NAME (metricx, lower is better: with --metricx-model)")
 
 
 METRICS = Check("metric names or Metric objects", split_names,   # a flag gives the names comma-separated
@@ -269,13 +270,15 @@ class EvalOptions:
     directory or .ckpt) for the metric `comet`, which also needs `sources` (the source sentences:
     a file or a list, one per reference line); comet_batch_size, device (cpu, cuda) and
     score_cache (a score-cache file, rerank.score_cache; True: the default one; None: none) are
-    the model's (and bertscore's and bleurt's). bertscore_model (a transformers model directory),
-    with bertscore_layer (bert_score's num_layers; default the last) and bertscore_rescale (a
-    bert_score baseline file), adds the metric `bertscore` (BERTScore F1); bleurt_model (a BLEURT
-    model directory, rerank.metrics.bleurt) the metric `bleurt`: both score (hypothesis,
-    reference) pairs and need no sources. wait: if another process is writing an output of
-    `rerank.evaluate(outputs=)`, `Evaluation.save` or `rerank.report`, wait until it ends (default:
-    refuse, naming it).
+    the model's (and bertscore's, bleurt's and metricx's). metricx_model: a reference-based
+    MetricX checkpoint directory (rerank.metrics.metricx) for the metric `metricx`, an error score
+    (lower is better), which needs `sources` too; metricx_batch_tokens its padded tokens per batch.
+    bertscore_model (a transformers model directory), with bertscore_layer (bert_score's
+    num_layers; default the last) and bertscore_rescale (a bert_score baseline file), adds the
+    metric `bertscore` (BERTScore F1); bleurt_model (a BLEURT model directory,
+    rerank.metrics.bleurt) the metric `bleurt`: both score (hypothesis, reference) pairs and need
+    no sources. wait: if another process is writing an output of `rerank.evaluate(outputs=)`,
+    `Evaluation.save` or `rerank.report`, wait until it ends (default: refuse, naming it).
 
     Every rule that needs no data is checked here, once, with one message (InputError naming the
     field as `option`, which the command line says as its flag)."""
@@ -316,7 +319,7 @@ class EvalOptions:
                                      "(hparams.yaml, checkpoints/model.ckpt) or the .ckpt; adds the metric comet, the "
                                      "mean of its segment scores, each distinct (source, hypothesis, reference) scored "
                                      "once", check=PATH, metavar="PATH", group=COMET_GROUP)
-    sources: Any = option(None, "source sentences, one per reference line, for --comet-model", flag="--src",
+    sources: Any = option(None, "source sentences, one per reference line, for --comet-model and --metricx-model", flag="--src",
                           dest="sources", check=SOURCES, metavar="FILE", group=COMET_GROUP)
     comet_batch_size: int = option(16, "COMET inputs per batch", check=POSITIVE_INT, metavar="N", group=COMET_GROUP)
     bertscore_model: str | None = option(None, "a transformers model directory (config.json, weights, tokenizer): adds "
@@ -329,6 +332,12 @@ class EvalOptions:
     bertscore_rescale: str | None = option(None, "rescale BERTScore F1 with this bert_score baseline file "
                                            "(rescale_baseline/LANG/MODEL.tsv in the package)", check=PATH,
                                            metavar="FILE", default_text="no rescaling", group=PAIR_GROUP)
+    metricx_model: str | None = option(None, "a reference-based MetricX checkpoint directory (MetricX-24 hybrid or "
+                                       "MetricX-23 reference: config.json, weights, the mT5 tokenizer, metricx.json; "
+                                       "docs/models.md): adds the metric metricx, lower is better, the mean of its "
+                                       "segment scores; needs --src", check=PATH, metavar="DIR", group=METRICX_GROUP)
+    metricx_batch_tokens: int | None = option(None, "MetricX padded input tokens per batch", check=POSITIVE_INT,
+                                              metavar="N", default_text="4096", group=METRICX_GROUP)
     bleurt_model: str | None = option(None, "a BLEURT model directory (bleurt_config.json, model.safetensors, "
                                       "tokenizer: docs/models.md): adds the metric bleurt", check=PATH, metavar="DIR",
                                       group=PAIR_GROUP)
@@ -364,6 +373,8 @@ class EvalOptions:
                                                                   else "") + ")", option="metrics")
         if self.comet_model is not None and "comet" not in metrics:
             metrics += ("comet",)   # comet_model asks for the metric, as segment_scores do for their NAMEs
+        if self.metricx_model is not None and "metricx" not in metrics:
+            metrics += ("metricx",)   # as comet_model asks for comet
         metrics += tuple(name for name, fields in PAIR_METRICS.items()
                          if getattr(self, fields[0]) is not None and name not in metrics and name not in external)
         metrics += tuple(name for name in external if name not in metrics)
@@ -371,6 +382,7 @@ class EvalOptions:
         object.__setattr__(self, "lang", self.lang.lower())
         self._check_comet([m for m in metrics if isinstance(m, str) and m not in external])
         self._check_pair_metrics([m for m in metrics if isinstance(m, str) and m not in external])
+        self._check_metricx([m for m in metrics if isinstance(m, str) and m not in external])
         names = [m if isinstance(m, str) else m.name for m in metrics]
         twice = [m for m in names if names.count(m) > 1]
         if twice:
@@ -408,6 +420,7 @@ class EvalOptions:
         specs = [parse_spec(spec) for spec in self.segment_scores]
         names = [name for name, _ in specs]
         taken = (*METRIC_NAMES, *(("comet",) if self.comet_model is not None else ()),
+                 *(("metricx",) if self.metricx_model is not None else ()),
                  *(name for name, fields in PAIR_METRICS.items() if getattr(self, fields[0]) is not None))
         clash = [n for n in names if n.lower() in taken] or [n for n in names if names.count(n) > 1]
         if clash:
@@ -421,8 +434,9 @@ class EvalOptions:
         from rerank.device import check_device
 
         if "comet" not in names:
-            shared = () if any(name in names for name in PAIR_METRICS) else ("device", "score_cache")
-            given = [f for f in ("comet_model", "sources", *shared) if getattr(self, f) is not None]
+            shared = () if any(name in names for name in (*PAIR_METRICS, "metricx")) else ("device", "score_cache")
+            given = [f for f in ("comet_model", *(() if "metricx" in names else ("sources",)), *shared)
+                     if getattr(self, f) is not None]
             given += ["comet_batch_size"] if self.comet_batch_size != 16 else []
             if given:
                 raise InputError(f"{given[0]} is given but metrics has no comet ({given[0]} is read by the comet metric "
@@ -453,6 +467,26 @@ class EvalOptions:
             else:
                 check_device(self.device)
 
+    def _check_metricx(self, names: list[str]) -> None:
+        """The metricx metric's options (`names`: the metrics named by string): a model and the
+        sources with it, its batch size not without it (sources, device and score_cache are
+        checked with comet's)."""
+        from rerank.device import check_device
+
+        if "metricx" not in names:
+            if self.metricx_batch_tokens is not None:
+                raise InputError("metricx_batch_tokens is given but metrics has no metricx (it is read by the metricx "
+                                 "metric only: give metricx_model too)", option="metricx_batch_tokens",
+                                 mentions=("metrics", "metricx_model"))
+            return
+        check_device(self.device)
+        if self.metricx_model is None:
+            raise InputError("the metric metricx needs metricx_model DIR, a reference-based MetricX checkpoint "
+                             "directory", option="metricx_model", mentions=("metricx_model",))
+        if self.sources is None:
+            raise InputError("the metric metricx needs the source sentences (sources: a file or a list)",
+                             option="sources")
+
     def _pair_metric(self, name: str) -> Metric:
         """The metric bertscore or bleurt of these options (its model checked, not loaded)."""
         from rerank.metrics.registry import MODEL_METRICS
@@ -472,21 +506,39 @@ class EvalOptions:
                                     for name, path in self.segment_files().items()}
         if "comet" in self.metrics and "comet" not in found and self.comet_model is not None:
             found["comet"] = self._comet_metric(n)
+        if "metricx" in self.metrics and "metricx" not in found and self.metricx_model is not None:
+            found["metricx"] = self._metricx_metric(n)
         for name, fields in PAIR_METRICS.items():
             if name in self.metrics and name not in found and getattr(self, fields[0]) is not None:
                 found[name] = self._pair_metric(name)
         return found
 
-    def _comet_metric(self, n: int) -> Metric:
+    def _sources(self, n: int) -> list[str]:
+        """The source sentences of the model metrics that read them (comet, metricx), checked
+        against the references' length."""
         from rerank.io import read_lines
-        from rerank.metrics.comet import COMETMetric
-        from rerank.score_cache import default_cache_path
 
         path = os.fspath(self.sources) if isinstance(self.sources, (str, os.PathLike)) else None
         sources = read_lines(path) if path is not None else list(self.sources)
         if len(sources) != n or not all(isinstance(line, str) for line in sources):
             raise InputError(f"{len(sources)} source sentences for {n} reference lines" if len(sources) != n
                              else "sources must be strings, one per sentence", path, option="sources")
+        return sources
+
+    def _metricx_metric(self, n: int) -> Metric:
+        from rerank.metrics.metricx import MetricXMetric
+        from rerank.score_cache import default_cache_path
+
+        cache = default_cache_path() if self.score_cache is True else self.score_cache
+        assert self.metricx_model is not None  # _check_metricx: the metric needs it
+        return MetricXMetric(os.fspath(self.metricx_model), self._sources(n), batch_tokens=self.metricx_batch_tokens,
+                             device=self.device, cache=os.fspath(cache) if isinstance(cache, (str, os.PathLike)) else None)
+
+    def _comet_metric(self, n: int) -> Metric:
+        from rerank.metrics.comet import COMETMetric
+        from rerank.score_cache import default_cache_path
+
+        sources = self._sources(n)
         cache = default_cache_path() if self.score_cache is True else self.score_cache
         model = self.comet_model
         assert model is not None  # _check_comet: the metric comet needs it
@@ -497,7 +549,7 @@ class EvalOptions:
         """The files an evaluation with these options reads besides the references and the systems:
         segment scores, sources, the COMET model, METEOR's jar and resources (for the check that no
         output is an input)."""
-        values = [*self.segment_files().values(), self.sources, self.comet_model, self.bertscore_model,
+        values = [*self.segment_files().values(), self.sources, self.comet_model, self.metricx_model, self.bertscore_model,
                   self.bertscore_rescale, self.bleurt_model,
                   *((self.meteor or {}).get(k) for k in ("jar", "resources"))]
         return [os.fspath(v) for v in values if isinstance(v, (str, os.PathLike))]
@@ -586,6 +638,9 @@ def evaluate_systems(refs: Sequence[Sequence[str]], baseline_runs: Sequence[Sequ
               "marks": "randomisation and bootstrap" if bootstrap >= 2 else "randomisation",
               "runs": {name: len(runs) for name, runs in all_systems.items()}, "sentences": n,
               "references": len(refs)}
+    if "metricx" in read and o.metricx_model is not None:
+        config["metricx"] = {"model": os.fspath(o.metricx_model), "batch_tokens": o.metricx_batch_tokens or 4096,
+                             "device": o.device or "cpu"}
     if "comet" in read and o.comet_model is not None:
         config["comet"] = {"model": os.fspath(o.comet_model), "batch_size": o.comet_batch_size, "device": o.device or "cpu",
                            **({"sources": os.fspath(o.sources)} if isinstance(o.sources, (str, os.PathLike)) else {})}

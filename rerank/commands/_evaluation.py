@@ -33,23 +33,23 @@ def add_evaluation_arguments(p) -> None:
     add_text_options(p, "the --nbest lists' hypotheses")
     add_option_flags(p, EvalOptions)
     comet = next(g for g in p._action_groups if g.title and g.title.startswith("COMET"))
-    add_device_option(comet, note=", for COMET, BERTScore and BLEURT", default=None)   # None: not given (refused
+    add_device_option(comet, note=", for COMET, BERTScore, BLEURT and MetricX", default=None)   # None: not given (refused
     # without a model metric)
     comet.add_argument("--no-score-cache", action="store_true", help="neither read nor write the score cache")
 
 
 def eval_options(args):
     """The EvalOptions of the parsed flags (made and checked once). The score cache is the default
-    file when a model metric runs (COMET, BERTScore, BLEURT), unless --no-score-cache (which says
+    file when a model metric runs (COMET, BERTScore, BLEURT, MetricX), unless --no-score-cache (which says
     so without one of their models)."""
     from rerank import EvalOptions
 
     if args.no_score_cache and args.score_cache:
         raise InputError("--score-cache and --no-score-cache: choose one")
-    models = args.comet_model or args.bertscore_model or args.bleurt_model
+    models = args.comet_model or args.bertscore_model or args.bleurt_model or args.metricx_model
     if args.no_score_cache and not models:
-        raise InputError("--no-score-cache is read by the model metrics only (comet, bertscore, bleurt): give "
-                         "--comet-model, --bertscore-model or --bleurt-model too")
+        raise InputError("--no-score-cache is read by the model metrics only (comet, bertscore, bleurt, "
+                         "metricx): give --comet-model, --bertscore-model, --bleurt-model or --metricx-model too")
     if models and not args.no_score_cache and args.score_cache is None:
         args.score_cache = True   # the default file
     return options_from_args(EvalOptions, args)

@@ -34,6 +34,7 @@ from rerank.metrics.bertscore import BERTScoreMetric
 from rerank.metrics.bleurt import BLEURTMetric
 from rerank.metrics.comet import COMETMetric
 from rerank.metrics.meteor import MeteorMetric
+from rerank.metrics.metricx import MetricXMetric
 from rerank.metrics.sacre import BLEUMetric, CHRFMetric, CHRFPlusMetric, LengthMetric, TERMetric
 from rerank.plugins import PluginError, Registry
 
@@ -51,7 +52,8 @@ BUILTIN: dict[str, type[Metric]] = {
 # Metrics that score with a user's model and need the source sentences besides the references:
 # `rerank eval`/`report` and `rerank.evaluate` take them (with the model's options, EvalOptions),
 # the tuners and the oracle do not (a model score is tuned toward as an n-best column instead).
-MODEL_METRICS: dict[str, type[Metric]] = {"comet": COMETMetric, "bertscore": BERTScoreMetric, "bleurt": BLEURTMetric}
+MODEL_METRICS: dict[str, type[Metric]] = {"comet": COMETMetric, "bertscore": BERTScoreMetric, "bleurt": BLEURTMetric,
+                                          "metricx": MetricXMetric}
 OPTIONS: frozenset[str] = frozenset(o for cls in BUILTIN.values() for o in cls.options)  # every make_metric option
 
 
