@@ -66,9 +66,10 @@ from rerank.metrics.bleurt import BLEURTUtility
 from rerank.metrics.comet import MBRUtility
 from rerank.metrics.metricx import MBRUtility as MetricXUtility
 from rerank.metrics.registry import objective
-from rerank.mbr_matrix import matrix_store
 from rerank.nbest import NBestList
-from rerank.options import PATH, POSITIVE, POSITIVE_INT, option
+from rerank.mbr_decoders import DECODERS, check_method, decode
+from rerank.mbr_matrix import matrix_store
+from rerank.options import NONNEGATIVE_INT, PATH, POSITIVE, POSITIVE_INT, float_check, list_of, option
 from rerank.metrics.ngrams import (NgramCounter, clipped_counts, integer_sequences, sentence_blocks, token_sequences,
                                    tokenize_many)
 from rerank.plugins import PluginError, Registry
@@ -393,21 +394,30 @@ MBR_UTILITIES: Registry[type] = Registry("rerank.mbr_utilities", "MBR utility", 
 
 # ---- the feature -------------------------------------------------------------------------------
 
-METHODS = ("exact", "aggregate")
+METHODS = ("exact", "aggregate", *DECODERS)   # the decoders: rerank.mbr_decoders
 BLOCK_PAIRS = 125_000     # exact: pairs per block (chrF: about 0.9 KB each at the peak; 2,000,000 held 1.1 GB
                           # over the shipped 50-best, and small blocks are no slower: issue 47)
 BLOCK_HYPS = 1_000        # aggregate: hypotheses per block (small blocks sort in cache: faster)
 MODEL_BLOCK_PAIRS = 100_000   # a model utility, exact: pairs per block (their embeddings are in memory)
 MODEL_BLOCK_HYPS = 5_000      # a model utility, aggregate: hypotheses per block
+DROPPED_MARGIN = 1e-6         # a row a decoder drops: its list's lowest kept value less this (1e-4 points), so
+                              # that a tie never puts the decision on it (rerank.mbr_decoders)
 
 
 def block_scores(texts: list[str], offsets: np.ndarray, p: np.ndarray, utility, method: str,
-                 candidates: np.ndarray | None = None, sources: Sequence[str] | None = None) -> np.ndarray:
+                 candidates: np.ndarray | None = None, sources: Sequence[str] | None = None,
+                 options: MBROptions | None = None, first_list: int = 0) -> np.ndarray:
     """The mbr feature (in [0, 1]) of the rows of whole lists by the `utility` object: texts,
     offsets from 0, posteriors (0 for a row that is no pseudo-reference). Exact MBR asks the
     utility for the pairs of a candidate and a pseudo-reference alone (`candidates`; the caller
-    overwrites the other rows); the sum over the others' pairs would add only zeros."""
+    overwrites the other rows); the sum over the others' pairs would add only zeros. The other
+    decoders (centroid, probabilistic, pruning, c2f: rerank.mbr_decoders.decode, with their
+    settings from `options` and `first_list`, the index of the block's first list, for their
+    seeds) give NaN for every row they do not score."""
     group = list_of_row(offsets)
+    if method in DECODERS:
+        return decode(options if options is not None else MBROptions(method=method), utility, texts, group, p,
+                      candidates, sources, first_list)
     if method == "aggregate":
         return utility.aggregate(sources, texts, group, p)
     I, J, _ = pair_index(offsets)
@@ -464,6 +474,7 @@ def mbr_scores(nbest: NBestList, scores: np.ndarray, options: MBROptions | None 
     if method == "aggregate" and getattr(cls, "aggregate", None) is None:
         raise InputError(getattr(cls, "no_aggregate", "") or f"the {utility} MBR utility has no aggregate method: "
                          "use the exact method")
+    check_method(options, utility, cls)
     if not (block_pairs >= 1 and block_hyps >= 1):
         raise InputError(f"MBR block sizes must be >= 1, got {block_pairs} pairs and {block_hyps} hypotheses")
     if len(scores) != nbest.n_hyps:
@@ -491,9 +502,12 @@ def mbr_scores(nbest: NBestList, scores: np.ndarray, options: MBROptions | None 
                 scorer = model if store is None else store.wrap(model, int(a), offsets[a:b + 1] - lo)
                 out[lo:hi] = block_scores(texts, offsets[a:b + 1] - lo, p[lo:hi], scorer, method,
                                           None if candidates is None else candidates[lo:hi],
-                                          None if sources is None else list(sources[a:b]))
-    if candidates is not None:
-        out = mark_non_candidates(out, candidates, offsets)
+                                          None if sources is None else list(sources[a:b]), options, int(a))
+    dropped = np.isnan(out)   # the rows a decoder did not score (rerank.mbr_decoders): strictly below the others
+    kept = ~dropped if candidates is None else candidates & ~dropped
+    if not kept.all():
+        out = mark_non_candidates(out, kept, offsets)
+        out[dropped] -= DROPPED_MARGIN
     return 100.0 * out
 
 
@@ -519,6 +533,28 @@ class VectorUtility:
         mean = np.zeros((int(group.max(initial=-1)) + 1, vectors.shape[1]))
         np.add.at(mean, group, p[:, None] * vectors)
         return np.einsum("ij,ij->i", vectors, mean[group])
+
+    embeds = True   # the interface of the centroid method (rerank.mbr_decoders): embed, centre, against
+
+    def embed(self, sources, texts, group) -> np.ndarray:
+        """The vectors of the rows, (T, d): what the centroid method clusters."""
+        return self.vectors(list(texts))
+
+    @staticmethod
+    def centre(centroids: np.ndarray) -> np.ndarray:
+        """The reference vector of each k-means centroid: its direction (the utility is a cosine;
+        a zero centroid stays 0)."""
+        norms = np.linalg.norm(centroids, axis=1)
+        return centroids / np.where(norms > 0, norms, 1.0)[:, None]
+
+    def against(self, sources, group, vectors: np.ndarray, I: np.ndarray, references: np.ndarray,
+                K: np.ndarray) -> np.ndarray:
+        """U of the rows I (their `vectors`) against the reference vectors references[K], (P,):
+        the dot product, as `exact` takes it, 65,536 pairs at a time."""
+        out = np.empty(len(I))
+        for a in range(0, len(I), 1 << 16):
+            out[a:a + (1 << 16)] = np.einsum("ij,ij->i", vectors[I[a:a + (1 << 16)]], references[K[a:a + (1 << 16)]])
+        return out
 
 
 def utility_names() -> tuple[str, ...]:
@@ -566,14 +602,20 @@ def mark_non_candidates(values: np.ndarray, candidates: np.ndarray, offsets: np.
     return np.where(candidates, values, lowest[group])
 
 
+RATIO = float_check("a number in (0, 1]", lambda v: 0 < v <= 1)
+
+
 @dataclass(frozen=True)
 class MBROptions:
     """Options of the mbr feature (flags of `rerank features`: --mbr-utility, --mbr-temperature,
     --mbr-score-feature, --mbr-tokenize, --mbr-method, --mbr-bleu-smooth, --mbr-bleu-smooth-value,
-    --mbr-candidates, --mbr-references)."""
+    --mbr-candidates, --mbr-references, and the decoders' --mbr-centroids, --mbr-sample-ratio,
+    --mbr-rank, --mbr-pruning-schedule, --mbr-pruning-alpha, --mbr-c2f-k, --mbr-seed:
+    rerank.mbr_decoders)."""
 
     utility: str = option("bleu", "utility: sentence BLEU+1 (bleu), chrF, -TER, comet (a reference-based COMET "
-                          "checkpoint as --mbr-model, with --src), metricx (-MetricX: a reference-based MetricX "
+                          "checkpoint as --mbr-model, with --src), bertscore and bleurt (BERTScore F1, BLEURT: a model "
+                          "directory as --mbr-model; exact only), metricx (-MetricX: a reference-based MetricX "
                           "checkpoint directory as --mbr-model, with --src; the decision minimises the expected "
                           "MetricX) or an installed plug-in's (sim: the cosine of a "
                           "sentence-transformers encoder, --mbr-model DIR; mlmme: of an MLMME/VSE model, "
@@ -584,8 +626,11 @@ class MBROptions:
                                        default_text="nmt when the list has it, else total")
     tokenize: str = option("13a", "BLEU tokeniser for the bleu utility")
     method: str = option("exact", "exact: every pair of each list (quadratic in the list size); aggregate: each "
-                         "hypothesis against one reference of posterior-expected n-gram counts per list (linear; "
-                         "bleu and chrf only)", choices=METHODS)
+                         "hypothesis against one aggregate reference per list (linear; bleu, chrf, comet, sim, "
+                         "mlmme); centroid: against the k-means centroids of the pseudo-references' embeddings "
+                         "(comet, sim, mlmme); probabilistic: a sampled fraction of the pairs, the rest completed at "
+                         "low rank; pruning: confidence-based pruning on a growing sample of pseudo-references; c2f: "
+                         "aggregate picks the K best, exact MBR among them", choices=METHODS)
     bleu_smooth: str = option("add-k", "sentence BLEU smoothing of the bleu utility, sacrebleu's names: add-k (k = 1: "
                               "BLEU+1), exp (sacrebleu's sentence BLEU, as mbrs scores), floor, none", choices=SMOOTHING)
     bleu_smooth_value: float | None = option(None, "the value of add-k or floor", check=POSITIVE, metavar="X",
@@ -596,7 +641,8 @@ class MBROptions:
                                     metavar="NAME:K", default_text="every hypothesis")
     model: str | None = option(None, "the model of a model utility: a reference-based COMET checkpoint for comet "
                                "(COMET-22: each hypothesis encoded once; other classes: COMET's predict per pair, "
-                               "exact only), a MetricX checkpoint directory for metricx, a sentence-transformers "
+                               "exact only), a transformers model directory for bertscore, a BLEURT model "
+                               "directory for bleurt, a MetricX checkpoint directory for metricx, a sentence-transformers "
                                "directory for sim, an MLMME/VSE model.pt for "
                                "mlmme", check=PATH, metavar="PATH", default_text="none, needed for comet, sim, mlmme")
     batch_size: int | None = option(None, "sentences per encoder batch of a model utility (metricx: padded input "
@@ -609,6 +655,23 @@ class MBROptions:
                                 "none, read when it does (checked against the lists' texts and the utility), so "
                                 "that another temperature, reference limit or candidates reuse it (docs/features.md)",
                                 check=PATH, metavar="DIR", default_text="none: not kept")
+    centroids: int = option(8, "centroid method: k-means centroids per list (as mbrs); at least the pseudo-references: "
+                            "exact MBR", check=POSITIVE_INT, metavar="K")
+    sample_ratio: float = option(0.125, "probabilistic method: the fraction of each list's hypothesis x "
+                                 "pseudo-reference utilities computed (mbrs's reduction factor 8); 1: exact MBR",
+                                 check=RATIO, metavar="R")
+    rank: int = option(8, "probabilistic method: the rank of the completed utility matrix (as mbrs)",
+                       check=POSITIVE_INT, metavar="N")
+    pruning_schedule: list[int] = option([8, 16, 32, 64, 128, 256], "pruning method: the number of pseudo-references "
+                                         "at each step, growing (as mbrs; the last step's are all that are used)",
+                                         check=list_of(POSITIVE_INT, "positive integers"), metavar="N,N,...")
+    pruning_alpha: float = option(0.99, "pruning method: a hypothesis is pruned when its bootstrap probability of "
+                                  "doing at least as well as the current best is at most 1 - alpha (as mbrs)",
+                                  check=RATIO, metavar="A")
+    c2f_k: int = option(8, "c2f method: the hypotheses per list that the aggregate method keeps for exact MBR",
+                        check=POSITIVE_INT, metavar="K")
+    seed: int = option(0, "the seed of the centroid (k-means++), probabilistic (sample, start) and pruning (order, "
+                       "bootstrap) methods", check=NONNEGATIVE_INT, metavar="N")
 
 
 class MBRFeature(Feature):
