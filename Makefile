@@ -11,7 +11,7 @@ CORE_VENV ?= .venv-core
 COMPAT_VENV ?= .venv-compat
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: install demo test test-core test-compat lint reproduce bench clean
+.PHONY: install demo test test-core test-compat test-faults lint reproduce bench clean
 
 # The C kernel of TER (rerank/metrics/_ter.c) is compiled by the editable install (`pip install -e`),
 # so a change to it re-installs like a change to pyproject.toml does.
@@ -61,6 +61,11 @@ test: $(VENV)/.installed
 # tests/conftest.py counts and names them in the summary.
 test-core: $(CORE_VENV)/.installed
 	$(CORE_VENV)/bin/python -m pytest -q $(PYTEST_PARALLEL) -m "not neural" tests
+
+# The fault suite alone: the tests marked `faults` (a full disk, SIGTERM/SIGINT/SIGHUP mid-write, kill -9
+# during a write or a cache write, two writers of one output; docs/architecture.md's "Guarantees").
+test-faults: $(VENV)/.installed
+	$(PY) -m pytest -q $(PYTEST_PARALLEL) -m faults tests
 
 # The users'-model backends under transformers 4 (and the COMET qe feature, which needs it), and
 # models saved by each transformers major scored under the other (tests/cross_version.py).

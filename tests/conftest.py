@@ -1,4 +1,4 @@
-"""Test-wide settings and the `neural` marker.
+"""Test-wide settings and the `neural` and `faults` markers.
 
 One torch thread, so the suite's speed does not collapse when other processes share the cores
 (torch's OpenMP threads spin when oversubscribed).
@@ -13,6 +13,10 @@ another tests module) or the `toy` models, and is not marked. A core install (no
 skipped in silence. A module that imports torch (neural_module) cannot even be collected there:
 it is collected as one placeholder test, marked neural, that fails with the install line when run
 without the marker's deselection.
+
+The marker `faults` names the fault suite (a full disk, SIGTERM/SIGINT/SIGHUP mid-write, kill -9
+during a write or a cache write, two writers of one output), marked in its modules as `neural` is;
+docs/architecture.md's "Guarantees" lists what each of its tests holds.
 """
 
 import gzip
@@ -57,6 +61,8 @@ _deselected: list[str] = []
 
 def pytest_configure(config):
     config.addinivalue_line("markers", f"neural: needs the neural extra (torch, scikit-learn): {INSTALL_NEURAL}")
+    config.addinivalue_line("markers", "faults: the fault suite (full disks, signals, kills, concurrent writers; "
+                            "docs/architecture.md's Guarantees): `pytest -m faults`, `make test-faults`")
 
 
 TESTS_IMPORT = re.compile(r"^(?:from|import)\s+tests\.(\w+)", re.MULTILINE)

@@ -15,7 +15,7 @@ from rerank.nmt.lm import LanguageModel
 from rerank.device import load_tensors
 from tests.edges_helpers import run, snapshot, train_runs, write_toy_data
 
-pytestmark = pytest.mark.neural
+pytestmark = [pytest.mark.neural, pytest.mark.faults]
 
 EMBED_DATA = os.path.join(os.path.dirname(__file__), "data", "embeddings", "multi30k")
 EMBED_CFG = {"word_dim": 8, "hidden_dim": 8, "joint_dim": 8, "min_freq": 1, "batch_size": 16, "select_images": 20,

@@ -18,6 +18,8 @@ from rerank.cli import main
 from rerank.io import TMP_PREFIX, atomic_write, clean_stale_temps, output_group
 from tests.cli_helpers import HANG_SECONDS
 
+pytestmark = pytest.mark.faults
+
 MOSES = "0 ||| a b c ||| nmt= -1 len= 3 ||| -1\n0 ||| a c ||| nmt= -2 len= 2 ||| -2\n1 ||| d e ||| nmt= -1 len= 2 ||| -1\n"
 FAIRSEQ = "S-0\tx y\nT-0\ta b\nH-0\t-1\ta b c\nS-1\tz\nT-1\td e\nH-1\t-1\td e\n"
 ROOT = Path(__file__).resolve().parent.parent

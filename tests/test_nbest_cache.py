@@ -82,6 +82,7 @@ def test_a_changed_file_or_other_options_miss(tmp_path):
     assert len(entries(tmp_path / "c")) == 4
 
 
+@pytest.mark.faults
 @pytest.mark.parametrize("damage", ["truncate", "garbage", "empty", "payload-byte", "header-byte", "other-key", "directory"])
 def test_a_corrupt_entry_is_parsed_again_silently(tmp_path, damage):
     read_nbest(str(JOSHUA), cache=tmp_path)
@@ -114,6 +115,7 @@ def test_a_corrupt_entry_is_parsed_again_silently(tmp_path, damage):
         assert nbcache.load_entry(str(entry), entry.stem) is not None
 
 
+@pytest.mark.faults
 def test_an_unwritable_cache_folder_still_reads(tmp_path, capsys):
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
@@ -187,6 +189,7 @@ def _read_in_process(args):
     return nbest.features.tobytes(), nbest.hyps.raw()[0]
 
 
+@pytest.mark.faults
 def test_concurrent_readers_and_writers(tmp_path):
     path = tmp_path / "big.gz"
     with gzip.open(MOSES_GZ, "rb") as src, gzip.open(path, "wb") as dst:

@@ -63,7 +63,7 @@ def disk_full_for(monkeypatch, folder, name: str, code: int = errno.ENOSPC) -> N
     monkeypatch.setattr(os, "write", write)
 
 
-pytestmark = pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc/self/fd")
+pytestmark = [pytest.mark.faults, pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc/self/fd")]
 
 
 @pytest.fixture

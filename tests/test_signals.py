@@ -14,6 +14,8 @@ from rerank.cli import main
 from tests.cli_helpers import HANG_SECONDS
 from tests.test_interrupt import MOSES, ROOT, temps
 
+pytestmark = pytest.mark.faults
+
 SIGNALS = [(signal.SIGTERM, 143), (signal.SIGHUP, 129)]
 
 

@@ -58,6 +58,7 @@ def test_best_of_runs_carries_the_metadata_of_its_run(tmp_path, capsys):
         assert key in best
 
 
+@pytest.mark.faults
 def test_an_interrupted_run_resumes_without_mixing(tmp_path, capsys, monkeypatch):
     out = tmp_path / "w.json"
     assert run([*SMALL, "--runs", "2", "-o", out], capsys)[0] == 0
