@@ -310,9 +310,16 @@ def test_the_metric_needs_its_model_and_sources():
         evaluate_systems([REF], [CAP1], {}, metrics=("bleu",), metricx_batch_tokens=100, ar=10, bootstrap=0)
 
 
-def test_the_utility_refuses_the_aggregate_method(models, nbest):
+def test_the_utility_takes_the_exact_decoders_and_refuses_the_others(models, nbest):
     from rerank.consensus import MBRFeature
 
-    with pytest.raises(InputError, match="use the exact method for metricx"):
-        MBRFeature().compute(nbest, ["mbr"], FeatureContext(sources=SRC),
-                             {"utility": "metricx", "model": models["24"], "method": "aggregate"})
+    def mbr(**options):
+        return MBRFeature().compute(nbest, ["mbr"], FeatureContext(sources=SRC),
+                                    {"utility": "metricx", "model": models["24"], **options})["mbr"]
+
+    exact = mbr()
+    np.testing.assert_allclose(mbr(method="probabilistic", sample_ratio=1.0), exact, atol=1e-9, rtol=0)
+    for method, message in (("aggregate", "use the exact method for metricx"), ("c2f", "use the exact method"),
+                            ("centroid", "the metricx utility has no embeddings")):
+        with pytest.raises(InputError, match=message):
+            mbr(method=method)

@@ -372,9 +372,6 @@ class MBRUtility:
 
     needs_model = True
     needs_sources = True
-    embeds = False
-    no_embeddings = ("the centroid MBR method clusters sentence embeddings; MetricX has none (it reads the candidate "
-                     "and the reference together): use exact, pruning or probabilistic")
     no_aggregate = ("the aggregate MBR method needs a utility with an aggregate reference; MetricX reads the "
                     "candidate and the reference together: use the exact method for metricx")
 
