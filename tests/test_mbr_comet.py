@@ -137,3 +137,38 @@ def test_torchrun_splits_the_encoding_and_writes_what_one_process_writes(models,
     assert ranks.returncode == 0, ranks.stderr[-2000:]
     assert main([str(a) for a in args] + ["-o", str(tmp_path / "one.nbest")]) == 0
     assert (tmp_path / "two.nbest").read_bytes() == (tmp_path / "one.nbest").read_bytes()
+
+
+def test_the_decoders_with_comet_at_their_limits_are_exact(models, nbest):
+    """rerank.mbr_decoders with COMET-22: centroid with K at least the list size (each embedding its
+    own centroid), probabilistic with ratio 1, pruning holding every pseudo-reference at once and
+    c2f with K = N equal exact MBR; with XCOMET, probabilistic and pruning run COMET's predict on
+    the pairs they ask for (exact at their limits too), centroid and c2f are refused in one line."""
+    scores = nbest.column("nmt")
+    limits = {"centroid": {"centroids": 4}, "probabilistic": {"sample_ratio": 1.0}, "pruning": {"pruning_schedule": [4]},
+              "c2f": {"c2f_k": 4}}
+    for kind in ("regression", "xcomet"):
+        utility = comet.MBRUtility(models[kind])
+        exact = C.mbr_scores(nbest, scores, C.MBROptions("comet"), model=utility, sources=SOURCES)
+        for method, settings in limits.items():
+            options = C.MBROptions("comet", method=method, **settings)
+            if kind == "xcomet" and method in ("centroid", "c2f"):
+                with pytest.raises(InputError, match="needs a COMET model whose score is an estimator"):
+                    C.mbr_scores(nbest, scores, options, model=utility, sources=SOURCES)
+                continue
+            got = C.mbr_scores(nbest, scores, options, model=utility, sources=SOURCES)
+            np.testing.assert_allclose(got, exact, atol=1e-4, err_msg=f"{kind} {method}")
+    regression = comet.MBRUtility(models["regression"])
+    one = C.mbr_scores(nbest, scores, C.MBROptions("comet", method="centroid", centroids=1), model=regression,
+                       sources=SOURCES)
+    assert np.all(np.isfinite(one)) and not np.allclose(one, exact)
+
+
+def test_xcomet_c2f_is_refused_in_one_line_by_the_command_line(models, nbest, tmp_path, capsys):
+    api.write_nbest(nbest, str(tmp_path / "in.nbest"))
+    (tmp_path / "src").write_text("\n".join(SOURCES) + "\n")
+    assert main(["features", str(tmp_path / "in.nbest"), "--src", str(tmp_path / "src"), "--which", "mbr",
+                 "--mbr-utility", "comet", "--mbr-model", models["xcomet"], "--mbr-method", "c2f", "--no-score-cache",
+                 "-o", str(tmp_path / "out.nbest")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "aggregate MBR method needs a COMET model whose score is an estimator" in err and len(err.splitlines()) == 1

@@ -415,6 +415,43 @@ class MBRUtility:
             score = model.estimate(src[lists], hyp, reference[lists]).score
         return score.double().cpu().numpy()
 
+    # the interface of the centroid method and of the decoders that score some pairs (rerank.mbr_decoders)
+    @property
+    def embeds(self) -> bool:
+        return self.decomposes
+
+    @property
+    def no_embeddings(self) -> str:
+        return (f"the centroid MBR method needs a COMET model whose score is an estimator on sentence embeddings "
+                f"(COMET-22-style regression_metric); {self.kind} encodes the hypothesis and the reference together: "
+                "use another method")
+
+    def embed(self, sources: Sequence[str], texts: Sequence[str], group: np.ndarray) -> np.ndarray:
+        """COMET's sentence embedding of every row's text, (T, d) float64 (what the centroid
+        method clusters), encoded as `exact` encodes them; the sources' are kept for `against`."""
+        hyp, src = self._embeddings(self.model(), sources, texts, group)
+        self._sources = (list(sources), src)
+        return hyp.double().cpu().numpy()
+
+    def against(self, sources: Sequence[str], group: np.ndarray, vectors: np.ndarray, I: np.ndarray,
+                references: np.ndarray, K: np.ndarray) -> np.ndarray:
+        """COMET's estimator on (the source of row I's list, row I's embedding `vectors[I]`, the
+        reference embedding references[K]) of every pair, (P,): a centroid is a mean embedding."""
+        import torch
+
+        model = self.model()
+        kept = getattr(self, "_sources", None)
+        src = kept[1] if kept is not None and kept[0] == list(sources) else self._embeddings(model, sources, [], group)[1]
+        hyp = torch.as_tensor(vectors, dtype=src.dtype, device=src.device)
+        ref = torch.as_tensor(references, dtype=src.dtype, device=src.device)
+        lists = torch.as_tensor(group, device=src.device)
+        out = np.zeros(len(I))
+        with torch.inference_mode():
+            for a in range(0, len(I), 4096):
+                i, k = torch.as_tensor(I[a:a + 4096]), torch.as_tensor(K[a:a + 4096])
+                out[a:a + len(i)] = model.estimate(src[lists[i]], hyp[i], ref[k]).score.double().cpu().numpy()
+        return out
+
     def _embeddings(self, model, sources, texts, group):
         """(embedding of every row's text, of every list's source), each distinct string encoded once."""
         distinct = list(dict.fromkeys([*texts, *sources]))
