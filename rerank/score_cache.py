@@ -221,16 +221,17 @@ def score_in_blocks(batches: Sequence[Sequence[int]], score: Callable[[Sequence[
     return values
 
 
-def token_batches(lengths: Sequence[int], budget: int) -> list[list[int]]:
+def token_batches(lengths: Sequence[int], budget: int, max_rows: int | None = None) -> list[list[int]]:
     """Indices sorted by length (longest first), cut into batches whose padded size
-    (count x longest) stays within `budget` tokens; a single longer item is a batch of its own."""
+    (count x longest) stays within `budget` tokens, and of at most `max_rows` items (None: no
+    cap); a single longer item is a batch of its own."""
     order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
     batches: list[list[int]] = []
     batch: list[int] = []
     longest = 0
     for i in order:
         longest_if = max(longest, lengths[i])
-        if batch and longest_if * (len(batch) + 1) > budget:
+        if batch and (longest_if * (len(batch) + 1) > budget or (max_rows is not None and len(batch) >= max_rows)):
             batches.append(batch)
             batch, longest_if = [], lengths[i]
         batch.append(i)

@@ -155,13 +155,16 @@ def test_each_distinct_pair_is_scored_once_and_batches_change_no_score(models, n
 
 
 def test_token_batches_are_sorted_and_bounded():
+    from rerank.score_cache import token_batches
+
     lengths = [5, 30, 2, 7, 7, 100, 1, 40]
-    batches = pair_models.token_batches(lengths, max_rows=3, max_tokens=60)
+    batches = token_batches(lengths, 60, max_rows=3)
     assert sorted(k for b in batches for k in b) == list(range(len(lengths)))
     flat = [lengths[k] for b in batches for k in b]
-    assert flat == sorted(lengths)
+    assert flat == sorted(lengths, reverse=True)
     for b in batches:
         assert len(b) <= 3 and (len(b) == 1 or len(b) * max(lengths[k] for k in b) <= 60)
+    assert token_batches(lengths, 60) == token_batches(lengths, 60, max_rows=None)
 
 
 @pytest.mark.parametrize("name", ["bertscore", "bleurt"])

@@ -31,7 +31,7 @@ import numpy as np
 
 from rerank.errors import InputError, needs_neural
 from rerank.metrics.pair_models import (MAX_TOKENS, Pair, PairModel, PairModelFeature, PairModelMetric,
-                                        PairModelUtility, Store, loading_failed, model_directory, token_batches)
+                                        PairModelUtility, Store, loading_failed, model_directory)
 from rerank.options import NONNEGATIVE_INT, PATH, POSITIVE_INT, option
 from rerank.progress import transformers_bars_off
 
@@ -125,12 +125,14 @@ class BERTScoreModel(PairModel):
         """The unit-norm token embeddings and token weights of every text of `texts` not yet held."""
         import torch
 
+        from rerank.score_cache import token_batches
+
         tokenizer, model = self.load()
         todo = [t for t in dict.fromkeys(texts) if t not in self._embeddings]
         ids = [token_ids(tokenizer, t) for t in todo]
         special = {tokenizer.cls_token_id, tokenizer.sep_token_id}
         device = next(model.parameters()).device
-        for batch in token_batches([len(x) for x in ids], self.max_rows, MAX_TOKENS):
+        for batch in token_batches([len(x) for x in ids], MAX_TOKENS, self.max_rows):
             width = max(len(ids[k]) for k in batch)
             padded = torch.full((len(batch), width), tokenizer.pad_token_id or 0, dtype=torch.long)
             mask = torch.zeros((len(batch), width), dtype=torch.long)
@@ -146,36 +148,50 @@ class BERTScoreModel(PairModel):
 
     def score(self, pairs: Sequence[Pair], store: Store | None) -> np.ndarray:
         """F1 of each distinct pair, a block of whole batches at a time (rerank.score_cache)."""
-        from rerank.score_cache import score_in_blocks
+        from rerank.score_cache import score_in_blocks, token_batches
 
         tokenizer, _ = self.load()
         lengths = {t: len(token_ids(tokenizer, t)) for pair in pairs for t in pair}
-        batches = token_batches([lengths[h] + lengths[r] for h, r in pairs], self.max_rows, MAX_TOKENS)
+        batches = token_batches([lengths[h] + lengths[r] for h, r in pairs], MAX_TOKENS, self.max_rows)
 
         def block(some: Sequence[Sequence[int]]) -> np.ndarray:
             self._embeddings.clear()   # a block's sentences at a time: memory bounded by the block
-            rows = [k for batch in some for k in batch]
-            self.encode([t for k in rows for t in pairs[k]])
-            return np.array([f1(*self._embeddings[pairs[k][0]], *self._embeddings[pairs[k][1]]) for k in rows])
+            self.encode([t for batch in some for k in batch for t in pairs[k]])
+            return np.concatenate([f1([self._embeddings[pairs[k][0]] for k in batch],
+                                      [self._embeddings[pairs[k][1]] for k in batch]) for batch in some])
 
         weights = [sum(lengths[h] + lengths[r] for h, r in (pairs[k] for k in batch)) for batch in batches]
         return score_in_blocks(batches, block, store, weights=weights, per_batch=False)
 
 
-def f1(hyp, hyp_weights, ref, ref_weights) -> float:
-    """BERTScore's F1 of one pair from unit-norm token embeddings and token weights (bert_score's
-    greedy_cos_idf for one pair without padding): precision and recall are the weighted means of
-    each token's best cosine against the other side; 0 where a side has no weighted token."""
+def f1(hyps: Sequence[tuple], refs: Sequence[tuple]) -> np.ndarray:
+    """BERTScore's F1 of a batch of pairs from each side's (unit-norm token embeddings, token
+    weights), bert_score's greedy_cos_idf without matching against padding: precision and recall
+    are the weighted means of each token's best cosine against the other side's tokens; 0 where
+    a side has no weighted token (an empty text: [CLS] [SEP] alone)."""
     import torch
+    from torch.nn.utils.rnn import pad_sequence
 
-    sim = hyp @ ref.T
-    p_weights, r_weights = hyp_weights.sum(), ref_weights.sum()
-    if p_weights == 0 or r_weights == 0:
-        return 0.0
-    precision = (sim.max(dim=1).values * hyp_weights).sum() / p_weights
-    recall = (sim.max(dim=0).values * ref_weights).sum() / r_weights
+    def side(items):
+        vectors = pad_sequence([v for v, _ in items], batch_first=True)
+        weights = pad_sequence([w for _, w in items], batch_first=True)
+        real = pad_sequence([torch.ones(len(w), dtype=torch.bool, device=w.device) for _, w in items],
+                            batch_first=True)
+        return vectors, weights, real
+
+    hyp, hyp_weights, hyp_real = side(hyps)
+    ref, ref_weights, ref_real = side(refs)
+    sim = torch.bmm(hyp, ref.transpose(1, 2))
+    sim = sim.masked_fill(~(hyp_real[:, :, None] & ref_real[:, None, :]), -torch.inf)
+    best_of_hyp = sim.max(dim=2).values.masked_fill(~hyp_real, 0.0)
+    best_of_ref = sim.max(dim=1).values.masked_fill(~ref_real, 0.0)
+    p_weights, r_weights = hyp_weights.sum(dim=1), ref_weights.sum(dim=1)
+    empty = (p_weights == 0) | (r_weights == 0)
+    precision = (best_of_hyp * hyp_weights).sum(dim=1) / torch.where(empty, 1.0, p_weights)
+    recall = (best_of_ref * ref_weights).sum(dim=1) / torch.where(empty, 1.0, r_weights)
     f = 2 * precision * recall / (precision + recall)
-    return 0.0 if torch.isnan(f) else float(f)
+    f = torch.where(empty | torch.isnan(f), 0.0, f)
+    return f.double().cpu().numpy()
 
 
 class BERTScoreMetric(PairModelMetric):

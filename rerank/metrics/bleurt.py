@@ -33,7 +33,7 @@ import numpy as np
 
 from rerank.errors import InputError, needs_neural
 from rerank.metrics.pair_models import (MAX_TOKENS, Pair, PairModel, PairModelFeature, PairModelMetric,
-                                        PairModelUtility, Store, loading_failed, model_directory, token_batches)
+                                        PairModelUtility, Store, loading_failed, model_directory)
 from rerank.options import PATH, POSITIVE_INT, option
 from rerank.progress import transformers_bars_off
 
@@ -154,11 +154,11 @@ class BLEURTModel(PairModel):
         """BLEURT of each distinct pair, length-sorted batches of at most MAX_TOKENS padded tokens."""
         import torch
 
-        from rerank.score_cache import score_in_blocks
+        from rerank.score_cache import score_in_blocks, token_batches
 
         tokenizer, encoder, head = self.load()
         rows = self.inputs(pairs)
-        batches = token_batches([len(row["input_ids"]) for row in rows], self.max_rows, MAX_TOKENS)
+        batches = token_batches([len(row["input_ids"]) for row in rows], MAX_TOKENS, self.max_rows)
         pad = tokenizer.pad_token_id or 0
 
         def batch_scores(some: Sequence[Sequence[int]]) -> np.ndarray:

@@ -35,22 +35,8 @@ log = logging.getLogger(__name__)
 Pair = tuple[str, str]   # (hypothesis, reference)
 Store = Callable[[list[int], np.ndarray], None]
 
-MAX_TOKENS = 8192   # padded tokens (rows x longest row) per encoder batch
-MAX_ROWS = 64       # rows per encoder batch
-
-
-def token_batches(lengths: Sequence[int], max_rows: int = MAX_ROWS, max_tokens: int = MAX_TOKENS) -> list[list[int]]:
-    """Positions of `lengths` cut into batches of similar lengths: sorted by length (stable), each
-    batch at most `max_rows` rows and at most `max_tokens` padded tokens (rows x its longest), a
-    row longer than that a batch of its own."""
-    order = np.argsort(np.asarray(lengths, dtype=np.int64), kind="stable").tolist()
-    batches: list[list[int]] = []
-    for i in order:
-        if batches and len(batches[-1]) < max_rows and (len(batches[-1]) + 1) * lengths[i] <= max_tokens:
-            batches[-1].append(i)
-        else:
-            batches.append([i])
-    return batches
+MAX_TOKENS = 8192   # padded tokens (rows x longest row) per batch (rerank.score_cache.token_batches)
+MAX_ROWS = 64       # rows per batch
 
 
 def model_directory(path: str, what: str, needs: Sequence[str] = ("config.json",)) -> str:
