@@ -220,6 +220,31 @@ def test_mbr_is_the_posterior_mean_of_the_pair_scores(models, name, nbest):
         mbr_scores(nbest, scores, MBROptions(utility=name, model=models[name], method="aggregate"), model=utility)
 
 
+@pytest.mark.parametrize("name", ["bertscore", "bleurt"])
+def test_the_pair_decoders_take_them_and_the_others_refuse_in_one_line(models, name, nbest, tmp_path):
+    from rerank.consensus import MBROptions, make_utility, mbr_scores
+
+    utility = make_utility(name, models[name], None)
+    scores = nbest.column("nmt")
+    exact = mbr_scores(nbest, scores, MBROptions(utility=name, model=models[name]), model=utility)
+    for method, keywords in (("probabilistic", {"sample_ratio": 1.0}), ("pruning", {"pruning_schedule": [20]})):
+        got = mbr_scores(nbest, scores, MBROptions(utility=name, model=models[name], method=method, **keywords),
+                         model=utility)
+        np.testing.assert_allclose(got, exact, atol=1e-9)   # every pair sampled, every reference at the first step: exact
+    for method, words in (("centroid", f"the {name} utility has no embeddings"), ("c2f", "ranks by the aggregate")):
+        with pytest.raises(InputError, match=words):
+            mbr_scores(nbest, scores, MBROptions(utility=name, model=models[name], method=method), model=utility)
+    folder = tmp_path / "matrix"
+    first = mbr_scores(nbest, scores, MBROptions(utility=name, model=models[name], matrix=str(folder)), model=utility)
+    again = mbr_scores(nbest, scores, MBROptions(utility=name, model=models[name], matrix=str(folder)),
+                       model=make_utility(name, models[name], None))
+    assert first.tobytes() == again.tobytes() and np.allclose(first, exact, atol=1e-9)
+    other = {"bertscore": "bleurt", "bleurt": "bertscore"}[name]
+    with pytest.raises(InputError, match="the utility matrix was made by"):
+        mbr_scores(nbest, scores, MBROptions(utility=other, model=models[other], matrix=str(folder)),
+                   model=make_utility(other, models[other], None))
+
+
 def one_error_line(capsys) -> str:
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1, err

@@ -215,7 +215,7 @@ class PairModelUtility:
     def __init__(self, path: str, batch_size: int | None = None, device=None, cache: str | None = None,
                  lang: str | None = None):
         self.model = self.Model(path, device=device, batch_size=batch_size)
-        self.cache = cache
+        self.path, self.cache = self.model.path, cache   # path: what names the utility (its matrix signature)
 
     def exact(self, sources, texts: Sequence[str], group: np.ndarray, I: np.ndarray, J: np.ndarray) -> np.ndarray:
         """score(texts[i], texts[j]) of every pair (I, J) of rows, (P,)."""
