@@ -62,7 +62,7 @@ class MetricXFeature(Feature):
         options = self.make_options(options)
         require(self.requires, "the metricx feature")
         if not options.model:
-            raise InputError("metricx needs a MetricX checkpoint (model)")
+            raise InputError("metricx needs a MetricX checkpoint directory")
         read_checkpoint(options.model).check_use(True, "the metricx feature")
         if context.sources is None:
             raise InputError("metricx needs the source sentences")
@@ -96,7 +96,7 @@ class MetricXQEFeature(Feature):
         options = self.make_options(options)
         require(self.requires, "the metricx_qe feature")
         if not options.model:
-            raise InputError("metricx_qe needs a MetricX checkpoint (model)")
+            raise InputError("metricx_qe needs a MetricX checkpoint directory")
         read_checkpoint(options.model).check_use(False, "the metricx_qe feature")
         if context.sources is None:
             raise InputError("metricx_qe needs the source sentences")

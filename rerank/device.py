@@ -157,7 +157,7 @@ def _unreadable(path: str, exc: Exception) -> str:
     """Why torch.load failed, in words: a damaged zip, objects weights_only refuses, or no torch file."""
     with open(path, "rb") as f:
         head = f.read(4)
-    refusal = re.search(r"Unsupported global: GLOBAL (\S+)", str(exc))
+    refusal = re.search(r"(?:Unsupported global: GLOBAL|unsupported GLOBAL) (\S+)", str(exc))   # a class; a function
     if refusal:
         return f"it holds a {refusal.group(1)} object, which weights_only loading refuses (tensors and plain values only)"
     if head == b"PK\x03\x04":

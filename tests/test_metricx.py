@@ -115,6 +115,18 @@ def test_the_scores_are_the_public_definitions(models, kind, reference):
     np.testing.assert_allclose(ours, public_scores(models[kind], rows), atol=1e-4, rtol=0)
 
 
+def test_a_state_dict_file_scores_as_the_safetensors(models, tmp_path):
+    from safetensors.torch import load_file
+
+    path = str(tmp_path / "bin")
+    shutil.copytree(models["24"], path)
+    torch.save(load_file(os.path.join(path, "model.safetensors")), os.path.join(path, "pytorch_model.bin"))
+    os.remove(os.path.join(path, "model.safetensors"))
+    rows = triples()
+    np.testing.assert_array_equal(metricx.cached_scores(path, rows, reference=True, what="test"),
+                                  metricx.cached_scores(models["24"], rows, reference=True, what="test"))
+
+
 def test_scores_are_clamped_to_0_25(models):
     rows = triples() + triples(CAP2)
     raw = public_scores(models["24"], rows, clamp=False)
@@ -274,6 +286,9 @@ def broken(models, tmp_path, how: str) -> str:
     elif how == "token-outside":
         with open(settings, "w", encoding="utf-8") as f:
             json.dump({"version": 24, "score_token_id": 10 ** 6}, f)
+    elif how == "pickled-callable":   # a PyTorch file holding a function: weights_only loading refuses it
+        os.remove(os.path.join(path, "model.safetensors"))
+        torch.save({"shared.weight": torch.zeros(2), "hook": os.system}, os.path.join(path, "pytorch_model.bin"))
     elif how == "not-mt5":
         with open(os.path.join(path, "config.json"), encoding="utf-8") as f:
             config = json.load(f)
@@ -285,7 +300,8 @@ def broken(models, tmp_path, how: str) -> str:
 @pytest.mark.parametrize("how, message", [
     ("no-settings", "needs metricx.json"), ("bad-version", "version must be 23 or 24"), ("no-weights", "no weights"),
     ("bad-weights", "cannot read the weights"), ("token-outside", "is not a token of the vocabulary"),
-    ("not-mt5", "model_type must be mt5"), ("qe-for-reference", "a QE MetricX-23 checkpoint"),
+    ("not-mt5", "model_type must be mt5"), ("pickled-callable", "which weights_only loading refuses"),
+    ("qe-for-reference", "a QE MetricX-23 checkpoint"),
     ("missing", "not a MetricX checkpoint")])
 def test_a_bad_checkpoint_is_one_line_exit_2(models, tmp_path, capsys, how, message):
     path = (models["23qe"] if how == "qe-for-reference" else str(tmp_path / "none") if how == "missing"
