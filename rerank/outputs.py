@@ -35,10 +35,19 @@ def _check_writable(path: str) -> None:
     shown = os.path.dirname(path) or "."
     if not os.path.isdir(folder):
         raise InputError(f"its folder {shown} does not exist", path)
+    why = "read-only file system" if _read_only_mount(folder) else "permission denied"   # the OS's words
     if not os.access(folder, os.W_OK | os.X_OK):
-        raise InputError(f"cannot write in its folder {shown} (permission denied)", path)
+        raise InputError(f"cannot write in its folder {shown} ({why})", path)
     if os.path.exists(path) and not os.access(path, os.W_OK):
-        raise InputError("is read-only (permission denied)", path)
+        raise InputError(f"is read-only ({why})", path)
+
+
+def _read_only_mount(folder: str) -> bool:
+    """Whether `folder` is on a file system mounted read-only (os.access says only no)."""
+    try:
+        return bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+    except (OSError, AttributeError):
+        return False
 
 
 def _paths(values: Iterable[str | None]) -> list[str]:

@@ -24,6 +24,8 @@ from rerank.io import lock_path, output_lock
 from tests.cli_helpers import HANG_SECONDS, run
 from tests.test_interrupt import MOSES, ROOT
 
+pytestmark = pytest.mark.faults
+
 HOLDER = """
 import sys
 from rerank.io import output_lock
