@@ -651,9 +651,10 @@ class MBROptions:
     references: int | None = option(None, "only each list's K most probable hypotheses are pseudo-references (their "
                                     "posterior renormalised)", check=POSITIVE_INT, metavar="K",
                                     default_text="every hypothesis")
-    matrix: str | None = option(None, "a folder for each list's utility matrix (exact method): written when it holds "
-                                "none, read when it does (checked against the lists' texts and the utility), so "
-                                "that another temperature, reference limit or candidates reuse it (docs/features.md)",
+    matrix: str | None = option(None, "a folder for each list's utility matrix: written by the exact method when it "
+                                "holds none, read when it does (checked against the lists' texts and the utility), "
+                                "so that another temperature, limit or decoder (c2f, pruning, probabilistic) reuses "
+                                "it (docs/features.md)",
                                 check=PATH, metavar="DIR", default_text="none: not kept")
     centroids: int = option(8, "centroid method: k-means centroids per list (as mbrs); at least the pseudo-references: "
                             "exact MBR", check=POSITIVE_INT, metavar="K")

@@ -146,12 +146,15 @@ class PairScorer:
 
     def __init__(self, utility, sources, texts: list[str], group: np.ndarray):
         self.utility, self.sources, self.texts, self.group = utility, sources, texts, group
-        embeds = callable(getattr(utility, "embed", None)) and getattr(utility, "embeds", True)
+        self.matrix = bool(getattr(utility, "holds_matrix", False))   # a utility matrix folder's (rerank.mbr_matrix)
+        embeds = not self.matrix and callable(getattr(utility, "embed", None)) and getattr(utility, "embeds", True)
         self.vectors = utility.embed(sources, texts, group) if embeds else None
 
     def __call__(self, I: np.ndarray, J: np.ndarray) -> np.ndarray:
         if len(I) == 0:
             return np.zeros(0)
+        if self.matrix:   # the block's pairs are read from the folder: no text or embedding is scored
+            return np.asarray(self.utility.exact(self.sources, self.texts, self.group, I, J), dtype=np.float64)
         if self.vectors is not None:
             return np.asarray(self.utility.against(self.sources, self.group, self.vectors, I, self.vectors, J),
                               dtype=np.float64)

@@ -2,9 +2,11 @@
 
 Exact MBR's cost is the utility of every (hypothesis, pseudo-reference) pair of each list; the
 decision over those numbers (the temperature's posterior, a reference limit, candidates, another
-decoder) is cheap. With a matrix folder the first run saves every list's full matrix
+decoder) is cheap. With a matrix folder the first exact run saves every list's full matrix
 (hypotheses x pseudo-references: every hypothesis of the list, in the list's order, both ways)
-and a later run with the same lists and utility reads it instead of scoring any pair.
+and a later run with the same lists and utility reads it instead of scoring any pair: the exact
+method, or a decoder that scores pairs (c2f, pruning, probabilistic: `READS`), which reads a
+matrix but writes none (it would have to score every pair).
 
 The folder (docs/features.md, "The utility matrix", says the same):
 
@@ -71,18 +73,26 @@ def utility_signature(name: str, utility: object, lowercase: bool = False) -> di
     return signature
 
 
-MATRIX_METHODS = ("exact",)   # the methods that read and write a matrix: the others score no list's every pair
+WRITES = ("exact",)                                # scores every pair of each list: writes a matrix, or reads it
+READS = ("exact", "c2f", "pruning", "probabilistic")   # score pairs (rerank.mbr_decoders.PairScorer): read one
 
 
 def matrix_store(options, utility: object, lowercase: bool, sizes: Iterable[int]) -> MatrixStore | None:
     """The store of `options.matrix` (an MBROptions; None without a folder) for the lists of
-    `sizes` scored by the `utility` object; a method that reads no matrix is an InputError."""
+    `sizes` scored by the `utility` object. A method that scores no pair (aggregate, centroid) is
+    an InputError, and so is a decoder that scores some pairs (READS) with a folder holding no
+    matrix: it would have to score every pair to write one."""
     if options.matrix is None:
         return None
-    if options.method not in MATRIX_METHODS:
-        raise InputError(f"a utility matrix (matrix) is read and written by the {', '.join(MATRIX_METHODS)} method "
-                         f"alone: the {options.method} method scores no list's every pair", option="matrix")
-    return MatrixStore(options.matrix, utility_signature(options.utility, utility, lowercase), sizes)
+    method = options.method
+    if method not in READS:
+        raise InputError(f"a utility matrix (matrix) is for the methods that score pairs ({', '.join(READS)}): the "
+                         f"{method} method scores none", option="matrix")
+    store = MatrixStore(options.matrix, utility_signature(options.utility, utility, lowercase), sizes)
+    if method not in WRITES and not store.reading:
+        raise InputError(f"the {method} method reads a utility matrix but writes none (it scores some pairs alone): "
+                         "write it with the exact method first", store.index_path, option="matrix")
+    return store
 
 
 def list_digest(texts: Sequence[str], source: str | None) -> str:
@@ -216,7 +226,10 @@ class StoredUtility:
     """A utility whose `exact` answers from the matrix folder: read there, or computed for every
     pair of the block once (the utility's own `exact` on every pair, so the values are the same
     numbers as without a folder), saved, and gathered at the pairs asked. Everything else is the
-    utility's."""
+    utility's. `exact` takes the block's own texts and rows; `holds_matrix` tells the decoders'
+    PairScorer to ask it so, and not to embed or subset the texts."""
+
+    holds_matrix = True
 
     def __init__(self, store: MatrixStore, utility, first: int, offsets: np.ndarray):
         self._store, self._utility, self._first, self._offsets = store, utility, first, offsets

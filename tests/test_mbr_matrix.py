@@ -16,7 +16,7 @@ from rerank import consensus as C
 from rerank.cli import main
 from rerank.errors import InputError
 from rerank.formats import read_nbest, write_nbest
-from rerank.mbr_matrix import FORMAT, INDEX
+from rerank.mbr_matrix import FORMAT, INDEX, matrix_store
 from rerank.nbest import NBestList
 
 LISTS = [
@@ -84,6 +84,20 @@ def test_another_temperature_limit_or_candidates_reuse_the_matrix(tmp_path, monk
                                   plain)
 
 
+DECODERS = [dict(method="c2f", c2f_k=2), dict(method="pruning", pruning_schedule=[1, 2, 3], seed=3),
+            dict(method="probabilistic", sample_ratio=0.5, rank=2, seed=1), dict(method="c2f", c2f_k=1, temperature=3.0)]
+
+
+@pytest.mark.parametrize("utility", ["bleu", "chrf"])
+def test_the_decoders_that_score_pairs_read_the_exact_methods_matrix(tmp_path, monkeypatch, utility):
+    nbest, folder = make(), str(tmp_path / "m")
+    expected = [scores(nbest, utility=utility, **d) for d in DECODERS]
+    scores(nbest, utility=utility, matrix=folder)
+    no_pair_scored(monkeypatch)
+    for decoder, values in zip(DECODERS, expected):
+        np.testing.assert_array_equal(scores(nbest, utility=utility, matrix=folder, **decoder), values)
+
+
 @pytest.mark.parametrize("change", [
     dict(utility="bleu"), dict(utility="bleu", tokenize="char"), dict(utility="bleu", bleu_smooth="exp")])
 def test_another_utility_or_its_options_is_refused_naming_the_index(tmp_path, change):
@@ -146,9 +160,14 @@ def test_a_killed_run_is_rebuilt_and_a_damaged_folder_refused(tmp_path, monkeypa
 
 
 def test_a_method_without_a_matrix_and_a_file_as_folder_are_refused(tmp_path):
-    with pytest.raises(InputError, match="the aggregate method scores no list's every pair") as caught:
+    with pytest.raises(InputError, match="the aggregate method scores none") as caught:
         scores(make(), utility="chrf", method="aggregate", matrix=str(tmp_path / "m"))
     assert caught.value.option == "matrix"
+    with pytest.raises(InputError, match="the centroid method scores none"):   # (chrf has no embeddings either)
+        matrix_store(C.MBROptions("chrf", method="centroid", matrix=str(tmp_path / "m")), C.CHRFUtility(), False, [2])
+    with pytest.raises(InputError, match="the c2f method reads a utility matrix but writes none") as caught:
+        scores(make(), utility="chrf", method="c2f", matrix=str(tmp_path / "m"))
+    assert caught.value.path == str(tmp_path / "m" / INDEX) and not (tmp_path / "m").exists()
     (tmp_path / "file").write_text("x")
     with pytest.raises(InputError, match="is not a folder"):
         scores(make(), utility="chrf", matrix=str(tmp_path / "file"))
