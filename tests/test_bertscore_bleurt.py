@@ -324,3 +324,15 @@ def test_a_bad_baseline_file_is_one_line(models, tmp_path):
     junk.write_text("LAYER,P,R,F\n0,a,b,c\n1,a,b,c\n2,x\n")
     with pytest.raises(InputError, match="line 4 of the BERTScore baseline file is not LAYER,P,R,F numbers"):
         bertscore.BERTScoreModel(models["bertscore"], rescale=str(junk))
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the fallback of a machine without CUDA")
+@pytest.mark.parametrize("name", ["bertscore", "bleurt"])
+def test_cuda_without_cuda_falls_back_once_with_the_same_scores(models, name, caplog):
+    cls = {"bertscore": bertscore.BERTScoreModel, "bleurt": bleurt.BLEURTModel}[name]
+    pairs = list(zip(CAP1 + CAP2, REF + REF))
+    with caplog.at_level("WARNING", logger="rerank"):
+        on_cuda = pair_models.cached_pair_scores(cls(models[name], device="cuda", batch_size=4), pairs, None, "t")
+    assert sum("CUDA is not available" in r.getMessage() for r in caplog.records) == 1
+    np.testing.assert_array_equal(on_cuda, pair_models.cached_pair_scores(cls(models[name], batch_size=4), pairs,
+                                                                          None, "t"))

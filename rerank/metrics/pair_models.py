@@ -74,12 +74,16 @@ class PairModel:
         self.device_name = device
         self.max_rows = batch_size or MAX_ROWS
         self._loaded: Any = None
+        self._device: Any = None
 
     @property
     def device(self):
-        from rerank.device import resolve_device
+        """The torch device of `device_name`, resolved once (a CUDA fallback is said once)."""
+        if self._device is None:
+            from rerank.device import resolve_device
 
-        return resolve_device(self.device_name)
+            self._device = resolve_device(self.device_name)
+        return self._device
 
     def namespace(self) -> str:
         raise NotImplementedError
