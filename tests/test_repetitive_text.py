@@ -99,3 +99,17 @@ def test_mbr_matches_do_not_loop_over_count_levels(monkeypatch, chrf):
         expect = [scorer.sentence_score(texts[i], [texts[j]]).score / 100 for i, j in zip(I.tolist(), J.tolist())]
         np.testing.assert_allclose(got, expect, rtol=0, atol=1e-9)
     assert calls[0] == calls[1] == (C.CHRF_CHAR_ORDER if chrf else 4)
+
+
+@settings(max_examples=15, deadline=None)
+@given(hyps=st.lists(repetitive(max_repeats=40), min_size=1, max_size=3), refs=st.data())
+def test_ter_statistics_of_repetitive_text_are_sacrebleus(hyps, refs):
+    """TER's edits and reference lengths on repetitive text (many equal shift candidates) equal
+    sacrebleu's; its shift search is bounded as sacrebleu's is, so the cost stays linear."""
+    from sacrebleu.metrics import TER
+
+    from rerank.metrics.ter import segment_stats
+
+    refs = [refs.draw(repetitive(max_repeats=40)) for _ in hyps]
+    expect = np.asarray(TER()._extract_corpus_statistics(hyps, [refs]), dtype=np.float64)
+    np.testing.assert_array_equal(segment_stats(hyps, [refs]), expect)
