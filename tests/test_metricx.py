@@ -127,6 +127,27 @@ def test_a_state_dict_file_scores_as_the_safetensors(models, tmp_path):
                                   metricx.cached_scores(models["24"], rows, reference=True, what="test"))
 
 
+def test_sharded_weights_score_as_one_file(models, tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    path = str(tmp_path / "shards")
+    shutil.copytree(models["24"], path)
+    state = load_file(os.path.join(path, "model.safetensors"))
+    os.remove(os.path.join(path, "model.safetensors"))
+    names = sorted(state)
+    parts = {"model-00001-of-00002.safetensors": names[::2], "model-00002-of-00002.safetensors": names[1::2]}
+    for file, keys in parts.items():
+        save_file({k: state[k] for k in keys}, os.path.join(path, file))
+    with open(os.path.join(path, "model.safetensors.index.json"), "w", encoding="utf-8") as f:
+        json.dump({"weight_map": {k: file for file, keys in parts.items() for k in keys}}, f)
+    rows = triples()
+    np.testing.assert_array_equal(metricx.cached_scores(path, rows, reference=True, what="test"),
+                                  metricx.cached_scores(models["24"], rows, reference=True, what="test"))
+    os.remove(os.path.join(path, "model-00002-of-00002.safetensors"))
+    with pytest.raises(InputError, match="a shard of the index is missing"):
+        metricx.cached_scores(path, rows, reference=True, what="test")
+
+
 def test_scores_are_clamped_to_0_25(models):
     rows = triples() + triples(CAP2)
     raw = public_scores(models["24"], rows, clamp=False)
