@@ -54,6 +54,7 @@ ALS_ITERATIONS = 10                     # mbrs's DecoderProbabilisticMBR: niter,
 ALS_REGULARISATION = 0.1
 ALS_TOLERANCE = 1e-4                    # mbrs's factorize: stop when the loss falls by less
 BOOTSTRAP_SAMPLES = 500                 # mbrs's DecoderPruningMBR.num_bootstrap_samples
+TILE = 16                               # PairScorer: hypotheses and pseudo-references per tile
 
 # the options of each decoder: refused with another method (they would change nothing)
 OWNERS = {"centroids": ("centroid",), "sample_ratio": ("probabilistic",), "rank": ("probabilistic",),
@@ -141,8 +142,10 @@ def cross_pairs(left: np.ndarray, left_group: np.ndarray, right: np.ndarray, rig
 class PairScorer:
     """U(texts[i], texts[j]) of some pairs of rows of one block. A utility of embeddings (`embed`,
     where the utility object `embeds`) encodes every text once and scores the pairs from the
-    embeddings; another is asked for the pairs with the rows they hold alone, so that bleu and
-    chrf, which count every pair of a list in one product, count only those rows' pairs."""
+    embeddings; another is asked for the pairs with the rows they hold alone, or, where that is
+    cheaper for a utility that scores every pair of a list (bleu and chrf count them in one
+    product), in tiles of TILE x TILE (`tiles`), so that they count a few times the pairs asked,
+    not every pair of the rows."""
 
     def __init__(self, utility, sources, texts: list[str], group: np.ndarray):
         self.utility, self.sources, self.texts, self.group = utility, sources, texts, group
@@ -159,9 +162,38 @@ class PairScorer:
             return np.asarray(self.utility.against(self.sources, self.group, self.vectors, I, self.vectors, J),
                               dtype=np.float64)
         rows, inverse = np.unique(np.concatenate([I, J]), return_inverse=True)
+        tiles = self.tiles(I, J)
+        if tiles is not None and tiles[0] < int((np.bincount(self.group[rows]) ** 2).sum()):
+            _, rows, group, sources, inverse = tiles
+        else:
+            group, sources = self.group[rows], self.sources
         texts = [self.texts[r] for r in rows.tolist()]
-        return np.asarray(self.utility.exact(self.sources, texts, self.group[rows], inverse[:len(I)],
-                                             inverse[len(I):]), dtype=np.float64)
+        return np.asarray(self.utility.exact(sources, texts, group, inverse[:len(I)], inverse[len(I):]),
+                          dtype=np.float64)
+
+    def tiles(self, I: np.ndarray, J: np.ndarray):
+        """The pairs cut into tiles of at most TILE of a list's hypotheses (the distinct I) by TILE
+        of its pseudo-references (the distinct J), each tile a list of its own rows: (the pairs a
+        utility that scores every pair of a list would score, about 4 per pair asked where the
+        pairs fill their rectangle (c2f's K x N, a pruning step's hypotheses x new
+        pseudo-references) instead of the square of the rows they hold; the tiles' rows, their
+        tile (as `group`), one source per tile (or None), and each pair's two positions)."""
+        g = self.group
+
+        def rank(x: np.ndarray) -> np.ndarray:   # the position of x among the distinct values of its list
+            distinct, back = np.unique(x, return_inverse=True)
+            return (np.arange(len(distinct)) - np.searchsorted(g[distinct], g[distinct]))[back]
+
+        key = np.stack([g[I], rank(I) // TILE, rank(J) // TILE])
+        _, tile = np.unique(key, axis=1, return_inverse=True)
+        tile = tile.ravel()
+        n = len(self.texts)
+        entries, position = np.unique(np.concatenate([tile, tile]) * n + np.concatenate([I, J]), return_inverse=True)
+        tiles, rows = entries // n, entries % n
+        cost = int((np.bincount(tiles) ** 2).sum())
+        first = np.searchsorted(tiles, np.arange(int(tiles.max(initial=-1)) + 1))
+        sources = None if self.sources is None else [self.sources[l] for l in g[rows[first]].tolist()]
+        return cost, rows, tiles, sources, position
 
 
 # ---- c2f -------------------------------------------------------------------------------------------

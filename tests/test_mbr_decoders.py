@@ -289,3 +289,27 @@ def test_sim_on_a_tiny_encoder(tmp_path_factory, tmp_path):
                  "-o", str(tmp_path / "out.nbest"), "--quiet"]) == 0
     np.testing.assert_allclose(api.read_nbest(str(tmp_path / "out.nbest")).column("mbr"),
                                scores(nbest, "sim", "centroid", model=utility, centroids=2), rtol=0, atol=1e-9)
+
+
+@pytest.mark.parametrize("utility", ["bleu", "chrf", "ter"])
+def test_the_pair_scorer_gives_the_utilitys_own_values_in_tiles_or_not(utility):
+    """PairScorer asks a text utility for some pairs alone: in tiles where that is cheaper (a few
+    hypotheses against many pseudo-references, as c2f and pruning ask) or on the rows they hold;
+    either way each pair's value is the utility's own for the whole lists."""
+    nbest = make_lists((40, 33, 3), seed=7)
+    texts, offsets = list(nbest.hyps), np.asarray(nbest.offsets)
+    group = C.list_of_row(offsets)
+    model = C.MBR_UTILITIES.get(utility)()
+    every_I, every_J, _ = C.pair_index(offsets)
+    every = model.exact(None, texts, group, every_I, every_J)
+    scorer = D.PairScorer(model, None, texts, group)
+    rng = np.random.default_rng(0)
+    for share in (0.05, 0.2, 1.0):   # rectangles: some hypotheses of each list against all of its rows
+        hyps = rng.random(len(texts)) < share
+        keep = hyps[every_I]
+        tiles = scorer.tiles(every_I[keep], every_J[keep])
+        np.testing.assert_array_equal(scorer(every_I[keep], every_J[keep]), every[keep])
+        if share < 1:
+            assert tiles[0] < int((np.diff(offsets) ** 2).sum())   # the tiles cost less than the lists' squares
+    sparse = rng.random(len(every_I)) < 0.1   # scattered pairs: the rows they hold
+    np.testing.assert_array_equal(scorer(every_I[sparse], every_J[sparse]), every[sparse])
