@@ -188,3 +188,32 @@ def test_the_command_line_writes_reads_and_refuses_in_one_line(tmp_path, capsys)
                  "--quiet", "-o", str(tmp_path / "bleu.gz")]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and str(folder / INDEX) in err
+
+
+@pytest.mark.neural
+def test_a_model_utilitys_matrix_is_read_for_its_model_alone(tmp_path, monkeypatch):
+    """sim on tiny random-weight encoders: the second run encodes nothing, another model (other
+    weights: another sha256 of its files) is refused."""
+    import torch
+
+    from rerank.recipes import tiny_models
+
+    torch.set_num_threads(1)
+    tokenizer = tiny_models.train_tokenizer(tiny_models.read_text(tiny_models.DEFAULT_TEXT))
+    encoders = [tiny_models.build_sentence_encoder(str(tmp_path / f"st{seed}"), tokenizer, seed=seed)
+                for seed in (3, 4)]
+    nbest, folder = make([hyps for hyps in LISTS if hyps]), str(tmp_path / "m")
+
+    def run(encoder, **options):
+        return C.mbr_scores(nbest, nbest.column("nmt"), C.MBROptions("sim", **options),
+                            model=C.make_utility("sim", encoder, None))
+
+    plain = run(encoders[0], temperature=0.5)
+    run(encoders[0], matrix=folder)
+    cls = type(C.make_utility("sim", encoders[0], None))
+    monkeypatch.setattr(cls, "vectors", lambda self, texts: (_ for _ in ()).throw(AssertionError("encoded")))
+    with pytest.raises(AssertionError, match="encoded"):   # the patch holds: only the folder can answer
+        run(encoders[0])
+    np.testing.assert_array_equal(run(encoders[0], temperature=0.5, matrix=folder), plain)
+    with pytest.raises(InputError, match="the utility matrix was made by .*model_sha256"):
+        run(encoders[1], matrix=folder)
