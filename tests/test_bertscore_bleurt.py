@@ -74,6 +74,17 @@ def test_bertscore_is_bert_scores_f1(models, layer):
     assert metric.signature().startswith("bertscore|model:bertscore|sha256:") and f"layer:{layer}|F1" in metric.signature()
 
 
+def test_bert_scores_batched_call_differs_only_by_matching_padding(models):
+    """bert_score's default batches pad a pair's tokens, and a padded token's similarity 0 can be
+    a token's best: its F1 is never below ours (one pair at a time it is ours: the test above)."""
+    import bert_score
+
+    ours = pair_models.cached_pair_scores(bertscore.BERTScoreModel(models["bertscore"], layer=1),
+                                          list(zip(CAP1, REF)), None, "test")
+    batched = bert_score.score(CAP1, REF, model_type=models["bertscore"], num_layers=1, device="cpu")[2].double().numpy()
+    assert np.all(batched >= ours - 1e-6)
+
+
 def test_the_default_layer_is_the_last(models):
     assert bertscore.BERTScoreModel(models["bertscore"]).layer == 2
 
