@@ -609,9 +609,9 @@ RATIO = float_check("a number in (0, 1]", lambda v: 0 < v <= 1)
 class MBROptions:
     """Options of the mbr feature (flags of `rerank features`: --mbr-utility, --mbr-temperature,
     --mbr-score-feature, --mbr-tokenize, --mbr-method, --mbr-bleu-smooth, --mbr-bleu-smooth-value,
-    --mbr-candidates, --mbr-references, and the decoders' --mbr-centroids, --mbr-sample-ratio,
-    --mbr-rank, --mbr-pruning-schedule, --mbr-pruning-alpha, --mbr-c2f-k, --mbr-seed:
-    rerank.mbr_decoders)."""
+    --mbr-candidates, --mbr-references, --mbr-matrix (rerank.mbr_matrix), and the decoders'
+    --mbr-centroids, --mbr-sample-ratio, --mbr-rank, --mbr-pruning-schedule, --mbr-pruning-alpha,
+    --mbr-c2f-k, --mbr-seed: rerank.mbr_decoders)."""
 
     utility: str = option("bleu", "utility: sentence BLEU+1 (bleu), chrF, -TER, comet (a reference-based COMET "
                           "checkpoint as --mbr-model, with --src), bertscore and bleurt (BERTScore F1, BLEURT: a model "
