@@ -641,6 +641,9 @@ def evaluate_systems(refs: Sequence[Sequence[str]], baseline_runs: Sequence[Sequ
     if "metricx" in read and o.metricx_model is not None:
         config["metricx"] = {"model": os.fspath(o.metricx_model), "batch_tokens": o.metricx_batch_tokens or 4096,
                              "device": o.device or "cpu"}
+    from rerank.metrics.pair_models import PairModelMetric
+
+    config.update({name: metric.record() for name, metric in read.items() if isinstance(metric, PairModelMetric)})
     if "comet" in read and o.comet_model is not None:
         config["comet"] = {"model": os.fspath(o.comet_model), "batch_size": o.comet_batch_size, "device": o.device or "cpu",
                            **({"sources": os.fspath(o.sources)} if isinstance(o.sources, (str, os.PathLike)) else {})}

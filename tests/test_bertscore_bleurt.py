@@ -158,6 +158,7 @@ def test_each_distinct_pair_is_scored_once_and_batches_change_no_score(models, n
     assert len(scored) == 1 and sorted(scored[0]) == sorted(set(zip(CAP1, REF)) | set(zip(CAP2, REF)))
     assert table.table.metrics == ["bleu", name]
     assert table.table.cells[("a", name)].p is not None   # tested like any metric
+    assert table.table.config[name]["model"] == models[name] and table.table.config[name]["device"] == "cpu"
     one_row = cls(models[name], batch_size=1)
     many = cls(models[name])
     pairs = list(zip(CAP1 + CAP2, REF + REF))

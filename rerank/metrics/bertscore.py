@@ -104,6 +104,9 @@ class BERTScoreModel(PairModel):
         rescaled = f"rescaled:{os.path.basename(self.rescale)}" if self.rescale else "no-rescale"
         return f"layer:{self.layer}|F1|no-idf|{rescaled}"
 
+    def record(self) -> dict[str, Any]:
+        return {**super().record(), "layer": self.layer, "rescale": self.rescale}
+
     def finish(self, values: np.ndarray) -> np.ndarray:
         return values if self.baseline is None else (values - self.baseline) / (1.0 - self.baseline)
 

@@ -129,6 +129,9 @@ class BLEURTModel(PairModel):
     def settings(self) -> str:
         return f"max-length:{self.max_length}"
 
+    def record(self) -> dict:
+        return {**super().record(), "max_length": self.max_length}
+
     def load(self):
         """(tokenizer, encoder, head) on the device, offline."""
         if self._loaded is None:

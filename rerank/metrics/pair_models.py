@@ -97,6 +97,10 @@ class PairModel:
     def finish(self, values: np.ndarray) -> np.ndarray:
         return values
 
+    def record(self) -> dict[str, Any]:
+        """What an evaluation's config records of the model: its path, device and settings."""
+        return {"model": self.path, "device": str(self.device_name or "cpu")}
+
     def combine(self, values: Sequence[float]) -> float:
         return float(np.max(values) if self.reduce == "max" else np.mean(values))
 
@@ -172,6 +176,9 @@ class PairModelMetric(MeanOfSegments):
 
     def signature(self):
         return self.model.signature()
+
+    def record(self) -> dict[str, Any]:
+        return self.model.record()
 
 
 class PairModelFeature(Feature):
