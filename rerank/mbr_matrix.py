@@ -53,6 +53,7 @@ log = logging.getLogger(__name__)
 FORMAT = "rerank-mbr-matrix/1"
 INDEX = "index.json"
 SCALARS = (str, int, float, bool, type(None))
+MATRIX = ("matrix",)   # the option the messages name (the command line says its flag)
 
 
 def utility_signature(name: str, utility: object, lowercase: bool = False) -> dict:
@@ -152,15 +153,15 @@ class MatrixStore:
         if index.get("signature") != self.signature:
             raise InputError(f"the utility matrix was made by {describe(index.get('signature'))}, not "
                              f"{describe(self.signature)}: use another folder (matrix) or remove this one",
-                             self.index_path)
+                             self.index_path, mentions=MATRIX)
         if len(index["lists"]) != len(self.sizes):
             raise InputError(f"the utility matrix holds {len(index['lists'])} lists, the n-best {len(self.sizes)}: "
-                             "use another folder (matrix) or remove this one", self.index_path)
+                             "use another folder (matrix) or remove this one", self.index_path, mentions=MATRIX)
         for k, (entry, n) in enumerate(zip(index["lists"], self.sizes)):
             if not isinstance(entry, dict) or entry.get("n") != n:
                 raise InputError(f"list {k + 1} has {n} hypotheses, its utility matrix "
                                  f"{entry.get('n') if isinstance(entry, dict) else 'none'}: use another folder "
-                                 "(matrix) or remove this one", self.index_path)
+                                 "(matrix) or remove this one", self.index_path, mentions=MATRIX)
         self.entries = index["lists"]
 
     def _write_index(self) -> None:
@@ -201,7 +202,7 @@ class MatrixStore:
             entry = self.entries[first + k] or {}   # every entry of a read index is a dict (_read_index)
             if n and entry.get("sha256") != digest:
                 raise InputError(f"list {first + k + 1}'s texts are not those of the utility matrix: use another "
-                                 "folder (matrix) or remove this one", self.index_path)
+                                 "folder (matrix) or remove this one", self.index_path, mentions=MATRIX)
             if n:
                 values, start = self.array(str(entry["file"])), int(entry["start"])
                 if start < 0 or start + n * n > len(values):
