@@ -166,6 +166,23 @@ def test_each_distinct_pair_is_scored_once_and_batches_change_no_score(models, n
                                pair_models.cached_pair_scores(many, pairs, None, "t"), atol=1e-5)
 
 
+def test_bertscore_encodes_each_distinct_sentence_once(models, nbest, monkeypatch):
+    from rerank import score_cache
+
+    monkeypatch.setattr(score_cache, "BLOCK_ITEMS", 20)   # several blocks of pairs: the embeddings are kept
+    model = bertscore.BERTScoreModel(models["bertscore"], batch_size=3)
+    _, encoder = model.load()
+    rows = []
+    original = encoder.forward
+    encoder.forward = lambda ids, **keywords: rows.append(len(ids)) or original(ids, **keywords)
+    from rerank.consensus import pair_index
+
+    I, J, _ = pair_index(np.asarray(nbest.offsets))
+    pairs = [(nbest.hyps[i], nbest.hyps[j]) for i, j in zip(I.tolist(), J.tolist())]
+    pair_models.cached_pair_scores(model, pairs, None, "t")
+    assert sum(rows) == len(set(nbest.hyps)) and max(rows) <= 3 and len(pairs) > 2 * 20
+
+
 def test_token_batches_are_sorted_and_bounded():
     from rerank.score_cache import token_batches
 

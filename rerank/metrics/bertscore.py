@@ -10,8 +10,9 @@ at layer `layer` (bert_score's num_layers; default: the model's last layer), cos
 layer of P, R, F baselines) F1 becomes (F1 - b) / (1 - b). A sentence with several references
 takes the best, as `bert_score.score` does.
 
-Each distinct sentence is encoded once per block of pairs (its embeddings reused by every pair
-that holds it), in batches of similar token lengths bounded by MAX_TOKENS padded tokens; each
+Each distinct sentence is encoded once (its embeddings reused by every pair that holds it, and
+kept across blocks of pairs up to HELD_VALUES numbers), in batches of similar token lengths
+bounded by MAX_TOKENS padded tokens; each
 token's best match is taken over the other text's tokens alone. (bert_score's own batched call
 pads a batch of pairs and matches against the padding too, which floors a token's best
 similarity at 0 when its pair was padded: its values equal these when it runs a pair at a time,
@@ -35,7 +36,7 @@ from rerank.metrics.pair_models import (MAX_TOKENS, Pair, PairModel, PairModelFe
 from rerank.options import NONNEGATIVE_INT, PATH, POSITIVE_INT, option
 from rerank.progress import transformers_bars_off
 
-WHAT = "BERTScore"
+HELD_VALUES = 1 << 27   # token-embedding numbers kept between blocks of pairs (512 MB of float32)
 
 
 def token_ids(tokenizer, text: str) -> list[int]:
@@ -94,6 +95,7 @@ class BERTScoreModel(PairModel):
         self.rescale = None if rescale is None else os.fspath(rescale)
         self.baseline = None if self.rescale is None else read_baseline(self.rescale, self.layer)
         self._embeddings: dict[str, Any] = {}
+        self._held = 0   # numbers in _embeddings
 
     def namespace(self) -> str:
         from rerank.score_cache import model_digest
@@ -148,6 +150,7 @@ class BERTScoreModel(PairModel):
             for row, k in enumerate(batch):
                 weights = torch.tensor([0.0 if i in special else 1.0 for i in ids[k]], device=out.device)
                 self._embeddings[todo[k]] = (out[row, :len(ids[k])], weights)
+                self._held += len(ids[k]) * out.shape[-1]
 
     def score(self, pairs: Sequence[Pair], store: Store | None) -> np.ndarray:
         """F1 of each distinct pair, a block of whole batches at a time (rerank.score_cache)."""
@@ -158,7 +161,9 @@ class BERTScoreModel(PairModel):
         batches = token_batches([lengths[h] + lengths[r] for h, r in pairs], MAX_TOKENS, self.max_rows)
 
         def block(some: Sequence[Sequence[int]]) -> np.ndarray:
-            self._embeddings.clear()   # a block's sentences at a time: memory bounded by the block
+            if self._held > HELD_VALUES:   # memory bounded by HELD_VALUES and one block's sentences
+                self._embeddings.clear()
+                self._held = 0
             self.encode([t for batch in some for k in batch for t in pairs[k]])
             return np.concatenate([f1([self._embeddings[pairs[k][0]] for k in batch],
                                       [self._embeddings[pairs[k][1]] for k in batch]) for batch in some])
