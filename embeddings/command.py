@@ -12,6 +12,7 @@ from rerank.embeddings.commands_extra import add_backretrieval, add_pseudopairs
 from rerank.cliargs import nonnegative_float, nonnegative_int, positive_float, positive_int, terminal_bars
 from rerank.device import add_torch_options, check_run_dir, setup_torch
 from rerank.errors import InputError
+from rerank.options import Writing, add_option_flags
 from rerank.io import atomic_write, read_lines
 from rerank.outputs import check_outputs
 
@@ -65,6 +66,7 @@ def _add_train(verbs) -> None:
     t.add_argument("--seed", type=nonnegative_int, help="(default: the config's, else 1234)")
     t.add_argument("--no-resume", action="store_true", help="ignore an existing checkpoint")
     _add_train_extras(t)
+    add_option_flags(t, Writing)
     add_torch_options(t)
     t.set_defaults(func=run_train)
 
@@ -183,7 +185,7 @@ def run_train(args: argparse.Namespace) -> int:
     device = setup_torch(args)
     check_run_dir(args.out)
     path = train(_config(args), args.data_dir, args.out, device, resume=not args.no_resume, echo=_echo,
-                 progress=terminal_bars())
+                 progress=terminal_bars(), wait=args.wait)
     print(path)
     return 0
 

@@ -33,7 +33,7 @@ from rerank.budget import EpochBudget
 from rerank.progress import Progress, progress_bar
 from rerank.device import load_tensors, load_weights, resolve_device
 from rerank.errors import InputError
-from rerank.io import atomic_write
+from rerank.io import atomic_write, run_dir_lock
 
 logger = logging.getLogger(__name__)
 
@@ -383,9 +383,13 @@ class Trainer:
 
 
 def train(config: dict, data_dir: str, out_dir: str, device: str = "cpu", resume: bool = True, quiet: bool = False,
-          clock=time.monotonic, echo: Callable[[str], None] | None = None, progress: Progress = True) -> str:
+          clock=time.monotonic, echo: Callable[[str], None] | None = None, progress: Progress = True,
+          wait: bool = False) -> str:
     """Train with `config` (see DEFAULTS); returns the path of the best model (OUT/model.pt).
     `clock` times the max_minutes budget (tests pass a fake one). Every line of OUT/train.log goes
     to `echo` too (default: INFO records of this module's logger); `quiet`: neither those nor a
-    progress bar; `progress`: the epochs' bars (rerank.progress)."""
-    return Trainer(resolve_config(config), data_dir, out_dir, device, resume, quiet, clock, echo, progress).train()
+    progress bar; `progress`: the epochs' bars (rerank.progress). One training per run directory:
+    its main process holds the directory's lock (rerank.io.run_dir_lock; `wait`), the other
+    ranks of a distributed run write through it."""
+    with run_dir_lock(out_dir if D.world()[1] == 0 else None, wait):
+        return Trainer(resolve_config(config), data_dir, out_dir, device, resume, quiet, clock, echo, progress).train()

@@ -10,6 +10,7 @@ import time
 from rerank.cliargs import fraction, nonnegative_float, nonnegative_int, positive_float, positive_int, terminal_bars
 from rerank.device import add_torch_options, check_run_dir, setup_torch
 from rerank.errors import InputError
+from rerank.options import Writing, add_option_flags
 
 
 def add_parser(subparsers) -> None:
@@ -73,6 +74,7 @@ def _add_train(verbs) -> None:
                    "default: none)")
     t.add_argument("--seed", type=nonnegative_int, help=f"(default: {d.seed})")
     t.add_argument("--no-resume", action="store_true", help="start afresh even if OUT/last.pt exists")
+    add_option_flags(t, Writing)
     add_torch_options(t)
     t.set_defaults(func=run_train)
 
@@ -134,7 +136,7 @@ def run_train(args) -> int:
     except ValueError as exc:
         raise InputError(str(exc)) from exc
     state = train(cfg, read_parallel(*paths["train"]), read_parallel(*paths["val"]), args.out,
-                  device=device, resume=not args.no_resume, echo=echo_on_stderr, progress=terminal_bars())
+                  device=device, resume=not args.no_resume, echo=echo_on_stderr, progress=terminal_bars(), wait=args.wait)
     print(json.dumps({k: state.get(k) for k in ("epoch", "best_epoch", "best_bleu", "stopped")}))
     return 0
 

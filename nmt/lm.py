@@ -28,7 +28,7 @@ from rerank import distributed
 from rerank.budget import EpochBudget
 from rerank.device import load_tensors, load_weights
 from rerank.errors import InputError
-from rerank.io import atomic_write
+from rerank.io import atomic_write, run_dir_lock
 from rerank.progress import Progress, progress_bar, track
 
 
@@ -201,8 +201,14 @@ class _Run:
 
 
 def train_lm(cfg: LMConfig, train_lines: list[str], val_lines: list[str], out_dir: str, device="cpu",
-             resume: bool = True, progress: Progress = False, log=print, clock=time.monotonic) -> dict:
-    """Train (or resume from OUT/last.pt); early-stops on validation perplexity. Returns the state."""
+             resume: bool = True, progress: Progress = False, log=print, clock=time.monotonic, wait: bool = False) -> dict:
+    """Train (or resume from OUT/last.pt); early-stops on validation perplexity. Returns the state.
+    One trainer per run directory: the call holds its lock (rerank.io.run_dir_lock; `wait`)."""
+    with run_dir_lock(out_dir, wait):
+        return _train_lm(cfg, train_lines, val_lines, out_dir, device, resume, progress, log, clock)
+
+
+def _train_lm(cfg, train_lines, val_lines, out_dir, device, resume, progress, log, clock) -> dict:
     os.makedirs(out_dir, exist_ok=True)
     last = os.path.join(out_dir, "last.pt")
     resuming = resume and os.path.exists(last)

@@ -10,6 +10,7 @@ import sys
 from rerank.cliargs import fraction, nonnegative_int, positive_float, positive_int, terminal_bars
 from rerank.device import add_torch_options, check_run_dir, setup_torch
 from rerank.errors import InputError
+from rerank.options import Writing, add_option_flags
 
 # option -> (argparse type, help); the defaults are LMConfig's
 _TRAIN_OPTIONS = {
@@ -64,6 +65,7 @@ def _add_train(verbs) -> None:
                    "epochs: one is started only if it is expected to end in time (as nmt train and embed train; "
                    "default: none)")
     t.add_argument("--no-resume", action="store_true", help="start afresh even if OUT/last.pt exists")
+    add_option_flags(t, Writing)
     add_torch_options(t)
     t.set_defaults(func=run_train)
 
@@ -86,7 +88,7 @@ def run_train(args) -> int:
     if not val:
         raise InputError("no validation sentences", args.val)
     state = train_lm(cfg, train, val, args.out, device, resume=not args.no_resume, progress=terminal_bars(),
-                     log=lambda msg: print(msg, file=sys.stderr))
+                     log=lambda msg: print(msg, file=sys.stderr), wait=args.wait)
     print(json.dumps({k: state[k] for k in ("epoch", "best_ppl", "stopped")}))
     return 0
 

@@ -32,7 +32,7 @@ from rerank.nmt.vocab import BOS_ID, EOS_ID, PAD_ID, SubwordVocab, Tokenizer, Vo
 from rerank.budget import EpochBudget
 from rerank.device import load_tensors
 from rerank.errors import InputError
-from rerank.io import atomic_write
+from rerank.io import atomic_write, run_dir_lock
 from rerank.progress import Progress, progress_bar, track
 
 logger = logging.getLogger(__name__)
@@ -240,11 +240,17 @@ def _finish_epoch(run: _Run, epoch: int, result: dict, budget: EpochBudget) -> N
 
 def train(cfg: TrainConfig, train_pair: tuple[list[str], list[str]], val_pair: tuple[list[str], list[str]],
           out_dir: str, device: str = "cpu", resume: bool = True, clock=time.monotonic, progress: Progress = True,
-          echo: Callable[[str], None] | None = None) -> dict:
+          echo: Callable[[str], None] | None = None, wait: bool = False) -> dict:
     """Train (or resume) into out_dir; returns the final state summary (best BLEU, epochs, reason).
 
     `cfg.max_minutes` is spent in whole epochs (see rerank.budget), timed with `clock`. `progress`:
-    see rerank.progress; `echo`: called with every line of train.log (default: INFO records)."""
+    see rerank.progress; `echo`: called with every line of train.log (default: INFO records). One
+    trainer per run directory: the call holds its lock (rerank.io.run_dir_lock; `wait`)."""
+    with run_dir_lock(out_dir, wait):
+        return _train(cfg, train_pair, val_pair, out_dir, device, resume, clock, progress, echo)
+
+
+def _train(cfg, train_pair, val_pair, out_dir, device, resume, clock, progress, echo) -> dict:
     budget = EpochBudget(cfg.max_minutes, clock)
     run = _prepare(cfg, train_pair, val_pair, out_dir, device, resume, progress, echo)
     cfg, state = run.cfg, run.state

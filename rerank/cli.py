@@ -244,6 +244,18 @@ def _internal_error(name: str, exc: Exception) -> int:
     return 1
 
 
+def _chosen_actions(command: argparse.ArgumentParser, args: argparse.Namespace) -> list[argparse.Action]:
+    """The actions of `command` and of the verbs chosen under it (`rerank embed train`: embed's,
+    then train's), outermost first."""
+    actions, parser = [], command
+    while parser is not None:
+        actions += parser._actions
+        verbs = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+        chosen = getattr(args, verbs.dest, None) if verbs is not None else None
+        parser = verbs.choices.get(chosen) if verbs is not None and isinstance(chosen, str) else None
+    return actions
+
+
 def _with_flag(exc: Exception, parser: argparse.ArgumentParser | None, args: argparse.Namespace | None) -> str:
     """The error's message with the options it names said as the command's flags of the same
     destination, where the command has them: the option it is about (InputError.option) at the
@@ -258,7 +270,7 @@ def _with_flag(exc: Exception, parser: argparse.ArgumentParser | None, args: arg
     commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     flags: dict[str, str] = {}
     given: dict[str, str] = {}   # dest -> "-r REF": the shortest flag with its value's placeholder
-    for action in commands.choices[args.command]._actions:
+    for action in reversed(_chosen_actions(commands.choices[args.command], args)):   # a verb's own flags first
         if action.option_strings:
             flags.setdefault(action.dest, max(action.option_strings, key=len))
             value = "" if action.nargs == 0 else f" {action.metavar or action.dest.upper()}"

@@ -467,6 +467,16 @@ def lock_path(path: str | os.PathLike) -> str:
     return os.path.join(directory, f".{name}.lock")
 
 
+def run_dir_lock(directory: str | os.PathLike | None, wait: bool = False) -> contextlib.AbstractContextManager:
+    """`output_lock` of a run directory (a trainer's checkpoints, config and log: `rerank nmt
+    train --out`, `lm train`, `embed train`): its folder is made first, so that the lock beside the
+    directory can be taken before anything is written; None locks nothing."""
+    if directory is not None:
+        with contextlib.suppress(OSError):   # a folder that cannot be made: the trainer says its own error
+            os.makedirs(os.path.dirname(os.path.abspath(os.fspath(directory))), exist_ok=True)
+    return output_lock([directory], wait)
+
+
 @contextlib.contextmanager
 def output_lock(paths: Iterable[str | os.PathLike | None], wait: bool = False) -> Iterator[None]:
     """Hold the lock of each output in `paths` for the `with` block: one writer per output. A

@@ -103,3 +103,24 @@ def test_ctrl_c_exits_130_and_keeps_the_previous_checkpoint(work, capsys, monkey
     capsys.readouterr()
     loads(kind, work)
     assert (d / CHECKPOINT[kind]).read_bytes() != before[CHECKPOINT[kind]]
+
+
+@pytest.mark.parametrize("kind", ["nmt", "lm", "embed"])
+def test_a_second_trainer_of_one_run_directory_refuses_naming_the_first(work, kind, capsys):
+    """One trainer per run directory (rerank.io.run_dir_lock): while another process holds it, a
+    resume refuses in one line naming that process and leaves the directory as it was; once it is
+    free the resume runs."""
+    from tests.cli_helpers import run as run_captured
+    from tests.test_output_lock import holding, release
+
+    directory = work / RUN_DIR[kind]
+    before = snapshot(directory)
+    with holding(directory) as holder:
+        code, out, err = run_captured(argv(kind, work, 2), capsys)
+        assert code == 2 and out == "", err
+        assert err.splitlines()[-1].endswith(f"{directory}: being written by another rerank process "
+                                             f"(pid {holder.pid}: -c {directory}) (--wait waits until it ends)")
+        assert len([x for x in err.splitlines() if "error" in x]) == 1
+        assert snapshot(directory) == before
+        release(holder)
+    assert run(argv(kind, work, 2)) == 0
