@@ -299,9 +299,12 @@ def als_complete(M: np.ndarray, observed: np.ndarray, rank: int, rng: np.random.
     target = np.where(observed, M, 0.0)
     ridge = ALS_REGULARISATION * np.eye(rank)
     previous = 1e5
+    def normal(weights: np.ndarray, F: np.ndarray) -> np.ndarray:   # sum_j w_ij f_j f_j^T + ridge, row by row
+        return (weights @ (F[:, :, None] * F[:, None, :]).reshape(len(F), -1)).reshape(-1, rank, rank) + ridge
+
     for _ in range(ALS_ITERATIONS):
-        X = np.linalg.solve(np.einsum("ij,jk,jl->ikl", mask, Y, Y) + ridge, (target @ Y)[:, :, None])[:, :, 0]
-        Y = np.linalg.solve(np.einsum("ji,jk,jl->ikl", mask, X, X) + ridge, (target.T @ X)[:, :, None])[:, :, 0]
+        X = np.linalg.solve(normal(mask, Y), (target @ Y)[:, :, None])[:, :, 0]
+        Y = np.linalg.solve(normal(mask.T, X), (target.T @ X)[:, :, None])[:, :, 0]
         loss = float(((mask * (target - X @ Y.T)) ** 2).sum() + ALS_REGULARISATION * ((X ** 2).sum() + (Y ** 2).sum()))
         if previous - loss <= ALS_TOLERANCE:
             break
