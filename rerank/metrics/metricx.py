@@ -212,10 +212,15 @@ class Scorer:
 
     def _model(self, cls, config, state: dict):
         """MT5Model of `config` with the checkpoint's weights (its embeddings tied to `shared`
-        where the checkpoint leaves them out, as transformers ties them)."""
-        from rerank.device import load_weights
+        where the checkpoint leaves them out, as transformers ties them). Built on the meta device
+        and given the checkpoint's tensors themselves, so that no random initialisation runs and
+        the weights are in memory once (an XXL model is 13B parameters)."""
+        import torch
 
-        torch_model = cls(config)
+        from rerank.device import check_state_dict
+
+        with torch.device("meta"):
+            torch_model = cls(config)
         own = torch_model.state_dict()
         for key in own:
             if key not in state and key.endswith("embed_tokens.weight") and "shared.weight" in state:
@@ -223,7 +228,11 @@ class Scorer:
         ignored = [k for k in state if k not in own and k.endswith("EncDecAttention.relative_attention_bias.weight")]
         for key in ignored:   # the public checkpoints carry it; MT5 ignores it on load too
             del state[key]
-        load_weights(torch_model, state, self.ckpt.path, "the MetricX model (mT5)")
+        check_state_dict(own, state, self.ckpt.path, "the MetricX model (mT5)")
+        torch_model.load_state_dict(state, assign=True)
+        left = [name for name, t in [*torch_model.named_parameters(), *torch_model.named_buffers()] if t.is_meta]
+        if left:
+            raise RuntimeError(f"MT5Model has tensors that no checkpoint weight filled: {left[:3]}")
         return torch_model.float()
 
     def encode(self, texts: Sequence[str]) -> list[list[int]]:
