@@ -639,7 +639,9 @@ def evaluate_systems(refs: Sequence[Sequence[str]], baseline_runs: Sequence[Sequ
               "runs": {name: len(runs) for name, runs in all_systems.items()}, "sentences": n,
               "references": len(refs)}
     if "metricx" in read and o.metricx_model is not None:
-        config["metricx"] = {"model": os.fspath(o.metricx_model), "batch_tokens": o.metricx_batch_tokens or 4096,
+        from rerank.metrics.metricx import BATCH_TOKENS
+
+        config["metricx"] = {"model": os.fspath(o.metricx_model), "batch_tokens": o.metricx_batch_tokens or BATCH_TOKENS,
                              "device": o.device or "cpu"}
     from rerank.metrics.pair_models import PairModelMetric
 

@@ -213,6 +213,7 @@ def test_eval_marks_metricx_lower_better_and_scores_the_mean(models):
         assert table.cells[(system, "metricx")].score == pytest.approx(public_scores(models["24"],
                                                                                      triples(hyps)).mean(), abs=1e-4)
     assert table.signatures["metricx"].startswith("metricx|model:24|") and "version:24" in table.signatures["metricx"]
+    assert table.config["metricx"] == {"model": models["24"], "batch_tokens": metricx.BATCH_TOKENS, "device": "cpu"}
 
 
 def test_the_eval_command_reads_metricx_model(models, tmp_path, capsys):
