@@ -323,6 +323,13 @@ def test_a_bleurt_model_whose_weights_do_not_fit_or_pickle_code_is_refused(model
     torch.save({"head.weight": torch.zeros(1, 32)}, os.path.join(bad, "model.pt"))
     with pytest.raises(InputError, match="cannot load the model of bleurt offline .*do not fit the config"):
         pair_models.cached_pair_scores(bleurt.BLEURTModel(bad), [("a", "b")], None, "t")
+    from safetensors.torch import load_file
+
+    state = load_file(os.path.join(models["bleurt"], "model.safetensors"))
+    state["head.weight"] = torch.zeros(1, 16)
+    torch.save(state, os.path.join(bad, "model.pt"))
+    with pytest.raises(InputError, match=r"1 of another shape \(first: head.weight \(1, 16\), the config's \(1, 32\)\)"):
+        pair_models.cached_pair_scores(bleurt.BLEURTModel(bad), [("a", "b")], None, "t")
 
 
 def test_rules_of_the_options_say_one_message(tmp_path, capsys):

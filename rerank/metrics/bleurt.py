@@ -92,12 +92,18 @@ def read_weights(path: str) -> dict:
 
 def build_model(config: dict, state: dict | None = None):
     """(RemBertModel with its pooler, head Linear(hidden, 1)) of a bleurt_config.json's contents,
-    with the weights of `state` (None: random). Missing or unexpected weights are an error."""
+    with the weights of `state` (None: random). With weights the modules are made on the meta
+    device and take the state's tensors (no random initialisation, the weights in memory once);
+    the position ids, a buffer no state holds, are made anew. Missing or unexpected weights, or
+    weights of the wrong shape, are an error (ValueError)."""
+    import contextlib
+
     import torch
     from transformers import RemBertConfig, RemBertModel
 
-    encoder = RemBertModel(RemBertConfig(**config["encoder"]), add_pooling_layer=True)
-    head = torch.nn.Linear(encoder.config.hidden_size, 1)
+    with torch.device("meta") if state is not None else contextlib.nullcontext():
+        encoder = RemBertModel(RemBertConfig(**config["encoder"]), add_pooling_layer=True)
+        head = torch.nn.Linear(encoder.config.hidden_size, 1)
     if state is not None:
         ours = {f"encoder.{k}": v for k, v in encoder.state_dict().items()}
         ours.update({f"head.{k}": v for k, v in head.state_dict().items()})
@@ -106,8 +112,19 @@ def build_model(config: dict, state: dict | None = None):
         if missing or extra:
             raise ValueError(f"the weights do not fit the config: {len(missing)} missing (first: "
                              f"{missing[:1]}), {len(extra)} unexpected (first: {extra[:1]})")
-        encoder.load_state_dict({k[len("encoder."):]: v for k, v in state.items() if k.startswith("encoder.")})
-        head.load_state_dict({"weight": state["head.weight"], "bias": state["head.bias"]})
+        shapes = [k for k, v in ours.items() if tuple(v.shape) != tuple(state[k].shape)]
+        if shapes:
+            raise ValueError(f"the weights do not fit the config: {len(shapes)} of another shape (first: {shapes[0]} "
+                             f"{tuple(state[shapes[0]].shape)}, the config's {tuple(ours[shapes[0]].shape)})")
+        encoder.load_state_dict({k[len("encoder."):]: v for k, v in state.items() if k.startswith("encoder.")},
+                                assign=True)
+        head.load_state_dict({"weight": state["head.weight"], "bias": state["head.bias"]}, assign=True)
+        positions = encoder.embeddings.position_ids
+        encoder.embeddings.register_buffer("position_ids", torch.arange(positions.shape[-1]).expand(positions.shape),
+                                           persistent=False)
+        left = [name for name, tensor in [*encoder.named_parameters(), *encoder.named_buffers()] if tensor.is_meta]
+        if left:
+            raise ValueError(f"the weights do not fit the config: {left[0]} has no value")
     return encoder.eval(), head.eval()
 
 
