@@ -1,0 +1,242 @@
+"""The MBR decoders (issue 47 item 2: rerank.mbr_decoders) beside mbrs 0.1.8's, on the same lists in
+one process: seconds per sentence, agreement of the choice with exact MBR's, and, for c2f, parity
+of the choice with mbrs's (the one decoder whose algorithm draws nothing: the same sentence, since a
+list may hold one more than once).
+
+    PYTHONPATH=/tmp/mbrs_pkgs .venv-compat/bin/python benchmarks/bench_mbr_decoders.py \\
+        --sentences 40 --out docs/benchmarks/mbr_decoders
+
+(mbrs in a scratch folder: `pip install --target /tmp/mbrs_pkgs --no-deps mbrs==0.1.8 simple-parsing
+docstring-parser fastchrf==0.2.1 bert-score==0.3.13 bleurt-pytorch`; it needs transformers 4,
+hence .venv-compat. Without mbrs the script times ours alone and says so.)
+
+Utility: chrF (sacrebleu's), both sides; mbrs's MetricChrF with its fastchrf switch on (its
+fastest path) for --mbrs-fastchrf, else sacrebleu per pair; its aggregation (aggregate, c2f's
+coarse step) is sacrebleu's either way, since fastchrf does not aggregate with weights. Posterior: p = softmax(nmt / T) within
+each list (mbrs: reference_lprobs = nmt / T, which it softmaxes). Lists: the first --sentences
+sentences of the shipped optimised test_2016 50-best lists (N = 50), and, for N = 150, per
+sentence the optimised, regular and weak 50-best lists one after the other (duplicates kept).
+
+Decoders and their settings (both sides the same):
+- c2f: ours `--mbr-method c2f --mbr-c2f-k K`; mbrs has no such decoder, so its metric's
+  `expected_scores_reference_aggregation`, the top K, then its `expected_scores` of those K
+  against every pseudo-reference (the same computation);
+- pruning: ours with its defaults (schedule 8,...,256, alpha 0.99, 500 bootstrap samples);
+  mbrs's DecoderPruningMBR with the same, given the pseudo-references in the order ours draws
+  them (rerank.mbr_decoders.posterior_order, same seed) and their nmt / T;
+- probabilistic: ours `--mbr-sample-ratio R --mbr-rank 8`; mbrs's DecoderProbabilisticMBR with
+  reduction_factor 1 / R, rank 8 (its ALS defaults);
+- exact and aggregate: ours, and mbrs's expected_scores / expected_scores_reference_aggregation.
+The seeded decoders draw from numpy (ours) and torch (mbrs): their choices are compared with
+exact MBR's, not with each other. Agreement: the share of sentences whose choice has exact MBR's
+highest expected utility (ties count). Each measurement runs --repeat times; the median is reported.
+/proc/loadavg is read before and after.
+
+--out PREFIX writes PREFIX.json (settings, versions, load, every number) and PREFIX.md (the table).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+
+import numpy as np
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+sys.path.insert(0, ROOT)
+DATA = os.path.join(ROOT, "rerank", "data", "multi30k")
+
+
+def loadavg() -> str:
+    try:
+        with open("/proc/loadavg", encoding="ascii") as f:
+            return f.read().strip()
+    except OSError:
+        return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def build_lists(size: int, n: int):
+    """The NBestList (one column nmt) of the first n sentences' size-best lists (50 or 150)."""
+    from rerank.api import read_nbest
+    from rerank.nbest import NBestList
+
+    names = {50: ["optimised"], 150: ["optimised", "regular", "weak"]}[size]
+    parts = []
+    for name in names:
+        nb = read_nbest(os.path.join(DATA, f"{name}.test_2016.50best.gz")).select_sentences(np.arange(n))
+        parts.append(([list(nb.hyps[nb.sentence(i)]) for i in range(n)], [nb.column("nmt")[nb.sentence(i)]
+                                                                            for i in range(n)]))
+    hyps = [sum((p[0][i] for p in parts), []) for i in range(n)]
+    nmt = [np.concatenate([p[1][i] for p in parts]) for i in range(n)]
+    return NBestList.from_lists(hyps, [s[:, None] for s in nmt], ["nmt"])
+
+
+def timed(fn, repeat: int):
+    times, out = [], None
+    for _ in range(repeat):
+        start = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - start)
+    return out, statistics.median(times)
+
+
+def choices(values: np.ndarray, offsets: np.ndarray) -> list[int]:
+    return [int(np.argmax(values[a:b])) for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist())]
+
+
+def agreement(chosen: list[int], exact: np.ndarray, offsets: np.ndarray) -> float:
+    hits = [exact[a + c] >= exact[a:b].max() - 1e-9 for c, a, b in zip(chosen, offsets[:-1].tolist(),
+                                                                         offsets[1:].tolist())]
+    return float(np.mean(hits))
+
+
+def run_ours(nb, temperature, settings, repeat):
+    from rerank import consensus as C
+
+    rows = {}
+    scores, offsets = nb.column("nmt"), np.asarray(nb.offsets)
+    for method, options in settings.items():
+        values, seconds = timed(lambda: C.mbr_scores(nb, scores, C.MBROptions("chrf", temperature=temperature,
+                                                                              method=method, **options)), repeat)
+        rows[method] = {"seconds_per_sentence": seconds / nb.n_sentences, "choices": choices(values, offsets)}
+    return rows
+
+
+def run_mbrs(nb, temperature, settings, repeat, fastchrf: bool):
+    import torch
+    from mbrs.decoders import DecoderPruningMBR, DecoderProbabilisticMBR
+    from mbrs.metrics import MetricChrF
+
+    from rerank import consensus as C
+    from rerank import mbr_decoders as D
+
+    metric = MetricChrF(MetricChrF.Config(fastchrf=fastchrf))
+    aggregating = MetricChrF(MetricChrF.Config())   # fastchrf does not aggregate with reference_lprobs
+    lists = [list(nb.hyps[nb.sentence(i)]) for i in range(nb.n_sentences)]
+    nmt = [nb.column("nmt")[nb.sentence(i)] for i in range(nb.n_sentences)]
+    p = C.posterior(nb.column("nmt"), nb.offsets, temperature)
+    offsets = np.asarray(nb.offsets)
+    rows = {}
+
+    def lprobs(i):
+        return torch.as_tensor(nmt[i] / temperature, dtype=torch.float32)
+
+    def exact():
+        return [int(metric.expected_scores(h, h, reference_lprobs=lprobs(i)).argmax()) for i, h in enumerate(lists)]
+
+    def aggregate():
+        return [int(aggregating.expected_scores_reference_aggregation(h, h, reference_lprobs=lprobs(i)).argmax())
+                for i, h in enumerate(lists)]
+
+    def c2f(k):
+        out = []
+        for i, h in enumerate(lists):
+            coarse = aggregating.expected_scores_reference_aggregation(h, h, reference_lprobs=lprobs(i))
+            top = torch.topk(coarse, min(k, len(h))).indices.tolist()
+            fine = metric.expected_scores([h[t] for t in top], h, reference_lprobs=lprobs(i))
+            out.append(top[int(fine.argmax())])
+        return out
+
+    def pruning(options):
+        cfg = DecoderPruningMBR.Config(alpha=options.get("pruning_alpha", 0.99),
+                                       sampling_scheduler=list(options.get("pruning_schedule",
+                                                                           [8, 16, 32, 64, 128, 256])),
+                                       seed=options.get("seed", 0))
+        decoder, out = DecoderPruningMBR(cfg, metric), []
+        for i, h in enumerate(lists):
+            lists_ = D.Lists(np.zeros(len(h), dtype=np.int64), np.ones(len(h), bool), np.ones(len(h), bool),
+                             options.get("seed", 0), i)
+            a = int(offsets[i])
+            order = D.posterior_order(np.arange(len(h)), p[a:a + len(h)], lists_.rng(0)).tolist()
+            out.append(decoder.decode(h, [h[j] for j in order], nbest=1,
+                                      reference_lprobs=lprobs(i)[order]).idx[0])
+        return out
+
+    def probabilistic(options):
+        cfg = DecoderProbabilisticMBR.Config(reduction_factor=1.0 / options["sample_ratio"],
+                                             rank=options.get("rank", 8), seed=options.get("seed", 0))
+        decoder = DecoderProbabilisticMBR(cfg, metric)
+        return [decoder.decode(h, h, nbest=1, reference_lprobs=lprobs(i)).idx[0] for i, h in enumerate(lists)]
+
+    runs = {"exact": exact, "aggregate": aggregate, "c2f": lambda: c2f(settings["c2f"]["c2f_k"]),
+            "pruning": lambda: pruning(settings["pruning"]),
+            "probabilistic": lambda: probabilistic(settings["probabilistic"])}
+    for method in settings:
+        chosen, seconds = timed(runs[method], repeat)
+        rows[method] = {"seconds_per_sentence": seconds / nb.n_sentences, "choices": [int(c) for c in chosen]}
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sentences", type=int, default=40)
+    parser.add_argument("--sizes", default="50,150")
+    parser.add_argument("--temperature", type=float, default=1.0)
+    parser.add_argument("--c2f-k", type=int, default=8)
+    parser.add_argument("--sample-ratio", type=float, default=0.125)
+    parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--mbrs-fastchrf", action="store_true", help="mbrs's MetricChrF on fastchrf")
+    parser.add_argument("--out", default=None, help="PREFIX for PREFIX.json and PREFIX.md")
+    args = parser.parse_args()
+    settings = {"exact": {}, "aggregate": {}, "c2f": {"c2f_k": args.c2f_k}, "pruning": {},
+                "probabilistic": {"sample_ratio": args.sample_ratio}}
+    try:
+        import mbrs  # noqa: F401
+        have_mbrs = True
+    except ImportError:
+        have_mbrs = False
+    report = {"argv": sys.argv, "settings": settings, "load_before": loadavg(), "python": platform.python_version(),
+              "machine": platform.machine(), "cpus": os.cpu_count(), "mbrs": have_mbrs, "sizes": {}}
+    for size in (int(s) for s in args.sizes.split(",")):
+        nb = build_lists(size, args.sentences)
+        from rerank import consensus as C
+
+        offsets = np.asarray(nb.offsets)
+        exact = C.mbr_scores(nb, nb.column("nmt"), C.MBROptions("chrf", temperature=args.temperature))
+        entry = {"ours": run_ours(nb, args.temperature, settings, args.repeat)}
+        if have_mbrs:
+            entry["mbrs"] = run_mbrs(nb, args.temperature, settings, args.repeat, args.mbrs_fastchrf)
+        for side in entry.values():
+            for row in side.values():
+                row["agreement_with_exact"] = agreement(row["choices"], exact, offsets)
+        if have_mbrs:   # the same sentence (a list may hold it more than once)
+            same = [nb.hyps[a + x] == nb.hyps[a + y] for a, x, y in zip(offsets[:-1].tolist(), entry["ours"]["c2f"]["choices"],
+                                                                        entry["mbrs"]["c2f"]["choices"])]
+            entry["c2f_same_choice_as_mbrs"] = float(np.mean(same))
+        report["sizes"][size] = entry
+        print(json.dumps({size: {side: {m: {k: v for k, v in r.items() if k != "choices"} for m, r in rows.items()}
+                                 for side, rows in entry.items() if isinstance(rows, dict)}}, indent=1), flush=True)
+    report["load_after"] = loadavg()
+    lines = [f"# MBR decoders beside mbrs 0.1.8 (chrF, {args.sentences} sentences, T = {args.temperature})", "",
+             f"`{' '.join(sys.argv)}`; load average before {report['load_before']}, after {report['load_after']}; "
+             f"{os.cpu_count()} CPUs.", "",
+             "| N | method | ours s/sentence | mbrs s/sentence | mbrs / ours | ours agrees with exact | mbrs agrees "
+             "with exact |", "|---|---|---|---|---|---|---|"]
+    for size, entry in report["sizes"].items():
+        for method in settings:
+            ours = entry["ours"][method]
+            theirs = entry.get("mbrs", {}).get(method)
+            lines.append(f"| {size} | {method} | {ours['seconds_per_sentence']:.4f} | "
+                         + (f"{theirs['seconds_per_sentence']:.4f} | "
+                            f"{theirs['seconds_per_sentence'] / ours['seconds_per_sentence']:.1f}x | "
+                            if theirs else "| | ")
+                         + f"{ours['agreement_with_exact']:.0%} | "
+                         + (f"{theirs['agreement_with_exact']:.0%} |" if theirs else "|"))
+        if "c2f_same_choice_as_mbrs" in entry:
+            lines.append(f"| {size} | c2f: same choice as mbrs's | | | | {entry['c2f_same_choice_as_mbrs']:.0%} | |")
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if args.out:
+        with open(args.out + ".json", "w", encoding="utf-8") as f:
+            json.dump(report, f, indent=1)
+        with open(args.out + ".md", "w", encoding="utf-8") as f:
+            f.write(text)
+
+
+if __name__ == "__main__":
+    main()
