@@ -274,10 +274,10 @@ class EvalOptions:
     MetricX checkpoint directory (rerank.metrics.metricx) for the metric `metricx`, an error score
     (lower is better), which needs `sources` too; metricx_batch_tokens its padded tokens per batch.
     bertscore_model (a transformers model directory), with bertscore_layer (bert_score's
-    num_layers; default the last) and bertscore_rescale (a bert_score baseline file), adds the
-    metric `bertscore` (BERTScore F1); bleurt_model (a BLEURT model directory,
-    rerank.metrics.bleurt) the metric `bleurt`: both score (hypothesis, reference) pairs and need
-    no sources. wait: if another process is writing an output of `rerank.evaluate(outputs=)`,
+    num_layers; default bert_score's for the folder's name, else the last) and
+    bertscore_rescale (a bert_score baseline file), adds the metric `bertscore` (BERTScore F1);
+    bleurt_model (a BLEURT model directory, rerank.metrics.bleurt) the metric `bleurt`: both
+    score (hypothesis, reference) pairs and need no sources. wait: if another process is writing an output of `rerank.evaluate(outputs=)`,
     `Evaluation.save` or `rerank.report`, wait until it ends (default: refuse, naming it).
 
     Every rule that needs no data is checked here, once, with one message (InputError naming the
@@ -327,7 +327,8 @@ class EvalOptions:
                                          "(hypothesis, reference) scored once", check=PATH, metavar="DIR",
                                          group=PAIR_GROUP)
     bertscore_layer: int | None = option(None, "the layer whose embeddings BERTScore matches (bert_score's num_layers)",
-                                         check=NONNEGATIVE_INT, metavar="L", default_text="the model's last",
+                                         check=NONNEGATIVE_INT, metavar="L", default_text="bert_score's for the "
+                                         "directory's name (roberta-large: 17), else the model's last",
                                          group=PAIR_GROUP)
     bertscore_rescale: str | None = option(None, "rescale BERTScore F1 with this bert_score baseline file "
                                            "(rescale_baseline/LANG/MODEL.tsv in the package)", check=PATH,

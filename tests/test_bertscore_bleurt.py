@@ -85,8 +85,17 @@ def test_bert_scores_batched_call_differs_only_by_matching_padding(models):
     assert np.all(batched >= ours - 1e-6)
 
 
-def test_the_default_layer_is_the_last(models):
+def test_the_default_layer_is_bert_scores_for_the_folders_name_else_the_last(models, tmp_path):
     assert bertscore.BERTScoreModel(models["bertscore"]).layer == 2
+    lines = tiny_models.read_text(tiny_models.DEFAULT_TEXT)[:500]
+    from rerank.progress import transformers_bars_off
+
+    with transformers_bars_off():
+        named = tiny_models.build_bertscore(str(tmp_path / "bert-base-uncased"), lines, layers=12)
+    from bert_score.utils import model2layers
+
+    model = bertscore.BERTScoreModel(named)
+    assert model.layer == model2layers["bert-base-uncased"] == 9 and "layer:9|" in model.signature()
 
 
 def test_rescaling_is_bert_scores_with_the_baseline_file(models, tmp_path):

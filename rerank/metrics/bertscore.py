@@ -4,7 +4,8 @@
 MBR utility (rerank.metrics.pair_models says what they share).
 
 The score is F1 of the greedy matching of the hypothesis's and the reference's token embeddings
-at layer `layer` (bert_score's num_layers; default: the model's last layer), cosine similarities,
+at layer `layer` (bert_score's num_layers; default: bert_score's layer for the model the
+directory is named after, roberta-large 17, else the model's last layer), cosine similarities,
 [CLS] and [SEP] weighted 0 and every other token 1 (bert_score without idf), an empty side 0; with
 `rescale` (a baseline file as the package ships them, rescale_baseline/LANG/MODEL.tsv: a row per
 layer of P, R, F baselines) F1 becomes (F1 - b) / (1 - b). A sentence with several references
@@ -50,6 +51,18 @@ def token_ids(tokenizer, text: str) -> list[int]:
     return sent_encode(tokenizer, text)
 
 
+def default_layer(path: str, layers: int) -> int:
+    """bert_score's tuned layer for the model the directory is named after, when it knows the name
+    (`bert_score.utils.model2layers`: roberta-large 17, bert-base-multilingual-cased 9, ...), as
+    `bert_score.score(model_type=NAME)` takes it; else the model's last layer."""
+    with needs_neural("the bertscore metric"):
+        from bert_score.utils import model2layers
+
+    name = os.path.basename(os.path.normpath(os.path.abspath(path)))
+    known = {key.split("/")[-1]: value for key, value in model2layers.items()}
+    return int(known.get(name, layers))
+
+
 def read_baseline(path: str, layer: int) -> float:
     """The F baseline of `layer` in a bert_score baseline file (a CSV with a header, LAYER,P,R,F,
     and the row of layer L at position L, as bert_score reads it with pandas' iloc)."""
@@ -88,7 +101,7 @@ class BERTScoreModel(PairModel):
         except (OSError, ValueError, TypeError, AttributeError) as exc:
             raise InputError("config.json has no number of layers (num_hidden_layers) to cut BERTScore's layer from",
                              self.path) from exc
-        self.layer = layers if layer is None else layer
+        self.layer = default_layer(self.path, layers) if layer is None else layer
         if not 0 <= self.layer <= layers:
             raise InputError(f"BERTScore layer {self.layer}: the model has {layers} layers (give 0-{layers})",
                              self.path, option="layer")
@@ -226,7 +239,8 @@ class BERTScoreOptions:
     model: str | None = option(None, "a transformers model directory (config.json, weights, tokenizer) for BERTScore",
                                check=PATH, metavar="DIR", default_text="none, needed for bertscore")
     layer: int | None = option(None, "the layer whose embeddings are matched (bert_score's num_layers)",
-                               check=NONNEGATIVE_INT, metavar="L", default_text="the model's last")
+                               check=NONNEGATIVE_INT, metavar="L", default_text="bert_score's for the directory's "
+                               "name (roberta-large: 17), else the model's last")
     rescale: str | None = option(None, "rescale F1 with this bert_score baseline file (rescale_baseline/LANG/MODEL.tsv)",
                                  check=PATH, metavar="FILE", default_text="no rescaling")
     batch_size: int = option(64, "sentences per encoder batch (also at most 8,192 padded tokens)", check=POSITIVE_INT)
@@ -245,7 +259,7 @@ class BERTScoreFeature(PairModelFeature):
 
 
 class BERTScoreUtility(PairModelUtility):
-    """BERTScore F1 as the MBR utility (the model's last layer, no rescaling: an affine map of F1
+    """BERTScore F1 as the MBR utility (the default layer, no rescaling: an affine map of F1
     with a positive slope, which leaves MBR's choice as it is)."""
 
     Model = BERTScoreModel
