@@ -277,8 +277,9 @@ class EvalOptions:
     num_layers; default bert_score's for the folder's name, else the last) and
     bertscore_rescale (a bert_score baseline file), adds the metric `bertscore` (BERTScore F1);
     bleurt_model (a BLEURT model directory, rerank.metrics.bleurt) the metric `bleurt`: both
-    score (hypothesis, reference) pairs and need no sources. wait: if another process is writing an output of `rerank.evaluate(outputs=)`,
-    `Evaluation.save` or `rerank.report`, wait until it ends (default: refuse, naming it).
+    score (hypothesis, reference) pairs and need no sources. wait: if another process is writing an
+    output of `rerank.evaluate(outputs=)`, `Evaluation.save` or `rerank.report`, wait until it ends
+    (default: refuse, naming it).
 
     Every rule that needs no data is checked here, once, with one message (InputError naming the
     field as `option`, which the command line says as its flag)."""
