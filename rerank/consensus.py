@@ -525,11 +525,11 @@ class VectorUtility:
         raise NotImplementedError
 
     def exact(self, sources, texts, group, I, J) -> np.ndarray:
-        vectors = self.vectors(list(texts))
+        vectors = self.block_vectors(texts)
         return np.einsum("ij,ij->i", vectors[I], vectors[J])
 
     def aggregate(self, sources, texts, group, p) -> np.ndarray:
-        vectors = self.vectors(list(texts))
+        vectors = self.block_vectors(texts)
         mean = np.zeros((int(group.max(initial=-1)) + 1, vectors.shape[1]))
         np.add.at(mean, group, p[:, None] * vectors)
         return np.einsum("ij,ij->i", vectors, mean[group])
@@ -538,7 +538,16 @@ class VectorUtility:
 
     def embed(self, sources, texts, group) -> np.ndarray:
         """The vectors of the rows, (T, d): what the centroid method clusters."""
-        return self.vectors(list(texts))
+        return self.block_vectors(texts)
+
+    def block_vectors(self, texts) -> np.ndarray:
+        """`vectors(texts)`, the last block's kept, so that a decoder that reads a block twice (c2f:
+        the aggregate method, then pairs) encodes it once."""
+        key = tuple(texts)
+        kept = getattr(self, "_block", None)
+        if kept is None or kept[0] != key:
+            kept = self._block = (key, self.vectors(list(texts)))
+        return kept[1]
 
     @staticmethod
     def centre(centroids: np.ndarray) -> np.ndarray:

@@ -453,7 +453,16 @@ class MBRUtility:
         return out
 
     def _embeddings(self, model, sources, texts, group):
-        """(embedding of every row's text, of every list's source), each distinct string encoded once."""
+        """(embedding of every row's text, of every list's source), each distinct string encoded once;
+        the last block's kept, so that a decoder that reads a block twice (c2f: the aggregate
+        method, then pairs) encodes it once."""
+        key = (tuple(texts), tuple(sources))
+        kept = getattr(self, "_block", None)
+        if kept is None or kept[0] != key:
+            kept = self._block = (key, self._encode(model, sources, texts))
+        return kept[1]
+
+    def _encode(self, model, sources, texts):
         distinct = list(dict.fromkeys([*texts, *sources]))
         position = {t: k for k, t in enumerate(distinct)}
         table = sentence_embeddings(model, distinct, self.batch_size, self.device)
