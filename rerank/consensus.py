@@ -87,7 +87,7 @@ def pair_index(offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     return offsets[sentence] + local // np.maximum(k, 1), offsets[sentence] + local % np.maximum(k, 1), pair_offsets
 
 
-PAIR_CHUNK = 1 << 21  # (pair, n-gram) records per step of `add_shared`: about 120 MB of work arrays at the peak
+PAIR_CHUNK = 1 << 19  # (pair, n-gram) records per step of `add_shared`: about 30 MB of work arrays at the peak
 
 
 def pair_matches(ids, bounds, group, n, I, pair_offsets, offsets) -> tuple[np.ndarray, np.ndarray]:
@@ -175,24 +175,30 @@ SCORE_CHUNK = 1 << 16   # pairs per call of chrF's formula (its float64 temporar
 
 def chrf_utility(texts: Sequence[str], offsets: np.ndarray, I, J, pair_offsets, word_order: int = 0) -> np.ndarray:
     """Sentence chrF (sacrebleu's formula: character 1-6-grams without whitespace), in [0, 1].
-    The statistics of every pair are integer counts, held as int32 (half of float64's memory,
-    the same numbers), and the formula runs SCORE_CHUNK pairs at a time: the peak is the
-    statistics, not the formula's temporaries (issue 47: 1.1 GB over the shipped 50-best before)."""
+    Each pair keeps its clipped matches alone, one int32 per order (integer counts: the same
+    numbers as float64), each text its n-gram totals; the formula's statistics [hyp, ref, match]
+    per order are laid out SCORE_CHUNK pairs at a time, so the peak is the matches, not the
+    statistics or the formula's temporaries (issue 47: 1.1 GB over the shipped 50-best before)."""
     from rerank.metrics.sacre import CHRFMetric
 
     metric = CHRFMetric(word_order=word_order)
     group = list_of_row(offsets)
-    stats = np.empty((len(I), 3 * (CHRF_CHAR_ORDER + word_order)), dtype=np.int32)
+    orders = CHRF_CHAR_ORDER + word_order
+    matches = np.empty((len(I), orders), dtype=np.int32)
+    totals = np.empty((len(texts), orders), dtype=np.float64)
     units = [(char_sequences(texts), CHRF_CHAR_ORDER)]
     if word_order:
         units.append((integer_sequences([t.split() for t in texts]), word_order))
     column = 0
-    for (ids, bounds), orders in units:
-        for n in range(1, orders + 1):
-            matches, totals = pair_matches(ids, bounds, group, n, I, pair_offsets, offsets)
-            stats[:, column], stats[:, column + 1], stats[:, column + 2] = totals[I], totals[J], matches
-            column += 3
-    scores = [np.asarray(metric.score_from_stats(stats[a:a + SCORE_CHUNK])) for a in range(0, len(I), SCORE_CHUNK)]
+    for (ids, bounds), unit_orders in units:
+        for n in range(1, unit_orders + 1):
+            matches[:, column], totals[:, column] = pair_matches(ids, bounds, group, n, I, pair_offsets, offsets)
+            column += 1
+    scores = []
+    for a in range(0, len(I), SCORE_CHUNK):
+        rows = slice(a, a + SCORE_CHUNK)
+        stats = np.stack([totals[I[rows]], totals[J[rows]], matches[rows]], axis=2)   # (pairs, order, 3)
+        scores.append(np.asarray(metric.score_from_stats(stats.reshape(len(stats), 3 * orders))))
     return (np.concatenate(scores) if scores else np.zeros(0)) / 100.0
 
 
@@ -395,7 +401,7 @@ MBR_UTILITIES: Registry[type] = Registry("rerank.mbr_utilities", "MBR utility", 
 # ---- the feature -------------------------------------------------------------------------------
 
 METHODS = ("exact", "aggregate", *DECODERS)   # the decoders: rerank.mbr_decoders
-BLOCK_PAIRS = 125_000     # exact: pairs per block (chrF: about 0.9 KB each at the peak; 2,000,000 held 1.1 GB
+BLOCK_PAIRS = 125_000     # exact: pairs per block (chrF: about 0.5 KB each at the peak; 2,000,000 held 1.1 GB
                           # over the shipped 50-best, and small blocks are no slower: issue 47)
 BLOCK_HYPS = 1_000        # aggregate: hypotheses per block (small blocks sort in cache: faster)
 MODEL_BLOCK_PAIRS = 100_000   # a model utility, exact: pairs per block (their embeddings are in memory)
