@@ -75,8 +75,8 @@ def test_the_feature_and_its_refusals(encoder, nbest, tmp_path, capsys):
         api.add_features(nbest, "mbr", mbr_utility="sim")
     with pytest.raises(InputError, match="the chrf utility has none"):
         api.add_features(nbest, "mbr", mbr_utility="chrf", mbr_model=encoder)
-    with pytest.raises(InputError, match="unknown MBR utility 'bleurt'"):
-        api.add_features(nbest, "mbr", mbr_utility="bleurt", mbr_model=encoder)
+    with pytest.raises(InputError, match="unknown MBR utility 'no-such-utility'"):
+        api.add_features(nbest, "mbr", mbr_utility="no-such-utility", mbr_model=encoder)
     api.write_nbest(nbest, str(tmp_path / "in.nbest"))
     assert main(["features", str(tmp_path / "in.nbest"), "--which", "mbr", "--mbr-utility", "sim", "--mbr-model",
                  encoder, "--mbr-method", "aggregate", "-o", str(tmp_path / "out.nbest")]) == 0
