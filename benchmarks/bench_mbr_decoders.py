@@ -10,7 +10,9 @@ list may hold one more than once).
 docstring-parser fastchrf==0.2.1 bert-score==0.3.13 bleurt-pytorch`; it needs transformers 4,
 hence .venv-compat. Without mbrs the script times ours alone and says so.)
 
-Utility: chrF (sacrebleu's), both sides; mbrs's MetricChrF with its fastchrf switch on (its
+Utility (--utility): chrF (sacrebleu's), both sides, or COMET on a tiny random-weight COMET-22-style
+checkpoint (`Utility`), with the lists' sources, where the centroid decoder runs too (mbrs's needs
+embeddings). chrF: mbrs's MetricChrF with its fastchrf switch on (its
 fastest path) for --mbrs-fastchrf, else sacrebleu per pair; its aggregation (aggregate, c2f's
 coarse step) is sacrebleu's either way, since fastchrf does not aggregate with weights. Posterior: p = softmax(nmt / T) within
 each list (mbrs: reference_lprobs = nmt / T, which it softmaxes). Lists: the first --sentences
@@ -29,7 +31,8 @@ Decoders and their settings (both sides the same):
 - exact and aggregate: ours, and mbrs's expected_scores / expected_scores_reference_aggregation.
 The seeded decoders draw from numpy (ours) and torch (mbrs): their choices are compared with
 exact MBR's, not with each other. Agreement: the share of sentences whose choice has exact MBR's
-highest expected utility (ties count). Each measurement runs --repeat times; the median is reported.
+highest expected utility (ties count). Each measurement runs once untimed (models' first calls,
+imports), then --repeat times; the median is reported.
 /proc/loadavg is read before and after.
 
 --out PREFIX writes PREFIX.json (settings, versions, load, every number) and PREFIX.md (the table).
@@ -77,7 +80,8 @@ def build_lists(size: int, n: int):
 
 
 def timed(fn, repeat: int):
-    times, out = [], None
+    """(fn's result, the median seconds of `repeat` timed runs after one untimed warm-up run)."""
+    times, out = [], fn()
     for _ in range(repeat):
         start = time.perf_counter()
         out = fn()
@@ -95,28 +99,33 @@ def agreement(chosen: list[int], exact: np.ndarray, offsets: np.ndarray) -> floa
     return float(np.mean(hits))
 
 
-def run_ours(nb, temperature, settings, repeat):
+def run_ours(nb, temperature, settings, repeat, utility):
     from rerank import consensus as C
 
     rows = {}
     scores, offsets = nb.column("nmt"), np.asarray(nb.offsets)
+    def run(method, options):
+        if utility.model is not None:
+            utility.model._block = None   # no embeddings kept from the run before: each run encodes its lists
+        return C.mbr_scores(nb, scores, C.MBROptions(utility.name, temperature=temperature, method=method, **options),
+                            model=utility.model, sources=utility.sources)
+
     for method, options in settings.items():
-        values, seconds = timed(lambda: C.mbr_scores(nb, scores, C.MBROptions("chrf", temperature=temperature,
-                                                                              method=method, **options)), repeat)
+        values, seconds = timed(lambda: run(method, options), repeat)
         rows[method] = {"seconds_per_sentence": seconds / nb.n_sentences, "choices": choices(values, offsets)}
     return rows
 
 
-def run_mbrs(nb, temperature, settings, repeat, fastchrf: bool):
+def run_mbrs(nb, temperature, settings, repeat, utility):
     import torch
-    from mbrs.decoders import DecoderPruningMBR, DecoderProbabilisticMBR
-    from mbrs.metrics import MetricChrF
+    from mbrs.decoders import DecoderCentroidMBR, DecoderPruningMBR, DecoderProbabilisticMBR
+    from mbrs.modules.kmeans import Kmeans
 
     from rerank import consensus as C
     from rerank import mbr_decoders as D
 
-    metric = MetricChrF(MetricChrF.Config(fastchrf=fastchrf))
-    aggregating = MetricChrF(MetricChrF.Config())   # fastchrf does not aggregate with reference_lprobs
+    metric, aggregating = utility.mbrs_metrics()
+    sources = utility.sources or [None] * nb.n_sentences
     lists = [list(nb.hyps[nb.sentence(i)]) for i in range(nb.n_sentences)]
     nmt = [nb.column("nmt")[nb.sentence(i)] for i in range(nb.n_sentences)]
     p = C.posterior(nb.column("nmt"), nb.offsets, temperature)
@@ -127,20 +136,27 @@ def run_mbrs(nb, temperature, settings, repeat, fastchrf: bool):
         return torch.as_tensor(nmt[i] / temperature, dtype=torch.float32)
 
     def exact():
-        return [int(metric.expected_scores(h, h, reference_lprobs=lprobs(i)).argmax()) for i, h in enumerate(lists)]
+        return [int(metric.expected_scores(h, h, sources[i], reference_lprobs=lprobs(i)).argmax())
+                for i, h in enumerate(lists)]
 
     def aggregate():
-        return [int(aggregating.expected_scores_reference_aggregation(h, h, reference_lprobs=lprobs(i)).argmax())
-                for i, h in enumerate(lists)]
+        return [int(aggregating.expected_scores_reference_aggregation(h, h, sources[i], reference_lprobs=lprobs(i))
+                    .argmax()) for i, h in enumerate(lists)]
 
     def c2f(k):
         out = []
         for i, h in enumerate(lists):
-            coarse = aggregating.expected_scores_reference_aggregation(h, h, reference_lprobs=lprobs(i))
+            coarse = aggregating.expected_scores_reference_aggregation(h, h, sources[i], reference_lprobs=lprobs(i))
             top = torch.topk(coarse, min(k, len(h))).indices.tolist()
-            fine = metric.expected_scores([h[t] for t in top], h, reference_lprobs=lprobs(i))
+            fine = metric.expected_scores([h[t] for t in top], h, sources[i], reference_lprobs=lprobs(i))
             out.append(top[int(fine.argmax())])
         return out
+
+    def centroid(options):
+        cfg = DecoderCentroidMBR.Config(kmeans=Kmeans.Config(ncentroids=options["centroids"], seed=0))
+        decoder = DecoderCentroidMBR(cfg, metric)
+        return [decoder.decode(h, h, sources[i], nbest=1, reference_lprobs=lprobs(i)).idx[0]
+                for i, h in enumerate(lists)]
 
     def pruning(options):
         cfg = DecoderPruningMBR.Config(alpha=options.get("pruning_alpha", 0.99),
@@ -153,7 +169,7 @@ def run_mbrs(nb, temperature, settings, repeat, fastchrf: bool):
                              options.get("seed", 0), i)
             a = int(offsets[i])
             order = D.posterior_order(np.arange(len(h)), p[a:a + len(h)], lists_.rng(0)).tolist()
-            out.append(decoder.decode(h, [h[j] for j in order], nbest=1,
+            out.append(decoder.decode(h, [h[j] for j in order], sources[i], nbest=1,
                                       reference_lprobs=lprobs(i)[order]).idx[0])
         return out
 
@@ -161,15 +177,57 @@ def run_mbrs(nb, temperature, settings, repeat, fastchrf: bool):
         cfg = DecoderProbabilisticMBR.Config(reduction_factor=1.0 / options["sample_ratio"],
                                              rank=options.get("rank", 8), seed=options.get("seed", 0))
         decoder = DecoderProbabilisticMBR(cfg, metric)
-        return [decoder.decode(h, h, nbest=1, reference_lprobs=lprobs(i)).idx[0] for i, h in enumerate(lists)]
+        return [decoder.decode(h, h, sources[i], nbest=1, reference_lprobs=lprobs(i)).idx[0]
+                for i, h in enumerate(lists)]
 
     runs = {"exact": exact, "aggregate": aggregate, "c2f": lambda: c2f(settings["c2f"]["c2f_k"]),
+            "centroid": lambda: centroid(settings["centroid"]),
             "pruning": lambda: pruning(settings["pruning"]),
             "probabilistic": lambda: probabilistic(settings["probabilistic"])}
     for method in settings:
         chosen, seconds = timed(runs[method], repeat)
         rows[method] = {"seconds_per_sentence": seconds / nb.n_sentences, "choices": [int(c) for c in chosen]}
     return rows
+
+
+class Utility:
+    """The utility both sides score with: chrF, or COMET on a tiny random-weight COMET-22-style
+    checkpoint (rerank.recipes.tiny_models.build_comet, built into a temporary folder; mbrs loads
+    it through its MetricCOMET, whose download_model is pointed at the local file, as
+    benchmarks/bench_mbr_comet.py does), with the lists' sources."""
+
+    def __init__(self, name: str, n: int, fastchrf: bool):
+        self.name, self.fastchrf, self.model, self.sources, self.path = name, fastchrf, None, None, None
+        if name == "comet":
+            import gzip
+            import tempfile
+
+            from rerank.metrics import comet
+            from rerank.recipes import tiny_models
+
+            self.path = os.path.join(tempfile.mkdtemp(prefix="bench_mbr_decoders."), "comet-regression")
+            tiny_models.build_comet(self.path, tiny_models.read_text(tiny_models.DEFAULT_TEXT), seed=2,
+                                    kind="regression")
+            with gzip.open(os.path.join(DATA, "test_2016_flickr.en.gz"), "rt", encoding="utf-8") as f:
+                self.sources = [line.rstrip("\n") for _, line in zip(range(n), f)]
+            self.model = comet.MBRUtility(self.path, 16, "cpu")
+            self.model.model()   # loaded before timing
+
+    def mbrs_metrics(self):
+        """(mbrs's metric, the one it aggregates with)."""
+        if self.name == "comet":
+            import mbrs.metrics.comet as mbrs_comet
+            from mbrs.metrics import MetricCOMET
+
+            from rerank.metrics import comet
+
+            mbrs_comet.download_model = lambda name, *a, **k: comet.checkpoint_file(name)
+            metric = MetricCOMET(MetricCOMET.Config(model=self.path, batch_size=16, cpu=True))
+            return metric, metric
+        from mbrs.metrics import MetricChrF
+
+        # fastchrf does not aggregate with reference_lprobs
+        return MetricChrF(MetricChrF.Config(fastchrf=self.fastchrf)), MetricChrF(MetricChrF.Config())
 
 
 def main() -> None:
@@ -181,10 +239,15 @@ def main() -> None:
     parser.add_argument("--sample-ratio", type=float, default=0.125)
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--mbrs-fastchrf", action="store_true", help="mbrs's MetricChrF on fastchrf")
+    parser.add_argument("--utility", choices=("chrf", "comet"), default="chrf")
+    parser.add_argument("--centroids", type=int, default=8, help="comet: the centroid decoder's K")
     parser.add_argument("--out", default=None, help="PREFIX for PREFIX.json and PREFIX.md")
     args = parser.parse_args()
     settings = {"exact": {}, "aggregate": {}, "c2f": {"c2f_k": args.c2f_k}, "pruning": {},
                 "probabilistic": {"sample_ratio": args.sample_ratio}}
+    if args.utility == "comet":
+        settings["centroid"] = {"centroids": args.centroids}
+    utility = Utility(args.utility, args.sentences, args.mbrs_fastchrf)
     try:
         import mbrs  # noqa: F401
         have_mbrs = True
@@ -197,10 +260,11 @@ def main() -> None:
         from rerank import consensus as C
 
         offsets = np.asarray(nb.offsets)
-        exact = C.mbr_scores(nb, nb.column("nmt"), C.MBROptions("chrf", temperature=args.temperature))
-        entry = {"ours": run_ours(nb, args.temperature, settings, args.repeat)}
+        exact = C.mbr_scores(nb, nb.column("nmt"), C.MBROptions(args.utility, temperature=args.temperature),
+                             model=utility.model, sources=utility.sources)
+        entry = {"ours": run_ours(nb, args.temperature, settings, args.repeat, utility)}
         if have_mbrs:
-            entry["mbrs"] = run_mbrs(nb, args.temperature, settings, args.repeat, args.mbrs_fastchrf)
+            entry["mbrs"] = run_mbrs(nb, args.temperature, settings, args.repeat, utility)
         for side in entry.values():
             for row in side.values():
                 row["agreement_with_exact"] = agreement(row["choices"], exact, offsets)
@@ -212,7 +276,7 @@ def main() -> None:
         print(json.dumps({size: {side: {m: {k: v for k, v in r.items() if k != "choices"} for m, r in rows.items()}
                                  for side, rows in entry.items() if isinstance(rows, dict)}}, indent=1), flush=True)
     report["load_after"] = loadavg()
-    lines = [f"# MBR decoders beside mbrs 0.1.8 (chrF, {args.sentences} sentences, T = {args.temperature})", "",
+    lines = [f"# MBR decoders beside mbrs 0.1.8 ({args.utility}, {args.sentences} sentences, T = {args.temperature})", "",
              f"`{' '.join(sys.argv)}`; load average before {report['load_before']}, after {report['load_after']}; "
              f"{os.cpu_count()} CPUs.", "",
              "| N | method | ours s/sentence | mbrs s/sentence | mbrs / ours | ours agrees with exact | mbrs agrees "

@@ -319,6 +319,7 @@ class BLEUUtility(TextUtility):
     counts and reference length."""
 
     options = ("tokenize", "bleu_smooth", "bleu_smooth_value")
+    scores_every_pair = True   # `exact` counts every pair of a list in one product (rerank.mbr_decoders.PairScorer)
 
     def __init__(self, tokenize: str = "13a", bleu_smooth: str = "add-k", bleu_smooth_value: float | None = None):
         self.tokenize, self.smooth, self.smooth_value = tokenize, bleu_smooth, bleu_smooth_value
@@ -341,6 +342,8 @@ class CHRFUtility(TextUtility):
     """Sentence chrF (sacrebleu's formula: character 1-6-grams without whitespace), in [0, 1],
     exact and against the aggregate reference of expected character n-gram counts and totals
     (`word_order` > 0: chrF++'s word n-grams too; not an MBR option)."""
+
+    scores_every_pair = True   # `exact` counts every pair of a list in one product (rerank.mbr_decoders.PairScorer)
 
     def __init__(self, word_order: int = 0):
         self.word_order = word_order

@@ -145,13 +145,23 @@ class PairScorer:
     embeddings; another is asked for the pairs with the rows they hold alone, or, where that is
     cheaper for a utility that scores every pair of a list (bleu and chrf count them in one
     product), in tiles of TILE x TILE (`tiles`), so that they count a few times the pairs asked,
-    not every pair of the rows."""
+    not every pair of the rows. Such a utility (`scores_every_pair`) is asked, where the tiles
+    would cost more, for every pair of the lists the pairs touch, all of them kept for the calls
+    after (pruning's later steps), so that a decoder never costs it more than exact MBR and tiles."""
 
     def __init__(self, utility, sources, texts: list[str], group: np.ndarray):
+        from rerank.consensus import row_offsets
+
         self.utility, self.sources, self.texts, self.group = utility, sources, texts, group
         self.matrix = bool(getattr(utility, "holds_matrix", False))   # a utility matrix folder's (rerank.mbr_matrix)
         embeds = not self.matrix and callable(getattr(utility, "embed", None)) and getattr(utility, "embeds", True)
         self.vectors = utility.embed(sources, texts, group) if embeds else None
+        self.known: np.ndarray | None = None   # every pair's value once scored, NaN before (scores_every_pair)
+        if not self.matrix and self.vectors is None and getattr(utility, "scores_every_pair", False):
+            self.offsets = row_offsets(group)
+            self.sizes = np.diff(self.offsets)
+            self.pair_offsets = np.concatenate([[0], np.cumsum(self.sizes ** 2)]).astype(np.int64)
+            self.known = np.full(int(self.pair_offsets[-1]), np.nan)
 
     def __call__(self, I: np.ndarray, J: np.ndarray) -> np.ndarray:
         if len(I) == 0:
@@ -161,15 +171,47 @@ class PairScorer:
         if self.vectors is not None:
             return np.asarray(self.utility.against(self.sources, self.group, self.vectors, I, self.vectors, J),
                               dtype=np.float64)
-        rows, inverse = np.unique(np.concatenate([I, J]), return_inverse=True)
+        if self.known is None:
+            return self.cheapest(I, J)
+        at = self.position(I, J)
+        missing = np.isnan(self.known[at])
+        if missing.any():
+            self.learn(I[missing], J[missing])
+        return self.known[at]
+
+    def position(self, I: np.ndarray, J: np.ndarray) -> np.ndarray:
+        """Where the pairs (I, J) are in `known` (pair_index's layout)."""
+        g = self.group[I]
+        return self.pair_offsets[g] + (I - self.offsets[g]) * self.sizes[g] + (J - self.offsets[g])
+
+    def learn(self, I: np.ndarray, J: np.ndarray) -> None:
+        """Score the pairs (I, J) into `known`: in tiles, or every pair of the lists they touch where
+        that costs no more."""
+        lists = np.unique(self.group[I])
+        if self.tiles(I, J)[0] < int((self.sizes[lists] ** 2).sum()):
+            self.known[self.position(I, J)] = self.cheapest(I, J)   # type: ignore[index]
+            return
+        rows = np.concatenate([np.arange(self.offsets[l], self.offsets[l + 1]) for l in lists.tolist()])
+        every_I, every_J = cross_pairs(rows, self.group[rows], rows, self.group[rows], len(self.sizes))
+        self.known[self.position(every_I, every_J)] = self.ask(every_I, every_J, rows)   # type: ignore[index]
+
+    def cheapest(self, I: np.ndarray, J: np.ndarray) -> np.ndarray:
+        """The utility's values of the pairs, asked in tiles or on the rows they hold, the cheaper."""
+        rows = np.unique(np.concatenate([I, J]))
         tiles = self.tiles(I, J)
-        if tiles is not None and tiles[0] < int((np.bincount(self.group[rows]) ** 2).sum()):
+        if tiles[0] < int((np.bincount(self.group[rows]) ** 2).sum()):
             _, rows, group, sources, inverse = tiles
-        else:
-            group, sources = self.group[rows], self.sources
+            texts = [self.texts[r] for r in rows.tolist()]
+            return np.asarray(self.utility.exact(sources, texts, group, inverse[:len(I)], inverse[len(I):]),
+                              dtype=np.float64)
+        return self.ask(I, J, rows)
+
+    def ask(self, I: np.ndarray, J: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """The utility's values of the pairs, asked with the `rows` (sorted, holding every I and J) alone."""
+        inverse = np.searchsorted(rows, np.concatenate([I, J]))
         texts = [self.texts[r] for r in rows.tolist()]
-        return np.asarray(self.utility.exact(sources, texts, group, inverse[:len(I)], inverse[len(I):]),
-                          dtype=np.float64)
+        return np.asarray(self.utility.exact(self.sources, texts, self.group[rows], inverse[:len(I)],
+                                             inverse[len(I):]), dtype=np.float64)
 
     def tiles(self, I: np.ndarray, J: np.ndarray):
         """The pairs cut into tiles of at most TILE of a list's hypotheses (the distinct I) by TILE
@@ -184,10 +226,11 @@ class PairScorer:
             distinct, back = np.unique(x, return_inverse=True)
             return (np.arange(len(distinct)) - np.searchsorted(g[distinct], g[distinct]))[back]
 
-        key = np.stack([g[I], rank(I) // TILE, rank(J) // TILE])
-        _, tile = np.unique(key, axis=1, return_inverse=True)
-        tile = tile.ravel()
         n = len(self.texts)
+        chunks = n // TILE + 1   # a bound on a list's chunks
+        key = (g[I].astype(np.int64) * chunks + rank(I) // TILE) * chunks + rank(J) // TILE
+        _, tile = np.unique(key, return_inverse=True)
+        tile = tile.ravel()
         entries, position = np.unique(np.concatenate([tile, tile]) * n + np.concatenate([I, J]), return_inverse=True)
         tiles, rows = entries // n, entries % n
         cost = int((np.bincount(tiles) ** 2).sum())
