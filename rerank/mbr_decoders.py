@@ -55,6 +55,8 @@ ALS_REGULARISATION = 0.1
 ALS_TOLERANCE = 1e-4                    # mbrs's factorize: stop when the loss falls by less
 BOOTSTRAP_SAMPLES = 500                 # mbrs's DecoderPruningMBR.num_bootstrap_samples
 TILE = 16                               # PairScorer: hypotheses and pseudo-references per tile
+TILE_COST = 4                           # a tile's pair costs chrF about 4 of a whole list's (its texts copied per
+                                        # tile: 150-best lists, the shipped data), so tiles win from N of a few hundred
 
 # the options of each decoder: refused with another method (they would change nothing)
 OWNERS = {"centroids": ("centroid",), "sample_ratio": ("probabilistic",), "rank": ("probabilistic",),
@@ -188,7 +190,7 @@ class PairScorer:
         """Score the pairs (I, J) into `known`: in tiles, or every pair of the lists they touch where
         that costs no more."""
         lists = np.unique(self.group[I])
-        if self.tiles(I, J)[0] < int((self.sizes[lists] ** 2).sum()):
+        if TILE_COST * self.tiles(I, J)[0] < int((self.sizes[lists] ** 2).sum()):
             self.known[self.position(I, J)] = self.cheapest(I, J)   # type: ignore[index]
             return
         rows = np.concatenate([np.arange(self.offsets[l], self.offsets[l + 1]) for l in lists.tolist()])
@@ -199,7 +201,7 @@ class PairScorer:
         """The utility's values of the pairs, asked in tiles or on the rows they hold, the cheaper."""
         rows = np.unique(np.concatenate([I, J]))
         tiles = self.tiles(I, J)
-        if tiles[0] < int((np.bincount(self.group[rows]) ** 2).sum()):
+        if TILE_COST * tiles[0] < int((np.bincount(self.group[rows]) ** 2).sum()):
             _, rows, group, sources, inverse = tiles
             texts = [self.texts[r] for r in rows.tolist()]
             return np.asarray(self.utility.exact(sources, texts, group, inverse[:len(I)], inverse[len(I):]),
