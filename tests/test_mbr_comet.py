@@ -172,3 +172,29 @@ def test_xcomet_c2f_is_refused_in_one_line_by_the_command_line(models, nbest, tm
                  "-o", str(tmp_path / "out.nbest")]) == 2
     err = capsys.readouterr().err.strip()
     assert "aggregate MBR method needs a COMET model whose score is an estimator" in err and len(err.splitlines()) == 1
+
+
+def test_comets_matrix_is_read_for_its_model_and_sources_alone(tmp_path, monkeypatch):
+    """COMET-22 (a tiny random-weight checkpoint) as the utility: the second run, at another
+    temperature, runs no model; c2f reads its pairs there (its aggregate step still runs the
+    model); other sources (the digest of each list holds its source) are refused."""
+    from tests.test_mbr_matrix import LISTS, make
+
+    torch.set_num_threads(1)
+    model = tiny_models.build_comet(str(tmp_path / "c"), tiny_models.read_text(tiny_models.DEFAULT_TEXT), seed=2,
+                                    kind="regression")
+    nbest, folder = make([hyps for hyps in LISTS if hyps]), str(tmp_path / "m")
+    sources = [f"source {k} ." for k in range(nbest.n_sentences)]
+
+    def run(srcs=sources, **options):
+        return C.mbr_scores(nbest, nbest.column("nmt"), C.MBROptions("comet", **options),
+                            model=comet.MBRUtility(model), sources=srcs)
+
+    expected = run(temperature=0.5)
+    np.testing.assert_array_equal(run(matrix=folder), run())
+    # c2f's pairs from the exact method's estimator, not from its own embeddings: equal to rounding
+    np.testing.assert_allclose(run(method="c2f", c2f_k=2, matrix=folder), run(method="c2f", c2f_k=2), atol=1e-9)
+    monkeypatch.setattr(comet.MBRUtility, "model", lambda self: (_ for _ in ()).throw(AssertionError("ran")))
+    np.testing.assert_array_equal(run(temperature=0.5, matrix=folder), expected)
+    with pytest.raises(InputError, match="list 1's texts are not those of the utility matrix"):
+        run(["another source ."] + sources[1:], matrix=folder)

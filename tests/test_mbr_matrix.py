@@ -217,34 +217,3 @@ def test_a_model_utilitys_matrix_is_read_for_its_model_alone(tmp_path, monkeypat
     np.testing.assert_array_equal(run(encoders[0], temperature=0.5, matrix=folder), plain)
     with pytest.raises(InputError, match="the utility matrix was made by .*model_sha256"):
         run(encoders[1], matrix=folder)
-
-
-@pytest.mark.neural
-def test_comets_matrix_is_read_for_its_model_and_sources_alone(tmp_path, monkeypatch):
-    """COMET-22 (a tiny random-weight checkpoint) as the utility: the second run, at another
-    temperature, runs no model; c2f reads its pairs there (its aggregate step still runs the
-    model); other sources (the digest of each list holds its source) are refused."""
-    pytest.importorskip("comet")
-    import torch
-
-    from rerank.metrics import comet
-    from rerank.recipes import tiny_models
-
-    torch.set_num_threads(1)
-    model = tiny_models.build_comet(str(tmp_path / "c"), tiny_models.read_text(tiny_models.DEFAULT_TEXT), seed=2,
-                                    kind="regression")
-    nbest, folder = make([hyps for hyps in LISTS if hyps]), str(tmp_path / "m")
-    sources = [f"source {k} ." for k in range(nbest.n_sentences)]
-
-    def run(srcs=sources, **options):
-        return C.mbr_scores(nbest, nbest.column("nmt"), C.MBROptions("comet", **options),
-                            model=comet.MBRUtility(model), sources=srcs)
-
-    expected = run(temperature=0.5)
-    np.testing.assert_array_equal(run(matrix=folder), run())
-    # c2f's pairs from the exact method's estimator, not from its own embeddings: equal to rounding
-    np.testing.assert_allclose(run(method="c2f", c2f_k=2, matrix=folder), run(method="c2f", c2f_k=2), atol=1e-9)
-    monkeypatch.setattr(comet.MBRUtility, "model", lambda self: (_ for _ in ()).throw(AssertionError("ran")))
-    np.testing.assert_array_equal(run(temperature=0.5, matrix=folder), expected)
-    with pytest.raises(InputError, match="list 1's texts are not those of the utility matrix"):
-        run(["another source ."] + sources[1:], matrix=folder)
