@@ -101,10 +101,10 @@ def test_aggregate_equals_exact_when_the_posterior_is_on_one_hypothesis(lists):
                                    C.mbr_scores(nbest, nbest.scores, C.MBROptions(utility, 1e-3)), rtol=0, atol=1e-12)
 
 
-def test_one_hypothesis_lists_score_100_in_both_methods():
+def test_one_hypothesis_lists_score_100_in_every_method():
     nbest = make([["a b c"], ["x y"], ["Hello , world !"]])
     for utility in ("bleu", "chrf"):
-        for method in C.METHODS:
+        for method in (m for m in C.METHODS if m != "centroid"):   # centroid needs embeddings: refused for text
             np.testing.assert_allclose(C.mbr_scores(nbest, nbest.scores, C.MBROptions(utility, method=method)), 100.0,
                                        atol=1e-12)
 
