@@ -436,13 +436,19 @@ class EvalOptions:
         from rerank.device import check_device
 
         if "comet" not in names:
-            shared = () if any(name in names for name in (*PAIR_METRICS, "metricx")) else ("device", "score_cache")
-            given = [f for f in ("comet_model", *(() if "metricx" in names else ("sources",)), *shared)
+            given = [f for f in ("comet_model", *(() if "metricx" in names else ("sources",)))
                      if getattr(self, f) is not None]
             given += ["comet_batch_size"] if self.comet_batch_size != 16 else []
             if given:
                 raise InputError(f"{given[0]} is given but metrics has no comet ({given[0]} is read by the comet metric "
                                  "only: give comet_model too)", option=given[0], mentions=("metrics", "comet_model"))
+            models = ("comet_model", *(fields[0] for fields in PAIR_METRICS.values()), "metricx_model")
+            shared = [f for f in ("device", "score_cache") if getattr(self, f) is not None]
+            if shared and not any(name in names for name in (*PAIR_METRICS, "metricx")):
+                raise InputError(f"{shared[0]} is given but metrics has no model metric ({shared[0]} is read by "
+                                 f"{', '.join(('comet', *PAIR_METRICS))} and metricx only: give "
+                                 f"{', '.join(models[:-1])} or {models[-1]} too)", option=shared[0],
+                                 mentions=("metrics", *models))
             return
         check_device(self.device)
         if self.comet_model is None:

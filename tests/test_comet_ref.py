@@ -292,7 +292,8 @@ def test_comet_options_without_the_model_and_bad_context_are_refused(models, nbe
     for extra in (["--comet-batch-size", "4"], ["--device", "cuda"], ["--no-score-cache"]):
         assert main(["eval", "-r", str(tmp_path / "ref"), "-b", str(tmp_path / "a"), "--metrics", "bleu", *extra,
                      "-o", str(tmp_path / "t.txt")]) == 2
-        assert f"{extra[0]} is read by the comet metric only" in one_error_line(capsys)
+        said = "the comet metric only" if extra[0] == "--comet-batch-size" else "comet, bertscore, bleurt and metricx only"
+        assert f"{extra[0]} is read by {said}" in one_error_line(capsys)
     with pytest.raises(InputError, match="comet_batch_size is given but metrics has no comet"):
         api.evaluate([REF], CAP1, {"b": CAP2}, metrics=["bleu"], comet_batch_size=4)
     with pytest.raises(InputError, match="device 'gpu': unknown device"):

@@ -48,8 +48,8 @@ def eval_options(args):
         raise InputError("--score-cache and --no-score-cache: choose one")
     models = args.comet_model or args.bertscore_model or args.bleurt_model or args.metricx_model
     if args.no_score_cache and not models:
-        raise InputError("--no-score-cache is read by the model metrics only (comet, bertscore, bleurt, "
-                         "metricx): give --comet-model, --bertscore-model, --bleurt-model or --metricx-model too")
+        raise InputError("--no-score-cache is read by comet, bertscore, bleurt and metricx only: give --comet-model, "
+                         "--bertscore-model, --bleurt-model or --metricx-model too")
     if models and not args.no_score_cache and args.score_cache is None:
         args.score_cache = True   # the default file
     return options_from_args(EvalOptions, args)

@@ -168,6 +168,47 @@ class MeanOfSegments(Metric):
         return score if score.ndim else float(score)
 
 
+class SourcedSegments(MeanOfSegments):
+    """A MeanOfSegments metric of a model that scores (source, hypothesis, reference) triples
+    (COMET, MetricX): each distinct triple of every system and run scored once
+    (`prepare_systems`, before the tables ask for statistics) by `score_triples`, a sentence's
+    segment score the mean over its references (those not None). Subclasses set `sources` (one
+    per sentence) and implement score_triples(triples) -> scores."""
+
+    sources: list[str]
+    _scores: dict[tuple[str, str, str], float]
+
+    def score_triples(self, triples: list[tuple[str, str, str]]) -> np.ndarray:
+        raise NotImplementedError
+
+    def _triples(self, hyps: Sequence[str], refs: Sequence[Sequence[str]]) -> list[tuple[str, str, str]]:
+        from rerank.errors import InputError
+
+        if len(hyps) != len(self.sources):
+            raise InputError(f"{self.display}: {len(hyps)} hypotheses but {len(self.sources)} source sentences")
+        return [(src, hyp, stream[i]) for i, (src, hyp) in enumerate(zip(self.sources, hyps))
+                for stream in refs if stream[i] is not None]
+
+    def prepare_systems(self, runs: Sequence[Sequence[str]], refs: Sequence[Sequence[str]]) -> None:
+        """Score every distinct (source, hypothesis, reference) of `runs` once."""
+        import logging
+
+        todo = list(dict.fromkeys(t for hyps in runs for t in self._triples(hyps, refs) if t not in self._scores))
+        if todo:
+            logging.getLogger(type(self).__module__).info(
+                "%s: %d distinct (source, hypothesis, reference) triples", self.display, len(todo))
+            self._scores.update(zip(todo, np.asarray(self.score_triples(todo)).tolist()))
+
+    def sentence_stats(self, hyps, refs):
+        self.prepare_systems([hyps], refs)
+        out = np.zeros((len(hyps), 2))
+        for i, (src, hyp) in enumerate(zip(self.sources, hyps)):
+            values = [self._scores[(src, hyp, stream[i])] for stream in refs if stream[i] is not None]
+            if values:
+                out[i] = (float(np.mean(values)), 1.0)
+        return out
+
+
 _CLASS_INFO: dict[type, MetricInfo] = {}  # one MetricInfo per class, so that `info is metric_info(name)`
 
 

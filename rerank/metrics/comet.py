@@ -39,7 +39,7 @@ import numpy as np
 
 from rerank import distributed
 from rerank.errors import InputError, needs_neural
-from rerank.metrics.base import MeanOfSegments
+from rerank.metrics.base import SourcedSegments
 from rerank.progress import transformers_bars_off
 
 log = logging.getLogger(__name__)
@@ -247,7 +247,7 @@ def cached_scores(path: str, inputs: Sequence[tuple[str, ...]], *, reference: bo
     return values[[position[x] for x in inputs]]
 
 
-class COMETMetric(MeanOfSegments):
+class COMETMetric(SourcedSegments):
     """Reference-based COMET as a metric of `rerank eval`/`report`: the model's segment score of
     each (source, hypothesis, reference), averaged over a sentence's references (those not None),
     and the corpus score is the mean over sentences, as `comet-score` reports it.
@@ -272,29 +272,9 @@ class COMETMetric(MeanOfSegments):
         self.kind, _ = check_kind(model, True, "the comet metric")
         self._scores: dict[tuple[str, str, str], float] = {}
 
-    def _triples(self, hyps: Sequence[str], refs: Sequence[Sequence[str]]) -> list[tuple[str, str, str]]:
-        if len(hyps) != len(self.sources):
-            raise InputError(f"COMET: {len(hyps)} hypotheses but {len(self.sources)} source sentences")
-        return [(src, hyp, stream[i]) for i, (src, hyp) in enumerate(zip(self.sources, hyps))
-                for stream in refs if stream[i] is not None]
-
-    def prepare_systems(self, runs: Sequence[Sequence[str]], refs: Sequence[Sequence[str]]) -> None:
-        """Score every distinct (source, hypothesis, reference) of `runs` once."""
-        todo = list(dict.fromkeys(t for hyps in runs for t in self._triples(hyps, refs) if t not in self._scores))
-        if todo:
-            log.info("COMET: %d distinct (source, hypothesis, reference) triples", len(todo))
-            scores = cached_scores(self.model, todo, reference=True, what="the comet metric",
-                                   batch_size=self.batch_size, device=self.device, cache=self.cache)
-            self._scores.update(zip(todo, scores.tolist()))
-
-    def sentence_stats(self, hyps, refs):
-        self.prepare_systems([hyps], refs)
-        out = np.zeros((len(hyps), 2))
-        for i, (src, hyp) in enumerate(zip(self.sources, hyps)):
-            values = [self._scores[(src, hyp, stream[i])] for stream in refs if stream[i] is not None]
-            if values:
-                out[i] = (float(np.mean(values)), 1.0)
-        return out
+    def score_triples(self, todo: list[tuple[str, str, str]]) -> np.ndarray:
+        return cached_scores(self.model, todo, reference=True, what="the comet metric",
+                             batch_size=self.batch_size, device=self.device, cache=self.cache)
 
     def signature(self):
         from rerank.score_cache import model_digest

@@ -43,7 +43,7 @@ import numpy as np
 
 from rerank.errors import InputError, needs_neural
 from rerank.io import read_json_object
-from rerank.metrics.base import MeanOfSegments
+from rerank.metrics.base import SourcedSegments
 
 log = logging.getLogger(__name__)
 
@@ -304,7 +304,7 @@ def cached_scores(path: str, inputs: Sequence[tuple[str, ...]], *, reference: bo
 
 # ---- the metric of rerank eval/report ----------------------------------------------------------
 
-class MetricXMetric(MeanOfSegments):
+class MetricXMetric(SourcedSegments):
     """Reference-based MetricX as a metric of `rerank eval`/`report`: the model's score of each
     (source, hypothesis, reference), averaged over a sentence's references (those not None); the
     corpus score is the mean over sentences, as MetricX's evaluate.py reports a system. Lower is
@@ -331,29 +331,9 @@ class MetricXMetric(MeanOfSegments):
         self.checkpoint.check_use(True, "the metricx metric")
         self._scores: dict[tuple[str, str, str], float] = {}
 
-    def _triples(self, hyps: Sequence[str], refs: Sequence[Sequence[str]]) -> list[tuple[str, str, str]]:
-        if len(hyps) != len(self.sources):
-            raise InputError(f"MetricX: {len(hyps)} hypotheses but {len(self.sources)} source sentences")
-        return [(src, hyp, stream[i]) for i, (src, hyp) in enumerate(zip(self.sources, hyps))
-                for stream in refs if stream[i] is not None]
-
-    def prepare_systems(self, runs: Sequence[Sequence[str]], refs: Sequence[Sequence[str]]) -> None:
-        """Score every distinct (source, hypothesis, reference) of `runs` once."""
-        todo = list(dict.fromkeys(t for hyps in runs for t in self._triples(hyps, refs) if t not in self._scores))
-        if todo:
-            log.info("MetricX: %d distinct (source, hypothesis, reference) triples", len(todo))
-            scores = cached_scores(self.model, todo, reference=True, what="the metricx metric",
-                                   batch_tokens=self.batch_tokens, device=self.device, cache=self.cache)
-            self._scores.update(zip(todo, scores.tolist()))
-
-    def sentence_stats(self, hyps, refs):
-        self.prepare_systems([hyps], refs)
-        out = np.zeros((len(hyps), 2))
-        for i, (src, hyp) in enumerate(zip(self.sources, hyps)):
-            values = [self._scores[(src, hyp, stream[i])] for stream in refs if stream[i] is not None]
-            if values:
-                out[i] = (float(np.mean(values)), 1.0)
-        return out
+    def score_triples(self, todo: list[tuple[str, str, str]]) -> np.ndarray:
+        return cached_scores(self.model, todo, reference=True, what="the metricx metric",
+                             batch_tokens=self.batch_tokens, device=self.device, cache=self.cache)
 
     def signature(self):
         from importlib.metadata import PackageNotFoundError, version
