@@ -252,7 +252,7 @@ def build_metricx(out: str, lines: list[str], seed: int = 0, version: int = 24, 
     with open(os.path.join(out, "config.json"), "w", encoding="utf-8") as f:
         json.dump({**config.to_dict(), "tie_word_embeddings": False}, f, indent=1)   # as mT5's own configs
     tokenizer.save_pretrained(out)
-    settings = {"version": version, "score_token_id": token, "max_input_length": 128}
+    settings: dict[str, int | str] = {"version": version, "score_token_id": token, "max_input_length": 128}
     if mode is not None or version == 23:
         settings["mode"] = mode or "reference"
     with open(os.path.join(out, "metricx.json"), "w", encoding="utf-8") as f:

@@ -247,7 +247,8 @@ def _internal_error(name: str, exc: Exception) -> int:
 def _chosen_actions(command: argparse.ArgumentParser, args: argparse.Namespace) -> list[argparse.Action]:
     """The actions of `command` and of the verbs chosen under it (`rerank embed train`: embed's,
     then train's), outermost first."""
-    actions, parser = [], command
+    actions: list[argparse.Action] = []
+    parser: argparse.ArgumentParser | None = command
     while parser is not None:
         actions += parser._actions
         verbs = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
