@@ -55,12 +55,8 @@ sys.path.insert(0, ROOT)
 DATA = os.path.join(ROOT, "rerank", "data", "multi30k")
 
 
-def loadavg() -> str:
-    try:
-        with open("/proc/loadavg", encoding="ascii") as f:
-            return f.read().strip()
-    except OSError:
-        return " ".join(f"{x:.2f}" for x in os.getloadavg())
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_mbr_comet import loadavg  # noqa: E402  (stdlib alone at its import: the load average as it reads it)
 
 
 def build_lists(size: int, n: int):

@@ -59,6 +59,20 @@ def big_moses(lines: int) -> str:
                    for i in range(lines))
 
 
+def kill_9_when_ready(proc, check=None) -> None:
+    """SIGKILL `proc` once it says it is ready (after `check()`, what must hold at that moment),
+    and close its pipes whatever happens."""
+    try:
+        until_ready(proc)
+        if check is not None:
+            check()
+    finally:
+        proc.kill()
+        proc.wait(timeout=HANG_SECONDS)
+        for stream in (proc.stdin, proc.stdout, proc.stderr):
+            stream.close()
+
+
 def until_ready(proc: subprocess.Popen) -> str:
     """Read the process's stderr up to its "ready" line (what it said before: notes, warnings);
     fails with what it said if it ended without one."""
@@ -373,15 +387,7 @@ def test_kill_9_in_a_tuning_run_then_the_rerun_ends_as_an_uninterrupted_one(tmp_
     assert run(tune_argv(whole), capsys)[0] == 0
     proc = subprocess.Popen([sys.executable, "-c", KILLED_TUNE, where, *tune_argv(killed)], cwd=ROOT,
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        until_ready(proc)
-        proc.kill()
-        proc.wait(timeout=HANG_SECONDS)
-    finally:
-        proc.kill()
-        proc.wait(timeout=HANG_SECONDS)
-        for stream in (proc.stdin, proc.stdout, proc.stderr):
-            stream.close()
+    kill_9_when_ready(proc)
     left = sorted(p.name for p in killed.iterdir())
     partial = [name for name in left if name.startswith(rerank.io.TMP_PREFIX)]
     assert [n for n in left if not n.startswith(".")] == ["w.run1.json"]   # run 1 whole; no run 2, no w.json
@@ -431,17 +437,11 @@ def test_kill_9_while_a_cache_entry_is_written_leaves_a_readable_cache(tmp_path)
     kept_bytes = kept.read_bytes()
     proc = subprocess.Popen([sys.executable, "-c", KILLED_CACHE_WRITE, str(listed), str(folder)], cwd=ROOT,
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        until_ready(proc)
+    def first_bytes_written():
         (partial,) = temps(folder)
         assert (folder / partial).stat().st_size > 0   # the entry's first bytes
-        proc.kill()
-        proc.wait(timeout=HANG_SECONDS)
-    finally:
-        proc.kill()
-        proc.wait(timeout=HANG_SECONDS)
-        for stream in (proc.stdin, proc.stdout, proc.stderr):
-            stream.close()
+
+    kill_9_when_ready(proc, first_bytes_written)
     assert sorted(folder.glob("*" + nbcache.SUFFIX)) == [kept] and kept.read_bytes() == kept_bytes
     want = read_nbest(str(listed), cache=False)
     for path, nbest in ((other, read_nbest(str(other), cache=False)), (listed, want)):
