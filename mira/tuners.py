@@ -58,6 +58,7 @@ class KBMiraTuner(Tuner):
     metrics = ALL_METRICS
     step_name = "epoch"
     Options = KBMiraOptions
+    grid = {"C": (0.001, 0.01, 0.1), "epochs": (10, 60)}   # `--select cv:K` searches these
 
 
 
@@ -81,6 +82,7 @@ class MertTuner(Tuner):
     metrics = ALL_METRICS
     step_name = "line-search step"
     Options = MertOptions
+    grid = {"restarts": (5, 20)}
 
 
     def tune(self, data, w0, *, seed=1, options=None, progress=False, log=None):
@@ -102,6 +104,7 @@ class ProTuner(Tuner):
     metrics = ALL_METRICS
     step_name = "fit"
     Options = ProOptions
+    grid = {"C": (0.1, 1.0, 10.0)}   # the L2 term: 1 / C
     option_prefix = "pro-"            # --pro-samples, --pro-C: the flags PRO has always had
     requires = ("sklearn",)
 
