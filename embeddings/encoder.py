@@ -24,23 +24,16 @@ import numpy as np
 import torch
 
 from rerank.embeddings.model import MLMME, ModelConfig
-from rerank.embeddings.tokenize import tokenize
+from rerank.embeddings.modelfile import FORMAT, locate, model_paths, token_ids
+from rerank.embeddings.modelfile import read_meta as _read_meta
+from rerank.embeddings.modelfile import read_vocabs as _read_vocabs
 from rerank.embeddings.vocab import Vocab
 from rerank.device import load_tensors, load_weights, resolve_device
 from rerank.errors import InputError
 from rerank.io import atomic_write
 from rerank.progress import Progress, track
 
-FORMAT = "mlmme-rerank-embeddings"
 TABLE_LIMIT_BYTES = 512 * 2**20
-
-
-def model_paths(path: str) -> tuple[str, str]:
-    """(state_dict path, JSON path) for `path` = NAME.pt, NAME.json, NAME, or a directory (model.pt)."""
-    if os.path.isdir(path):
-        path = os.path.join(path, "model.pt")
-    stem = path[:-3] if path.endswith(".pt") else path[:-5] if path.endswith(".json") else path
-    return stem + ".pt", stem + ".json"
 
 
 def save_model(path: str, model: MLMME, vocabs: dict[str, Vocab], info: dict, half: bool = False) -> tuple[str, str]:
@@ -57,44 +50,11 @@ def save_model(path: str, model: MLMME, vocabs: dict[str, Vocab], info: dict, ha
     return pt, js
 
 
-def _read_meta(js: str) -> dict:
-    """The model's JSON, checked to be an embedding model config with its sizes and vocabularies."""
-    try:
-        with open(js, encoding="utf-8") as f:
-            meta = json.load(f)
-    except OSError as exc:
-        raise InputError(f"cannot read the model config: {exc.strerror}", js) from None
-    except UnicodeDecodeError:
-        raise InputError("the model config is not UTF-8 text", js) from None
-    except json.JSONDecodeError as exc:
-        raise InputError(f"the model config is not JSON: {exc.msg}", js, exc.lineno) from None
-    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-        found = meta.get("format") if isinstance(meta, dict) else None
-        raise InputError(f"not an embedding model config (format {found!r}, expected {FORMAT!r})", js)
-    missing = [k for k in ("model", "vocab") if not isinstance(meta.get(k), dict)]
-    if missing:
-        raise InputError(f"the model config has no {' or '.join(repr(k) for k in missing)} object", js)
-    return meta
-
-
-def _read_vocabs(meta: dict, cfg: ModelConfig, js: str) -> dict[str, Vocab]:
-    """Every language's vocabulary from the JSON, of the size the model was built with."""
-    vocabs = {}
-    for lang in cfg.languages:
-        tokens = meta["vocab"].get(lang)
-        if not isinstance(tokens, list) or not all(isinstance(t, str) for t in tokens):
-            raise InputError(f"the {lang!r} vocabulary is missing or not a list of words", js)
-        if len(set(tokens)) != len(tokens):
-            raise InputError(f"the {lang!r} vocabulary repeats words", js)
-        vocabs[lang] = Vocab(tokens)
-        if len(vocabs[lang]) != cfg.vocab_sizes[lang]:
-            raise InputError(f"the {lang!r} vocabulary has {len(vocabs[lang])} entries, the model was built with "
-                             f"{cfg.vocab_sizes[lang]}: it does not belong to this model", js)
-    return vocabs
-
-
 class Encoder:
-    """Encode sentences of any trained language, and image features, into normalised vectors."""
+    """Encode sentences of any trained language, and image features, into normalised vectors
+    (torch; embeddings.numpy_encoder.NumpyEncoder gives the same vectors without it)."""
+
+    backend = "torch"
 
     def __init__(self, model: MLMME, vocabs: dict[str, Vocab], meta: dict | None = None):
         self.model = model.eval()
@@ -106,16 +66,7 @@ class Encoder:
     def load(cls, path: str) -> "Encoder":
         """The model NAME.pt + NAME.json (`path`: either, NAME or their directory); InputError naming
         the file for anything broken in them, and the path as given when it is not a model's."""
-        path = os.fspath(path)
-        if os.path.isfile(path) and not path.endswith((".pt", ".json")):
-            raise InputError("not a model of `rerank embed train`: give its NAME.pt (NAME.json beside it), NAME or "
-                             "their directory", path)
-        pt, js = model_paths(path)
-        if not os.path.exists(path) and not os.path.exists(pt):
-            raise InputError("model file not found" + (f" (nor {pt})" if pt != path else ""), path)
-        for p in (pt, js):
-            if not os.path.isfile(p):
-                raise InputError("model file not found" if not os.path.isdir(p) else "model file is a directory", p)
+        pt, js = locate(path)
         meta = _read_meta(js)
         try:
             cfg = ModelConfig.from_dict(meta["model"])
@@ -138,22 +89,12 @@ class Encoder:
     def dim(self) -> int:
         return self.model.cfg.joint_dim
 
-    def _check_lang(self, lang: str) -> None:
-        if lang not in self.vocabs:
-            raise InputError(f"unknown language {lang!r}: this model encodes {', '.join(self.languages)}")
+    @property
+    def image_dim(self) -> int:
+        return self.model.cfg.image_dim
 
     def tokenize_ids(self, sentences: list[str], lang: str, empty: str = "error") -> list[list[int]]:
-        self._check_lang(lang)
-        vocab = self.vocabs[lang]
-        out = []
-        for i, s in enumerate(sentences):
-            if not isinstance(s, str):
-                raise InputError(f"sentence {i + 1} is {type(s).__name__}, not str")
-            ids = vocab.ids(tokenize(s, lang))
-            if not ids and empty == "error":
-                raise InputError(f"sentence {i + 1} is empty (pass empty='zero' to get a zero vector)")
-            out.append(ids)
-        return out
+        return token_ids(self.vocabs, sentences, lang, empty)
 
     def _step_weights(self, lang: str, device: torch.device) -> dict:
         """GRU weights of `_encode_block`, the r and z gate columns halved (exact: a power of two)
