@@ -276,16 +276,17 @@ def _with_flag(exc: Exception, parser: argparse.ArgumentParser | None, args: arg
             flags.setdefault(action.dest, max(action.option_strings, key=len))
             value = "" if action.nargs == 0 else f" {action.metavar or action.dest.upper()}"
             given.setdefault(action.dest, min(action.option_strings, key=len) + value)
-    option = exc.option if exc.option in flags else None
-    mentions = [name for name in exc.mentions if name in flags]
+    dest = exc.dests.get   # a plug-in's fields (centroids) -> their destinations under its prefix (mbr_centroids)
+    option = exc.option if exc.option and dest(exc.option, exc.option) in flags else None
+    mentions = [name for name in exc.mentions if dest(name, name) in flags]
     named = {*mentions, *([option] if option else [])}
-    problem = re.sub(r"\((\w+)\)", lambda m: f"({given[m.group(1)]})" if m.group(1) in named else m.group(0),
-                     exc.problem)
+    problem = re.sub(r"\((\w+)\)", lambda m: f"({given[dest(m.group(1), m.group(1))]})" if m.group(1) in named
+                     else m.group(0), exc.problem)
     places = [rf"(?:^|(?<=\())(?:{re.escape(option)})"] if option else []                     # start, or "("
     places += [rf"(?<![\w'./:-])(?:{'|'.join(map(re.escape, mentions))})"] if mentions else []  # anywhere, unquoted
     if places:
         word = re.compile(rf"(?:{'|'.join(places)})(?![\w'./-])")
-        problem = word.sub(lambda m: flags[m.group(0)], problem)
+        problem = word.sub(lambda m: flags[dest(m.group(0), m.group(0))], problem)
     return str(InputError(problem, exc.path, exc.line)) if problem != exc.problem else str(exc)
 
 

@@ -58,7 +58,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rerank.metrics.bleu import SMOOTHING, sentence_bleu, sentence_bleu_plus1, stats_array
+from rerank.metrics.bleu import BLEU, SMOOTHING, sentence_bleu, sentence_bleu_plus1, stats_array
 from rerank.errors import InputError
 from rerank.features import Feature, FeatureContext
 from rerank.metrics.bertscore import BERTScoreUtility
@@ -459,37 +459,40 @@ def mbr_scores(nbest: NBestList, scores: np.ndarray, options: MBROptions | None 
         raise TypeError(f"options must be an MBROptions or None, not {type(options).__name__}")
     utility, temperature, method = options.utility, options.temperature, options.method
     bleu_smooth, bleu_smooth_value, references = options.bleu_smooth, options.bleu_smooth_value, options.references
-    cls = MBR_UTILITIES.get(utility, option="utility")
+    cls = utility_class(utility)
     if bleu_smooth not in SMOOTHING:
         raise InputError(f"unknown BLEU smoothing {bleu_smooth!r} (known: {', '.join(SMOOTHING)})",
                          option="bleu_smooth")
     takes = getattr(cls, "options", ())
     if "bleu_smooth" not in takes and (bleu_smooth != "add-k" or bleu_smooth_value is not None):
-        raise InputError(f"the BLEU smoothing is the bleu utility's; the {utility} utility has none",
+        raise InputError(f"the BLEU smoothing (bleu_smooth) is the bleu utility's; the {utility} utility has none",
                          option="bleu_smooth")
     if bleu_smooth_value is not None and (bleu_smooth not in ("add-k", "floor") or not bleu_smooth_value > 0):
-        raise InputError(f"a BLEU smoothing value is a number > 0 for add-k or floor, got {bleu_smooth_value!r} "
-                         f"with {bleu_smooth}", option="bleu_smooth_value")
+        raise InputError(f"bleu_smooth_value is a number > 0 for add-k or floor, got {bleu_smooth_value!r} "
+                         f"with bleu_smooth {bleu_smooth}", option="bleu_smooth_value", mentions=("bleu_smooth",))
+    if "tokenize" in takes and options.tokenize not in BLEU.TOKENIZERS:
+        raise InputError(f"tokenize {options.tokenize!r} is no BLEU tokeniser (known: {', '.join(BLEU.TOKENIZERS)})",
+                         option="tokenize")
     if method not in METHODS:
         raise InputError(f"unknown MBR method {method!r} (known: {', '.join(METHODS)})")
     if (model is None) == needs_model(cls):
-        raise InputError(f"the {utility} MBR utility needs its model" if model is None else
-                         f"a model is for a model utility; the {utility} utility has none", option="model")
+        raise InputError(f"the {utility} MBR utility needs its model (model)" if model is None else
+                         f"a model (model) is for a model utility; the {utility} utility has none", option="model")
     if model is None:
         given = {"tokenize": options.tokenize, "bleu_smooth": bleu_smooth, "bleu_smooth_value": bleu_smooth_value}
         model = cls(**{name: value for name, value in given.items() if name in takes})
     if getattr(model, "needs_sources", True) and (sources is None or len(sources) != nbest.n_sentences):
-        raise InputError(f"the {utility} MBR utility needs one source sentence per list", option="sources")
+        raise InputError(f"the {utility} MBR utility needs one source sentence per list (sources)", option="sources")
     if method == "aggregate" and getattr(cls, "aggregate", None) is None:
-        raise InputError(getattr(cls, "no_aggregate", "") or f"the {utility} MBR utility has no aggregate method: "
-                         "use the exact method")
+        raise InputError("method aggregate: " + (getattr(cls, "no_aggregate", "") or f"the {utility} MBR utility has "
+                                                  "no aggregate method: use the exact method"), option="method")
     check_method(options, utility, cls)
     if not (block_pairs >= 1 and block_hyps >= 1):
         raise InputError(f"MBR block sizes must be >= 1, got {block_pairs} pairs and {block_hyps} hypotheses")
     if len(scores) != nbest.n_hyps:
         raise InputError(f"MBR scores: {len(scores)} values for {nbest.n_hyps} hypotheses")
     if references is not None and not POSITIVE_INT.accepts(references):
-        raise InputError(f"MBR references must be {POSITIVE_INT.what}, got {references!r}", option="references")
+        raise InputError(f"references must be {POSITIVE_INT.what}, got {references!r}", option="references")
     offsets = np.asarray(nbest.offsets, dtype=np.int64)
     sizes = np.diff(offsets)
     p = posterior(scores, offsets, temperature)
@@ -580,20 +583,28 @@ def utility_names() -> tuple[str, ...]:
     return MBR_UTILITIES.names()
 
 
+def utility_class(utility: str):
+    """The class of the MBR utility named `utility`; an unknown name is an InputError about the option."""
+    if utility not in MBR_UTILITIES:
+        raise InputError(f"utility {utility!r} is no MBR utility (known: {', '.join(MBR_UTILITIES.names())})",
+                         option="utility")
+    return MBR_UTILITIES[utility]
+
+
 def make_utility(utility: str, path: str | None, batch_size: int | None, context: FeatureContext | None = None):
     """The object of a model utility (None for a text utility, which `mbr_scores` makes from its
     options), from its model `path`, loaded lazily; `context` gives the device, threads and score
     cache. A model for a text utility, or a model utility without one, is an InputError."""
     context = context or FeatureContext()
-    cls = MBR_UTILITIES.get(utility, option="utility")
+    cls = utility_class(utility)
     if not needs_model(cls):
         if path is not None or batch_size is not None:
             models = ", ".join(name for name, c in MBR_UTILITIES.items() if needs_model(c))
-            raise InputError(f"a model is for a model utility ({models}); the {utility} utility has none",
-                             option="model")
+            raise InputError(f"model and batch_size are for a model utility ({models}); the {utility} utility has "
+                             "none", option="model", mentions=("batch_size",))
         return None
     if not path:
-        raise InputError(f"the {utility} MBR utility needs its model", option="model")
+        raise InputError(f"the {utility} MBR utility needs its model (model)", option="model")
     context.use_threads()
     return cls(path, batch_size, context.device, context.cache, lang=context.tgt_lang)
 
@@ -707,8 +718,8 @@ class MBRFeature(Feature):
         options = self.make_options(options)
         candidates = self.candidates(nbest, options.candidates, context.nbest_path)
         if "mbr_candidate" in which and candidates is None:
-            raise InputError("the column mbr_candidate needs the MBR candidates option (NAME:K)", context.nbest_path,
-                             option="candidates")
+            raise InputError("the column mbr_candidate needs the MBR candidates option (candidates)",
+                             context.nbest_path, option="candidates")
         model = make_utility(options.utility, options.model, options.batch_size, context)
         out = {}
         if "mbr" in which:
@@ -725,10 +736,10 @@ class MBRFeature(Feature):
             return None
         name, sep, k = spec.rpartition(":")
         if not sep or not name or not k.strip().isdigit() or int(k) < 1:
-            raise InputError(f"MBR candidates {spec!r}: expected NAME:K, a column and a positive integer (e.g. qe:8)",
+            raise InputError(f"candidates {spec!r}: expected NAME:K, a column and a positive integer (e.g. qe:8)",
                              path, option="candidates")
         if name not in nbest.feature_names:
-            raise InputError(f"MBR candidates {spec!r}: no column {name!r} (the list has "
+            raise InputError(f"candidates {spec!r}: no column {name!r} (the list has "
                              f"{', '.join(nbest.feature_names) or 'no features'})", path, option="candidates")
         return top_rows(nbest.column(name), np.asarray(nbest.offsets, dtype=np.int64), int(k))
 
@@ -739,10 +750,11 @@ class MBRFeature(Feature):
         if name == "total":
             if nbest.scores is None:
                 raise InputError("the list has no total scores: name its log-probability column as the MBR "
-                                 "score feature", path)
+                                 "score feature (score_feature)", path, option="score_feature")
             return nbest.scores
         if name not in nbest.feature_names:
-            raise InputError(f"MBR score feature {name!r}: no such column (the list has "
+            raise InputError(f"score_feature {name!r}: no such column (the list has "
                              f"{', '.join(nbest.feature_names) or 'no features'}"
-                             + (" and no total scores" if nbest.scores is None else "") + ")", path)
+                             + (" and no total scores" if nbest.scores is None else "") + ")", path,
+                             option="score_feature")
         return nbest.column(name)

@@ -20,10 +20,19 @@ class InputError(Exception):
         self.line = line
         self.option = option   # the keyword (field) the problem is about: the command line names its flag
         self.mentions = tuple(mentions)
+        self.dests: dict[str, str] = {}   # field -> the command line's destination, for a plug-in's prefixed flags
         where = ""
         if path is not None:
             where = f"{path}:{line}: " if line is not None else f"{path}: "
         super().__init__(where + problem)
+
+    def of_options(self, dests: dict[str, str]) -> "InputError":
+        """Say that the options this error names (`option`, `mentions`) are those of one plug-in
+        whose flags carry a prefix (`--mbr-centroids` for MBROptions.centroids): `dests` maps
+        its fields to their command-line destinations. The innermost plug-in's mapping stays."""
+        if not self.dests:
+            self.dests = dict(dests)
+        return self
 
 
 class NeedsOption(InputError):

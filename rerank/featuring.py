@@ -55,8 +55,9 @@ def _feature_options(installed: Mapping[str, type[Feature]], plugins: Sequence[s
             chosen[name][field_name] = value
     result = {}
     for name in plugins:
-        base = installed[name].make_options(given.get(name))
-        result[name] = installed[name].make_options({**asdict(base), **chosen[name]}) if chosen[name] else base
+        with installed[name].naming_flags():
+            base = installed[name].make_options(given.get(name))
+            result[name] = installed[name].make_options({**asdict(base), **chosen[name]}) if chosen[name] else base
     return result
 
 
@@ -137,7 +138,8 @@ def add_features(nbest: NBestList | NBestFile | PathLike, names: str | Sequence[
         if len(stream) != nbest.n_sentences:
             raise InputError(f"reference {k} has {len(stream)} lines for {nbest.n_sentences} n-best sentences", source)
     for plugin, columns in requested.items():
-        values = installed[plugin]().compute(nbest, columns, context, plugin_options[plugin])
+        with installed[plugin].naming_flags():
+            values = installed[plugin]().compute(nbest, columns, context, plugin_options[plugin])
         check_columns(values, nbest.n_hyps, plugin)
         for column, column_values in values.items():
             problem = nbest.feature_clash(column, replace)

@@ -73,18 +73,18 @@ def check_method(options, name: str, cls: type) -> None:
     for field, methods in OWNERS.items():
         if method not in methods and getattr(options, field) != getattr(defaults, field):
             names = methods[0] if len(methods) == 1 else f"{', '.join(methods[:-1])} and {methods[-1]}"
-            raise InputError(f"the MBR option {field} is for the {names} method{'s' if len(methods) > 1 else ''}, "
+            raise InputError(f"{field} is for the {names} MBR method{'s' if len(methods) > 1 else ''}, "
                              f"and the method is {method}", option=field)
     if method == "centroid" and getattr(cls, "embed", None) is None:
         kind = "scores texts, it has no embeddings" if not getattr(cls, "needs_model", True) else "has no embeddings"
-        raise InputError(f"the centroid MBR method clusters the pseudo-references' embeddings; the {name} utility "
+        raise InputError(f"method centroid clusters the pseudo-references' embeddings; the {name} utility "
                          f"{kind}: use a utility of embeddings (comet, sim, mlmme) or another method", option="method")
     if method == "c2f" and getattr(cls, "aggregate", None) is None:
         reason = getattr(cls, "no_aggregate", "") or f"the {name} MBR utility has no aggregate method"
-        raise InputError(f"the c2f MBR method ranks by the aggregate method first, and {reason}", option="method")
+        raise InputError(f"method c2f ranks by the aggregate MBR method first, and {reason}", option="method")
     schedule = list(options.pruning_schedule)
     if any(b <= a for a, b in zip(schedule, schedule[1:])):
-        raise InputError(f"the MBR option pruning_schedule must grow step by step, got {','.join(map(str, schedule))}",
+        raise InputError(f"pruning_schedule must grow step by step, got {','.join(map(str, schedule))}",
                          option="pruning_schedule")
 
 
@@ -307,8 +307,8 @@ def centroid(utility, sources, texts, group, p, lists: Lists, k: int) -> np.ndar
     """Centroid MBR: each hypothesis against the posterior-weighted k-means centroids of its
     list's pseudo-references' embeddings, weighted by their mass."""
     if not getattr(utility, "embeds", True):
-        raise InputError(getattr(utility, "no_embeddings", "the centroid MBR method needs a utility of embeddings"),
-                         option="method")
+        raise InputError("method centroid: " + getattr(utility, "no_embeddings", "the centroid MBR method needs a "
+                                                        "utility of embeddings"), option="method")
     vectors = utility.embed(sources, texts, group)
     centres, masses, owners, clusters = [], [], [], []
     for l in range(lists.n):

@@ -91,7 +91,7 @@ def matrix_store(options, utility: object, lowercase: bool, sizes: Iterable[int]
                          f"{method} method scores none", option="matrix")
     store = MatrixStore(options.matrix, utility_signature(options.utility, utility, lowercase), sizes)
     if method not in WRITES and not store.reading:
-        raise InputError(f"the {method} method reads a utility matrix but writes none (it scores some pairs alone): "
+        raise InputError(f"the {method} method reads a utility matrix (matrix) but writes none (it scores some pairs alone): "
                          "write it with the exact method first", store.index_path, option="matrix")
     return store
 

@@ -23,10 +23,11 @@ need nothing of the command line.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import math
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import MISSING, dataclass, fields
 from numbers import Integral, Real
 from typing import Any, TypeVar
@@ -569,3 +570,17 @@ class Configurable:
     def describe_options(cls) -> list[OptionDoc]:
         """The plug-in's options with their flags, defaults and help (rerank.options.describe_options)."""
         return describe_options(cls.Options, cls.option_prefix)
+
+    @classmethod
+    @contextlib.contextmanager
+    def naming_flags(cls) -> Iterator[None]:
+        """Within it, an InputError about the plug-in's options (their fields, as the library names
+        them: `centroids`) says which flags they are (InputError.of_options: their command-line
+        destinations under `option_prefix`), so that the command line names `--mbr-centroids`."""
+        try:
+            yield
+        except InputError as exc:
+            if cls.option_prefix:
+                exc.of_options({f.name: _dest(flags, f) for f in _option_fields(cls.Options)
+                                if (flags := _flags(f, cls.option_prefix))})
+            raise

@@ -124,7 +124,7 @@ def test_features_command_adds_mbr(tmp_path, capsys):
     np.testing.assert_allclose(out.column("mbr"), C.mbr_scores(nbest, nbest.scores, C.MBROptions(temperature=0.5)),
                                atol=1e-12)
     assert main(["features", str(path), "--which", "mbr", "--mbr-score-feature", "lm", "-o", str(tmp_path / "x")]) == 2
-    assert "MBR score feature 'lm': no such column (the list has nmt)" in capsys.readouterr().err
+    assert "--mbr-score-feature 'lm': no such column (the list has nmt)" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
 
 

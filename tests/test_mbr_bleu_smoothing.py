@@ -90,7 +90,7 @@ def test_a_smoothing_for_another_utility_or_a_bad_value_is_refused(tmp_path, cap
     scores = nbest.column("nmt")
     with pytest.raises(InputError, match="the chrf utility has none"):
         C.mbr_scores(nbest, scores, C.MBROptions("chrf", bleu_smooth="exp"))
-    with pytest.raises(InputError, match="for add-k or floor, got 0.5 with exp"):
+    with pytest.raises(InputError, match="for add-k or floor, got 0.5 with bleu_smooth exp"):
         C.mbr_scores(nbest, scores, C.MBROptions("bleu", bleu_smooth="exp", bleu_smooth_value=0.5))
     with pytest.raises(InputError, match="unknown BLEU smoothing 'lin'"):
         sentence_bleu(np.zeros((1, 10)), "lin")

@@ -215,28 +215,28 @@ def test_als_recovers_a_low_rank_matrix_from_a_sample():
 
 
 def test_the_library_refuses_what_a_decoder_does_not_allow(nbest, fixed):
-    with pytest.raises(InputError, match="centroid MBR method clusters the pseudo-references' embeddings; the bleu "
+    with pytest.raises(InputError, match="method centroid clusters the pseudo-references' embeddings; the bleu "
                                          "utility scores texts"):
         scores(nbest, "bleu", "centroid")
-    with pytest.raises(InputError, match="c2f MBR method ranks by the aggregate method first, and the aggregate MBR "
+    with pytest.raises(InputError, match="method c2f ranks by the aggregate MBR method first, and the aggregate MBR "
                                          "method needs an n-gram utility"):
         scores(nbest, "ter", "c2f")
-    with pytest.raises(InputError, match="the MBR option centroids is for the centroid method, and the method is exact"):
+    with pytest.raises(InputError, match="^centroids is for the centroid MBR method, and the method is exact"):
         scores(nbest, "bleu", centroids=4)
-    with pytest.raises(InputError, match="option seed is for the centroid, probabilistic and pruning methods, and the method is c2f"):
+    with pytest.raises(InputError, match="^seed is for the centroid, probabilistic and pruning MBR methods, and the method is c2f"):
         scores(nbest, "bleu", "c2f", seed=3)
-    with pytest.raises(InputError, match="option pruning_schedule must grow step by step, got 8,8"):
+    with pytest.raises(InputError, match="^pruning_schedule must grow step by step, got 8,8"):
         scores(nbest, "bleu", "pruning", pruning_schedule=[8, 8])
     with pytest.raises(InputError, match="'sample_ratio' of MBROptions must be a number in \\(0, 1\\]"):
         make_options(C.MBROptions, {"method": "probabilistic", "sample_ratio": 0.0})
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--mbr-method", "centroid"], "centroid MBR method clusters the pseudo-references' embeddings; the bleu utility"),
+    (["--mbr-method", "centroid"], "--mbr-method centroid clusters the pseudo-references' embeddings; the bleu utility"),
     (["--mbr-method", "centroid", "--mbr-utility", "ter"], "the ter utility scores texts"),
-    (["--mbr-method", "c2f", "--mbr-utility", "ter"], "c2f MBR method ranks by the aggregate method first"),
-    (["--mbr-centroids", "4"], "the MBR option centroids is for the centroid method, and the method is exact"),
-    (["--mbr-method", "pruning", "--mbr-pruning-schedule", "16,8"], "pruning_schedule must grow step by step, got 16,8"),
+    (["--mbr-method", "c2f", "--mbr-utility", "ter"], "--mbr-method c2f ranks by the aggregate MBR method first"),
+    (["--mbr-centroids", "4"], "--mbr-centroids is for the centroid MBR method, and the method is exact"),
+    (["--mbr-method", "pruning", "--mbr-pruning-schedule", "16,8"], "--mbr-pruning-schedule must grow step by step, got 16,8"),
     (["--mbr-method", "probabilistic", "--mbr-sample-ratio", "1.5"],
      "argument --mbr-sample-ratio: must be a number in (0, 1], got 1.5"),
 ])

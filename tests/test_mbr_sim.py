@@ -75,7 +75,7 @@ def test_the_feature_and_its_refusals(encoder, nbest, tmp_path, capsys):
         api.add_features(nbest, "mbr", mbr_utility="sim")
     with pytest.raises(InputError, match="the chrf utility has none"):
         api.add_features(nbest, "mbr", mbr_utility="chrf", mbr_model=encoder)
-    with pytest.raises(InputError, match="unknown MBR utility 'no-such-utility'"):
+    with pytest.raises(InputError, match="utility 'no-such-utility' is no MBR utility"):
         api.add_features(nbest, "mbr", mbr_utility="no-such-utility", mbr_model=encoder)
     api.write_nbest(nbest, str(tmp_path / "in.nbest"))
     assert main(["features", str(tmp_path / "in.nbest"), "--which", "mbr", "--mbr-utility", "sim", "--mbr-model",

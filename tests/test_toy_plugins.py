@@ -105,7 +105,7 @@ def test_without_the_toy_package_its_names_are_unknown(tmp_path, capsys):
     (tmp_path / "in.nbest").write_text(moses_text(), encoding="utf-8")
     assert main(["features", str(tmp_path / "in.nbest"), "--which", "mbr", "--mbr-utility", "unigram-f1",
                  "-o", str(tmp_path / "out.nbest")]) == 2
-    assert "unknown MBR utility 'unigram-f1' (known: bleu, chrf, ter, comet" in capsys.readouterr().err
+    assert "--mbr-utility 'unigram-f1' is no MBR utility (known: bleu, chrf, ter, comet" in capsys.readouterr().err
     with pytest.raises(InputError, match="unknown n-best format 'toy-blocks'"):
         rerank.read_nbest(tmp_path / "in.nbest", "toy-blocks")
 
