@@ -19,7 +19,8 @@ _OWN_MODULE = {"NBestFile": "rerank.nbestfile", "ApplyOptions": "rerank.nbestfil
                "join_score_files": "rerank.scorefiles", "FeatureRun": "rerank.featuring",
                "add_features_file": "rerank.featuring", "plan_features": "rerank.featuring",
                "TuneSettings": "rerank.multirun", "TuneEvents": "rerank.multirun", "OracleOptions": "rerank.oracles",
-               "EvalOptions": "rerank.evaluation", "ReportOptions": "rerank.htmlreport.build"}
+               "EvalOptions": "rerank.evaluation", "ReportOptions": "rerank.htmlreport.build",
+               "GenerateOptions": "rerank.generation", "generate": "rerank.generation"}
 _API = tuple(dict.fromkeys([
     *_OWN_MODULE, "NBestList", "read_nbest", "write_nbest", "add_features", "FeatureContext", "read_references",
     "read_weights", "tune", "TuneResult", "TuneRun", "apply", "first_best", "oracle", "Oracle", "evaluate", "Evaluation",

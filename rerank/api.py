@@ -32,6 +32,7 @@ from rerank.metrics import make_metric
 from rerank.multirun import TuneEvents, TuneResult, TuneRun, TuneSettings
 from rerank.nbest import NBestList
 from rerank.featuring import FeatureRun, add_features, add_features_file, plan_features
+from rerank.generation import GenerateOptions, generate
 from rerank.nbestfile import (ApplyOptions, as_weights, NBestFile, apply_file, convert_file, input_paths, nbest_list, reference_files,
                                weight_vector_of)
 from rerank.evaljob import Evaluation, Reranked, evaluate, report
@@ -52,7 +53,8 @@ __all__ = ["OracleOptions", "FeatureRun", "add_features_file", "plan_features",
            "TuneEvents", "read_nbest", "write_nbest", "add_features", "read_references", "read_weights", "tune",
            "TuneResult", "TuneRun", "TuneSettings", "apply", "first_best", "oracle", "Oracle", "evaluate", "Evaluation",
            "EvalOptions", "Reranked", "ReportOptions", "report", "FeatureContext",
-           "approximate_randomization", "paired_bootstrap", "make_metric", "from_ctranslate2", "from_generate"]
+           "approximate_randomization", "paired_bootstrap", "make_metric", "from_ctranslate2", "from_generate",
+           "GenerateOptions", "generate"]
 
 PathLike = str | os.PathLike
 

@@ -11,11 +11,13 @@ features and tuners are registered the same way as anybody else's):
     [project.entry-points."rerank.formats"]    name = "pkg.module:FORMAT_RECORD"
     [project.entry-points."rerank.metrics"]    name = "pkg.module:MetricClass"
     [project.entry-points."rerank.mbr_utilities"]  name = "pkg.module:UtilityClass"
+    [project.entry-points."rerank.generators"]  name = "pkg.module:BackendClass"
 
 A command is a callable `add_parser(subparsers)` that creates its argparse sub-parser and sets
 `func`; a feature implements `rerank.features.Feature`; a tuner `rerank.tuning.Tuner`; a format
 is a `rerank.formats.NBestFormat` record; a metric a `rerank.metrics.base.Metric`; an MBR utility
-a class with `exact` and `aggregate` (rerank.consensus). The core never names a plug-in: it loads
+a class with `exact` and `aggregate` (rerank.consensus); a generation backend a
+`rerank.generation.Backend`. The core never names a plug-in: it loads
 what is installed. See docs/plugins.md.
 
 Each group is one `Registry`: COMMANDS, FEATURES and TUNERS here, rerank.formats.table.FORMATS,
@@ -37,7 +39,7 @@ if TYPE_CHECKING:
     from rerank.tuning import Tuner
 
 GROUPS = ("rerank.commands", "rerank.features", "rerank.tuners", "rerank.formats", "rerank.metrics",
-          "rerank.mbr_utilities")
+          "rerank.mbr_utilities", "rerank.generators")
 T = TypeVar("T")
 
 

@@ -21,6 +21,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "eval": ("rerank.commands.eval:add_parser", "score systems with BLEU/METEOR/TER/chrF and significance tests"),
     "features": ("rerank.commands.features:add_parser",
                  "add feature columns from the installed feature plug-ins (s_s, s_i, mbr, channel, lm, ...)"),
+    "generate": ("rerank.commands.generate:add_parser",
+                 "write n candidates per source line by beam search or sampling from an NMT, CTranslate2 or "
+                 "transformers model"),
     "info": ("rerank.commands.info:add_parser", "print counts and problems of an n-best list"),
     "lm": ("rerank.nmt.lm_command:add_parser",
            "train a GRU language model of the target language (the lm feature); score text"),
