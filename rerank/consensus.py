@@ -632,6 +632,7 @@ def mark_non_candidates(values: np.ndarray, candidates: np.ndarray, offsets: np.
 
 
 RATIO = float_check("a number in (0, 1]", lambda v: 0 < v <= 1)
+POSTERIORS = ("softmax", "uniform", "counts")
 
 
 @dataclass(frozen=True)
@@ -649,6 +650,12 @@ class MBROptions:
                           "MetricX) or an installed plug-in's (sim: the cosine of a "
                           "sentence-transformers encoder, --mbr-model DIR; mlmme: of an MLMME/VSE model, "
                           "--mbr-model MODEL.pt)", metavar="NAME")
+    posterior: str | None = option(None, "the pseudo-references' weights: softmax (of the score feature / T), "
+                                   "uniform, or counts (each row's `count` column over its list's total: the Monte "
+                                   "Carlo estimate over samples, duplicates with their multiplicity)",
+                                   choices=POSTERIORS, metavar="KIND",
+                                   default_text="counts for a list `rerank generate` sampled (its OUT.config.json "
+                                   "says so), else softmax")
     temperature: float = option(1.0, "posterior = softmax(score / T) within each list", check=POSITIVE)
     score_feature: str | None = option(None, "the model log-probability column for the posterior, or `total` for "
                                        "the lists' total scores", metavar="NAME",
@@ -723,11 +730,43 @@ class MBRFeature(Feature):
         model = make_utility(options.utility, options.model, options.batch_size, context)
         out = {}
         if "mbr" in which:
-            out["mbr"] = mbr_scores(nbest, self.scores(nbest, options.score_feature, context.nbest_path), options,
-                                    candidates=candidates, model=model, sources=context.sources)
+            scores = self.posterior_scores(nbest, options, context.nbest_path)
+            out["mbr"] = mbr_scores(nbest, scores, options, candidates=candidates, model=model, sources=context.sources)
         if "mbr_candidate" in which and candidates is not None:
             out["mbr_candidate"] = candidates.astype(np.float64)
         return out
+
+    @classmethod
+    def posterior_scores(cls, nbest: NBestList, options: MBROptions, path: str) -> np.ndarray:
+        """The scores whose softmax at the temperature is the posterior: the score feature's for
+        softmax; log(count) for counts (softmax at T = 1 of log counts is count / the list's draws);
+        zeros for uniform. The default is counts for a list `rerank generate` sampled, else softmax."""
+        from rerank.generation import generated_by
+
+        kind = options.posterior
+        if kind is None:
+            made = generated_by(path)
+            kind = "counts" if made is not None and made.get("search") == "sample" else "softmax"
+        if kind == "softmax":
+            return cls.scores(nbest, options.score_feature, path)
+        for name, value, default in (("temperature", options.temperature, 1.0), ("score_feature", options.score_feature, None)):
+            if value != default:
+                raise InputError(f"{name} is for posterior softmax, not {kind}", path, option=name,
+                                 mentions=("posterior",))
+        if kind == "uniform":
+            return np.zeros(nbest.n_hyps)
+        if "count" not in nbest.feature_names:
+            raise InputError("posterior counts needs the column count, the times each candidate was "
+                             f"drawn (`rerank generate` writes it; the list has {', '.join(nbest.feature_names) or 'no features'})",
+                             path, option="posterior")
+        counts = nbest.column("count")
+        offsets = np.asarray(nbest.offsets, dtype=np.int64)
+        totals = np.bincount(list_of_row(offsets), weights=counts, minlength=len(offsets) - 1)
+        if not (np.all(counts >= 0) and np.all(totals[np.diff(offsets) > 0] > 0)):
+            raise InputError("posterior counts needs counts >= 0 with a positive total in every list",
+                             path, option="posterior")
+        with np.errstate(divide="ignore"):
+            return np.log(counts)
 
     @staticmethod
     def candidates(nbest: NBestList, spec: str | None, path: str) -> np.ndarray | None:
