@@ -24,8 +24,11 @@ class Sizes(Protocol):
     """What read_vocabs needs of a model config (embeddings.model.ModelConfig, or the numpy
     encoder's ModelSpec)."""
 
-    languages: list[str]
-    vocab_sizes: dict[str, int]
+    @property
+    def languages(self) -> list[str]: ...
+
+    @property
+    def vocab_sizes(self) -> dict[str, int]: ...
 
 
 def model_paths(path: str) -> tuple[str, str]:
