@@ -65,6 +65,10 @@ class TuningMetric:
     columns: tuple[str, ...] = ()                        # n-best columns the objective reads (never features)
     components: list = field(default_factory=list)       # [{"weight", "metric" or "column", "higher_is_better"}]
     scorer: Metric | None = None                         # a metric objective's Metric (default: make_metric(name))
+    # The unit of the sentence-level objective, what PRO's gap threshold is a fraction of: 1 for a
+    # metric (its sentence score as a fraction), a column's spread (`column_spread`), an
+    # interpolation's sum_k w_k x its components' (100 for a metric in points).
+    scale: float = 1.0
 
     def __post_init__(self) -> None:
         if self.info is None:
@@ -152,7 +156,17 @@ def column_metric(nbest: NBestList, name: str, lower_better: bool = False) -> Tu
 
     stats = np.column_stack([values, np.ones_like(values)])
     return TuningMetric(f"column:{name}", stats, column_objective, info=info, sentence=sign * values, columns=(name,),
-                        components=[{"weight": 1.0, "column": name, "higher_is_better": not lower_better}])
+                        components=[{"weight": 1.0, "column": name, "higher_is_better": not lower_better}],
+                        scale=column_spread(values))
+
+
+def column_spread(values: np.ndarray) -> float:
+    """A column's range without its extreme 1% on either side (the 1st to the 99th percentile of its
+    values; the whole range if that is 0, and 1 for a constant column): what a gap threshold of a
+    fraction of the metric's 0-1 range becomes on the column's own scale."""
+    lo, hi = np.percentile(values, [1.0, 99.0])
+    spread = float(hi - lo) or float(np.ptp(values))
+    return spread if spread > 0 and np.isfinite(spread) else 1.0
 
 
 def check_objective_column(nbest: NBestList, name: str) -> None:
@@ -207,8 +221,10 @@ def objective_metric(spec: str, nbest: NBestList, refs: Sequence[Sequence[str]] 
     sentence = sum(w * p.sentence_scores() for w, p in zip(weights, parts))
     described = [{"weight": w, kind: n, "higher_is_better": p.info.higher_is_better}  # type: ignore[union-attr]
                  for (w, kind, n), p in zip(components, parts)]
+    scale = sum(w * (p.scale if p.sentence is not None else 100.0) for w, p in zip(weights, parts))  # metrics in points
     return TuningMetric(name, np.hstack([p.stats for p in parts]), interpolated, info=info,
-                        sentence=np.asarray(sentence, dtype=np.float64), columns=tuple(columns), components=described)
+                        sentence=np.asarray(sentence, dtype=np.float64), columns=tuple(columns), components=described,
+                        scale=float(scale))
 
 
 def row_stats(metric: Metric, nbest: NBestList, refs: Sequence[Sequence[str]], progress: Progress = False) -> np.ndarray:
