@@ -310,7 +310,6 @@ def generate(source: PathLike, output: PathLike, options: GenerateOptions | None
     honour) is an InputError before anything is written; the outputs are written atomically, with
     the output's lock held (`wait`). `meta` (such as the command line) goes into the config."""
     from rerank import distributed
-    from rerank.io import output_lock
     from rerank.options import check_options
     from rerank.outputs import check_outputs, nbest_outputs
 
@@ -327,7 +326,19 @@ def generate(source: PathLike, output: PathLike, options: GenerateOptions | None
         raise InputError("no such model directory", model, option="model")
     outputs = [*nbest_outputs(output, o.to), None if output == "-" else config_path(output)]
     check_outputs(outputs, [source, model])
-    with output_lock([output], o.wait), distributed.ranks():
+    with distributed.ranks():
+        return distributed.checked(lambda: _generate(cls, source, output, model, outputs, o, progress, meta))
+
+
+def _generate(cls: type[Backend], source: str, output: str, model: str, outputs: list, o: GenerateOptions,
+              progress: Progress, meta: dict | None) -> Generated:
+    """`generate` from its checks on, on every torchrun rank: the lock and the writing on rank 0."""
+    from rerank import distributed
+    from rerank.io import output_lock
+
+    main = distributed.is_main()
+    progress = progress if main else False
+    with output_lock(outputs if main else [], o.wait):
         lines = read_sources(source)
         first, end = shard_blocks(len(lines), o.block, o.shard)
         backend = cls(model, dataclasses.replace(o, device=distributed.local_device(o.device)))
@@ -359,9 +370,7 @@ def generate(source: PathLike, output: PathLike, options: GenerateOptions | None
                               "nmt_norm": "nmt / scored tokens (EOS included)", "count": "draws of the candidate"},
                   "backend_settings": backend.describe(), **(meta or {})}
         nbest = _to_list(by_sentence)
-        paths: list[str] = []
-        if distributed.is_main():
-            paths = _write(nbest, output, config, o)
+        paths = _write(nbest, output, config, o) if main else []
     return Generated(paths, first, end, nbest.n_hyps, config)
 
 
