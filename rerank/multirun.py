@@ -18,7 +18,7 @@ import json
 import logging
 import os
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
 from typing import Any
 
@@ -31,6 +31,7 @@ from rerank.nbest import NBestList
 from rerank.metrics.registry import MetricLike, best_index, metric_info, metric_names
 from rerank.options import ANY, MAX_RUNS, NAMES, NONNEGATIVE_INT, POSITIVE_INT, at_most, check_options, option
 from rerank.progress import Progress
+from rerank.selection import parse_select
 from rerank.tuning import Tuner, TuningData, degenerate, normalize as rescale, weight_shares
 from rerank.weights import read_weights, write_weights
 
@@ -78,26 +79,45 @@ class TuneSettings:
                                            group="metric")
     sentences: str | None = option(None, "tune on sentences A..B only (0-based, inclusive; the references are cut "
                                    "the same way)", metavar="A-B", default_text="all")
+    select: str | None = option(None, "choose the tuner's settings from its grid (--grid) by K-fold cross-validation "
+                                "over the dev sentences, then refit on all of them with the choice (docs/tuning.md)",
+                                metavar="cv:K", default_text="no selection", group="selection")
+    grid: tuple[str, ...] = option((), "the values of one tuner option for --select to search (repeat for several "
+                                   "options; replaces the tuner's declared values of KEY)", many=True,
+                                   metavar="KEY=V1,V2", default_text="the tuner's declared grid", group="selection")
+    select_features: bool = option(False, "forward selection of the tuned columns by the same cross-validation (the "
+                                   "folds of --select, else cv:5): a column joins only when its mean gain over the "
+                                   "folds is larger than the gain's sd over the folds", default_text="tune every column",
+                                   group="selection")
+    keep: tuple[str, ...] = option((), "with --select-features: the columns always tuned (the decoder's own scores), "
+                                   "where the selection starts", check=NAMES, metavar="F1,F2", default_text="none",
+                                   group="selection")
 
     NORMALIZE = NORMALIZE
     # What a run's result depends on: a run file is reused only when these match (and the inputs,
     # the start weights and the package version). `runs` is not among them: run r of 3 is run r of 5.
     REUSE = ("tuner", "metric", "seed", "tokenize", "lowercase", "lang", "tune_features", "fix", "normalize",
-             "tuner_options", "lower_better")
+             "tuner_options", "lower_better", "select", "grid", "select_features", "keep")
 
     def __post_init__(self) -> None:
         from rerank.metrics.bleu import make_bleu
         from rerank.metrics.registry import check_objective_options
 
-        for name in ("tune_features", "fix", "lower_better"):
+        for name in ("tune_features", "fix", "lower_better", "keep"):
             value = getattr(self, name)
             object.__setattr__(self, name, NAMES.convert(value) if isinstance(value, str) else tuple(value or ()))
+        grid = self.grid   # one KEY=V1,V2, a list of them, or a mapping of KEY to its values
+        if isinstance(grid, Mapping):
+            grid = tuple(f"{k}={','.join(str(v) for v in (vs if isinstance(vs, (list, tuple)) else [vs]))}"
+                         for k, vs in grid.items())
+        object.__setattr__(self, "grid", (grid,) if isinstance(grid, str) else tuple(grid or ()))
         check_options(self, as_keywords=True)
         if self.sentences is not None:
             sentence_range(self.sentences)  # its syntax, before any file is read
+        parse_select(self.select)  # its syntax, before any file is read
         make_bleu(self.tokenize, self.lowercase)  # an unknown tokenizer, before any file is read
         check_objective_options(self.metric, lower_better=self.lower_better,  # before any file is read
-                                features={"tune_features": self.tune_features, "fix": self.fix})
+                                features={"tune_features": self.tune_features, "fix": self.fix, "keep": self.keep})
 
     @classmethod
     def make(cls, settings: TuneSettings | None = None, **keywords: Any) -> TuneSettings:
@@ -119,7 +139,7 @@ class TuneSettings:
 
         return objective_display(self.metric)
 
-    def select(self, nbest: NBestList, refs: list[list[str]] | None) -> tuple[NBestList, list[list[str]] | None]:
+    def cut(self, nbest: NBestList, refs: list[list[str]] | None) -> tuple[NBestList, list[list[str]] | None]:
         """The list and the reference streams cut to `sentences` (all of them when None)."""
         if self.sentences is None:
             return nbest, refs
@@ -137,6 +157,7 @@ class TuneSettings:
         record["tuner_options"] = options_record(self.tuner_options)
         record["tune_features"], record["fix"] = list(self.tune_features), list(self.fix)
         record["lower_better"] = list(self.lower_better)
+        record["grid"], record["keep"] = list(self.grid), list(self.keep)
         return json.loads(json.dumps(record, default=str))
 
 

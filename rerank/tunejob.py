@@ -96,12 +96,14 @@ def tune(nbest: NBestList | NBestFile | PathLike, refs: PathLike | Sequence[Path
     from rerank.metrics.registry import objective_metrics
     from rerank.multirun import tune_runs
     from rerank.outputs import check_outputs
+    from rerank.selection import check_selection, run_selection, selection_summary
     from rerank.tuning import normalize, prepare
 
     wait = keywords.pop("wait", False)   # checked by output_lock
     settings = TuneSettings.make(settings, **keywords)
     events = events or TuneEvents()
     plugin = tuner_for(settings)  # before any file is read
+    plan = check_selection(settings, plugin)
     needs_refs = bool(objective_metrics(settings.metric))
     if refs is None and needs_refs:
         raise InputError(f"metric {settings.metric} needs references (refs); only column:NAME components need none",
@@ -114,7 +116,7 @@ def tune(nbest: NBestList | NBestFile | PathLike, refs: PathLike | Sequence[Path
         text = {"post_process": nbest.post_process, "unescape": nbest.unescape} if isinstance(nbest, NBestFile) else None
         whole, source = nbest_list(nbest, source, events.progress)
         streams = read_references(refs, whole.n_sentences, source) if refs is not None else None
-        tuned, streams = settings.select(whole, streams)
+        tuned, streams = settings.cut(whole, streams)
         data = prepare(tuned, streams if needs_refs else None, metric=settings.metric, tokenize=settings.tokenize,
                        lowercase=settings.lowercase, tune=settings.tune_features or None, fix=settings.fix or None, lang=settings.lang,
                        lower_better=settings.lower_better, progress=events.progress, source=source)
@@ -122,6 +124,12 @@ def tune(nbest: NBestList | NBestFile | PathLike, refs: PathLike | Sequence[Path
         normalize(np.zeros(len(data.feature_names)), settings.normalize, data.tuned)  # refuses to rescale fixed features
         if events.on_start is not None:
             events.on_start(data)
+        selection = None
+        if plan.active:
+            say = events.verbose if events.verbose is not None else log.info
+            data, chosen, selection = run_selection(data, plugin, plan, settings, w0, say)
+            settings = TuneSettings.make(settings, tuner_options=chosen)
+            log.info(selection_summary(selection))
         meta = {"nbest": source if source == "n-best list" else os.path.abspath(source),
                 "references": [os.path.abspath(p) for p in ref_paths] or None, "metric": settings.metric,
                 "tokenize": settings.tokenize, "lowercase": settings.lowercase,
@@ -131,7 +139,8 @@ def tune(nbest: NBestList | NBestFile | PathLike, refs: PathLike | Sequence[Path
                 "objective_columns": list(data.metric.columns),
                 "init": os.fspath(init) if isinstance(init, (str, os.PathLike)) else None,
                 "sentences": settings.sentences,
-                **({"nbest_text": text} if text is not None else {}), **(record or {})}
+                **({"nbest_text": text} if text is not None else {}),
+                **({"selection": selection} if selection is not None else {}), **(record or {})}
         result = tune_runs(data, plugin, settings, w0=w0, output=None if output is None else os.fspath(output),
                            inputs={"n-best and references": _digest(tuned, streams or [])}, meta=meta,
                            progress=events.progress, verbose=events.verbose if events.verbose is not None else log.info,

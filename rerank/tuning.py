@@ -10,7 +10,7 @@ matrix-vector product, a segment arg-max and a sum of statistic rows.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 from dataclasses import dataclass, field
 
@@ -431,6 +431,9 @@ class Tuner(Configurable):
     metrics: Sequence[str] = ("bleu",)     # metrics it can optimise (rerank.metrics names; QUALITY_METRICS: all)
     step_name = "step"               # x axis of the tuning curve
     requires: tuple[str, ...] = ()   # modules of an optional extra it needs (e.g. "sklearn")
+    # The settings `rerank tune --select cv:K` searches: option name -> values (every combination
+    # is scored; rerank.selection). Small: each point costs K fits on (K-1)/K of the dev set.
+    grid: Mapping[str, Sequence[Any]] = {}
 
     def tune(self, data: TuningData, w0: np.ndarray, *, seed: int = 1, options: Any = None, progress: Progress = False,
              log: Callable[[str], None] | None = None) -> TunerOutput:
