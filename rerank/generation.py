@@ -6,7 +6,9 @@ token budget, ask the backend for `n` candidates per sentence, batch by batch, m
 duplicates of each sentence (`count`, the times a candidate was drawn; `keep_duplicates` keeps
 every draw as a row of count 1), score every distinct candidate by forced decoding under the model
 itself, and write the list in the sentences' own order (default: the lossless JSON lines) with its
-settings beside it (OUT.config.json, `GENERATED_BY`).
+settings beside it (OUT.config.json, `GENERATED_BY`). Each finished block is kept in OUT.blocks/
+(`BlockStore`) until the output is written, so that a killed run, rerun with the same settings,
+generates only the blocks it had not finished.
 
 The columns of every row:
 - `nmt`: log p(candidate | source) under the model, untempered and unwarped, EOS included: what
@@ -346,15 +348,24 @@ def _generate(cls: type[Backend], source: str, output: str, model: str, outputs:
         lengths[first:end] = backend.lengths(lines[first:end])
         blocks = plan_blocks(lengths, first, end, o)
         first_block = first // o.block
+        store = BlockStore(output, {**o.settings(), "model": os.path.abspath(model), "source": digest_of(source)})
+        finished = distributed.on_main(lambda: store.finished(first_block, len(blocks)))
+        if finished and main:
+            log.warning("note: %d of %d blocks read back from %s (an earlier run with these settings)", len(finished),
+                        len(blocks), store.folder)
 
         def work(a: int, b: int) -> list:
             results = []
             for j in range(a, b):
                 block = first_block + j
+                if block in finished:
+                    results.append(finished[block])
+                    continue
                 backend.start_block(batch_seed(o.seed, block))
                 results.append([run_batch(backend, [lines[i] for i in batch], batch_seed(o.seed, block, k), o)
                                 for k, batch in enumerate(track(blocks[j], progress, f"{o.search} {o.n}: block "
                                                                 f"{block + 1}", unit="batch"))])
+                store.put(block, results[-1])
             return results
 
         weights = [sum(lengths[i] for batch in batches for i in batch) for batches in blocks]
@@ -371,7 +382,68 @@ def _generate(cls: type[Backend], source: str, output: str, model: str, outputs:
                   "backend_settings": backend.describe(), **(meta or {})}
         nbest = _to_list(by_sentence)
         paths = _write(nbest, output, config, o) if main else []
+        if main:
+            store.remove()
     return Generated(paths, first, end, nbest.n_hyps, config)
+
+
+def digest_of(path: str) -> str:
+    """The SHA-256 of a file's bytes (the resumption key's source)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+class BlockStore:
+    """The finished blocks of a job, kept beside its output (OUT.blocks/, one JSON file a block,
+    written atomically as the block ends) until the output is written: a killed or failed run
+    rerun with the same settings, model and source reads them back and generates only the rest.
+    A block file of other settings (its key) is not read; none is kept for standard output."""
+
+    def __init__(self, output: str, settings: dict) -> None:
+        self.folder = None if output == "-" else output + ".blocks"
+        self.key = json.dumps(settings, sort_keys=True)
+
+    def _path(self, block: int) -> str:
+        assert self.folder is not None
+        return os.path.join(self.folder, f"block-{block:06d}.json")
+
+    def finished(self, first: int, count: int) -> dict[int, list]:
+        """{block: its rows per batch} of the blocks first..first+count-1 found with this key."""
+        found: dict[int, list] = {}
+        if self.folder is None or not os.path.isdir(self.folder):
+            return found
+        for block in range(first, first + count):
+            try:
+                with open(self._path(block), encoding="utf-8") as f:
+                    kept = json.load(f)
+            except (OSError, ValueError):
+                continue
+            if isinstance(kept, dict) and kept.get("key") == self.key:
+                found[block] = [[[tuple(row) for row in sentence] for sentence in batch] for batch in kept["rows"]]
+        return found
+
+    def put(self, block: int, rows: list) -> None:
+        from rerank.io import atomic_write
+
+        if self.folder is None:
+            return
+        try:
+            os.makedirs(self.folder, exist_ok=True)
+            with atomic_write(self._path(block), grouped=False) as f:
+                json.dump({"key": self.key, "rows": rows}, f)
+        except (OSError, InputError) as exc:   # a checkpoint that cannot be written is a note, not a failure
+            log.warning("note: block %d not kept for a rerun: %s", block, exc)
+
+    def remove(self) -> None:
+        import shutil
+
+        if self.folder is not None and os.path.isdir(self.folder):
+            shutil.rmtree(self.folder, ignore_errors=True)
 
 
 def _write(nbest, output: str, config: dict, o: GenerateOptions) -> list[str]:

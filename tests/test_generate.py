@@ -313,6 +313,42 @@ def test_two_torchrun_ranks_write_the_bytes_of_one_process(nmt, sources, tmp_pat
     assert (tmp_path / "two.jsonl").read_bytes() == (tmp_path / "one.jsonl").read_bytes()
 
 
+def test_an_interrupted_run_resumes_from_its_finished_blocks_and_writes_the_same_bytes(nmt, sources, tmp_path,
+                                                                                      monkeypatch):
+    """One sentence a batch, two sentences a block: the run stops in its third batch (block 2), the
+    rerun generates blocks 2 and 3 alone and writes what an uninterrupted run writes."""
+    from rerank import generation
+
+    keywords = {"model": nmt, "n": 5, "seed": 9, "block": 2, "top_p": 0.9, "batch_tokens": 10}
+    rerank.generate(sources, tmp_path / "whole.jsonl", **keywords)
+    real, calls = generation.run_batch, []
+
+    def counted(*args):
+        if len(calls) == stop[0]:
+            raise KeyboardInterrupt
+        calls.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(generation, "run_batch", counted)
+    out, stop = tmp_path / "out.jsonl", [2]
+    with pytest.raises(KeyboardInterrupt):
+        rerank.generate(sources, out, **keywords)
+    assert not out.exists() and os.listdir(str(out) + ".blocks") == ["block-000000.json"]
+    calls.clear()
+    stop[0] = -1
+    rerank.generate(sources, out, **keywords)
+    assert len(calls) == 4
+    assert out.read_bytes() == (tmp_path / "whole.jsonl").read_bytes() and not os.path.exists(str(out) + ".blocks")
+    calls.clear()
+    with pytest.raises(KeyboardInterrupt):   # other settings read nothing back
+        stop[0] = 2
+        rerank.generate(sources, out, **{**keywords, "seed": 10})
+    stop[0] = -1
+    calls.clear()
+    rerank.generate(sources, out, **keywords)
+    assert len(calls) == 6
+
+
 # ---- MBR over the samples -------------------------------------------------------------------------
 
 def test_counts_posterior_is_the_monte_carlo_estimate_and_the_default_for_sampled_lists(nmt, sources, tmp_path, capsys):
