@@ -20,7 +20,8 @@ import numpy as np
 from rerank import distributed
 from rerank.consensus import VectorUtility
 from rerank.dedup import distinct_index
-from rerank.errors import InputError, needs_neural, require
+from rerank.embeddings.numpy_encoder import BACKENDS
+from rerank.errors import InputError, require
 from rerank.features import Feature, FeatureContext
 from rerank.nbest import NBestList
 from rerank.options import PATH, POSITIVE_INT, option
@@ -61,11 +62,13 @@ def embedding_features(nbest: NBestList, encoder, which: Sequence[str], context:
     s_i_src) in `src_lang`, the `device` and the `progress` bar; its other fields are the plug-in's
     (`MLMMEFeatures.compute`: threads, notes, the shard's place). `images`: one image feature row
     per n-best sentence (s_i, s_i_src)."""
-    from rerank.device import resolve_device
-
     context = context or FeatureContext()
     sources = context.sources
-    device = resolve_device(context.device)  # once: a CUDA fallback is said once, an unknown device refused early
+    device = None   # the numpy encoder: the CPU
+    if getattr(encoder, "backend", "torch") == "torch":
+        from rerank.device import resolve_device
+
+        device = resolve_device(context.device)  # once: a CUDA fallback is said once, an unknown device refused early
     if sources is not None and len(sources) != nbest.n_sentences:
         raise InputError(f"{len(sources)} source sentences for {nbest.n_sentences} n-best sentences")
     if images is not None and len(images) != nbest.n_sentences:
@@ -116,15 +119,19 @@ def _sentence_columns(nbest: NBestList, encoder, which, context: FeatureContext,
 @dataclass(frozen=True)
 class MLMMEOptions:
     """Options of the mlmme plug-in (flags of `rerank features`: -m/--model, --prefix, --images,
-    --batch-size, --chunk-sentences)."""
+    --mlmme-backend, --batch-size, --chunk-sentences)."""
 
     models: tuple[str, ...] = option((), "embedding model (NAME.pt with NAME.json beside it); repeat for several",
                                      flag=("-m", "--model"), many=True, check=PATH)
     prefixes: tuple[str, ...] = option((), "column-name prefix for the matching --model (required for several)",
                                        flag="--prefix", many=True, default_text="none for one model")
     images: str | None = option(None, "image features (.npy/.npz), one row per n-best sentence", check=PATH)
-    batch_size: int = option(256, "rows of every encoder batch; the values depend on it, not on which sentences "
-                             "share a batch, so give shards the same value", check=POSITIVE_INT)
+    backend: str = option("auto", "encoder: numpy (no torch, the CPU), torch (also a GPU), or auto: numpy unless "
+                          "--device asks for a GPU or the model is a variant only torch runs",
+                          flag="--mlmme-backend", choices=BACKENDS)
+    batch_size: int = option(256, "rows of every torch encoder batch; its values depend on it, not on which "
+                             "sentences share a batch, so give shards the same value (the numpy encoder's "
+                             "depend on neither)", check=POSITIVE_INT)
     chunk_sentences: int = option(2000, "n-best sentences encoded per chunk (bounds memory)", check=POSITIVE_INT)
 
 
@@ -135,7 +142,7 @@ class MLMMEFeatures(Feature):
     description = ("cosine similarities of MLMME/VSE embeddings: s_s = v_src·v_hyp, s_i = d_img·v_hyp, "
                    "s_i_src = d_img·v_src (broadcast); empty hypotheses get 0")
     Options = MLMMEOptions
-    requires = ("torch", "sacremoses")
+    requires = ("sacremoses",)   # and torch for the torch encoder (MLMMEOptions.backend)
 
     def default_columns(self, options):
         if not options.models:
@@ -147,10 +154,10 @@ class MLMMEFeatures(Feature):
         context = context or FeatureContext()
         options = self.make_options(options)
         what = f"the {', '.join(which)} feature"
-        require(self.requires, what)  # torch named first, the module most installs lack
-        with needs_neural(what):
-            from rerank.embeddings.data import load_features
-            from rerank.embeddings.encoder import Encoder
+        require(("torch",) * (options.backend == "torch") + self.requires, what)
+        from rerank.embeddings.data import load_features
+        from rerank.embeddings.numpy_encoder import load_encoder
+
         if not options.models:
             raise InputError(f"{', '.join(which)} need an embedding model (MODEL.pt)")
         models, prefixes = list(options.models), list(options.prefixes)
@@ -162,15 +169,16 @@ class MLMMEFeatures(Feature):
         if options.images:
             whole = load_features(options.images, context.total_sentences or nbest.n_sentences)
             images = whole[context.first_sentence:context.first_sentence + nbest.n_sentences]
-        context.use_threads()
         out = {}
         for model_path, prefix in zip(models, prefixes or [""]):
-            encoder = Encoder.load(model_path)
+            encoder = load_encoder(model_path, options.backend, context.device, context.threads)
+            if encoder.backend == "torch":
+                context.use_threads()
             check_request(encoder, which, context.src_lang, context.tgt_lang, context.sources is not None,
                           images is not None, model_path)
-            if images is not None and encoder.has_images and images.shape[1] != encoder.model.cfg.image_dim:
+            if images is not None and encoder.has_images and images.shape[1] != encoder.image_dim:
                 raise InputError(f"feature dimension {images.shape[1]}, but the model {model_path} expects "
-                                 f"{encoder.model.cfg.image_dim}", options.images)
+                                 f"{encoder.image_dim}", options.images)
             if not encoder.has_images:
                 context.notes.append(f"{model_path} is a text-only model (trained without image features)")
             columns = embedding_features(nbest, encoder, which, context, images, options.chunk_sentences,
@@ -184,17 +192,28 @@ class MLMMEMBRUtility(VectorUtility):
     (`rerank features --which mbr --mbr-utility mlmme --mbr-model MODEL.pt`, entry-point group
     rerank.mbr_utilities): U(h_i, h_j) = v_i . v_j of the model's unit vectors (empty hypotheses: 0),
     each distinct hypothesis encoded once, in float64; exact = aggregate
-    (rerank.consensus.VectorUtility). The source is not read."""
+    (rerank.consensus.VectorUtility). The source is not read. `backend`: the encoder
+    (embeddings.numpy_encoder.load_encoder: auto, numpy or torch); `threads` the numpy encoder's."""
 
     def __init__(self, path: str, batch_size: int | None = None, device=None, cache: str | None = None,
-                 lang: str = "de"):
-        require(("torch", "sacremoses"), "the mlmme MBR utility")
-        with needs_neural("the mlmme MBR utility"):
-            from rerank.embeddings.encoder import Encoder
-        self.encoder = Encoder.load(path)
+                 lang: str = "de", backend: str = "auto", threads: int | None = None):
+        require(("torch",) * (backend == "torch") + ("sacremoses",), "the mlmme MBR utility")
+        from rerank.embeddings.numpy_encoder import load_encoder
+
+        self.encoder = load_encoder(path, backend, device, threads)
         if lang not in self.encoder.languages:
             raise InputError(f"the model encodes {', '.join(self.encoder.languages)}, not {lang!r}", path)
-        self.lang, self.batch_size, self.device = lang, batch_size or 256, device
+        self.lang, self.batch_size = lang, batch_size or 256
+        self.device = device if self.encoder.backend == "torch" else None
+
+    @classmethod
+    def from_context(cls, path: str, batch_size: int | None, context: FeatureContext) -> "MLMMEMBRUtility":
+        """The utility of rerank.consensus.make_utility: `context` gives the device, the threads
+        (torch's, applied only when the torch encoder serves, or the numpy encoder's) and the language."""
+        utility = cls(path, batch_size, context.device, context.cache, lang=context.tgt_lang, threads=context.threads)
+        if utility.encoder.backend == "torch":
+            context.use_threads()
+        return utility
 
     def vectors(self, texts) -> np.ndarray:
         index, distinct = distinct_index(texts)

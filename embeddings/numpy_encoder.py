@@ -16,8 +16,8 @@ model allows).
 
 **Speed.** Hypotheses of an n-best list share prefixes, and a GRU state depends only on the
 prefix read so far, so the sentences are encoded as a trie, one depth at a time: at depth t every
-distinct prefix of length t + 1 is one row, its input the word's row of the input table and its
-previous state its parent's (19,986 hypotheses of the optimised test_2016 20-best have 256,145
+distinct prefix of length t + 1 is one row, its input the word's row of the input table (the r and z gates' recurrent biases folded in) and
+its previous state its parent's (19,986 hypotheses of the optimised test_2016 20-best have 256,145
 tokens and 96,525 distinct prefixes: 2.7x fewer GRU steps than a padded batch). The input
 projection of all words, E W_ih^T + b_ih, is a table computed in vocabulary blocks of
 TABLE_BLOCK rows on first use (one float32 GEMM per block; the whole table for a large
@@ -43,12 +43,9 @@ not in SPEC_KEYS, so that a new encoder variant gets its numpy path (or its refu
 
 from __future__ import annotations
 
-import ctypes
-import glob
 import importlib.util
 import logging
 import os
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -56,7 +53,7 @@ import numpy as np
 
 from rerank.embeddings.modelfile import locate, read_meta, read_vocabs, token_ids
 from rerank.embeddings.vocab import Vocab
-from rerank.embeddings.weights_reader import read_state_dict
+from rerank.embeddings.weights_reader import LegacyFormat, read_state_dict
 from rerank.errors import InputError
 from rerank.progress import Progress, track
 
@@ -65,8 +62,9 @@ __all__ = ["NumpyEncoder", "UnsupportedModel", "load_encoder", "BACKENDS"]
 log = logging.getLogger(__name__)
 
 BACKENDS = ("auto", "numpy", "torch")
-BLOCK = 256                      # rows of every recurrent, projection and image GEMM
-TABLE_BLOCK = 512                # vocabulary rows of one block of the input table
+BLOCK = 128                      # rows of every GEMM: recurrent, input table, projection, image
+TABLE_BLOCK = BLOCK              # vocabulary rows of one block of the input table (the same GEMM shape as the
+                                 # table-less path's BLOCK words)
 TABLE_LIMIT_BYTES = 512 * 2**20  # a larger input table is not kept: each step projects its words
 # ModelConfig's fields (embeddings.model) this module runs; dropout and init_std do not change inference
 SPEC_KEYS = frozenset({"languages", "vocab_sizes", "word_dim", "hidden_dim", "joint_dim", "image_dim", "dropout",
@@ -137,12 +135,12 @@ def check_weights(spec: ModelSpec, state: dict[str, np.ndarray], pt: str, what: 
     own = spec.shapes()
     missing = [k for k in own if k not in state]
     unexpected = [k for k in state if k not in own]
-    if unexpected:
+    if unexpected and not missing:   # weights beyond the model's: a variant (a second layer, a reverse GRU)
         raise UnsupportedModel(f"the numpy encoder does not know the weights {', '.join(unexpected[:3])}"
                                f"{' ...' if len(unexpected) > 3 else ''} of {what}", pt)
     if missing:
         raise InputError(f"the weights do not fit {what}: {len(missing)} missing keys {missing[:3]}, "
-                         f"0 unexpected keys []", pt)
+                         f"{len(unexpected)} unexpected keys {unexpected[:3]}", pt)
     for key, shape in own.items():
         if tuple(state[key].shape) != shape:
             raise InputError(f"the weights do not fit {what}: {key} has shape {tuple(state[key].shape)} "
@@ -165,9 +163,13 @@ class _Language:
 
         self.embed = f32(f"embed.{lang}.weight")
         self.w_ih_t = np.ascontiguousarray(f32(f"gru.{lang}.weight_ih_l0").T * half)
-        self.b_ih = f32(f"gru.{lang}.bias_ih_l0") * half
         self.w_hh_t = np.ascontiguousarray(f32(f"gru.{lang}.weight_hh_l0").T * half)
-        self.b_hh = f32(f"gru.{lang}.bias_hh_l0") * half
+        # b_hh of the r and z gates joins b_ih (both are added to x W_ih^T + h W_hh^T); the n gate's is
+        # inside r * (h W_hn^T + b_hn)
+        b_hh = f32(f"gru.{lang}.bias_hh_l0") * half
+        self.b_ih = f32(f"gru.{lang}.bias_ih_l0") * half
+        self.b_ih[: 2 * H] += b_hh[: 2 * H]
+        self.b_hn = b_hh[2 * H:].copy()
         proj = f"text_proj.{lang}.weight"
         self.proj_t = np.ascontiguousarray(f32(proj).T) if proj in state else None
         V = self.embed.shape[0]
@@ -195,6 +197,8 @@ class _Language:
         rows: from the table (prepared), or, without one, a GEMM of BLOCK embedding rows."""
         k = len(words)
         if self.table is not None:
+            if k == BLOCK:
+                return self.table[words]
             x = np.zeros((BLOCK, self.table.shape[1]), dtype=np.float32)
             x[:k] = self.table[words]
             return x
@@ -207,18 +211,22 @@ class _Language:
 
 def _step_block(lang: _Language, parents: np.ndarray, words: np.ndarray, out: np.ndarray) -> None:
     """One GRU step of up to BLOCK rows, on a block of exactly BLOCK rows: previous states
-    `parents` (k, H), the words read (k,); the new states go to `out` (k, H)."""
+    `parents` (k, H, a fresh array), the words read (k,); the new states go to `out` (k, H)."""
     k, H = len(parents), lang.w_hh_t.shape[0]
-    h = np.zeros((BLOCK, H), dtype=np.float32)
-    h[:k] = parents
+    h = parents
+    if k < BLOCK:
+        h = np.zeros((BLOCK, H), dtype=np.float32)
+        h[:k] = parents
     xb = lang.inputs(words)
     g = h @ lang.w_hh_t
-    g += lang.b_hh
-    rz = xb[:, : 2 * H] + g[:, : 2 * H]
+    rz = g[:, : 2 * H]
+    rz += xb[:, : 2 * H]
     np.tanh(rz, out=rz)
     rz += 1.0
     rz *= 0.5
-    n = g[:, 2 * H:] * rz[:, :H]
+    n = g[:, 2 * H:]
+    n += lang.b_hn
+    n *= rz[:, :H]
     n += xb[:, 2 * H:]
     np.tanh(n, out=n)
     h -= n
@@ -276,7 +284,10 @@ class NumpyEncoder:
         meta = read_meta(js)
         spec = ModelSpec.from_meta(meta, js)
         vocabs = read_vocabs(meta, spec, js)
-        state = read_state_dict(pt, "model weights")
+        try:
+            state = read_state_dict(pt, "model weights")
+        except LegacyFormat as exc:
+            raise UnsupportedModel(exc.problem, pt) from None
         check_weights(spec, state, pt, f"the model of {os.path.basename(js)}")
         return cls(spec, state, vocabs, meta, threads)
 
@@ -346,7 +357,11 @@ class NumpyEncoder:
         node = np.zeros(len(ids), dtype=np.int64)          # each sorted row's prefix node at the last depth
         prev = np.zeros((1, H), dtype=np.float32)           # the states of that depth (the root: zero)
         out = np.empty((len(ids), H), dtype=np.float32)
-        pool = ThreadPoolExecutor(self.threads) if self.threads > 1 else None
+        pool = None
+        if self.threads > 1:
+            from concurrent.futures import ThreadPoolExecutor
+
+            pool = ThreadPoolExecutor(self.threads)
         try:
             for t in track(range(len(alive)), progress, desc, unit="step"):
                 n_t = int(alive[t])
@@ -473,6 +488,9 @@ def _openblas():
     numpy.libs or numpy/.libs), or None."""
     if _OPENBLAS:
         return _OPENBLAS[0]
+    import ctypes
+    import glob
+
     found = None
     root = os.path.dirname(os.path.dirname(np.__file__))
     for lib in sorted(glob.glob(os.path.join(root, "numpy.libs", "*openblas*"))

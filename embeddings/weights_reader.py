@@ -28,7 +28,7 @@ import numpy as np
 
 from rerank.errors import InputError
 
-__all__ = ["read_state_dict", "WeightsError"]
+__all__ = ["read_state_dict", "WeightsError", "LegacyFormat"]
 
 # torch's typed storages -> numpy dtypes (little-endian; bfloat16 has no numpy dtype: its 16 bits
 # are the high half of a float32, widened exactly)
@@ -42,6 +42,10 @@ STORAGE_DTYPES: dict[str, np.dtype] = {
 
 class WeightsError(InputError):
     """A weights file this reader refuses: not torch's zip format, or holding more than tensors."""
+
+
+class LegacyFormat(WeightsError):
+    """A torch file of the format before the zip archive: torch.load reads it, this reader does not."""
 
 
 class _StorageType:
@@ -82,6 +86,10 @@ def _rebuild_tensor_v2(storage, storage_offset, size, stride, requires_grad=Fals
     return _Tensor(storage, storage_offset, size, stride)
 
 
+class _Refused(pickle.UnpicklingError):
+    """A global outside the allow-list."""
+
+
 class _Unpickler(pickle.Unpickler):
     """The allow-list: _rebuild_tensor_v2, OrderedDict, the typed storages; persistent ids are
     the archive's storages. Every other global raises before it is imported."""
@@ -98,8 +106,8 @@ class _Unpickler(pickle.Unpickler):
             return OrderedDict
         if module == "torch" and name in STORAGE_DTYPES:
             return _StorageType(name)
-        raise pickle.UnpicklingError(f"the pickle names {module}.{name}, which a state_dict of plain tensors "
-                                     "does not need (refused: it could run code)")
+        raise _Refused(f"it holds a {module}.{name} object, which weights_only loading refuses (tensors only: "
+                       "unpickling it could run code)")
 
     def persistent_load(self, pid):
         if not (isinstance(pid, tuple) and len(pid) == 5 and pid[0] == "storage"):
@@ -122,8 +130,7 @@ def _prefix(names: list[str], path: str) -> str:
     """The archive's folder (`NAME/`) holding data.pkl."""
     found = [n for n in names if n.endswith("data.pkl") and n.count("/") == 1]
     if len(found) != 1:
-        raise WeightsError("not a PyTorch zip file: no NAME/data.pkl in the archive (a file saved with "
-                           "_use_new_zipfile_serialization=False needs torch to read it)", path)
+        raise WeightsError("not a PyTorch file: a zip archive without NAME/data.pkl", path)
     return found[0][: -len("data.pkl")]
 
 
@@ -172,11 +179,24 @@ def _widened(dtype: np.dtype) -> np.dtype:
     return np.dtype(np.float32) if dtype == np.dtype("<u2") else dtype
 
 
+def _not_zip(head: bytes, what: str, path: str) -> InputError:
+    """The error for a file that is no zip archive, in torch's loader's words (rerank.device)."""
+    if head == b"PK\x03\x04":
+        return WeightsError(f"cannot read the {what}: a damaged or truncated PyTorch file", path)
+    if head[:1] == b"\x80":   # a pickle: torch's legacy format (before 1.6, or _use_new_zipfile_serialization=False)
+        return LegacyFormat(f"cannot read the {what} without torch: a PyTorch file of the legacy format (saved by "
+                            "torch before 1.6 or with _use_new_zipfile_serialization=False)", path)
+    return WeightsError(f"cannot read the {what}: " + (f"not a PyTorch file (it starts with {head!r})" if head
+                                                       else "an empty file, not a PyTorch file"), path)
+
+
 def read_state_dict(path: str, what: str = "model weights") -> dict[str, np.ndarray]:
     """name -> array of the state_dict saved by torch.save at `path` (its dtypes kept: float16
     stays float16, bfloat16 becomes float32). WeightsError (an InputError naming the file) for a
     file that is not torch's zip format, is cut, or holds anything but a dict of named tensors."""
     try:
+        with open(path, "rb") as f:
+            head = f.read(4)
         archive = zipfile.ZipFile(path)
     except FileNotFoundError:
         raise InputError(f"{what} not found", path) from None
@@ -185,8 +205,7 @@ def read_state_dict(path: str, what: str = "model weights") -> dict[str, np.ndar
     except OSError as exc:
         raise InputError(f"cannot read the {what}: {exc.strerror}", path) from None
     except zipfile.BadZipFile:
-        raise WeightsError(f"cannot read the {what}: not a PyTorch zip file (cut, damaged, or saved by torch "
-                           "before 1.6 or with _use_new_zipfile_serialization=False)", path) from None
+        raise _not_zip(head, what, path) from None
     with archive:
         names = archive.namelist()
         prefix = _prefix(names, path)
@@ -197,14 +216,19 @@ def read_state_dict(path: str, what: str = "model weights") -> dict[str, np.ndar
         unpickler = _Unpickler(archive.read(prefix + "data.pkl"), prefix, set(names))
         try:
             state = unpickler.load()
-        except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, KeyError, IndexError,
-                RecursionError, MemoryError) as exc:
+        except _Refused as exc:
             raise WeightsError(f"cannot read the {what}: {exc}", path) from None
+        except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, KeyError, IndexError,
+                RecursionError, MemoryError, zipfile.BadZipFile, OSError) as exc:
+            raise WeightsError(f"cannot read the {what}: a damaged or truncated PyTorch file ({exc})", path) from None
         if not isinstance(state, dict) or not all(isinstance(k, str) and isinstance(v, _Tensor)
                                                   for k, v in state.items()):
-            found = type(state).__name__ if not isinstance(state, dict) else "a dict with other values than tensors"
+            if isinstance(state, _Tensor):
+                found = f"a bare tensor of shape {tuple(state.size) if isinstance(state.size, tuple) else state.size}"
+            else:
+                found = f"a {type(state).__name__}" if not isinstance(state, dict) else "a dict of other values than tensors"
             raise WeightsError(f"expected a state_dict (names -> tensors), found {found}", path)
         try:
             return {key: _to_array(tensor, archive, order == "big", key, path) for key, tensor in state.items()}
         except (zipfile.BadZipFile, OSError, EOFError) as exc:
-            raise WeightsError(f"cannot read the {what}: {exc}", path) from None
+            raise WeightsError(f"cannot read the {what}: a damaged or truncated PyTorch file ({exc})", path) from None

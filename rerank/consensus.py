@@ -605,6 +605,9 @@ def make_utility(utility: str, path: str | None, batch_size: int | None, context
         return None
     if not path:
         raise InputError(f"the {utility} MBR utility needs its model (model)", option="model")
+    from_context = getattr(cls, "from_context", None)
+    if from_context is not None:   # the utility applies the context itself (threads: torch's or its own)
+        return from_context(path, batch_size, context)
     context.use_threads()
     return cls(path, batch_size, context.device, context.cache, lang=context.tgt_lang)
 

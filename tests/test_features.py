@@ -137,8 +137,9 @@ def test_bad_requests(files, capsys):
 
 
 def test_threads_flag_reaches_torch_and_leaves_the_values(files):
-    """--threads is torch's thread count while s_s runs (it was ignored, and torch's default of one
-    spinning thread per core made the feature slow beside other jobs); the values do not depend on it."""
+    """--threads is torch's thread count while s_s runs on the torch encoder (it was ignored, and
+    torch's default of one spinning thread per core made the feature slow beside other jobs); the
+    values do not depend on it (the numpy encoder's threads: tests/test_embeddings_numpy.py)."""
     model = make_model(files / "m.pt")
     before = torch.get_num_threads()
     outputs = []
@@ -147,7 +148,7 @@ def test_threads_flag_reaches_torch_and_leaves_the_values(files):
             torch.set_num_threads(3 - threads)
             out = files / f"out{threads}.nbest"
             assert main(["features", str(files / "in.nbest"), "-m", model, "--src", str(files / "src.en"),
-                         "--threads", str(threads), "-o", str(out)]) == 0
+                         "--threads", str(threads), "--mlmme-backend", "torch", "-o", str(out)]) == 0
             assert torch.get_num_threads() == threads
             outputs.append(out.read_bytes())
     finally:
