@@ -13,7 +13,7 @@ import pytest
 import rerank
 from rerank.errors import InputError
 from rerank.multirun import TuneSettings
-from rerank.nbest import NBestList
+from rerank.nbest import NBestList, StringColumn
 from rerank.selection import (CrossValidation, check_selection, fold_ids, grid_points, parse_grid, parse_select,
                               run_selection, select_features, subset)
 from rerank.tunejob import tuner_for
@@ -75,10 +75,11 @@ def _planted(seed: int, n: int = 80, k: int = 8):
             hyp = [w if rng.random() > 0.12 * j else str(rng.choice(words)) for w in ref]
             hyps.append(" ".join(hyp))
     offsets = np.arange(0, n * k + 1, k)
-    plain = NBestList(offsets, hyps, np.zeros((n * k, 1)), ["zero"])
+    texts = StringColumn.from_strings(hyps)
+    plain = NBestList(offsets, texts, np.zeros((n * k, 1)), ["zero"])
     bleu1 = prepare(plain.with_feature("x", rng.normal(size=n * k)), [refs]).metric.sentence_scores(fraction=True)
     feats = np.column_stack([bleu1 + rng.normal(scale=0.3, size=n * k), bleu1, rng.normal(scale=0.3, size=n * k)])
-    nbest = NBestList(offsets, hyps, feats, ["base", "metric", "noise"])
+    nbest = NBestList(offsets, texts, feats, ["base", "metric", "noise"])
     return prepare(nbest, [refs])
 
 
