@@ -188,3 +188,53 @@ if __name__ == "__main__":
     import sys
 
     raise SystemExit(main(sys.argv[1:]))
+
+
+def report(records: list[dict], command: str) -> str:
+    """Markdown: per list, each feature set's test scores under the three arms with the pairwise
+    significance, the choices, the cost ratios, and the weight-averaging measurements."""
+    from rerank.recipes.stronger import SYSTEMS
+
+    names = [s.name for s in SYSTEMS]
+
+    def mark(pairs: dict, key: str, metric: str) -> str:
+        found = pairs.get(key)
+        if not found:
+            return ""
+        d, p = found[metric]["diff"], found[metric]["p"]
+        return ("▲" if d > 0 else "▼") if p < 0.05 else ""
+
+    lines = [f"Made by `{command}`, on the lists of `recipes/stronger.py`'s features step (the shipped lists "
+             "with s_s, mbr and their own channel/lm columns).", ""]
+    for rec in records:
+        pairs = rec["significance"]["pairs"]
+        lines += [f"### {rec['list']}", "",
+                  "| features | plain BLEU | cv:5 BLEU | sel. BLEU | plain chrF | cv:5 chrF | sel. chrF "
+                  "| plain METEOR | cv:5 METEOR | sel. METEOR |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
+        for name in names:
+            cells = []
+            for metric in ("bleu", "chrf", "meteor"):
+                for arm in ("plain", "cv", "features"):
+                    score = rec["test"][arm][name][metric]
+                    sig = "" if arm == "plain" else mark(pairs, f"{name}: {arm} vs plain", metric)
+                    if arm == "features":
+                        sig += {"▲": "ᶜ", "▼": "ᵥ"}.get(mark(pairs, f"{name}: features vs cv", metric), "")
+                    cells.append(f"{score:.2f}{sig}")
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+        lines.append("")
+        chosen = []
+        for name in names:
+            sel = rec["systems"][name]
+            cv = sel["cv"]["selection"]["settings"]["chosen"]
+            cols = sel["features"]["selection"]["features"]["selected"]
+            ratio = (sel["cv"]["cpu_s"] + rec["prepare_cpu_s"]) / (sel["plain"]["cpu_s"] + rec["prepare_cpu_s"])
+            chosen.append(f"{name}: cv:5 chose C={cv['C']:g}, epochs={cv['epochs']} ({ratio:.1f}x plain's CPU); "
+                          f"selection kept {', '.join(cols)}")
+        lines += [f"- {c}" for c in chosen]
+        worse = [(arm, n) for arm in ("plain", "cv", "features") for n in names[:-1]
+                 if pairs[f"{arm}: all vs {n}"]["bleu"]["p"] < 0.05 and pairs[f"{arm}: all vs {n}"]["bleu"]["diff"] < 0]
+        lines.append("- \"all\" significantly below a subset in BLEU: " +
+                     (", ".join(f"{a}: {n}" for a, n in worse) if worse else "never"))
+        lines.append("")
+    return "\n".join(lines) + "\n"
