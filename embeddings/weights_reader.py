@@ -169,7 +169,7 @@ def _to_array(tensor: _Tensor, archive: zipfile.ZipFile, big_endian: bool, key: 
     item = flat.dtype.itemsize
     view = np.lib.stride_tricks.as_strided(flat[offset:], shape=size, strides=tuple(s * item for s in stride),
                                            writeable=False)
-    array = np.ascontiguousarray(view)
+    array = view.copy(order="C")   # its own writeable memory (the storage bytes are released)
     if storage.kind.name == "BFloat16Storage":
         array = (array.astype(np.uint32) << 16).view(np.float32)
     return array

@@ -108,14 +108,15 @@ def test_the_python_api_works_without_torch():
     assert result.returncode == 0, result.stderr
     scores, loaded = result.stdout.strip().splitlines()
     assert all(float(x) > 0 for x in scores.split()) and loaded == "[]"
-    failed = without_neural("import rerank\nrerank.add_features(rerank.read_nbest(sys.argv[1]), 's_s')",
+    failed = without_neural("import rerank\nrerank.add_features(rerank.read_nbest(sys.argv[1]), 'lm')",
                             f"{JOSHUA}.nbest")
     assert failed.returncode != 0
     assert f"needs torch, which is not installed: {INSTALL_NEURAL}" in failed.stderr.strip().splitlines()[-1]
 
 
 @pytest.mark.parametrize("args,what", [
-    (["features", "{nbest}", "--which", "s_s", "--src", "{ref}", "-m", "{model}", "-o", "out"], "the s_s feature"),
+    (["features", "{nbest}", "--which", "s_s", "--src", "{ref}", "-m", "{model}", "--mlmme-backend", "torch", "-o",
+      "out"], "the s_s feature"),   # on numpy (the default) it runs: tests/test_embeddings_numpy_core.py
     (["features", "{nbest}", "--which", "lm", "--lm-model", ".", "-o", "out"], "the lm feature"),
     (["features", "{nbest}", "--which", "channel", "--channel-model", ".", "--src", "{ref}", "-o", "out"],
      "the channel feature"),
