@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Any
 
 import numpy as np
 from bench_read import bare_loop, best_of
@@ -31,6 +32,9 @@ from rerank.mira.kbmira import kbmira
 from rerank.formats import read_nbest, read_references, write_nbest
 from rerank.io import atomic_write
 from rerank.nbest import NBestList
+
+
+SHIPPED_20BEST = os.path.join(os.path.dirname(__file__), "..", "rerank", "data", "multi30k", "regular.val.20best.gz")
 
 
 def tiled(data_dir: str, n_sent: int, size: int, n_feats: int, seed: int = 0):
@@ -97,6 +101,33 @@ def time_cli(nbest, refs, epochs: int, repeat: int = 1) -> dict:
     return {"cli_seconds": secs, "loop_seconds": loop, "cli_over_loop": secs / loop}
 
 
+def pro_column(path: str, seeds=(0, 1)) -> list[dict]:
+    """PRO toward a planted column q = f . w (w ~ N(0, 1), seeded) of the list at `path`: the share
+    of sentences whose model 1-best is q's best, higher and lower is better, per PRO setting
+    (docs/tuning.md's table); MIRA's beside it."""
+    from rerank.mira.pro import pro
+    from rerank.nbest import segment_argmax
+
+    nbest = read_nbest(path)
+    settings: dict[str, dict[str, Any]] = {"defaults": {}, "keep 200": {"keep": 200},
+                                           "keep 200, threshold 0": {"keep": 200, "threshold": 0.0}}
+    rows = []
+    for seed in seeds:
+        w = np.random.default_rng(seed).normal(size=nbest.features.shape[1])
+        planted = nbest.with_feature("q", nbest.features @ w)
+        for lower in (False, True):
+            data = prepare(planted, None, metric="column:q", lower_better=("q",) if lower else ())
+            q = planted.column("q")[data.kept_rows]
+            best = segment_argmax(-q if lower else q, data.offsets)
+            fits = [(name, pro(data, seed=1, **o).weights) for name, o in settings.items()]
+            fits.append(("mira", kbmira(data, seed=1).weights))
+            for name, weights in fits:
+                share = float((segment_argmax(data.features @ weights, data.offsets) == best).mean())
+                rows.append({"seed": seed, "lower_better": lower, "setting": name, "argmax_share": share})
+                print(f"w seed {seed}, {'lower' if lower else 'higher'} is better, {name}: {share:.1%}", flush=True)
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data-dir", default="/work/shared/data/nbest/joshua-bn-en")
@@ -108,13 +139,22 @@ def main() -> None:
     ap.add_argument("--cli", action="store_true", help="also time the whole `rerank tune` command on the full list")
     ap.add_argument("--cli-only", action="store_true", help="time only the whole command (and its bare loop)")
     ap.add_argument("--json", help="write the measurements here")
+    ap.add_argument("--pro-column", nargs="?", const=SHIPPED_20BEST, metavar="NBEST",
+                    help="instead: PRO (and MIRA) toward a planted linear column of this list (default: the shipped "
+                         "regular 20-best val list), the share of sentences where each picks the column's best")
     args = ap.parse_args()
+    if args.pro_column:
+        rows = pro_column(args.pro_column)
+        if args.json:
+            with atomic_write(args.json) as out:
+                json.dump({"benchmark": "bench_tune --pro-column", "list": args.pro_column, "rows": rows}, out, indent=2)
+        return
 
     t = time.perf_counter()
     nbest, refs = tiled(args.data_dir, args.sentences, args.size, args.features)
     print(f"built {nbest.n_sentences} x {args.size} = {nbest.n_hyps} hypotheses, {args.features} features "
           f"in {time.perf_counter() - t:.1f}s", flush=True)
-    record = {"benchmark": "bench_tune", "machine": platform.platform(), "cpus": os.cpu_count(),
+    record: dict[str, Any] = {"benchmark": "bench_tune", "machine": platform.platform(), "cpus": os.cpu_count(),
               "list": {"sentences": args.sentences, "size": args.size, "features": args.features}}
     if not args.cli_only:
         t = time.perf_counter()

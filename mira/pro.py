@@ -1,9 +1,12 @@
 """PRO, pairwise ranking optimisation (Hopkins & May 2011), regularised as Moses runs it.
 
-Per sentence: sample `samples` hypothesis pairs uniformly (with replacement), keep those whose
-sentence-level score differs by more than `threshold` (BLEU+1 when tuning BLEU; chrF, -TER or
-METEOR of the sentence alone, as a fraction, for those metrics), and of these the `keep` pairs with the
-largest difference. Each kept pair gives two examples (f_j - f_j', +1) and (f_j' - f_j, -1) for
+Per sentence: sample `samples` hypothesis pairs uniformly (with replacement; a pair drawn twice
+counts once), keep those whose sentence-level score differs by more than `threshold` times the
+objective's scale (BLEU+1 when tuning BLEU; chrF, -TER or METEOR of the sentence alone, as a
+fraction, for those metrics: scale 1, Hopkins & May's threshold; a column's values on its own
+scale, the threshold a fraction of the column's spread, `TuningMetric.scale`), and of these the
+`keep` pairs with the largest difference. Sentence BLEU is Lin & Och's BLEU+1 (+1 on orders 2-4);
+Moses' PRO adds 1 on all four orders (docs/tuning.md). Each kept pair gives two examples (f_j - f_j', +1) and (f_j' - f_j, -1) for
 a binary logistic regression without intercept (scikit-learn); its coefficients are the weights.
 Sampling runs over blocks of sentences at once (numpy), not pair by pair.
 
@@ -47,22 +50,33 @@ class ProResult:
 
 def sample_pairs(sbleu: np.ndarray, offsets: np.ndarray, rng: np.random.Generator, samples: int = 5000,
                  keep: int = 50, threshold: float = 0.05, block: int = 256) -> tuple[np.ndarray, np.ndarray]:
-    """Rows (j, j') of the kept pairs, ordered sentence by sentence; sbleu[j] - sbleu[j'] != 0."""
+    """Rows (j, j') of the kept pairs, ordered sentence by sentence, the largest gaps first;
+    |sbleu[j] - sbleu[j']| > threshold (and so != 0).
+
+    Each sentence draws `samples` ordered pairs uniformly with replacement (Moses' PRO), and a pair
+    drawn more than once counts once (either order: both give the same two examples): from a
+    20-best list 5000 draws cover its 190 pairs about 25 times each, and the `keep` largest gaps
+    would otherwise be two or three pairs repeated; Moses' lists, pooled over its iterations, are
+    long enough that repeats are rare. Of the distinct pairs whose gap exceeds `threshold` the
+    `keep` largest are kept (ties: the earlier draw)."""
     sizes = np.diff(offsets)
     firsts, seconds = [], []
     for lo in range(0, len(sizes), block):
-        k = sizes[lo:lo + block].astype(np.float64)
+        k = sizes[lo:lo + block].astype(np.int64)
         start = offsets[lo:lo + len(k)]
         u = rng.random((len(k), samples, 2))
-        j = start[:, None, None] + np.minimum((u * k[:, None, None]).astype(np.int64), k[:, None, None].astype(np.int64) - 1)
+        local = np.minimum((u * k[:, None, None]).astype(np.int64), k[:, None, None] - 1)
+        j = start[:, None, None] + local
         gap = np.abs(sbleu[j[..., 0]] - sbleu[j[..., 1]])
-        gap = np.where(gap > threshold, gap, -1.0)
-        if samples > keep:
-            top = np.argpartition(-gap, keep - 1, axis=1)[:, :keep]
-            # sort kept pairs by gap (descending) so the selection is reproducible and readable
-            top = np.take_along_axis(top, np.argsort(-np.take_along_axis(gap, top, axis=1), axis=1, kind="stable"), axis=1)
-        else:
-            top = np.broadcast_to(np.arange(samples), gap.shape)
+        # one key per unordered pair; after a stable sort by key, every repeat follows its first draw
+        key = local.min(axis=2) * k[:, None] + local.max(axis=2)
+        order = np.argsort(key, axis=1, kind="stable")
+        ordered = np.take_along_axis(key, order, axis=1)
+        repeat = np.zeros(key.shape, dtype=bool)
+        np.put_along_axis(repeat, order[:, 1:], ordered[:, 1:] == ordered[:, :-1], axis=1)
+        gap = np.where((gap > threshold) & ~repeat, gap, -1.0)
+        # the keep largest gaps, ties to the earlier draw (a stable sort of the negated gaps)
+        top = np.argsort(-gap, axis=1, kind="stable")[:, :keep]
         chosen = np.take_along_axis(j, top[..., None], axis=1)
         ok = np.take_along_axis(gap, top, axis=1) > 0
         firsts.append(chosen[..., 0][ok])
@@ -78,10 +92,12 @@ def pro(data: TuningData, w0: np.ndarray | None = None, *, seed: int = 1, sample
     w_init = np.zeros(n_feats) if w0 is None else np.array(w0, dtype=np.float64)
     rng = np.random.default_rng(seed)
     sbleu = data.sentence_objectives()  # higher is better (-TER for TER): j beats j' when sbleu[j] > sbleu[j']
-    j1, j2 = sample_pairs(sbleu, data.offsets, rng, samples, keep, threshold)
+    gap = threshold * data.metric.scale  # on the objective's own scale (TuningMetric.scale; 1 for a metric)
+    j1, j2 = sample_pairs(sbleu, data.offsets, rng, samples, keep, gap)
     if len(j1) == 0:
+        scaled = "" if data.metric.scale == 1.0 else f" ({threshold:g} x the objective's scale {data.metric.scale:g})"
         raise InputError(f"PRO found no hypothesis pair whose sentence-level {data.metric.display} differs by more "
-                         f"than {threshold}")
+                         f"than {gap:g}{scaled}")
     tuned = data.tuned
     diff = data.features[j1] - data.features[j2]
     cols = [diff[:, tuned]]

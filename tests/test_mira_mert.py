@@ -115,12 +115,14 @@ def test_tuners_reach_the_oracle_when_a_feature_is_sentence_bleu():
 def _kept_gaps(sb, offsets, seed, samples=5000, keep=50, threshold=0.05):
     """Per sentence, the sentence-BLEU gaps PRO keeps, read plainly from the same random numbers
     (sample_pairs draws (sentences, samples, 2) uniforms for a block of up to 256 sentences):
-    the `keep` largest of the sampled gaps above the threshold."""
+    the `keep` largest of the gaps above the threshold of the distinct pairs drawn (a pair drawn
+    again, in either order, counts once)."""
     u = np.random.default_rng(seed).random((len(offsets) - 1, samples, 2))
     kept = []
     for i in range(len(offsets) - 1):
         lo, k = int(offsets[i]), int(offsets[i + 1] - offsets[i])
-        gaps = [abs(sb[lo + min(int(a * k), k - 1)] - sb[lo + min(int(b * k), k - 1)]) for a, b in u[i]]
+        pairs = {frozenset((min(int(a * k), k - 1), min(int(b * k), k - 1))) for a, b in u[i]}
+        gaps = [abs(sb[lo + min(p)] - sb[lo + max(p)]) for p in pairs]
         kept.append(sorted((g for g in gaps if g > threshold), reverse=True)[:keep])
     return kept
 
@@ -132,6 +134,8 @@ def test_pro_pair_sampling():
     j1, j2 = sample_pairs(sb, data.offsets, np.random.default_rng(0), samples=5000, keep=50, threshold=0.05)
     sid = data.nbest.sentence_of_hyp
     assert np.array_equal(sid[j1], sid[j2])                       # pairs never cross sentences
+    unordered = {(int(a), int(b)) for a, b in zip(np.minimum(j1, j2), np.maximum(j1, j2))}
+    assert len(unordered) == len(j1)                              # no pair twice, in either order
     expect = _kept_gaps(sb, data.offsets, 0)
     counts = np.bincount(sid[j1], minlength=30)
     assert counts.tolist() == [len(g) for g in expect]

@@ -82,14 +82,16 @@ def test_the_sentence_level_of_a_component_is_in_points():
 
 
 @pytest.mark.neural
-def test_pro_tunes_ter_1_as_ter_with_the_threshold_in_points():
+def test_pro_tunes_ter_1_as_ter_with_the_threshold_on_the_objectives_scale():
     """PRO's pairs and labels depend on the sentence-level scores through the gap threshold and their
-    signs alone when every sampled pair is kept (samples <= keep): with the threshold in points
-    (x 100), `ter=1` trains on the same pairs as `ter`, and so to the same weights. (With samples >
-    keep the pairs kept are the largest gaps, and ties among equal gaps, frequent for TER's integer
-    edits, may fall apart differently after the scaling.)"""
+    signs alone when every sampled pair is kept (samples <= keep). The threshold is a fraction of the
+    objective's scale (TuningMetric.scale: 1 for a metric's fraction, 100 for a metric in points), so
+    `ter=1` (points) and `ter` (fraction) train on the same pairs at the same threshold, and so to the
+    same weights. (With samples > keep the pairs kept are the largest gaps, and ties among equal gaps,
+    frequent for TER's integer edits, may fall apart differently after the scaling.)"""
     a, b = prepared("ter=1", False), prepared("ter", False)
-    ra = run("pro", a, seed=2, threshold=3.1, samples=40, keep=50)
+    assert a.metric.scale == 100.0 and b.metric.scale == 1.0
+    ra = run("pro", a, seed=2, threshold=0.031, samples=40, keep=50)
     rb = run("pro", b, seed=2, threshold=0.031, samples=40, keep=50)
     assert ra.n_pairs == rb.n_pairs
     np.testing.assert_allclose(ra.weights, rb.weights, rtol=1e-9, atol=1e-12)
