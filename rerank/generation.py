@@ -26,8 +26,8 @@ so the core imports no model library. A backend is a `Backend` subclass (see it)
 Reproducible: a batch's random seed is derived from `seed`, its block and its place in the block
 (numpy's SeedSequence), and a batch is the same batch however the job is cut: `shard i/N` takes
 whole blocks (its ids start at `id_offset`: give the shard's first sentence and `cat` of the shards
-is the one-process file), and under torchrun the ranks share the batches of the one-process
-batching (rerank.distributed) and rank 0 writes the bytes one process writes.
+is the one-process file), and under torchrun the ranks share the blocks (whole blocks of the
+one-process batching, rerank.distributed) and rank 0 writes the bytes one process writes.
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ class GenerateOptions:
 
     model: str = option(None, "the model: a `rerank nmt train` run (nmt), a CTranslate2 directory (ct2) or a "
                         "transformers encoder-decoder directory (hf)", flag=("-m", "--model"), dest="model",
-                        check=PATH, metavar="DIR", default_text="required")
+                        check=PATH, metavar="DIR", default_text="none: give one")
     backend: str = option("nmt", "what runs the model: nmt (this project's attention NMT), ct2 (CTranslate2's "
                           "translate_batch), hf (transformers' generate) or an installed plug-in's",
                           choices=_backends, metavar="NAME")

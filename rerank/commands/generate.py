@@ -23,7 +23,7 @@ def add_parser(subparsers):
         "nmt_norm (per scored token) and count (the draws that gave it; duplicates are merged unless "
         "--keep-duplicates). The settings go to OUT.config.json beside the list (MBR reads them: a sampled "
         "list's default posterior is the counts). Same seed, same file; --shard i/N takes whole blocks, and "
-        "under torchrun (torchrun --nproc_per_node N -m rerank generate ...) the ranks share the batches and "
+        "under torchrun (torchrun --nproc_per_node N -m rerank generate ...) the ranks share the blocks and "
         "rank 0 writes the bytes one process writes. See docs/generate.md.",
         epilog="Example: rerank generate test.en -o test.sample64.jsonl -m runs/opt --backend nmt -n 64 "
         "--epsilon 0.02 --seed 1")
