@@ -11,9 +11,10 @@ rerank.nmt.scoring), so the `nmt` column is what those features give the same pa
   sampling_topk / sampling_topp / sampling_temperature; top-k off is sampling_topk 0, the whole
   vocabulary). CTranslate2 has no logits processor in its Python API and no epsilon cut-off, so
   epsilon is refused before any work (the hf backend samples the same transformers model with it).
-  Its random stream belongs to the translator's worker thread and is seeded when that thread
-  starts, so the translator is made anew at each block with the block's seed (the cost of a model
-  load per block, which benchmarks/bench_generate.py counts in).
+  Its random stream belongs to the translator's worker thread and is seeded (set_random_seed) at
+  that thread's first draw, so a translator that has drawn is made anew at the next block, with
+  the block's seed (a model load per block after the first, which benchmarks/bench_generate.py
+  counts in).
 - hf: `model.generate` with do_sample, num_return_sequences N, temperature, top_k (0: off; the
   generation config's default of 50 is not used), top_p, epsilon_cutoff, or num_beams N; the
   model's generation config gives the rest (banned tokens, forced first token, maximum length);
@@ -130,6 +131,7 @@ class CT2Backend(Backend):
 
         cuda = device.type == "cuda"
         self.ct2, self.seeded = ctranslate2, None   # the seed of the translator's stream (None: unseeded)
+        self.sampled = False   # whether the translator has drawn (its worker's stream starts at its first draw)
         self.load = {"device": "cuda" if cuda else "cpu", "device_index": device.index or 0 if cuda else 0,
                      "compute_type": "float16" if cuda else "default", "intra_threads": options.threads}
 
@@ -148,9 +150,10 @@ class CT2Backend(Backend):
         if self.seeded == seed or self.options.search == "beam":
             return
         self.ct2.set_random_seed(seed)
-        self.scorer.model = None   # the old translator's memory is freed before the new one loads
-        self.scorer.model = self.ct2.Translator(self.model, **self.load)
-        self.seeded = seed
+        if self.sampled:   # its worker's stream is running: a new translator, whose worker seeds anew
+            self.scorer.model = None   # the old translator's memory is freed before the new one loads
+            self.scorer.model = self.ct2.Translator(self.model, **self.load)
+        self.seeded, self.sampled = seed, False
 
     def search_options(self) -> dict[str, Any]:
         """translate_batch's keywords for the job's search."""
@@ -164,6 +167,7 @@ class CT2Backend(Backend):
 
     def generate(self, sources: Sequence[str], seed: int) -> list[list[str]]:
         tokens = self.scorer.encode_inputs(sources)
+        self.sampled = True
         results = self.scorer.model.translate_batch(tokens, **self.search_options())
         tokenizer = self.scorer.tokenizer
         return [[tokenizer.decode(tokenizer.convert_tokens_to_ids(h), skip_special_tokens=True) for h in r.hypotheses]

@@ -46,7 +46,7 @@ from rerank.errors import InputError
 from rerank.options import (NONNEGATIVE_INT, PATH, POSITIVE, POSITIVE_INT, PROBABILITY, Check, float_check, option,
                             wait_option, with_fields)
 from rerank.plugins import Registry, subclass_check
-from rerank.progress import Progress, track
+from rerank.progress import Progress, progress_bar
 
 log = logging.getLogger(__name__)
 
@@ -356,16 +356,20 @@ def _generate(cls: type[Backend], source: str, output: str, model: str, outputs:
 
         def work(a: int, b: int) -> list:
             results = []
-            for j in range(a, b):
-                block = first_block + j
-                if block in finished:
-                    results.append(finished[block])
-                    continue
-                backend.start_block(batch_seed(o.seed, block))
-                results.append([run_batch(backend, [lines[i] for i in batch], batch_seed(o.seed, block, k), o)
-                                for k, batch in enumerate(track(blocks[j], progress, f"{o.search} {o.n}: block "
-                                                                f"{block + 1}", unit="batch"))])
-                store.put(block, results[-1])
+            todo = [j for j in range(a, b) if first_block + j not in finished]
+            with progress_bar(progress, f"{o.search} {o.n}", sum(len(blocks[j]) for j in todo), unit="batch") as bar:
+                for j in range(a, b):
+                    block = first_block + j
+                    if block in finished:
+                        results.append(finished[block])
+                        continue
+                    backend.start_block(batch_seed(o.seed, block))
+                    rows = []
+                    for k, batch in enumerate(blocks[j]):
+                        rows.append(run_batch(backend, [lines[i] for i in batch], batch_seed(o.seed, block, k), o))
+                        bar.update(1)
+                    store.put(block, rows)
+                    results.append(rows)
             return results
 
         weights = [sum(lengths[i] for batch in batches for i in batch) for batches in blocks]
