@@ -275,7 +275,9 @@ def our_posterior_scores(nb, settings: Settings) -> np.ndarray:
     return nb.column("uniform" if settings.posterior == "uniform" else "nmt")
 
 
-def run_ours(nb, utility: str, decoder: str, settings: Settings, models: Models) -> list[int]:
+def run_ours(nb, utility: str, decoder: str, settings: Settings, models: Models,
+             keep: dict[str, np.ndarray] | None = None) -> list[int]:
+    """Our choices; `keep` gets the values (exact: for the agreements of the others)."""
     from rerank import consensus as C
 
     n = int(nb.sizes.max())
@@ -283,6 +285,8 @@ def run_ours(nb, utility: str, decoder: str, settings: Settings, models: Models)
     options = C.MBROptions(utility, temperature=settings.temperature, method=decoder, **extra,
                            **settings.decoder_options(decoder, n))
     values = C.mbr_scores(nb, our_posterior_scores(nb, settings), options, model=models.ours(utility))
+    if keep is not None:
+        keep["values"] = values
     return choices_of(values, np.asarray(nb.offsets))
 
 
@@ -493,7 +497,7 @@ class Run:
         s = self.settings
         return {"lists": self.candidates.digest_of(n), "sentences": len(self.refs), "posterior": s.posterior,
                 "temperature": s.temperature, "options": s.decoder_options(decoder, n) if decoder in DECODERS else {},
-                "budget": self.args.cell_budget, "threads": self.models.threads, "mlmme": self.args.mlmme_model}
+                "threads": self.models.threads, "mlmme": self.args.mlmme_model}
 
     def cached(self, path: str, key: dict[str, Any]) -> dict[str, Any] | None:
         try:
@@ -501,7 +505,43 @@ class Run:
                 cell = json.load(f)
         except (OSError, ValueError):
             return None
-        return cell if isinstance(cell, dict) and cell.get("key") == key else None
+        if not isinstance(cell, dict) or cell.get("key") != key:
+            return None
+        if cell.get("status") == "left out" and cell.get("budget", 0) < self.budget(cell["side"], cell["decoder"]):
+            return None   # left out under a smaller budget: tried again
+        return cell
+
+    def predict(self, side: str, utility: str, decoder: str, n: int, sentences: int) -> dict[str, Any] | None:
+        """Why the cell is left out without a probe, from the same cell at the next smaller N
+        (left out there, or its time scaled by (N / N')^2 for the quadratic decoders, N / N' for
+        aggregate, c2f and centroid, over twice the budget), or None."""
+        smaller = [m for (s_, u, d, m) in self.cells if (s_, u, d) == (side, utility, decoder) and m < n]
+        if not smaller:
+            return None
+        m = max(smaller)
+        before = self.cells[(side, utility, decoder, m)]
+        if before["status"] == "left out":
+            return {"reason": f"left out at N = {m} already", "probe_seconds_per_sentence": None}
+        if before["status"] != "done":
+            return None
+        power = 1 if decoder in ("aggregate", "c2f", "centroid") else 2
+        per_sentence = before["seconds_per_sentence"] * (n / m) ** power
+        if per_sentence * sentences <= 2 * self.budget(side, decoder):
+            return None
+        return {"predicted_seconds_per_sentence": per_sentence,
+                "reason": f"predicted from N = {m} ({before['seconds_per_sentence']:.3f} s/sentence x (N/{m})^{power}): "
+                          f"about {per_sentence * sentences:.0f} s for {sentences}, over twice the cell budget of "
+                          f"{self.budget(side, decoder):.0f} s"}
+
+    def budget(self, side: str, decoder: str) -> float:
+        """The cell budget; our exact MBR's (the agreements' reference) is --exact-budget."""
+        return self.args.exact_budget if (side, decoder) == ("ours", "exact") else self.args.cell_budget
+
+    def save_exact(self, utility: str, n: int, values: np.ndarray) -> None:
+        path = os.path.join(self.cells_dir, f"ours.{utility}.exact.N{n}.npy")
+        np.save(path + ".tmp.npy", values)
+        os.replace(path + ".tmp.npy", path)
+        self.exact[(utility, n)] = values
 
     def exact_values(self, utility: str, n: int, nb) -> np.ndarray | None:
         """Our exact MBR's values of (utility, n), kept beside its cell (for the agreements)."""
@@ -516,10 +556,8 @@ class Run:
             if len(values) == nb.n_hyps:
                 self.exact[(utility, n)] = values
                 return values
-        values = our_exact_values(nb, utility, self.settings, self.models)
-        np.save(path + ".tmp.npy", values)
-        os.replace(path + ".tmp.npy", path)
-        self.exact[(utility, n)] = values
+        values = our_exact_values(nb, utility, self.settings, self.models)   # its file lost: made again
+        self.save_exact(utility, n, values)
         return values
 
     def cell(self, side: str, utility: str, decoder: str, n: int, nb) -> dict[str, Any]:
@@ -528,7 +566,7 @@ class Run:
         cell = self.cached(path, key)
         if cell is None:
             cell = self.compute(side, utility, decoder, n, nb)
-            cell["key"] = key
+            cell["key"], cell["budget"] = key, self.budget(side, decoder)
             write_json(path, cell)
             print(f"{side:4} {utility:5} {decoder:13} N={n:<5} {cell['status']:9} "
                   f"{cell.get('seconds_per_sentence', cell.get('probe_seconds_per_sentence', 0)):.4f} s/sentence "
@@ -544,15 +582,26 @@ class Run:
                    else mbrs_refusal(utility, decoder, self.models))
         if refusal:
             return {**base, "status": "not defined", "reason": refusal}
+        predicted = self.predict(side, utility, decoder, n, nb.n_sentences)
+        if predicted is not None:
+            return {**base, "status": "left out", **predicted}
         run = run_ours if side == "ours" else run_mbrs
         first = nb.select_sentences(np.arange(1))
         _, probe, _, _ = measure(lambda: run(first, utility, decoder, self.settings, self.models))
         estimate = probe * nb.n_sentences
-        if estimate > self.args.cell_budget:
+        if estimate > self.budget(side, decoder):
             return {**base, "status": "left out", "probe_seconds_per_sentence": probe,
                     "reason": f"the first sentence took {probe:.1f} s: about {estimate:.0f} s for "
-                              f"{nb.n_sentences}, over the cell budget of {self.args.cell_budget:.0f} s"}
-        chosen, seconds, peak, increase = measure(lambda: run(nb, utility, decoder, self.settings, self.models))
+                              f"{nb.n_sentences}, over the cell budget of {self.budget(side, decoder):.0f} s"}
+        kept: dict[str, np.ndarray] = {}
+        if side == "ours":
+            chosen, seconds, peak, increase = measure(lambda: run_ours(nb, utility, decoder, self.settings,
+                                                                       self.models, kept))
+        else:
+            chosen, seconds, peak, increase = measure(lambda: run_mbrs(nb, utility, decoder, self.settings,
+                                                                       self.models))
+        if side == "ours" and decoder == "exact":
+            self.save_exact(utility, n, kept["values"])
         return {**base, "status": "done", "seconds": seconds, "seconds_per_sentence": seconds / nb.n_sentences,
                 "probe_seconds_per_sentence": probe, "peak_mb": peak, "peak_increase_mb": increase,
                 "choices": [int(c) for c in chosen], "load": loadavg()}
@@ -589,7 +638,7 @@ def side_columns(cell: dict[str, Any] | None) -> list[str]:
     if cell is None:
         return ["", "", "", "", ""]
     if cell["status"] != "done":
-        probe = cell.get("probe_seconds_per_sentence")
+        probe = cell.get("probe_seconds_per_sentence") or cell.get("predicted_seconds_per_sentence")
         text = {"left out": "left out", "not defined": "not defined", "not run": "not run"}[cell["status"]]
         return [f"{text}{f' (~{probe:.2f})' if probe is not None else ''}", "", "", "", ""]
     agree = cell.get("agreement")
@@ -618,8 +667,9 @@ def table(report: dict[str, Any]) -> list[str]:
                 ratio = ""
                 if ours and theirs and ours["status"] == "done" and theirs["status"] == "done":
                     ratio = f"{theirs['seconds_per_sentence'] / ours['seconds_per_sentence']:.1f}x"
-                elif ours and theirs and ours["status"] == "done" and theirs.get("probe_seconds_per_sentence"):
-                    ratio = f"~{theirs['probe_seconds_per_sentence'] / ours['seconds_per_sentence']:.0f}x (probe)"
+                elif ours and theirs and ours["status"] == "done" and (
+                        guess := theirs.get("probe_seconds_per_sentence") or theirs.get("predicted_seconds_per_sentence")):
+                    ratio = f"~{guess / ours['seconds_per_sentence']:.0f}x"
                 mark = []
                 for cell in (ours, theirs):
                     if cell and cell["status"] not in ("done", "not run"):
@@ -647,7 +697,10 @@ def plot(report: dict[str, Any], path: str) -> None:
     decoders = [d for d in report["decoders"]
                 if any(c["decoder"] == d and c["status"] == "done" for rows in report["cells"].values()
                        for c in rows.values())]
-    fig, axes = plt.subplots(2, len(decoders), figsize=(3.2 * len(decoders), 6.4), squeeze=False)
+    from matplotlib.ticker import NullFormatter
+
+    fig, axes = plt.subplots(2, len(decoders), figsize=(3.2 * len(decoders), 6.4), squeeze=False, sharex=True,
+                             sharey="row")
     colours = dict(zip(report["utilities"], plt.rcParams["axes.prop_cycle"].by_key()["color"]))
     for col, decoder in enumerate(decoders):
         for row, measure_ in enumerate(("bleu", "chrf")):
@@ -666,6 +719,8 @@ def plot(report: dict[str, Any], path: str) -> None:
                         for x, y, n in points:
                             ax.annotate(str(n), (x, y), fontsize=6, xytext=(2, 2), textcoords="offset points")
             ax.set_xscale("log")
+            ax.xaxis.set_minor_formatter(NullFormatter())
+            ax.grid(True, which="major", alpha=0.3)
             ax.set_title(f"{decoder}: {'BLEU' if measure_ == 'bleu' else 'chrF'}", fontsize=9)
             ax.tick_params(labelsize=7)
             if row == 1:
@@ -686,15 +741,35 @@ def plot(report: dict[str, Any], path: str) -> None:
     os.replace(tmp, path)
 
 
+MADE = ("tool", "backend", "model", "search", "n", "temperature", "top_k", "top_p", "epsilon", "seed")
+NOTES = "<!-- notes: what follows is kept when the benchmark rewrites this file -->"
+
+
 def write_report(report: dict[str, Any], prefix: str, with_plot: bool) -> None:
+    """PREFIX.md (the header and the table, then whatever follows NOTES in the file already there),
+    PREFIX.json and PREFIX.png."""
+    made = report.get("candidates_config") or {}
     lines = [f"# MBR quality/time frontier ({report['sentences']} sentences, N = "
              f"{', '.join(map(str, report['sizes']))})", "",
              f"`{report['command']}`", "",
              f"Load average at the start {report['load_start']}, at the end {report['load_end']}; "
-             f"{report['cpus']} CPUs; mbrs {'0.1.8 in a scratch folder' if report['mbrs'] else 'not importable'}; "
-             f"candidates {report['candidates']} (order: {report['order']}), posterior {report['posterior']}.", ""]
+             f"{report['cpus']} CPUs; this run {report['wall_seconds']:.0f} s (cells taken from the cache cost nothing); mbrs "
+             f"{'0.1.8 in a scratch folder' if report['mbrs'] else 'not importable'}; "
+             f"candidates {report['candidates']} (order: {report['order']}), posterior {report['posterior']}"
+             + (f"; made by `{' '.join(['rerank', *made['command'][1:]]) if made.get('command') else made.get('tool', '?')}` "
+                f"({', '.join(f'{k} {made[k]}' for k in MADE if made.get(k) is not None)})" if made else "") + ".", ""]
+    if with_plot:
+        lines += [f"![quality against seconds per sentence]({os.path.basename(prefix)}.png)", ""]
     lines += table(report)
-    text = "\n".join(lines) + "\n"
+    kept = ""
+    try:
+        with open(prefix + ".md", encoding="utf-8") as f:
+            old = f.read()
+        if NOTES in old:
+            kept = old[old.index(NOTES):]
+    except OSError:
+        pass
+    text = "\n".join(lines) + "\n\n" + (kept or NOTES + "\n")
     with open(prefix + ".md.tmp", "w", encoding="utf-8") as f:
         f.write(text)
     os.replace(prefix + ".md.tmp", prefix + ".md")
@@ -702,6 +777,18 @@ def write_report(report: dict[str, Any], prefix: str, with_plot: bool) -> None:
     if with_plot:
         plot(report, prefix + ".png")
     print(text)
+
+
+def candidates_config(path: str) -> dict[str, Any] | None:
+    """The settings `rerank generate` wrote beside the list (PATH.config.json), if any."""
+    for name in (path + ".config.json", os.path.splitext(path)[0] + ".config.json"):
+        try:
+            with open(name, encoding="utf-8") as f:
+                data = json.load(f)
+        except (OSError, ValueError):
+            continue
+        return data if isinstance(data, dict) else None
+    return None
 
 
 # ---- main ------------------------------------------------------------------------------------
@@ -727,6 +814,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--cell-budget", type=float, default=600.0,
                         help="seconds a cell may take (estimated from its first sentence); longer cells are left out")
+    parser.add_argument("--exact-budget", type=float, default=None,
+                        help="our exact MBR's budget, the reference of the agreements (default: 3 x --cell-budget)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (both sides)")
     parser.add_argument("--no-mbrs", action="store_true", help="ours alone")
     parser.add_argument("--no-plot", action="store_true")
@@ -738,6 +827,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.tiny:
         args.candidates = args.candidates or os.path.join(DATA, "optimised.test_2016.50best.gz")
         args.sentences, args.sizes, args.utilities, args.no_mbrs = 3, "8,16", "bleu,chrf,ter", True
+    args.exact_budget = args.exact_budget or 3 * args.cell_budget
     if not args.candidates:
         parser.error("--candidates is needed (or --tiny)")
     sizes = sorted(int(s) for s in args.sizes.split(","))
@@ -779,9 +869,10 @@ def main(argv: list[str] | None = None) -> None:
               "load_start": load_start, "load_end": loadavg(), "wall_seconds": round(time.perf_counter() - t0, 1),
               "python": platform.python_version(), "machine": platform.machine(), "cpus": os.cpu_count(),
               "threads": {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "RAYON_NUM_THREADS")} | {"torch": args.threads},
-              "mbrs": have_mbrs, "candidates": args.candidates, "order": order, "posterior": args.posterior,
+              "mbrs": have_mbrs, "candidates": args.candidates, "candidates_config": candidates_config(args.candidates),
+              "order": order, "posterior": args.posterior,
               "sentences": args.sentences, "sizes": sizes, "utilities": utilities, "decoders": decoders,
-              "settings": vars(settings), "cell_budget": args.cell_budget, "cells": cells}
+              "settings": vars(settings), "cell_budget": args.cell_budget, "exact_budget": args.exact_budget, "cells": cells}
     write_report(report, args.report or os.path.join(args.out, "frontier"), not args.no_plot)
 
 
