@@ -159,11 +159,19 @@ def marian_channel(docs: str) -> str:
     return f"Made by `{study['command']}` (marian_channel.json beside results.json).\n\n{report(study)}\n"
 
 
+def selection_study(docs: str) -> str:
+    """Issue 50's selection study (recipes.selection_study) from stronger/selection_study.json."""
+    from rerank.recipes.selection_study import report
+
+    study = _load(docs, os.path.join("stronger", "selection_study.json"))
+    return report(study["lists"], study["command"])
+
+
 RENDER = {
     "README.md": {"baselines": baselines, "embedding": embedding_model,
                   "gains": lambda docs: gains(_load(docs, "results.json")["experiments"])},
     "stronger.md": {"tables": stronger_tables, "models": stronger_models, "summary": stronger_summary,
-                    "mbr-study": mbr_study, "marian-channel": marian_channel},
+                    "mbr-study": mbr_study, "marian-channel": marian_channel, "selection-study": selection_study},
     "embeddings.md": {"embeddings": embedding_study},
 }
 

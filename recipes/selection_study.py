@@ -237,4 +237,59 @@ def report(records: list[dict], command: str) -> str:
         lines.append("- \"all\" significantly below a subset in BLEU: " +
                      (", ".join(f"{a}: {n}" for a, n in worse) if worse else "never"))
         lines.append("")
+    lines += summary(records)
     return "\n".join(lines) + "\n"
+
+
+def summary(records: list[dict]) -> list[str]:
+    """The issue's targets, the cost and the weight averaging, over the lists measured."""
+    from rerank.recipes.stronger import SYSTEMS
+
+    names = [s.name for s in SYSTEMS]
+    lines = [f"**Over the {len(records)} lists measured** ({', '.join(r['list'] for r in records)}):", ""]
+    for arm, label in (("plain", "plain MIRA"), ("cv", "`--select cv:5`"), ("features", "`--select-features`")):
+        never = sum(not any(r["significance"]["pairs"][f"{arm}: all vs {n}"]["bleu"]["p"] < 0.05
+                            and r["significance"]["pairs"][f"{arm}: all vs {n}"]["bleu"]["diff"] < 0 for n in names[:-1])
+                    for r in records)
+        at_least = sum(r["test"][arm]["all"]["bleu"] >= r["test"]["plain"]["+ channel + lm"]["bleu"] - 1e-9
+                       for r in records)
+        same = sum(r["test"][arm]["all"]["bleu"] >= r["test"][arm]["+ channel + lm"]["bleu"] - 1e-9 for r in records)
+        gaps = [r["test"][arm]["all"]["bleu"] - r["test"]["plain"]["+ channel + lm"]["bleu"] for r in records]
+        lines.append(f"- {label}: \"all\" never significantly below a subset (BLEU) on {never} of {len(records)} lists; "
+                     f"its test BLEU at least plain \"+ channel + lm\"'s on {at_least} of {len(records)} "
+                     f"(all minus plain + channel + lm: {min(gaps):+.2f} to {max(gaps):+.2f}), at least its own arm's "
+                     f"\"+ channel + lm\" on {same}")
+    ratios = [(r["systems"][n][arm]["cpu_s"] + r["prepare_cpu_s"]) / (r["systems"][n]["plain"]["cpu_s"] + r["prepare_cpu_s"])
+              for r in records for n in names for arm in ("cv",)]
+    fratios = [(r["systems"][n]["features"]["cpu_s"] + r["prepare_cpu_s"])
+               / (r["systems"][n]["plain"]["cpu_s"] + r["prepare_cpu_s"]) for r in records for n in names]
+    loads = [float(r["systems"][n][a]["load"].split()[0]) for r in records for n in names for a in ("plain", "cv", "features")]
+    lines.append(f"- cost (CPU seconds, this process, statistics included, list reading not): `--select cv:5` with "
+                 f"`--runs 3` {min(ratios):.1f}x to {max(ratios):.1f}x plain `--runs 3` (median {np.median(ratios):.1f}x); "
+                 f"`--select-features` {min(fratios):.1f}x to {max(fratios):.1f}x (its CV shared by the feature sets "
+                 f"of a list); 1-minute load average {min(loads):.1f} to {max(loads):.1f} on the two cores, so wall times "
+                 "are not comparable, CPU times are")
+    for arm, how, label in (("plain", "runs", "plain MIRA, the mean of the 3 runs' weights"),
+                            ("cv", "runs", "cv:5, the mean of the 3 refits' weights"),
+                            ("cv", "folds", "cv:5, the mean of the chosen point's 5 fold fits")):
+        deltas = {m: [r["averaged_test"][f"{arm}|{n}|{how}"][m] - r["test"][arm][n][m]
+                      for r in records for n in names] for m in ("bleu", "chrf", "meteor")}
+        lines.append(f"- weight averaging ({label}) against the runs' mean score: "
+                     + "; ".join(f"{m} {min(d):+.2f} to {max(d):+.2f} (mean {np.mean(d):+.2f})" for m, d in deltas.items()))
+    return lines + [""]
+
+
+def publish(out: str, path: str, command: str) -> dict:
+    """The lists' records of run folder `out` as one JSON for the docs (docs/results/stronger/
+    selection_study.json), with the command that made them, written atomically."""
+    records = []
+    for item in ("optimised.20", "regular.20", "weak.20", "optimised.50", "regular.50", "weak.50"):
+        flavour, n = item.split(".")
+        found = os.path.join(out, f"{flavour}.{n}best.json")
+        if os.path.exists(found):
+            with open(found, encoding="utf-8") as f:
+                records.append(json.load(f))
+    study = {"command": command, "lists": records}
+    with atomic_write(path) as f:
+        json.dump(study, f, indent=1)
+    return study
