@@ -560,11 +560,15 @@ class Run:
         self.save_exact(utility, n, values)
         return values
 
-    def cell(self, side: str, utility: str, decoder: str, n: int, nb) -> dict[str, Any]:
+    def cell(self, side: str, utility: str, decoder: str, n: int, nb, compute: bool = True) -> dict[str, Any]:
+        """The cell from the cache, else computed and cached (with `compute`), else "not reached"."""
         key = self.key(n, decoder)
         path = os.path.join(self.cells_dir, f"{side}.{utility}.{decoder}.N{n}.json")
         cell = self.cached(path, key)
-        if cell is None:
+        if cell is None and not compute and not (side == "mbrs" and not self.have_mbrs):
+            cell = {"side": side, "utility": utility, "decoder": decoder, "n": n, "status": "not reached",
+                    "reason": f"not reached within the run's --time-limit of {self.args.time_limit:.0f} s"}
+        elif cell is None:
             cell = self.compute(side, utility, decoder, n, nb)
             cell["key"], cell["budget"] = key, self.budget(side, decoder)
             write_json(path, cell)
@@ -639,7 +643,7 @@ def side_columns(cell: dict[str, Any] | None) -> list[str]:
         return ["", "", "", "", ""]
     if cell["status"] != "done":
         probe = cell.get("probe_seconds_per_sentence") or cell.get("predicted_seconds_per_sentence")
-        text = {"left out": "left out", "not defined": "not defined", "not run": "not run"}[cell["status"]]
+        text = cell["status"]
         return [f"{text}{f' (~{probe:.2f})' if probe is not None else ''}", "", "", "", ""]
     agree = cell.get("agreement")
     return [fmt(cell.get("seconds_per_sentence")), memory(cell), "" if agree is None else f"{agree:.0%}",
@@ -652,6 +656,8 @@ def table(report: dict[str, Any]) -> list[str]:
              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     notes: dict[str, int] = {}
     for n in report["sizes"]:
+        if str(n) not in report["cells"]:
+            continue   # a report written before this N
         rows = report["cells"][str(n)]
         base = rows.get(BASELINE)
         if base:
@@ -708,7 +714,7 @@ def plot(report: dict[str, Any], path: str) -> None:
             for utility in report["utilities"]:
                 for side, style, marker in (("ours", "-", "o"), ("mbrs", "--", "x")):
                     points = [(c["seconds_per_sentence"], c[measure_], n) for n in report["sizes"]
-                              if (c := report["cells"][str(n)].get(f"{side}.{utility}.{decoder}"))
+                              if (c := report["cells"].get(str(n), {}).get(f"{side}.{utility}.{decoder}"))
                               and c["status"] == "done"]
                     if not points:
                         continue
@@ -745,7 +751,7 @@ MADE = ("tool", "backend", "model", "search", "n", "temperature", "top_k", "top_
 NOTES = "<!-- notes: what follows is kept when the benchmark rewrites this file -->"
 
 
-def write_report(report: dict[str, Any], prefix: str, with_plot: bool) -> None:
+def write_report(report: dict[str, Any], prefix: str, with_plot: bool, quiet: bool = False) -> None:
     """PREFIX.md (the header and the table, then whatever follows NOTES in the file already there),
     PREFIX.json and PREFIX.png."""
     made = report.get("candidates_config") or {}
@@ -776,7 +782,8 @@ def write_report(report: dict[str, Any], prefix: str, with_plot: bool) -> None:
     write_json(prefix + ".json", report)
     if with_plot:
         plot(report, prefix + ".png")
-    print(text)
+    if not quiet:
+        print(text)
 
 
 def candidates_config(path: str) -> dict[str, Any] | None:
@@ -816,6 +823,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="seconds a cell may take (estimated from its first sentence); longer cells are left out")
     parser.add_argument("--exact-budget", type=float, default=None,
                         help="our exact MBR's budget, the reference of the agreements (default: 3 x --cell-budget)")
+    parser.add_argument("--time-limit", type=float, default=None,
+                        help="seconds for this run: cells not started by then are 'not reached' (not cached)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (both sides)")
     parser.add_argument("--no-mbrs", action="store_true", help="ours alone")
     parser.add_argument("--no-plot", action="store_true")
@@ -853,27 +862,38 @@ def main(argv: list[str] | None = None) -> None:
     run = Run(args, candidates, refs, settings, models, have_mbrs)
     cells: dict[str, dict[str, dict[str, Any]]] = {}
     t0 = time.perf_counter()
+    env = " ".join(f"{k}={os.environ[k]}" for k in ("OMP_NUM_THREADS", "RAYON_NUM_THREADS", "PYTHONPATH")
+                   if k in os.environ)
+    command = (f"{env} python {' '.join(sys.argv)}".strip() if argv is None
+               else " ".join(["bench_mbr_frontier.py", *argv]))
+
+    def make_report() -> dict[str, Any]:
+        report = {"command": command,
+                  "load_start": load_start, "load_end": loadavg(), "wall_seconds": round(time.perf_counter() - t0, 1),
+                  "python": platform.python_version(), "machine": platform.machine(), "cpus": os.cpu_count(),
+                  "threads": {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "RAYON_NUM_THREADS")} | {"torch": args.threads},
+                  "mbrs": have_mbrs, "candidates": args.candidates, "candidates_config": candidates_config(args.candidates),
+                  "order": order, "posterior": args.posterior,
+                  "sentences": args.sentences, "sizes": sizes, "utilities": utilities, "decoders": decoders,
+                  "settings": vars(settings), "cell_budget": args.cell_budget, "exact_budget": args.exact_budget, "cells": cells}
+        return report
+
+    prefix = args.report or os.path.join(args.out, "frontier")
     for n in sizes:
         nb = candidates.lists(n)
         rows = cells[str(n)] = {}
         rows[BASELINE] = run.baseline(n, nb)
         run.score(rows[BASELINE], n, nb)
-        for utility in utilities:
-            for side in SIDES:
+        for side in SIDES:   # ours first at each N: the agreements' reference before the rest
+            for utility in utilities:
                 for decoder in decoders:
-                    rows[f"{side}.{utility}.{decoder}"] = run.cell(side, utility, decoder, n, nb)
-            for side in SIDES:
+                    late = args.time_limit is not None and time.perf_counter() - t0 > args.time_limit
+                    rows[f"{side}.{utility}.{decoder}"] = (run.cell(side, utility, decoder, n, nb, compute=not late))
+        for side in SIDES:
+            for utility in utilities:
                 for decoder in decoders:
                     run.score(rows[f"{side}.{utility}.{decoder}"], n, nb)
-    report = {"command": " ".join(["python", *sys.argv]) if argv is None else " ".join(["bench_mbr_frontier.py", *argv]),
-              "load_start": load_start, "load_end": loadavg(), "wall_seconds": round(time.perf_counter() - t0, 1),
-              "python": platform.python_version(), "machine": platform.machine(), "cpus": os.cpu_count(),
-              "threads": {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "RAYON_NUM_THREADS")} | {"torch": args.threads},
-              "mbrs": have_mbrs, "candidates": args.candidates, "candidates_config": candidates_config(args.candidates),
-              "order": order, "posterior": args.posterior,
-              "sentences": args.sentences, "sizes": sizes, "utilities": utilities, "decoders": decoders,
-              "settings": vars(settings), "cell_budget": args.cell_budget, "exact_budget": args.exact_budget, "cells": cells}
-    write_report(report, args.report or os.path.join(args.out, "frontier"), not args.no_plot)
+        write_report(make_report(), prefix, not args.no_plot, quiet=n != sizes[-1])
 
 
 if __name__ == "__main__":

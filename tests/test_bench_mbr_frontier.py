@@ -16,9 +16,9 @@ ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "benchmarks" / "bench_mbr_frontier.py"
 
 
-def run_tiny(out: Path) -> subprocess.CompletedProcess:
+def run_tiny(out: Path, *more: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    done = subprocess.run([sys.executable, str(SCRIPT), "--tiny", "--out", str(out)], cwd=ROOT, env=env,
+    done = subprocess.run([sys.executable, str(SCRIPT), "--tiny", "--out", str(out), *more], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=HANG_SECONDS)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return done
@@ -54,7 +54,7 @@ def test_tiny_frontier_limits_and_resume(tmp_path):
     stamps = {f: f.stat().st_mtime_ns for f in files}
     gone = out / "cells" / "ours.chrf.c2f.N16.json"
     gone.unlink()
-    again = run_tiny(out)
+    again = run_tiny(out, "--no-plot")
     computed = [line for line in again.stdout.splitlines() if line.startswith(("ours ", "mbrs "))]
     assert len(computed) == 1 and "chrf" in computed[0] and "c2f" in computed[0]
     assert all(f.stat().st_mtime_ns == stamps[f] for f in files if f != gone) and gone.exists()
