@@ -45,7 +45,8 @@ class ProOptions:
                           check=at_most(POSITIVE_INT, 100_000))
     keep: int = option(50, "pairs kept per sentence (at most 10,000: every kept pair is a training row)",
                        check=at_most(POSITIVE_INT, 10_000))
-    threshold: float = option(0.05, "minimum sentence-metric difference of a pair", check=NONNEGATIVE)
+    threshold: float = option(0.05, "minimum sentence-level difference of a pair, as a fraction of the objective's scale "
+                              "(1 for a metric, a column's 1st-99th percentile spread)", check=NONNEGATIVE)
     C: float = option(1.0, "the logistic regression minimises sum(log-loss over all 2 x kept pairs) + |w|^2 / (2 C): "
                       "C = 1 / lambda of MegaM as Moses runs it (1, Moses' default); more pairs weaken the L2 term",
                       check=POSITIVE)
