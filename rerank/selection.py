@@ -41,6 +41,7 @@ import numpy as np
 
 from rerank.errors import InputError
 from rerank.options import _check_of
+from rerank.progress import Progress, progress_bar
 from rerank.tuning import Tuner, TuningData
 
 log = logging.getLogger(__name__)
@@ -166,7 +167,7 @@ class CrossValidation:
     seed `seed`, from `w0`) and scores its held-out fold, remembered per (options, tuned columns)."""
 
     def __init__(self, data: TuningData, tuner: Tuner, k: int, seed: int, w0: np.ndarray | None = None,
-                 progress: Callable[[str], None] | None = None):
+                 say: Callable[[str], None] | None = None, progress: Progress = False):
         self.data, self.tuner, self.k, self.seed = data, tuner, k, seed
         self.w0 = np.zeros(len(data.feature_names)) if w0 is None else np.asarray(w0, dtype=np.float64)
         self.folds = fold_ids(data.nbest.n_sentences, k, seed)
@@ -177,7 +178,8 @@ class CrossValidation:
         self.sign = float(data.metric.info.sign)
         self.fits = 0   # fold fits run (not remembered ones)
         self._seen: dict[tuple[str, bytes], FoldScores] = {}
-        self._say = progress or (lambda _: None)
+        self._say = say or (lambda _: None)
+        self.progress = progress   # a bar per scored setting, its fold fits (rerank.progress)
 
     def score(self, options: Any, tuned: np.ndarray) -> FoldScores:
         """The CV scores of the tuner with `options`, tuning the columns of the mask `tuned` (the
@@ -187,16 +189,18 @@ class CrossValidation:
         if key in self._seen:
             return self._seen[key]
         scores, weights = np.zeros(self.k), np.zeros((self.k, len(self.w0)))
-        for f in range(self.k):
-            held = self.held[f]
-            if tuned.any():
-                train = replace(self.train[f], tuned=tuned)
-                out = self.tuner.tune(train, self.w0, seed=self.seed, options=options)
-                w = np.asarray(out.weights, dtype=np.float64)
-                self.fits += 1
-            else:
-                w = self.w0
-            weights[f], scores[f] = w, held.evaluate(w)
+        with progress_bar(self.progress if tuned.any() else False, "cross-validation", self.k, unit="fold") as bar:
+            for f in range(self.k):
+                held = self.held[f]
+                if tuned.any():
+                    train = replace(self.train[f], tuned=tuned)
+                    out = self.tuner.tune(train, self.w0, seed=self.seed, options=options)
+                    w = np.asarray(out.weights, dtype=np.float64)
+                    self.fits += 1
+                else:
+                    w = self.w0
+                weights[f], scores[f] = w, held.evaluate(w)
+                bar.update(1)
         found = FoldScores(scores, weights, self.sign)
         self._seen[key] = found
         return found
@@ -329,8 +333,8 @@ def check_selection(settings: Any, tuner: Tuner) -> SelectionPlan:
 
 
 def run_selection(data: TuningData, tuner: Tuner, plan: SelectionPlan, settings: Any, w0: np.ndarray | None,
-                  say: Callable[[str], None] | None = None,
-                  cv: CrossValidation | None = None) -> tuple[TuningData, Any, dict]:
+                  say: Callable[[str], None] | None = None, cv: CrossValidation | None = None,
+                  progress: Progress = False) -> tuple[TuningData, Any, dict]:
     """(the tuning data with the chosen columns tuned, the chosen tuner options, the record for the
     weights file): feature selection first (with the given options) when asked, then the grid
     search on the chosen columns. `cv`: a CrossValidation of this data, tuner, K and seed to reuse
@@ -349,7 +353,7 @@ def run_selection(data: TuningData, tuner: Tuner, plan: SelectionPlan, settings:
         raise InputError(f"keep: {', '.join(untuned)} not among the tuned features (tune_features leaves them out)",
                          option="keep")
     if cv is None:
-        cv = CrossValidation(data, tuner, k, settings.seed, w0, say)
+        cv = CrossValidation(data, tuner, k, settings.seed, w0, say, progress)
     elif cv.k != k or cv.seed != settings.seed or cv.data.nbest is not data.nbest:
         raise ValueError("the CrossValidation given is of other data, folds or seed")
     fits_before = cv.fits

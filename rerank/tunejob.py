@@ -127,7 +127,7 @@ def tune(nbest: NBestList | NBestFile | PathLike, refs: PathLike | Sequence[Path
         selection = None
         if plan.active:
             say = events.verbose if events.verbose is not None else log.info
-            data, chosen, selection = run_selection(data, plugin, plan, settings, w0, say)
+            data, chosen, selection = run_selection(data, plugin, plan, settings, w0, say, progress=events.progress)
             settings = TuneSettings.make(settings, tuner_options=chosen)
             log.info(selection_summary(selection))
         meta = {"nbest": source if source == "n-best list" else os.path.abspath(source),
