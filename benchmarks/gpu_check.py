@@ -19,8 +19,22 @@ device with the same seeds and inputs; `--device cpu` runs the CPU path twice (C
    Face Marian built from a config (no download). On CUDA the library runs it in bf16; a second
    CUDA run in float32 (the dtype function patched) separates precision from the device.
 
+5. comet_score: COMET-22's architecture (unbabel-comet's regression_metric on XLM-R large, random
+   weights built from the config: benchmarks/bench_model_sizes.py) scoring (src, mt, ref) segments
+   through rerank.metrics.comet.cached_scores (COMET's predict); the quick size a tiny COMET.
+6. comet_mbr: the same model as the MBR utility (rerank.consensus.mbr_scores), exact and aggregate,
+   on shipped 50-best lists: each hypothesis encoded once, the estimator on pairs or on each list's
+   aggregate embedding.
+7. metricx: MetricX-24's architecture (mT5-large as MT5ForRegression, random weights) scoring
+   segments through rerank.metrics.metricx.cached_scores.
+   Parts 5-7 run on the test device in float32 and again under bf16 autocast (the CPU smoke path
+   too), reporting bf16's agreement with float32 on the CPU and on the device; the models are
+   loaded once per device, outside the timing. COMET's parts need unbabel-comet (with transformers
+   4): without it they are skipped, said in the JSON (docs/benchmarks/gpu.md: its wheels).
+
 Writes DIR/gpu_check.json and DIR/gpu_check.md after every part (a run cut short keeps the parts
-done). Exit status 0 when every part ran, 1 when one failed, 2 for a test device that is missing.
+done). Exit status 0 when every part ran (or was skipped for lack of its module, said in the JSON), 1 when
+one failed or ran out of time, 2 for a test device that is missing.
 """
 
 from __future__ import annotations
@@ -37,23 +51,27 @@ import tempfile
 import time
 import traceback
 from functools import cache
+from typing import Any
 
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NEEDED = ("torch", "numpy", "sacrebleu", "sacremoses", "transformers", "tokenizers")
-PARTS = ("features", "embedding_training", "nmt_nbest", "channel")
+PARTS = ("features", "embedding_training", "nmt_nbest", "channel", "comet_score", "comet_mbr", "metricx")
 UNITS = {"features": "hypotheses", "embedding_training": "training tuples", "nmt_nbest": "sentences",
-         "channel": "hypotheses"}
+         "channel": "hypotheses", "comet_score": "segments", "comet_mbr": "hypotheses", "metricx": "segments"}
+NEEDS = {"comet_score": "comet", "comet_mbr": "comet"}   # a part's module beyond NEEDED: skipped without it
 SIZES = {
     "quick": dict(feat_list="optimised.val.20best.gz", feat_src="val.en.gz", feat_sentences=10,
                   emb_preset="tiny", emb_pairs=64, emb_batch=16, emb_steps=3,
                   nmt_preset="tiny", nmt_train=100, nmt_val=10, nmt_epochs=1, nmt_sentences=6, nmt_beam=4,
-                  nmt_batch=8, ch_sentences=5, ch_d_model=32, ch_layers=1, ch_heads=2, ch_ffn=64, ch_vocab=600),
+                  nmt_batch=8, ch_sentences=5, ch_d_model=32, ch_layers=1, ch_heads=2, ch_ffn=64, ch_vocab=600,
+                  models="tiny", comet_segments=12, mbr_lists=2, mbr_hyps=6, mx_segments=12),
     "full": dict(feat_list="optimised.test_2016.50best.gz", feat_src="test_2016_flickr.en.gz", feat_sentences=1000,
                  emb_preset="cpu", emb_pairs=2014, emb_batch=128, emb_steps=20,
                  nmt_preset="small", nmt_train=1014, nmt_val=100, nmt_epochs=5, nmt_sentences=500, nmt_beam=20,
-                 nmt_batch=32, ch_sentences=200, ch_d_model=256, ch_layers=3, ch_heads=4, ch_ffn=1024, ch_vocab=8000),
+                 nmt_batch=32, ch_sentences=200, ch_d_model=256, ch_layers=3, ch_heads=4, ch_ffn=1024, ch_vocab=8000,
+                 models="real", comet_segments=64, mbr_lists=8, mbr_hyps=16, mx_segments=32),
 }
 IMAGE_DIM = 2048
 IMAGE_NOTE = ("s_i: no image features ship and the shipped model is text-only: s_i uses the shipped text weights "
@@ -390,6 +408,202 @@ def part_channel(ctx) -> dict:
                     f"{s['ch_layers']}+{s['ch_layers']} layers, BPE {s['ch_vocab']}), rerank.add_features"}
 
 
+# ---- 5-7. COMET and MetricX at their real sizes -----------------------------------------------------
+
+@cache
+def bench_sizes():
+    """benchmarks/bench_model_sizes.py (the real architectures' configs and builders), imported from this folder."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import bench_model_sizes
+
+    return bench_model_sizes
+
+
+def segments(n: int) -> list[tuple[str, str, str]]:
+    """(source, 1-best hypothesis, reference) of the first n shipped test_2016 sentences."""
+    import rerank
+
+    nbest = rerank.read_nbest(shipped("multi30k", "optimised.test_2016.50best.gz")).select_sentences(range(n))
+    src, ref = multi30k("test_2016_flickr.en.gz"), multi30k("test_2016_flickr.de.gz")
+    return [(src[k], nbest.hyps[nbest.offsets[k]], ref[k]) for k in range(n)]
+
+
+def order_agreement(ref: np.ndarray, test: np.ndarray) -> float:
+    """The fraction of pairs of items that the two score vectors order alike (ties counted as one order)."""
+    a, b = np.sign(ref[:, None] - ref[None, :]), np.sign(test[:, None] - test[None, :])
+    upper = np.triu_indices(len(ref), 1)
+    return float(np.mean(a[upper] == b[upper])) if len(ref) > 1 else 1.0
+
+
+def score_agreement(ref: np.ndarray, test: np.ndarray) -> dict:
+    diff = np.abs(ref - test)
+    return {"max_abs_diff": float(diff.max()), "mean_abs_diff": float(diff.mean()),
+            "max_rel_diff": float((diff / np.maximum(np.abs(ref), 1e-12)).max()),
+            "pair_order_agreement": order_agreement(ref, test), "items": len(ref)}
+
+
+def bf16(device: str):
+    """torch's bf16 autocast on `device` (cuda or cpu): matrix products in bf16, weights kept in float32."""
+    import torch
+
+    return torch.autocast(device_type="cuda" if device.startswith("cuda") else "cpu", dtype=torch.bfloat16)
+
+
+def precision_runs(ctx, run, items: int, agree) -> tuple[dict, dict, dict]:
+    """run(device) float32 on the CPU and the test device (run_pair), then under bf16 autocast on the
+    test device; each warmed up untimed first. (results, devices, agreement): the float32 devices'
+    agreement, and under "bf16" that of bf16 with float32 on the CPU and on the test device."""
+    for device in ("cpu", ctx.device):
+        run(device, warm=True)
+    results, devices = run_pair(ctx, run, items)
+    with bf16(ctx.device):
+        run(ctx.device, warm=True)
+        more, extra = run_pair(ctx, run, items, roles=(("test_bf16", ctx.device),))
+    results.update(more)
+    devices.update(extra)
+    devices["test_bf16"]["dtype"] = "bf16 autocast"
+    agreement = agree(results["reference"], results["test"])
+    agreement["bf16"] = {"vs_float32_cpu": agree(results["reference"], results["test_bf16"]),
+                         "vs_float32_test_device": agree(results["test"], results["test_bf16"])}
+    return results, devices, agreement
+
+
+def comet_model(ctx) -> tuple[str, str]:
+    """(checkpoint, what) of the COMET of the run's size, built once per run."""
+    path = os.path.join(ctx.tmp, "comet")
+    if not os.path.isdir(path):
+        from rerank.recipes import tiny_models
+
+        lines = bench_sizes().shipped_text()
+        if ctx.size["models"] == "real":
+            bench_sizes().build_comet22(path, lines, ctx.seed)
+        else:
+            tiny_models.build_comet(path, lines, ctx.seed, kind="regression")
+    what = ("COMET-22's architecture (regression_metric, XLM-R large, random weights)" if ctx.size["models"] == "real"
+            else "a tiny COMET regression_metric (2 layers, width 32, random weights)")
+    return path, what
+
+
+@cache
+def loaded_comet(path: str, device: str):
+    from rerank.metrics import comet
+
+    return comet.load_comet(path, True, "gpu_check").eval().to(device)
+
+
+def part_comet_score(ctx) -> dict:
+    from unittest import mock
+
+    from rerank.metrics import comet
+
+    path, what = comet_model(ctx)
+    rows = segments(ctx.size["comet_segments"])
+
+    def run(device, warm=False):
+        model = loaded_comet(path, device)   # before the patch, which would answer the loader itself
+        with mock.patch.object(comet, "load_comet", lambda *a, **k: model):
+            scores = comet.cached_scores(path, rows[:2] if warm else rows, reference=True, what="gpu_check",
+                                         batch_size=16, device=device)
+        return {"scores": scores}
+
+    results, devices, agreement = precision_runs(ctx, run, len(rows),
+                                                 lambda a, b: score_agreement(a["scores"], b["scores"]))
+    return {"items": len(rows), "devices": devices, "agreement": agreement,
+            "notes": ["models loaded once per device, outside the timing (an untimed warm-up call first)",
+                      "bf16: torch.autocast over COMET's predict; the library itself runs COMET in float32"],
+            "what": f"{what}: rerank.metrics.comet.cached_scores of {len(rows)} test_2016 (src, 1-best, ref) "
+                    "segments, batch 16 (COMET's predict)"}
+
+
+def part_comet_mbr(ctx) -> dict:
+    from unittest import mock
+
+    import rerank
+    from rerank import consensus
+    from rerank.metrics import comet
+
+    path, what = comet_model(ctx)
+    s = ctx.size
+    nbest = rerank.read_nbest(shipped("multi30k", "optimised.test_2016.50best.gz")).select_sentences(
+        range(s["mbr_lists"]))
+    nbest = nbest.head(s["mbr_hyps"])
+    sources = multi30k("test_2016_flickr.en.gz")[:nbest.n_sentences]
+    scores = nbest.column("nmt")
+
+    def run(device, warm=False):
+        out: dict[str, Any] = {}
+        model = loaded_comet(path, device)   # before the patch, which would answer the loader itself
+        with mock.patch.object(comet, "load_comet", lambda *a, **k: model):
+            for method in ("exact", "aggregate"):
+                utility = comet.MBRUtility(path, 16, device)
+                lists = nbest.select_sentences(range(1)) if warm else nbest
+                start = time.perf_counter()
+                out[method] = consensus.mbr_scores(lists, scores[:lists.n_hyps], consensus.MBROptions(
+                    "comet", method=method, model=path), model=utility, sources=sources[:lists.n_sentences])
+                out[method + "_s"] = time.perf_counter() - start
+        return out
+
+    def agree(a, b):
+        out = {m: list_agreement(nbest.offsets, a[m], b[m]) for m in ("exact", "aggregate")}
+        out["max_abs_diff"] = max(x["max_abs_diff"] for x in out.values())
+        return out
+
+    results, devices, agreement = precision_runs(ctx, run, 2 * nbest.n_hyps, agree)
+    for role, result in results.items():
+        devices[role].update(exact_s=round(result["exact_s"], 4), aggregate_s=round(result["aggregate_s"], 4),
+                             exact_hyps_per_s=round(nbest.n_hyps / result["exact_s"], 2),
+                             aggregate_hyps_per_s=round(nbest.n_hyps / result["aggregate_s"], 2))
+    return {"items": 2 * nbest.n_hyps, "devices": devices, "agreement": agreement,
+            "notes": ["items: the hypotheses once per method (exact, then aggregate); each method's own seconds are "
+                      "under exact_s and aggregate_s",
+                      "the expected utilities (in percent) compared per list: the same argmax, the same order"],
+            "what": f"{what} as the MBR utility: rerank.consensus.mbr_scores, exact ({s['mbr_hyps']}x{s['mbr_hyps']} "
+                    f"pairs a list) and aggregate, {nbest.n_sentences} lists of the first {s['mbr_hyps']} hypotheses "
+                    "of optimised.test_2016.50best"}
+
+
+@cache
+def loaded_metricx(path: str, device: str):
+    import torch
+
+    from rerank.metrics import metricx
+
+    return metricx.Scorer(metricx.read_checkpoint(path), torch.device(device))
+
+
+def part_metricx(ctx) -> dict:
+    from unittest import mock
+
+    from rerank.metrics import metricx
+    from rerank.recipes import tiny_models
+
+    path = os.path.join(ctx.tmp, "metricx")
+    lines = bench_sizes().shipped_text()
+    if ctx.size["models"] == "real":
+        bench_sizes().build_metricx24(path, lines, ctx.seed)
+        what = "MetricX-24's architecture (mT5-large as MT5ForRegression, random weights)"
+    else:
+        tiny_models.build_metricx(path, lines, seed=ctx.seed, version=24)
+        what = "a tiny MetricX-24 (mT5 2+1 layers, width 32, random weights)"
+    rows = segments(ctx.size["mx_segments"])
+
+    def run(device, warm=False):
+        scorer = loaded_metricx(path, device)   # before the patch, which would answer the class itself
+        with mock.patch.object(metricx, "Scorer", lambda *a, **k: scorer):
+            return {"scores": metricx.cached_scores(path, rows[:2] if warm else rows, reference=True,
+                                                    what="gpu_check", device=device)}
+
+    results, devices, agreement = precision_runs(ctx, run, len(rows),
+                                                 lambda a, b: score_agreement(a["scores"], b["scores"]))
+    inside = float(np.mean((results["reference"]["scores"] > 0) & (results["reference"]["scores"] < 25)))
+    return {"items": len(rows), "devices": devices, "agreement": agreement, "scores_inside_0_25": inside,
+            "notes": ["models loaded once per device, outside the timing (an untimed warm-up call first)",
+                      "bf16: torch.autocast over the mT5 forward; the library itself runs MetricX in float32",
+                      "scores_inside_0_25: the CPU scores not at a clamp bound (agreement at the bounds is trivial)"],
+            "what": f"{what}: rerank.metrics.metricx.cached_scores of {len(rows)} test_2016 (src, 1-best, ref) "
+                    f"segments, at most {metricx.BATCH_TOKENS} padded tokens a batch"}
+
+
 # ---- the run ------------------------------------------------------------------------------------
 
 def machine(ctx) -> dict:
@@ -423,6 +637,13 @@ def run_part(name: str, ctx, record: dict) -> None:
     if left < ctx.min_part_seconds:
         record["parts"][name] = {"status": "skipped", "error": f"time limit: {left:.0f} s left"}
         return
+    need = NEEDS.get(name)
+    if need and importlib.util.find_spec(need) is None:
+        record["parts"][name] = {"status": "skipped", "unit": UNITS[name], "missing": need,
+                                 "error": f"needs {need} (unbabel-comet, with transformers 4), which this Python lacks: "
+                                          "carry its wheels (docs/benchmarks/gpu.md)"}
+        print(f"[gpu_check] {name}: skipped (no {need})", flush=True)
+        return
     start, load = time.perf_counter(), os.getloadavg()
     print(f"[gpu_check] {name} ...", flush=True)
     try:
@@ -449,6 +670,16 @@ def summary_cells(name: str, part: dict) -> tuple[str, str]:
     if name == "nmt_nbest":
         return (f"{a['max_abs_diff']:.1e}", f"identical tokens {a['identical_nbest_tokens']:.3f}, "
                 f"1-best {a['identical_1best']:.3f}")
+    if name in ("comet_score", "metricx"):
+        b = a["bf16"]
+        return (f"{a['max_abs_diff']:.1e}", f"order {a['pair_order_agreement']:.3f}; bf16 vs float32 CPU / device: "
+                f"{b['vs_float32_cpu']['max_abs_diff']:.1e} / {b['vs_float32_test_device']['max_abs_diff']:.1e}, "
+                f"order {b['vs_float32_test_device']['pair_order_agreement']:.3f}")
+    if name == "comet_mbr":
+        b = a["bf16"]["vs_float32_test_device"]
+        return (f"{a['max_abs_diff']:.1e}", f"argmax exact {a['exact']['argmax_agreement']:.3f}, aggregate "
+                f"{a['aggregate']['argmax_agreement']:.3f}; bf16 vs float32 (device): {b['max_abs_diff']:.1e}, argmax "
+                f"{b['exact']['argmax_agreement']:.3f} / {b['aggregate']['argmax_agreement']:.3f}")
     fp32 = a.get("float32_on_test_device")
     extra = f"; float32: {fp32['max_abs_diff']:.1e}, argmax {fp32['argmax_agreement']:.3f}" if fp32 else ""
     return (f"{a['max_abs_diff']:.1e}", f"argmax {a['argmax_agreement']:.3f}, order {a['identical_order']:.3f}{extra}")
@@ -552,7 +783,7 @@ def main(argv=None) -> int:
             run_part(name, ctx, record)
             write(record, args.out, start)
     print(markdown(record), flush=True)
-    return 0 if all(p["status"] == "ok" for p in record["parts"].values()) else 1
+    return 0 if all(p["status"] == "ok" or "missing" in p for p in record["parts"].values()) else 1
 
 
 if __name__ == "__main__":

@@ -1,8 +1,10 @@
 """benchmarks/gpu_check.sh, the check prepared for a lent GPU machine (docs/benchmarks/gpu.md), on its
 CPU path: `--device cpu --quick` runs every part twice on the CPU, and the files it writes must hold
 every part with its devices, agreements (exact here: the same code on the same CPU), throughputs,
-wall seconds and load averages. About 15 s on two cores."""
+wall seconds and load averages, and the model parts' bf16 runs beside float32. About 25 s on two
+quiet cores."""
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -17,7 +19,8 @@ pytestmark = pytest.mark.neural
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "benchmarks" / "gpu_check.sh"
-PARTS = {"features", "embedding_training", "nmt_nbest", "channel"}
+PARTS = {"features", "embedding_training", "nmt_nbest", "channel", "comet_score", "comet_mbr", "metricx"}
+COMET_PARTS = {"comet_score", "comet_mbr"}   # skipped where unbabel-comet is missing (.venv; make test-compat has it)
 
 
 def run_check(out: Path, *args: str) -> subprocess.CompletedProcess:
@@ -37,6 +40,10 @@ def test_cpu_path_writes_every_part(tmp_path):
     assert record["install"].startswith(("an install", "pip install", "PYTHONPATH"))
     assert len(record["load_average"]["start"]) == len(record["load_average"]["end"]) == 3
     assert set(record["parts"]) == PARTS
+    has_comet = importlib.util.find_spec("comet") is not None
+    for name in set() if has_comet else COMET_PARTS:
+        part = record["parts"].pop(name)
+        assert part["status"] == "skipped" and "needs comet" in part["error"], part
     for name, part in record["parts"].items():
         assert part["status"] == "ok", (name, part.get("traceback"))
         assert part["items"] > 0 and part["unit"] and part["wall_seconds"] > 0, name
@@ -56,8 +63,19 @@ def test_cpu_path_writes_every_part(tmp_path):
     nmt = parts["nmt_nbest"]["agreement"]
     assert nmt["identical_nbest_lists"] == nmt["identical_1best"] == 1.0 and nmt["hypotheses_compared"] > 0
     assert parts["channel"]["agreement"]["argmax_agreement"] == 1.0
+    for name in set(parts) & {"comet_score", "comet_mbr", "metricx"}:   # bf16 autocast beside float32
+        bf16 = parts[name]["agreement"]["bf16"]
+        assert parts[name]["devices"]["test_bf16"]["dtype"] == "bf16 autocast"
+        # the CPU's and the test device's float32 scores are the same, so bf16 differs from both alike
+        assert bf16["vs_float32_cpu"] == bf16["vs_float32_test_device"], bf16
+        assert 0 <= bf16["vs_float32_cpu"]["max_abs_diff"] < 5, bf16
+    assert parts["metricx"]["agreement"]["pair_order_agreement"] == 1.0 and parts["metricx"]["scores_inside_0_25"] > 0
+    if has_comet:
+        assert {"exact", "aggregate"} <= set(parts["comet_mbr"]["agreement"])
+        assert parts["comet_mbr"]["devices"]["test"]["exact_s"] > 0
     table = (out / "gpu_check.md").read_text()
     assert all(f"| {name} |" in table for name in PARTS)
+    assert "[gpu_check] metricx: ok" in (out / "gpu_check.log").read_text()
     assert "[gpu_check] channel: ok" in (out / "gpu_check.log").read_text()
 
 
