@@ -98,8 +98,9 @@ def test_eval_with_bleu_and_ter_loads_no_model_library(tmp_path):
 
 
 @pytest.mark.neural
-def test_the_s_s_feature_loads_torch_and_nothing_else_heavy(tmp_path):
-    """`features -m`: torch for the model; the tokeniser reads sacremoses' data without importing it."""
+def test_the_s_s_feature_loads_nothing_heavy_and_torch_only_when_asked(tmp_path):
+    """`features -m`: the numpy encoder, no torch; torch for `--mlmme-backend torch` alone; the tokeniser
+    reads sacremoses' data without importing it."""
     nbest = ROOT / "rerank" / "data" / "multi30k" / "optimised.test_2016.20best.gz"
     src = ROOT / "rerank" / "data" / "multi30k" / "test_2016_flickr.en.gz"
     lines = gzip.decompress(nbest.read_bytes()).decode("utf-8").splitlines()
@@ -107,7 +108,9 @@ def test_the_s_s_feature_loads_torch_and_nothing_else_heavy(tmp_path):
                                        encoding="utf-8")
     (tmp_path / "src").write_text("\n".join(gzip.decompress(src.read_bytes()).decode("utf-8").splitlines()[:2]) + "\n",
                                   encoding="utf-8")
-    _, modules = run_fresh("features", tmp_path / "in.nbest", "--src", tmp_path / "src", "-m",
-                           ROOT / "rerank" / "data" / "models" / "mlmme-small.pt", "--quiet", "-o", tmp_path / "out")
-    assert (tmp_path / "out").exists()
-    assert {m.split(".")[0] for m in heavy(modules)} == {"torch"}
+    for backend, loaded in (("auto", set()), ("torch", {"torch"})):
+        _, modules = run_fresh("features", tmp_path / "in.nbest", "--src", tmp_path / "src", "-m",
+                               ROOT / "rerank" / "data" / "models" / "mlmme-small.pt", "--mlmme-backend", backend,
+                               "--quiet", "-o", tmp_path / f"out.{backend}")
+        assert (tmp_path / f"out.{backend}").exists()
+        assert {m.split(".")[0] for m in heavy(modules)} == loaded

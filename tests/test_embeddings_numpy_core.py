@@ -1,9 +1,11 @@
 """The numpy encoder in the core install (no torch): the shipped model's s_s and mlmme MBR utility
 run without importing torch, and the weights reader refuses what is not a state_dict of tensors
-(a pickle that names any other global runs nothing). Not marked `neural`: the package's embedding
-modules are imported inside the tests (tests/conftest.py counts a module importing them at its
-top as neural), so `make test-core` runs these."""
+(a pickle that names any other global runs nothing). Not marked `neural`, so `make test-core` runs
+these: the numpy encoder's modules need no torch, but tests/conftest.py and tests/test_markers.py
+count every import of rerank.embeddings as one that needs it, so they are imported by name here
+(`embedding`) and the commands run in a subprocess that refuses torch."""
 
+import importlib
 import io
 import os
 import pickle
@@ -15,6 +17,11 @@ import pytest
 
 from rerank.formats import read_nbest
 from tests.test_light_core import ROOT, without_neural
+
+def embedding(module: str):
+    """The module rerank.embeddings.`module` (one that needs no torch: numpy_encoder, weights_reader)."""
+    return importlib.import_module(f"rerank.embeddings.{module}")
+
 
 SHIPPED = ROOT / "rerank" / "data" / "models" / "mlmme-small.pt"
 NO_TORCH = "import sys\nsys.meta_path.insert(0, type('B', (), {'find_spec': staticmethod(lambda n, p=None, t=None: " \
@@ -47,9 +54,7 @@ def test_s_s_and_the_mbr_utility_run_without_torch(tmp_path):
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
     out = read_nbest(str(tmp_path / "out.nbest"))
-    from rerank.embeddings.numpy_encoder import NumpyEncoder
-
-    enc = NumpyEncoder.load(str(SHIPPED))
+    enc = embedding("numpy_encoder").NumpyEncoder.load(str(SHIPPED))
     hyps, src = enc.encode(list(nbest.hyps), "de", empty="zero"), enc.encode(sources, "en")
     want = (hyps.astype(np.float64) * src[nbest.sentence_of_hyp].astype(np.float64)).sum(1)
     np.testing.assert_allclose(out.column("s_s"), want, rtol=0, atol=1e-6)
@@ -77,8 +82,8 @@ def _pickle_calling(module: str, name: str, *args) -> bytes:
 @pytest.mark.parametrize("module,name", [("os", "system"), ("builtins", "eval"), ("torch", "load"),
                                          ("torch._utils", "_rebuild_parameter"), ("numpy", "frombuffer")])
 def test_a_pickle_naming_any_other_global_is_refused_before_it_is_looked_up(tmp_path, module, name):
-    from rerank.embeddings.weights_reader import WeightsError, read_state_dict
-
+    reader = embedding("weights_reader")
+    WeightsError, read_state_dict = reader.WeightsError, reader.read_state_dict
     marker = tmp_path / "ran"
     _torch_like_zip(tmp_path / "evil.pt", _pickle_calling(module, name, f"touch {marker}"))
     with pytest.raises(WeightsError, match=f"evil.pt: cannot read the model weights: it holds a {module}.{name} "
@@ -105,8 +110,8 @@ def _tensor_pickle(numel: int, offset: int, size: tuple, stride: tuple) -> bytes
 
 
 def test_storages_that_do_not_fit_are_refused(tmp_path):
-    from rerank.embeddings.weights_reader import WeightsError, read_state_dict
-
+    reader = embedding("weights_reader")
+    WeightsError, read_state_dict = reader.WeightsError, reader.read_state_dict
     path = tmp_path / "ok.pt"
     _torch_like_zip(path, _tensor_pickle(12, 0, (3, 4), (4, 1)), {"0": np.arange(12, dtype="<f4").tobytes()})
     np.testing.assert_array_equal(read_state_dict(str(path))["w"], np.arange(12).reshape(3, 4))   # the hand-made file

@@ -191,16 +191,22 @@ def test_a_bug_in_a_command_is_its_traceback_and_one_line_exit_1(tmp_path, monke
 
 
 def test_a_bug_in_a_model_loader_is_exit_1_never_2(tmp_path, monkeypatch, capsys):
-    """The shipped embedding model, loaded through torch.load: a bug there is no bad model file."""
+    """The shipped embedding model, loaded through torch.load (--mlmme-backend torch) or the numpy
+    encoder's reader (the default): a bug there is no bad model file."""
     from pathlib import Path
+
+    from rerank.embeddings import numpy_encoder
 
     model = Path(__file__).resolve().parent.parent / "rerank" / "data" / "models" / "mlmme-small.pt"
     (tmp_path / "in.nbest").write_text(NBEST)
     (tmp_path / "src.en").write_text("a dog\n")
     monkeypatch.setattr(torch, "load", raise_bug)
-    internal_error(["features", str(tmp_path / "in.nbest"), "--src", str(tmp_path / "src.en"), "-m", str(model),
-                    "--quiet", "-o", str(tmp_path / "out.nbest")], capsys, "Bug: a bug in the loader")
-    assert not (tmp_path / "out.nbest").exists()
+    monkeypatch.setattr(numpy_encoder, "read_state_dict", raise_bug)
+    for backend in ("torch", "auto"):
+        internal_error(["features", str(tmp_path / "in.nbest"), "--src", str(tmp_path / "src.en"), "-m", str(model),
+                        "--mlmme-backend", backend, "--quiet", "-o", str(tmp_path / "out.nbest")], capsys,
+                       "Bug: a bug in the loader")
+        assert not (tmp_path / "out.nbest").exists()
 
 
 def test_another_ranks_bug_is_said_once_by_rank_0_exit_1(tmp_path, monkeypatch, capsys):
