@@ -161,7 +161,7 @@ class _Language:
         def f32(key: str) -> np.ndarray:
             return np.asarray(state[key], dtype=np.float32)
 
-        self.embed = f32(f"embed.{lang}.weight")
+        self.embed = state[f"embed.{lang}.weight"]   # as stored (fp16 or fp32): rows widened when used
         self.w_ih_t = np.ascontiguousarray(f32(f"gru.{lang}.weight_ih_l0").T * half)
         self.w_hh_t = np.ascontiguousarray(f32(f"gru.{lang}.weight_hh_l0").T * half)
         # b_hh of the r and z gates joins b_ih (both are added to x W_ih^T + h W_hh^T); the n gate's is
@@ -187,7 +187,7 @@ class _Language:
         for b in blocks[~self.done[blocks]]:
             lo = int(b) * TABLE_BLOCK
             part = self.embed[lo:lo + TABLE_BLOCK]
-            rows = np.zeros((TABLE_BLOCK, part.shape[1]), dtype=np.float32)
+            rows = np.zeros((TABLE_BLOCK, part.shape[1]), dtype=np.float32)   # fp16 -> fp32 is exact
             rows[: len(part)] = part
             self.table[lo:lo + len(part)] = (rows @ self.w_ih_t + self.b_ih)[: len(part)]
             self.done[b] = True
