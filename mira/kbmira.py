@@ -24,8 +24,12 @@ C keeps its meaning. The epochs are scored with the corpus metric as for BLEU. A
 gain is the sentence-level objective itself (a column's value; sum_k w_k x each component's, BLEU's
 as sentence BLEU+1 in points), unscaled.
 
-All statistics and features are precomputed per sentence as contiguous arrays; one visit is a
-handful of numpy operations on a (k x F) and a (k x 9) array.
+All statistics and features are precomputed per sentence as contiguous arrays. An epoch
+(`KBMira.epoch`) visits the sentences with about twenty numpy calls each, into work arrays made
+once per list length: the background BLEU is exp(v . log(K + bg) - max(R / H - 1, 0)) with
+v = (1/4, 1/4, 1/4, 1/4, -1/4, -1/4, -1/4, -1/4, 1), the length scaling R folded into the
+log-domain dot product (the same number as the formula above, to rounding). `hope_fear` and
+`visit` are the same rules one sentence at a time (what the hand-worked tests read).
 """
 
 from __future__ import annotations
@@ -41,6 +45,8 @@ from rerank.progress import Progress, track
 
 # mean over the 4 orders of log(matches) - log(counts): a dot product with this vector
 _LOG_PREC = np.array([0.25] * 4 + [-0.25] * 4)
+# ... plus log(reference length): the log of the length-scaled BLEU before its brevity term
+_LOG_SCALED = np.array([0.25] * 4 + [-0.25] * 4 + [1.0])
 
 
 def kbmira_stats(stats10: np.ndarray) -> np.ndarray:
@@ -103,6 +109,68 @@ class KBMira:
         else:
             self.gains = fixed_gains(data)
 
+    def epoch(self, order) -> float:
+        """Visit the sentences in `order` (lists of one hypothesis are skipped) by the rules of
+        `visit`, with its numpy calls writing into work arrays made once per list length; returns
+        the summed loss of the updates."""
+        w, total, bg = self.w, self.total, self.bg
+        if w.base is not None or not w.flags.writeable or not w.flags.c_contiguous:  # updated in place below
+            w = self.w = np.array(w, dtype=np.float64)
+        bg_col = bg[:, None]
+        C, decay, model_bg, gains, Fs = self.C, self.decay, self.model_bg, self.gains, self.F
+        Kts = getattr(self, "Kt", None)
+        mask = None if self.tuned is None else self.tuned.astype(np.float64)
+        d = np.empty_like(w)
+        work: dict[int, tuple] = {}
+        loss_sum, n_updates = 0.0, self.n_updates
+        for i in order:
+            F = Fs[i]
+            k = len(F)
+            if k < 2:
+                continue
+            if k not in work:
+                S = np.empty((9, k))
+                work[k] = (np.empty(k), np.empty(k), np.empty(k), np.empty(k), S, S[8], S[4])
+            model, both, t, v, S, R, H = work[k]
+            np.dot(F, w, out=model)
+            if gains is None:
+                np.add(Kts[i], bg_col, out=S)          # type: ignore[index]
+                np.subtract(R, H, out=t)
+                np.divide(t, H, out=t)                  # R / H - 1
+                np.log(S, out=S)
+                np.dot(_LOG_SCALED, S, out=v)
+                np.maximum(t, 0.0, out=t)
+                np.subtract(v, t, out=v)
+                np.exp(v, out=v)
+                bleu = v
+            else:
+                bleu = gains[i]
+            np.add(model, bleu, out=both)
+            hope = int(both.argmax())
+            np.subtract(model, bleu, out=both)
+            fear = int(both.argmax())
+            if hope == fear:
+                continue
+            b_hope, b_fear = bleu.item(hope), bleu.item(fear)
+            if not b_hope > b_fear:
+                continue
+            loss = (b_hope - b_fear) - (model.item(hope) - model.item(fear))
+            if loss > 0:
+                np.subtract(F[hope], F[fear], out=d)
+                if mask is not None:
+                    d *= mask
+                sq = float(d @ d)
+                d *= C if sq == 0.0 else min(C, loss / sq)
+                w += d
+                total += w
+                n_updates += 1
+                loss_sum += loss
+            if gains is None:
+                bg *= decay
+                bg += Kts[i][:, int(model.argmax()) if model_bg else hope]   # type: ignore[index]
+        self.n_updates = n_updates
+        return loss_sum
+
     def gain(self, i: int) -> np.ndarray:
         return _bleu_bg_t(self.Kt[i], self.bg) if self.gains is None else self.gains[i]
 
@@ -151,10 +219,7 @@ def kbmira(data: TuningData, w0: np.ndarray | None = None, *, C: float = 0.01, e
     for epoch in track(range(1, epochs + 1), progress, "kbmira", unit="epoch"):
         order = rng.permutation(n_sent).tolist() if shuffle else range(n_sent)
         before = state.n_updates
-        epoch_loss = 0.0
-        for i in order:
-            if len(state.F[i]) > 1:
-                epoch_loss += state.visit(i)
+        epoch_loss = state.epoch(order)
         avg = state.average()
         score = data.evaluate(avg)
         record = {"epoch": epoch, "score": score, "updates": state.n_updates - before, "avg_loss": epoch_loss / n_sent}

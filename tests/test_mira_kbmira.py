@@ -348,3 +348,26 @@ def test_vectorised_kbmira_equals_a_plain_python_reading_of_the_algorithm(model_
     res = kbmira(data, epochs=6, seed=4, model_bg=model_bg, on_epoch=lambda rec: seen.append(rec["score"]))
     np.testing.assert_allclose(res.weights, naive[res.best_epoch - 1], rtol=1e-9, atol=1e-12)
     assert seen == [data.evaluate(a) for a in naive]
+
+
+@pytest.mark.parametrize("case", ["bleu", "model_bg", "fixed", "chrf"])
+def test_an_epoch_equals_its_visits_one_at_a_time(case):
+    """KBMira.epoch (work arrays made once, the length scaling in the log domain) makes the same
+    updates as `visit` sentence by sentence: weights, running total, background and update count
+    equal to rounding after two epochs, for BLEU (with --model-bg, with fixed features) and chrF."""
+    nbest, refs = joshua(0, 30)
+    data = prepare(nbest, refs, tokenize="none", metric="chrf" if case == "chrf" else "bleu",
+                   fix=["lm_0"] if case == "fixed" else None)
+    w0 = np.linspace(-0.5, 0.5, len(data.feature_names))
+    fast = KBMira(data, w0, model_bg=case == "model_bg")
+    slow = KBMira(data, w0, model_bg=case == "model_bg")
+    rng = np.random.default_rng(4)
+    for _ in range(2):
+        order = rng.permutation(len(fast.F)).tolist()
+        loss = fast.epoch(order)
+        expected = sum(slow.visit(i) for i in order if len(slow.F[i]) > 1)
+        assert loss == pytest.approx(expected, rel=1e-9)
+    assert fast.n_updates == slow.n_updates > 0
+    np.testing.assert_allclose(fast.w, slow.w, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(fast.total, slow.total, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(fast.bg, slow.bg, rtol=1e-12)
