@@ -32,7 +32,7 @@ from rerank.errors import InputError, needs_neural
 from rerank.generation import Backend, GenerateOptions
 from rerank.score_cache import token_batches
 
-SCORE_TOKENS = 4096   # padded tokens per forced-scoring batch (inputs + outputs)
+SCORE_TOKENS = 4096   # the project NMT's padded tokens per forced-scoring batch (inputs + outputs)
 
 
 def _torch_device(options: GenerateOptions):
@@ -121,11 +121,12 @@ class CT2Backend(Backend):
 
     def __init__(self, model: str, options: GenerateOptions) -> None:
         super().__init__(model, options)
-        from rerank.nmt.backends import CT2TranslationScorer, TranslationSettings, model_kind
+        from rerank.nmt.backends import CT2TranslationScorer, TranslationSettings, default_batch_tokens, model_kind
 
         if model_kind(model) != "ct2":
             raise InputError("not a CTranslate2 model directory (no model.bin)", model, option="model")
         device = _torch_device(options)
+        self.budget = default_batch_tokens(device)   # the direct feature's scoring batches
         self.scorer = CT2TranslationScorer(model, device, options.threads, TranslationSettings())
         import ctranslate2
 
@@ -176,7 +177,7 @@ class CT2Backend(Backend):
     def score(self, sources: Sequence[str], outputs: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         ins, outs = self.scorer.encode_inputs(sources), self.scorer.encode_outputs(outputs)
         values = np.zeros(len(ins))
-        for batch in token_batches([len(a) + len(b) + 1 for a, b in zip(ins, outs)], SCORE_TOKENS):
+        for batch in token_batches([len(a) + len(b) + 1 for a, b in zip(ins, outs)], self.budget):
             values[batch] = self.scorer.score_tokens([ins[i] for i in batch], [outs[i] for i in batch])
         return values, np.array([len(tokens) + 1 for tokens in outs], dtype=np.float64)
 
@@ -191,7 +192,7 @@ class HFBackend(Backend):
 
     def __init__(self, model: str, options: GenerateOptions) -> None:
         super().__init__(model, options)
-        from rerank.nmt.backends import HFTranslationScorer, TranslationSettings, model_kind
+        from rerank.nmt.backends import HFTranslationScorer, TranslationSettings, default_batch_tokens, model_kind
 
         if model_kind(model) != "hf":
             raise InputError("not a transformers model directory (no config.json naming a model_type)", model,
@@ -201,6 +202,7 @@ class HFBackend(Backend):
         self.torch = torch
         torch.set_num_threads(options.threads)
         self.device = _torch_device(options)
+        self.budget = default_batch_tokens(self.device)   # the direct feature's scoring batches
         self.scorer = HFTranslationScorer(model, self.device, TranslationSettings())
 
     def lengths(self, sources: Sequence[str]) -> list[int]:
@@ -233,7 +235,7 @@ class HFBackend(Backend):
     def score(self, sources: Sequence[str], outputs: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         ins, outs = self.scorer.encode_inputs(sources), self.scorer.encode_outputs(outputs)
         values = np.zeros(len(ins))
-        for batch in token_batches([len(a) + len(b) for a, b in zip(ins, outs)], SCORE_TOKENS):
+        for batch in token_batches([len(a) + len(b) for a, b in zip(ins, outs)], self.budget):
             values[batch] = self.scorer.score_ids([ins[i] for i in batch], [outs[i] for i in batch])
         return values, np.array([len(ids) for ids in outs], dtype=np.float64)
 
