@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import subprocess
 import sys
 import tempfile
@@ -96,9 +97,29 @@ def time_cli(nbest, refs, epochs: int, repeat: int = 1) -> dict:
                "--epochs", str(epochs), "-o", os.path.join(tmp, "w.json"), "--quiet"]
         loop = best_of(repeat, bare_loop, path)
         secs = best_of(repeat, lambda: subprocess.run(cmd, check=True))
+        loop_cpu, cli_cpu = [], []  # CPU seconds too: on a loaded machine they vary less than wall time
+        for _ in range(repeat):
+            c = time.process_time()
+            bare_loop(path)
+            loop_cpu.append(time.process_time() - c)
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            subprocess.run(cmd, check=True)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cli_cpu.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
     print(f"rerank tune (whole command) on {nbest.n_hyps} hyps: {secs:.1f}s = "
-          f"{nbest.n_hyps * epochs / secs:,.0f} hyp-visits/s = {secs / loop:.1f}x the bare loop over its file ({loop:.2f}s)")
-    return {"cli_seconds": secs, "loop_seconds": loop, "cli_over_loop": secs / loop}
+          f"{nbest.n_hyps * epochs / secs:,.0f} hyp-visits/s = {secs / loop:.1f}x the bare loop over its file ({loop:.2f}s); "
+          f"CPU: {min(cli_cpu):.2f}s = {min(cli_cpu) / min(loop_cpu):.1f}x the loop's {min(loop_cpu):.2f}s; "
+          f"load average {_loadavg()}")
+    return {"cli_seconds": secs, "loop_seconds": loop, "cli_over_loop": secs / loop, "cli_cpu_seconds": min(cli_cpu),
+            "loop_cpu_seconds": min(loop_cpu), "cli_over_loop_cpu": min(cli_cpu) / min(loop_cpu), "loadavg": _loadavg()}
+
+
+def _loadavg() -> str:
+    try:
+        with open("/proc/loadavg") as f:
+            return " ".join(f.read().split()[:3])
+    except OSError:
+        return "unknown"
 
 
 def pro_column(path: str, seeds=(0, 1)) -> list[dict]:
