@@ -100,43 +100,67 @@ def pair_matches(ids, bounds, group, n, I, pair_offsets, offsets) -> tuple[np.nd
     times the number of distinct n-grams, linear in the texts however often a word repeats (a
     loop over every count threshold t, [c_i >= t][c_j >= t], grew with the largest count: issue
     46). The matches are sums of integers, exact in float64 in any order."""
-    from scipy import sparse  # here, not at the top: every command's start-up loads this plug-in
-
     rows, cols, counts = NgramCounter(ids, bounds, group).counts(n)
     n_texts = len(bounds) - 1
     totals = np.bincount(rows, weights=counts, minlength=n_texts)
-    matches = np.zeros(len(I))
-    if len(rows) == 0:
-        return matches, totals
     sizes = np.diff(offsets)
 
     def position(i: np.ndarray, j: np.ndarray) -> np.ndarray:
         sentence = group[i]
         return pair_offsets[sentence] + (i - offsets[sentence]) * sizes[sentence] + (j - offsets[sentence])
 
-    A = sparse.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(n_texts, int(cols.max()) + 1))
-    product = (A @ A.T).tocoo()
-    matches[position(product.row, product.col)] += product.data
-    again = counts > 1
-    add_shared(matches, rows[again], cols[again], counts[again] - 1, position)
-    return matches, totals
+    return row_matches(NgramRecords(rows, cols, counts, n_texts), None, position, len(I)), totals
 
 
-def add_shared(matches: np.ndarray, rows: np.ndarray, cols: np.ndarray, counts: np.ndarray, position) -> None:
+class NgramRecords:
+    """One n-gram order's records of a block's texts (NgramCounter's rows, columns and counts),
+    with their indicator matrix (texts x n-grams, block-diagonal by list) built once, so that the
+    matches of several sets of rows (`row_matches`, chrF's row slabs) count them once."""
+
+    def __init__(self, rows: np.ndarray, cols: np.ndarray, counts: np.ndarray, n_texts: int):
+        from scipy import sparse  # here, not at the top: every command's start-up loads this plug-in
+
+        self.rows, self.cols, self.counts, self.n_texts = rows, cols, counts, n_texts
+        self.A = sparse.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(n_texts, int(cols.max(initial=-1)) + 1))
+        again = counts > 1
+        self.again = (rows[again], cols[again], counts[again] - 1)
+
+
+def row_matches(records: NgramRecords, asked: np.ndarray | None, position, size: int) -> np.ndarray:
+    """Clipped n-gram matches (size,) of every pair (i, j) of an asked row i (sorted; None: every
+    text) and a text j of its list, at position(i, j): sum_g [c_i >= 1][c_j >= 1] (one sparse
+    product of the asked rows of the indicator matrix with all of it) + min(c_i - 1, c_j - 1)
+    over the n-grams both hold more than once (`add_shared`)."""
+    matches = np.zeros(size)
+    if len(records.rows) == 0:
+        return matches
+    A = records.A
+    product = ((A if asked is None else A[asked]) @ A.T).tocoo()
+    matches[position(product.row if asked is None else asked[product.row], product.col)] += product.data
+    rows, cols, counts = records.again
+    add_shared(matches, rows, cols, counts, position, None if asked is None else np.isin(rows, asked))
+    return matches
+
+
+def add_shared(matches: np.ndarray, rows: np.ndarray, cols: np.ndarray, counts: np.ndarray, position,
+               left_rows: np.ndarray | None = None) -> None:
     """matches[position(i, j)] += min(c_i(g), c_j(g)) for every n-gram column g and every two
-    records (i, c_i(g)), (j, c_j(g)) of it (i = j included): records sorted by column, a column's
-    rows distinct. The work is sum_g s_g^2 for s_g records in column g, made PAIR_CHUNK at a time."""
+    records (i, c_i(g)), (j, c_j(g)) of it (i = j included; `left_rows`: only the records i it
+    marks, the asked rows of chrF's row slabs): records sorted by column, a column's rows
+    distinct. The work is the sum over left records of their column's size, PAIR_CHUNK at a time."""
     if len(rows) == 0:
         return
     starts = np.r_[True, cols[1:] != cols[:-1]]  # a column is a run of records
     head, column = np.flatnonzero(starts), np.cumsum(starts) - 1
     first, width = head[column], np.diff(np.r_[head, len(cols)])[column]  # each record's column: its first, its size
+    lefts = np.arange(len(rows)) if left_rows is None else np.flatnonzero(left_rows)
+    width, first = width[lefts], first[lefts]
     ends = np.cumsum(width)
     a = 0
-    while a < len(rows):
+    while a < len(lefts):
         b = max(int(np.searchsorted(ends, ends[a] - width[a] + PAIR_CHUNK, side="right")), a + 1)
         w = width[a:b]
-        left = np.repeat(np.arange(a, b), w)
+        left = np.repeat(lefts[a:b], w)
         right = np.repeat(first[a:b] - (np.cumsum(w) - w), w) + np.arange(int(w.sum()))
         matches += np.bincount(position(rows[left], rows[right]), weights=np.minimum(counts[left], counts[right]),
                                minlength=len(matches))
@@ -174,32 +198,87 @@ SCORE_CHUNK = 1 << 16   # pairs per call of chrF's formula (its float64 temporar
 
 
 def chrf_utility(texts: Sequence[str], offsets: np.ndarray, I, J, pair_offsets, word_order: int = 0) -> np.ndarray:
-    """Sentence chrF (sacrebleu's formula: character 1-6-grams without whitespace), in [0, 1].
-    Each pair keeps its clipped matches alone, one int32 per order (integer counts: the same
-    numbers as float64), each text its n-gram totals; the formula's statistics [hyp, ref, match]
-    per order are laid out SCORE_CHUNK pairs at a time, so the peak is the matches, not the
-    statistics or the formula's temporaries (issue 47: 1.1 GB over the shipped 50-best before)."""
-    from rerank.metrics.sacre import CHRFMetric
+    """Sentence chrF (sacrebleu's formula: character 1-6-grams without whitespace), in [0, 1], of
+    every pair of each list (pair_index's layout (I, J, pair_offsets)): `CHRFPairs` of every row."""
+    return CHRFPairs(texts, offsets, word_order).rows(np.arange(len(texts), dtype=np.int64), I, J)
 
-    metric = CHRFMetric(word_order=word_order)
-    group = list_of_row(offsets)
-    orders = CHRF_CHAR_ORDER + word_order
-    matches = np.empty((len(I), orders), dtype=np.int32)
-    totals = np.empty((len(texts), orders), dtype=np.float64)
-    units = [(char_sequences(texts), CHRF_CHAR_ORDER)]
-    if word_order:
-        units.append((integer_sequences([t.split() for t in texts]), word_order))
-    column = 0
-    for (ids, bounds), unit_orders in units:
-        for n in range(1, unit_orders + 1):
-            matches[:, column], totals[:, column] = pair_matches(ids, bounds, group, n, I, pair_offsets, offsets)
-            column += 1
-    scores = []
-    for a in range(0, len(I), SCORE_CHUNK):
-        rows = slice(a, a + SCORE_CHUNK)
-        stats = np.stack([totals[I[rows]], totals[J[rows]], matches[rows]], axis=2)   # (pairs, order, 3)
-        scores.append(np.asarray(metric.score_from_stats(stats.reshape(len(stats), 3 * orders))))
-    return (np.concatenate(scores) if scores else np.zeros(0)) / 100.0
+
+class CHRFPairs:
+    """chrF of the pairs of a block's texts (lists from `offsets`), the n-grams counted once:
+    `rows(asked)` scores every pair (i, j) of an asked row i and a text j of its list, row-major,
+    so that exact MBR over a long list takes its rows a slab at a time (`rows_expected_utility`)
+    in memory bounded by the slab, not the list's n^2 pairs. Each pair keeps its clipped matches
+    alone, one int32 per order (integer counts: the same numbers as float64, in any slab), each
+    text its n-gram totals; the formula's statistics [hyp, ref, match] per order are laid out
+    SCORE_CHUNK pairs at a time (issue 47: 1.1 GB over the shipped 50-best before)."""
+
+    def __init__(self, texts: Sequence[str], offsets: np.ndarray, word_order: int = 0):
+        from rerank.metrics.sacre import CHRFMetric
+
+        self.metric = CHRFMetric(word_order=word_order)
+        self.offsets = np.asarray(offsets, dtype=np.int64)
+        self.group = list_of_row(self.offsets)
+        self.orders = CHRF_CHAR_ORDER + word_order
+        self.totals = np.empty((len(texts), self.orders), dtype=np.float64)
+        self.records: list[NgramRecords] = []
+        units = [(char_sequences(texts), CHRF_CHAR_ORDER)]
+        if word_order:
+            units.append((integer_sequences([t.split() for t in texts]), word_order))
+        for (ids, bounds), unit_orders in units:
+            counter = NgramCounter(ids, bounds, self.group)
+            for n in range(1, unit_orders + 1):
+                rows, cols, counts = counter.counts(n)
+                self.totals[:, len(self.records)] = np.bincount(rows, weights=counts, minlength=len(texts))
+                self.records.append(NgramRecords(rows, cols, counts, len(texts)))
+
+    def pairs(self, asked: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(I, J) of `rows(asked)`: each asked row with every text of its list, in order."""
+        sizes = np.diff(self.offsets)[self.group[asked]]
+        I = np.repeat(asked, sizes)
+        return I, self.offsets[self.group[I]] + np.arange(len(I)) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+
+    def rows(self, asked: np.ndarray, I: np.ndarray | None = None, J: np.ndarray | None = None) -> np.ndarray:
+        """chrF in [0, 1] of the pairs (I, J) = `pairs(asked)` (given: the caller's, the same), (P,)."""
+        if I is None or J is None:
+            I, J = self.pairs(asked)
+        sizes = np.diff(self.offsets)[self.group[asked]]
+        start = np.zeros(len(self.group), dtype=np.int64)
+        start[asked] = np.cumsum(sizes) - sizes
+        offsets, group = self.offsets, self.group
+
+        def position(i: np.ndarray, j: np.ndarray) -> np.ndarray:
+            return start[i] + (j - offsets[group[j]])
+
+        every = len(asked) == len(group)
+        matches = np.empty((len(I), self.orders), dtype=np.int32)
+        for column, records in enumerate(self.records):
+            matches[:, column] = row_matches(records, None if every else asked, position, len(I))
+        scores = []
+        for a in range(0, len(I), SCORE_CHUNK):
+            chunk = slice(a, a + SCORE_CHUNK)
+            stats = np.stack([self.totals[I[chunk]], self.totals[J[chunk]], matches[chunk]], axis=2)  # (pairs, order, 3)
+            scores.append(np.asarray(self.metric.score_from_stats(stats.reshape(len(stats), 3 * self.orders))))
+        return (np.concatenate(scores) if scores else np.zeros(0)) / 100.0
+
+
+def rows_expected_utility(scorer: CHRFPairs, p: np.ndarray, candidates: np.ndarray | None,
+                          step: int) -> np.ndarray:
+    """Exact MBR's sum_j p_j U_ij of every row i (a candidate's; the others 0) by a scorer of row
+    slabs (`CHRFPairs.rows`), at most `step` pairs a slab (a row's list at least): the values of
+    block_scores' exact path, bit for bit (each row's sum runs over j in the same order; a
+    pseudo-reference of posterior 0 adds 0.0), in memory linear in the slab."""
+    n_texts = len(scorer.group)
+    asked = np.arange(n_texts, dtype=np.int64) if candidates is None else np.flatnonzero(candidates)
+    per_row = np.diff(scorer.offsets)[scorer.group[asked]]
+    ends = np.cumsum(per_row)
+    out = np.zeros(n_texts)
+    a = 0
+    while a < len(asked):
+        b = max(int(np.searchsorted(ends, ends[a] - per_row[a] + step, side="right")), a + 1)
+        I, J = scorer.pairs(asked[a:b])
+        out += np.bincount(I, weights=p[J] * scorer.rows(asked[a:b], I, J), minlength=n_texts)
+        a = b
+    return out
 
 
 def ter_values(texts: Sequence[str], I, J) -> np.ndarray:
@@ -352,6 +431,10 @@ class CHRFUtility(TextUtility):
         return every_pair(lambda offsets, I, J, pair_offsets: chrf_utility(texts, offsets, I, J, pair_offsets,
                                                                            self.word_order), group, I, J)
 
+    def rows_scorer(self, texts: Sequence[str], offsets: np.ndarray) -> CHRFPairs:
+        """The block's n-grams counted once, its rows scored a slab at a time (exact MBR over long lists)."""
+        return CHRFPairs(texts, offsets, self.word_order)
+
     def aggregate(self, sources, texts, group, p):
         from rerank.metrics.sacre import CHRFMetric
 
@@ -406,6 +489,7 @@ MBR_UTILITIES: Registry[type] = Registry("rerank.mbr_utilities", "MBR utility", 
 METHODS = ("exact", "aggregate", *DECODERS)   # the decoders: rerank.mbr_decoders
 BLOCK_PAIRS = 125_000     # exact: pairs per block (chrF: about 0.5 KB each at the peak; 2,000,000 held 1.1 GB
                           # over the shipped 50-best, and small blocks are no slower: issue 47)
+ROW_SLAB_PAIRS = 1 << 18   # exact chrF over longer lists (n > 512): pairs per slab of rows (rows_expected_utility)
 BLOCK_HYPS = 1_000        # aggregate: hypotheses per block (small blocks sort in cache: faster)
 MODEL_BLOCK_PAIRS = 100_000   # a model utility, exact: pairs per block (their embeddings are in memory)
 MODEL_BLOCK_HYPS = 5_000      # a model utility, aggregate: hypotheses per block
@@ -429,6 +513,9 @@ def block_scores(texts: list[str], offsets: np.ndarray, p: np.ndarray, utility, 
                       candidates, sources, first_list)
     if method == "aggregate":
         return utility.aggregate(sources, texts, group, p)
+    if (hasattr(utility, "rows_scorer") and not getattr(utility, "holds_matrix", False)
+            and int((np.diff(offsets) ** 2).sum()) > ROW_SLAB_PAIRS):   # a long list, its rows a slab at a time
+        return rows_expected_utility(utility.rows_scorer(texts, offsets), p, candidates, ROW_SLAB_PAIRS)
     I, J, _ = pair_index(offsets)
     if candidates is not None or not np.all(p > 0):
         keep = (p[J] > 0) & (np.ones(len(I), dtype=bool) if candidates is None else candidates[I])
