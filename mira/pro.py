@@ -5,10 +5,11 @@ counts once), keep those whose sentence-level score differs by more than `thresh
 objective's scale (BLEU+1 when tuning BLEU; chrF, -TER or METEOR of the sentence alone, as a
 fraction, for those metrics: scale 1, Hopkins & May's threshold; a column's values on its own
 scale, the threshold a fraction of the column's spread, `TuningMetric.scale`), and of these the
-`keep` pairs with the largest difference. Sentence BLEU is Lin & Och's BLEU+1 (+1 on orders 2-4);
-Moses' PRO adds 1 on all four orders (docs/tuning.md). Each kept pair gives two examples (f_j - f_j', +1) and (f_j' - f_j, -1) for
-a binary logistic regression without intercept (scikit-learn); its coefficients are the weights.
-Sampling runs over blocks of sentences at once (numpy), not pair by pair.
+`keep` pairs with the largest difference. Sentence BLEU is Lin & Och's BLEU+1 (+1 on orders 2-4) by
+default; `smoothing="moses"` takes Moses' PRO's, +1 on all four orders (docs/tuning.md). Each kept
+pair gives two examples (f_j - f_j', +1) and (f_j' - f_j, -1) for a binary logistic regression
+without intercept (scikit-learn); its coefficients are the weights. Sampling runs over blocks of
+sentences at once (numpy), not pair by pair.
 
 The fit minimises, over all 2P examples (x_e, y_e) of the P kept pairs of the whole tuning set,
 
@@ -38,6 +39,26 @@ from rerank.tuning import TuningData
 from rerank.errors import InputError, needs_neural
 
 log = logging.getLogger(__name__)
+
+
+SMOOTHINGS = ("lin-och", "moses")   # sentence BLEU of the pairs: BLEU+1, or Moses' smoothedSentenceBleu(stats, 1)
+
+
+def moses_sentence_bleu(stats: np.ndarray) -> np.ndarray:
+    """Sentence BLEU as Moses' PRO computes it, `smoothedSentenceBleu(stats, 1)`: 1 added to the
+    matches and counts of all four orders, unigrams included; the brevity term 1 - ref / hyp from
+    the unsmoothed lengths, added to the log when negative (no smoothing of the reference length,
+    Moses' smoothBP = false). Rows of sacrebleu-layout statistics (n, 10) -> (n,)."""
+    from rerank.metrics.bleu import CORRECT, REF_LEN, TOTAL
+
+    stats = np.asarray(stats, dtype=np.float64)
+    correct, total = stats[..., CORRECT] + 1.0, stats[..., TOTAL] + 1.0
+    log_bleu = (np.log(correct) - np.log(total)).mean(axis=-1)
+    hyp_len, ref_len = stats[..., TOTAL][..., 0], stats[..., REF_LEN]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        brevity = 1.0 - ref_len / hyp_len   # an empty hypothesis: -inf (score 0), or NaN with an empty reference
+    log_bleu = np.where(brevity < 0.0, log_bleu + brevity, log_bleu)
+    return np.exp(log_bleu)
 
 
 @dataclass
@@ -85,13 +106,22 @@ def sample_pairs(sbleu: np.ndarray, offsets: np.ndarray, rng: np.random.Generato
 
 
 def pro(data: TuningData, w0: np.ndarray | None = None, *, seed: int = 1, samples: int = 5000, keep: int = 50,
-        threshold: float = 0.05, C: float = 1.0, max_iter: int = 1000) -> ProResult:
+        threshold: float = 0.05, C: float = 1.0, max_iter: int = 1000, smoothing: str = "lin-och") -> ProResult:
     """Fit PRO weights on the whole tuning set; C as in the module doc (1 / MegaM lambda). Pairs are
-    sampled by sentence-level score: BLEU+1 for BLEU, the metric on one sentence otherwise."""
+    sampled by sentence-level score: BLEU+1 for BLEU (`smoothing="moses"`: Moses' +1 on all four
+    orders, `moses_sentence_bleu`), the metric on one sentence otherwise."""
     n_feats = len(data.feature_names)
     w_init = np.zeros(n_feats) if w0 is None else np.array(w0, dtype=np.float64)
     rng = np.random.default_rng(seed)
-    sbleu = data.sentence_objectives()  # higher is better (-TER for TER): j beats j' when sbleu[j] > sbleu[j']
+    if smoothing not in SMOOTHINGS:
+        raise InputError(f"PRO smoothing {smoothing!r}: not one of {', '.join(SMOOTHINGS)}")
+    if smoothing == "moses":
+        if data.metric.sentence is not None or not getattr(data.metric.scorer, "bleu_statistics", False):
+            raise InputError(f"PRO smoothing moses is a sentence BLEU: it needs --metric bleu, not "
+                             f"{data.metric.display}")
+        sbleu = moses_sentence_bleu(data.stats)
+    else:
+        sbleu = data.sentence_objectives()  # higher is better (-TER for TER): j beats j' when sbleu[j] > sbleu[j']
     gap = threshold * data.metric.scale  # on the objective's own scale (TuningMetric.scale; 1 for a metric)
     j1, j2 = sample_pairs(sbleu, data.offsets, rng, samples, keep, gap)
     if len(j1) == 0:

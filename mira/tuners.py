@@ -50,6 +50,8 @@ class ProOptions:
     C: float = option(1.0, "the logistic regression minimises sum(log-loss over all 2 x kept pairs) + |w|^2 / (2 C): "
                       "C = 1 / lambda of MegaM as Moses runs it (1, Moses' default); more pairs weaken the L2 term",
                       check=POSITIVE)
+    smoothing: str = option("lin-och", "sentence BLEU of the pairs: lin-och (BLEU+1, +1 on orders 2-4) or moses "
+                            "(Moses' PRO: +1 on all four orders)", choices=("lin-och", "moses"))
 
 
 class KBMiraTuner(Tuner):

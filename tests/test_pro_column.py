@@ -106,3 +106,34 @@ def test_sampled_pairs_are_distinct_and_every_pair_of_a_short_list_is_found():
     assert np.all(np.diff(gaps) <= 0)
     j1, j2 = sample_pairs(scores, np.array([0, 6]), np.random.default_rng(0), samples=5000, keep=3, threshold=0.06)
     np.testing.assert_allclose(np.sort(np.abs(scores[j1] - scores[j2])), [0.7, 0.9, 1.0])  # (0,4) or (2,5), (1,5), (0,5)
+
+
+def test_moses_smoothing_is_smoothed_sentence_bleu_with_one_on_every_order():
+    """Moses' PRO scores a sentence with smoothedSentenceBleu(stats, 1). Worked by hand: 3 words
+    against a 4-word reference, matches 2/1/0 of 3/2/1 n-grams (no 4-grams): +1 on every order gives
+    precisions 3/4, 2/3, 1/2, 1/1 and the brevity term 1 - 4/3, so exp((ln 3/4 + ln 2/3 + ln 1/2) / 4
+    - 1/3) = 0.50666; BLEU+1 (+1 from the bigrams on) gives 0.49196 from 2/3, 2/3, 1/2, 1/1."""
+    from rerank.metrics.bleu import sentence_bleu_plus1
+    from rerank.mira.pro import moses_sentence_bleu
+
+    # sacrebleu's layout: hyp length, ref length, matches 1-4, counts 1-4
+    short = np.array([[3, 4, 2, 1, 0, 0, 3, 2, 1, 0]], dtype=np.float64)
+    assert moses_sentence_bleu(short)[0] == pytest.approx(0.5066641486, abs=1e-9)
+    assert sentence_bleu_plus1(short)[0] == pytest.approx(0.4919625504, abs=1e-9)
+    # no brevity term when the hypothesis is as long as the reference: (4/5 * 3/4 * 2/3 * 1/2)^(1/4)
+    full = np.array([[4, 4, 3, 2, 1, 0, 4, 3, 2, 1]], dtype=np.float64)
+    assert moses_sentence_bleu(full)[0] == pytest.approx((4 / 5 * 3 / 4 * 2 / 3 * 1 / 2) ** 0.25, rel=1e-12)
+
+
+def test_pro_takes_moses_smoothing_for_bleu_only():
+    from rerank.errors import InputError
+    from rerank.mira.pro import moses_sentence_bleu
+    from tests.mira_helpers import joshua
+
+    nbest, refs = joshua(0, 20)
+    data = prepare(nbest, refs, tokenize="none")
+    res = pro(data, seed=2, smoothing="moses")
+    j1, _ = sample_pairs(moses_sentence_bleu(data.stats), data.offsets, np.random.default_rng(2))
+    assert res.n_pairs == len(j1)   # the pairs are those of Moses' sentence BLEU
+    with pytest.raises(InputError, match="needs --metric bleu"):
+        pro(prepare(linear_column(0, n=5), None, metric="column:q"), smoothing="moses")
