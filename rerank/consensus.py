@@ -740,16 +740,16 @@ class MBROptions:
                           "MetricX) or an installed plug-in's (sim: the cosine of a "
                           "sentence-transformers encoder, --mbr-model DIR; mlmme: of an MLMME/VSE model, "
                           "--mbr-model MODEL.pt)", metavar="NAME")
+    temperature: float = option(1.0, "posterior = softmax(score / T) within each list", check=POSITIVE)
+    score_feature: str | None = option(None, "the model log-probability column for the posterior, or `total` for "
+                                       "the lists' total scores", metavar="NAME",
+                                       default_text="nmt when the list has it, else total")
     posterior: str | None = option(None, "the pseudo-references' weights: softmax (of the score feature / T), "
                                    "uniform, or counts (each row's `count` column over its list's total: the Monte "
                                    "Carlo estimate over samples, duplicates with their multiplicity)",
                                    choices=POSTERIORS, metavar="KIND",
                                    default_text="counts for a list `rerank generate` sampled (its OUT.config.json "
                                    "says so), else softmax")
-    temperature: float = option(1.0, "posterior = softmax(score / T) within each list", check=POSITIVE)
-    score_feature: str | None = option(None, "the model log-probability column for the posterior, or `total` for "
-                                       "the lists' total scores", metavar="NAME",
-                                       default_text="nmt when the list has it, else total")
     tokenize: str = option("13a", "BLEU tokeniser for the bleu utility")
     method: str = option("exact", "exact: every pair of each list (quadratic in the list size); aggregate: each "
                          "hypothesis against one aggregate reference per list (linear; bleu, chrf, comet, sim, "
