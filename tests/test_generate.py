@@ -86,9 +86,9 @@ def reference_warp(logp: np.ndarray, s: Warp) -> np.ndarray:
         keep[order[s.top_k:]] = False
     p = np.where(keep, p, 0.0) / np.where(keep, p, 0.0).sum()
     if s.top_p is not None:
-        before = np.cumsum(p[order]) - p[order]   # mass of the more probable tokens
+        upto = np.cumsum(p[order])   # mass of the token and the more probable ones
         keep = np.zeros_like(keep)
-        keep[order[before < s.top_p]] = True
+        keep[order[upto - p[order] < s.top_p]] = True
         p = np.where(keep, p, 0.0) / np.where(keep, p, 0.0).sum()
     if s.epsilon is not None:
         keep = (p >= s.epsilon) | (np.arange(len(p)) == order[0])
@@ -172,6 +172,50 @@ def test_the_warpers_are_transformers_warpers():
         ours = warp(logp, s)
         assert torch.equal(torch.isinf(ours), torch.isinf(ref))
         assert torch.allclose(ours.softmax(-1), ref.softmax(-1), atol=1e-6)
+
+
+FLAT = {"plain": Warp(), "top-k": Warp(top_k=10), "top-p": Warp(top_p=0.5), "epsilon": Warp(epsilon=0.004),
+        "temperature+top-k+top-p": Warp(temperature=0.7, top_k=40, top_p=0.9)}   # for a 300-token vocabulary
+
+
+@pytest.mark.parametrize("backend, mode", [("ct2", "plain"), ("ct2", "top-k"), ("ct2", "temperature+top-k+top-p"),
+                                           ("hf", "plain"), ("hf", "top-p"), ("hf", "epsilon")])
+def test_ct2_and_hf_first_tokens_are_drawn_from_the_models_warped_distribution(marian, tmp_path, backend, mode):
+    """20,000 draws of a candidate's first token (ct2: max_length 1; hf: 2, whose last is the forced
+    EOS) against the model's own first-step distribution (transformers' logits, `<pad>` banned as in
+    generation), warped by the reference definitions: chi-square at alpha = 0.01 over the strings the
+    tokens read as, and nothing drawn outside the support."""
+    from scipy.stats import chisquare
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    settings, draws = FLAT[mode], 20_000
+    tok = AutoTokenizer.from_pretrained(marian["hf"])
+    model = AutoModelForSeq2SeqLM.from_pretrained(marian["hf"]).eval()
+    enc = tok("a man", return_tensors="pt")
+    with torch.no_grad():
+        logits = model(**enc, decoder_input_ids=torch.tensor([[model.config.decoder_start_token_id]])).logits[0, 0]
+    logits[model.config.pad_token_id] = float("-inf")
+    p = reference_warp(torch.log_softmax(logits.double(), -1).numpy(), settings)
+    expected: dict[str, float] = {}
+    for token in np.flatnonzero(p > 0):
+        text = tok.decode([int(token)], skip_special_tokens=True).strip()
+        expected[text] = expected.get(text, 0.0) + p[token] * draws
+    source = write(tmp_path, "one.txt", "a man\n")
+    warps = {"temperature": settings.temperature, "top_k": settings.top_k, "top_p": settings.top_p,
+             "epsilon": settings.epsilon}
+    rerank.generate(source, tmp_path / "d.jsonl", model=marian[backend], backend=backend, n=draws, seed=3,
+                    max_length=1 if backend == "ct2" else 2, batch_tokens=10 ** 7, **warps)
+    seen: dict[str, float] = {}
+    for r in rows(tmp_path / "d.jsonl"):
+        seen[r["hyp"].strip()] = seen.get(r["hyp"].strip(), 0) + r["features"]["count"]
+    assert sum(seen.values()) == draws and set(seen) <= set(expected), set(seen) - set(expected)
+    keys = sorted(expected, key=lambda k: -expected[k])
+    e = np.array([expected[k] for k in keys])
+    o = np.array([seen.get(k, 0) for k in keys], dtype=float)
+    small = e < 5
+    if small.any():
+        e, o = np.append(e[~small], e[small].sum()), np.append(o[~small], o[small].sum())
+    assert len(e) >= 3 and chisquare(o, e * o.sum() / e.sum()).pvalue > 0.01, (backend, mode, len(e))
 
 
 # ---- the columns: each backend's own scoring ------------------------------------------------------
