@@ -141,6 +141,8 @@ def pro_column(path: str, seeds=(0, 1)) -> list[dict]:
             q = planted.column("q")[data.kept_rows]
             best = segment_argmax(-q if lower else q, data.offsets)
             fits = [(name, pro(data, seed=1, **o).weights) for name, o in settings.items()]
+            # the threshold as it was before it followed the column's scale: 0.05 in the column's units
+            fits.append(("absolute threshold 0.05", pro(data, seed=1, threshold=0.05 / data.metric.scale).weights))
             fits.append(("mira", kbmira(data, seed=1).weights))
             for name, weights in fits:
                 share = float((segment_argmax(data.features @ weights, data.offsets) == best).mean())
