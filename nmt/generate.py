@@ -140,7 +140,7 @@ class CT2Backend(Backend):
     def refuses(cls, options: GenerateOptions) -> str | None:
         if options.epsilon is not None:
             return ("the ct2 backend cannot sample with epsilon: CTranslate2's translate_batch has no epsilon "
-                    "cut-off and no logits processor (use --backend hf on the transformers model, or nmt)")
+                    "cut-off and no logits processor (backend hf samples the transformers model with it; so does nmt)")
         return None
 
     def lengths(self, sources: Sequence[str]) -> list[int]:
