@@ -14,8 +14,11 @@ the encoding alone.
 2. Encoding alone, in this process: the list's distinct hypotheses (de) pre-tokenised, through
    NumpyEncoder.encode_ids and through the torch Encoder's batches (encode less its
    tokenisation, timed apart), 1 thread, best of --repeat: sentences per second and the ratio.
+3. The same on random-weight models of the --presets' sizes (cpu, paper), a German vocabulary of
+   the list's words, its first --preset-sentences distinct hypotheses.
 
     python benchmarks/bench_mlmme_numpy.py [--repeat 3] [--core-python .venv-core/bin/python]
+                                           [--only commands,encoding,presets] [--presets cpu,paper]
                                            [--out docs/benchmarks/mlmme_numpy]
 """
 
@@ -132,15 +135,70 @@ def encoding_alone(args) -> dict:
     return row
 
 
+def presets(args) -> list[dict]:
+    """Encoding alone on random-weight models of the presets' sizes (a German vocabulary of the
+    list's words, its first --preset-sentences non-empty distinct hypotheses, 1 thread)."""
+    import numpy as np
+    import torch
+
+    from rerank.dedup import distinct_index
+    from rerank.embeddings.encoder import Encoder, save_model
+    from rerank.embeddings.model import MLMME, PRESETS, ModelConfig
+    from rerank.embeddings.numpy_encoder import NumpyEncoder
+    from rerank.embeddings.tokenize import tokenize
+    from rerank.embeddings.vocab import Vocab
+
+    torch.set_num_threads(1)
+    _, distinct = distinct_index(read_nbest(LIST).hyps)
+    vocab = Vocab.build(tokenize(s, "de") for s in distinct)
+    sents = [s for s in distinct if tokenize(s, "de")][: args.preset_sentences]
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="bench-mlmme-presets-") as tmp:
+        for preset in args.presets.split(","):
+            torch.manual_seed(0)
+            cfg = ModelConfig(languages=["de"], vocab_sizes={"de": len(vocab)}, **PRESETS[preset])
+            path = save_model(os.path.join(tmp, f"{preset}.pt"), MLMME(cfg), {"de": vocab}, {})[0]
+            fast, reference = NumpyEncoder.load(path), Encoder.load(path)
+            ids = fast.tokenize_ids(sents, "de")
+            t_np, t_torch = [], []
+            for _ in range(args.repeat):
+                start = time.perf_counter()
+                ours = fast.encode_ids(ids, "de")
+                t_np.append(time.perf_counter() - start)
+                start = time.perf_counter()
+                theirs = reference.encode(sents, "de")
+                mid = time.perf_counter()
+                reference.tokenize_ids(sents, "de")
+                t_torch.append((mid - start) - (time.perf_counter() - mid))
+            row = {"preset": preset, "vocab": len(vocab), "sentences": len(sents), "numpy_sent_per_s": len(sents) / min(t_np),
+                   "torch_sent_per_s": len(sents) / min(t_torch), "ratio": min(t_torch) / min(t_np),
+                   "largest_difference": float(np.abs(ours - theirs).max()), "load": os.getloadavg()}
+            rows.append(row)
+            print(f"4. {preset} preset, random weights, {len(sents)} sentences, 1 thread: numpy "
+                  f"{row['numpy_sent_per_s']:,.0f} sent/s, torch {row['torch_sent_per_s']:,.0f} sent/s (ratio "
+                  f"{row['ratio']:.2f}); largest difference {row['largest_difference']:.1e}; {load()}", flush=True)
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--core-python", help="the python of a core install without torch (.venv-core/bin/python)")
     ap.add_argument("--out", help="write OUT.json with every figure")
+    ap.add_argument("--only", default="commands,encoding,presets", help="parts to run (comma-separated)")
+    ap.add_argument("--presets", default="cpu,paper", help="presets of the random-weight models of part 4")
+    ap.add_argument("--preset-sentences", type=int, default=2000)
     args = ap.parse_args()
+    parts = set(args.only.split(","))
+    result: dict = {"command": " ".join(["python benchmarks/bench_mlmme_numpy.py", *sys.argv[1:]]),
+                    "cpus": os.cpu_count()}
     with tempfile.TemporaryDirectory(prefix="bench-mlmme-") as tmp:
-        result = {"command": " ".join(["python benchmarks/bench_mlmme_numpy.py", *sys.argv[1:]]),
-                  "cpus": os.cpu_count(), "whole_commands": whole_commands(args, tmp), "encoding": encoding_alone(args)}
+        if "commands" in parts:
+            result["whole_commands"] = whole_commands(args, tmp)
+    if "encoding" in parts:
+        result["encoding"] = encoding_alone(args)
+    if "presets" in parts:
+        result["presets"] = presets(args)
     if args.out:
         with atomic_write(args.out + ".json") as f:
             json.dump(result, f, indent=1)
