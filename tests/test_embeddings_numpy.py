@@ -78,6 +78,9 @@ VARIANTS = {
     "fp16": {"half": True},
     "tiny preset": {"word": 32, "hidden": 32, "joint": 32, "std": 0.1},
     "wide": {"word": 40, "hidden": 96, "joint": 64, "std": 0.15},
+    # the other tests' models: tests/test_features.py's (weights N(0, 0.5)), tests/edges_helpers.py's
+    "test_features": {"hidden": 12, "joint": 6, "std": 0.5},
+    "edges_helpers": {"hidden": 8, "joint": 6, "image_dim": 5, "std": 0.01},
 }
 
 
