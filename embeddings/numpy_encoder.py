@@ -16,8 +16,9 @@ model allows).
 
 **Speed.** Hypotheses of an n-best list share prefixes, and a GRU state depends only on the
 prefix read so far, so the sentences are encoded as a trie, one depth at a time: at depth t every
-distinct prefix of length t + 1 is one row, its input the word's row of the input table (the r and z gates' recurrent biases folded in) and
-its previous state its parent's (the 19,897 distinct hypotheses of the optimised test_2016 20-best have 256,145
+distinct prefix of length t + 1 is one row, its input the word's row of the input table (the r
+and z gates' recurrent biases folded in) and its previous state its parent's (the 19,897
+distinct hypotheses of the optimised test_2016 20-best have 256,145
 tokens and 96,525 distinct prefixes: 2.7x fewer GRU steps than a padded batch). The input
 projection of all words, E W_ih^T + b_ih, is a table computed in vocabulary blocks of
 TABLE_BLOCK rows on first use (one float32 GEMM per block; the whole table for a large
