@@ -43,8 +43,8 @@ from typing import Any
 import numpy as np
 
 from rerank.errors import InputError
-from rerank.options import (NONNEGATIVE_INT, PATH, POSITIVE, POSITIVE_INT, PROBABILITY, Check, float_check, option,
-                            wait_option, with_fields)
+from rerank.options import (NONNEGATIVE_INT, PATH, POSITIVE, POSITIVE_INT, PROBABILITY, Check, at_most, float_check,
+                            option, wait_option, with_fields)
 from rerank.plugins import Registry, subclass_check
 from rerank.progress import Progress, progress_bar
 
@@ -79,6 +79,14 @@ def _writable() -> tuple[str, ...]:
     return format_names(writable=True)
 
 
+# The ceiling of `n` (rerank generate -n): one sentence's n draws are decoded side by side in one
+# batch (a sentence is never split), so the decoder's states, the draws' token ids and the merged
+# rows grow with n, and MBR over the list costs n^2 pairs. 100,000 is two orders of magnitude above
+# the pools MBR studies sample (64-1,024: Freitag et al. 2023; mbrs) and leaves room for oracle
+# studies; past it a single sentence's batch outgrows a 24 GB machine.
+MAX_CANDIDATES = 100_000
+
+
 @dataclass(frozen=True)
 class GenerateOptions:
     """What `rerank.generate` does (the flags of `rerank generate`). Sampling draws `n` candidates
@@ -93,8 +101,9 @@ class GenerateOptions:
     backend: str = option("nmt", "what runs the model: nmt (this project's attention NMT), ct2 (CTranslate2's "
                           "translate_batch), hf (transformers' generate) or an installed plug-in's",
                           choices=_backends, metavar="NAME")
-    n: int = option(8, "candidates per sentence: draws when sampling, the beam size and n-best size in beam search",
-                    flag="-n", dest="n", check=POSITIVE_INT, metavar="N")
+    n: int = option(8, "candidates per sentence: draws when sampling, the beam size and n-best size in beam search "
+                    f"(at most {MAX_CANDIDATES:,})", flag="-n", dest="n", check=at_most(POSITIVE_INT, MAX_CANDIDATES),
+                    metavar="N")
     search: str = option("sample", "sample (ancestral sampling, warped by the options below) or beam", choices=SEARCHES)
     temperature: float = option(1.0, "sampling: the logits are divided by T", check=POSITIVE, metavar="T")
     top_k: int | None = option(None, "sampling: only the K most probable next tokens", check=POSITIVE_INT, metavar="K",
