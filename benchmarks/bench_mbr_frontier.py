@@ -573,7 +573,7 @@ class Run:
             cell["key"], cell["budget"] = key, self.budget(side, decoder)
             write_json(path, cell)
             print(f"{side:4} {utility:5} {decoder:13} N={n:<5} {cell['status']:9} "
-                  f"{cell.get('seconds_per_sentence', cell.get('probe_seconds_per_sentence', 0)):.4f} s/sentence "
+                  f"{cell.get('seconds_per_sentence') or cell.get('probe_seconds_per_sentence') or 0:.4f} s/sentence "
                   f"{cell.get('reason', '')}", flush=True)
         self.cells[(side, utility, decoder, n)] = cell
         return cell
