@@ -31,7 +31,7 @@ from rerank.nbest import NBestList
 from rerank.metrics.registry import MetricLike, best_index, metric_info, metric_names
 from rerank.options import ANY, MAX_RUNS, NAMES, NONNEGATIVE_INT, POSITIVE_INT, at_most, check_options, option
 from rerank.progress import Progress
-from rerank.selection import parse_select
+from rerank.selection import parse_select, selection_summary
 from rerank.tuning import Tuner, TuningData, degenerate, normalize as rescale, weight_shares
 from rerank.weights import read_weights, write_weights
 
@@ -247,6 +247,11 @@ class TuneResult:
         which = "highest" if self.metric_info.higher_is_better else "lowest"
         return (f"{len(self.runs)} runs: {name} mean {scores.mean():.2f}, sd {scores.std(ddof=1):.2f}; "
                 f"best run {best.run} ({which} {name}, {best.score:.2f})")
+
+    def selection_summary(self) -> str | None:
+        """One line of what `--select`/`--select-features` chose (the kept run's record), or None without selection."""
+        selection = self.best_run.meta.get("selection")
+        return selection_summary(selection) if selection else None
 
     def plot(self, path: str) -> None:
         """PNG of every run's tuning curve and the kept run's weights (as weight shares)."""

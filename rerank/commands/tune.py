@@ -81,11 +81,9 @@ def run(args) -> int:
     with reading():
         result = rerank.tune(nbest_file(args), args.refs, chosen, init=args.init, output=args.output, plot=args.plot,
                              events=events, record={"command": sys.argv}, wait=args.wait)
-    selection = result.best_run.meta.get("selection")
-    if selection:
-        from rerank.selection import selection_summary
-
-        print(selection_summary(selection))
+    chosen_line = result.selection_summary()
+    if chosen_line:
+        print(chosen_line)
     if chosen.runs > 1:
         print(f"{result.summary()} copied to {args.output}")
     print(f"done in {time.time() - start:.1f}s", file=sys.stderr)
