@@ -48,24 +48,12 @@ SHIPPED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "rerank
 
 
 def build_marian_size(out: str) -> str:
-    """A random-weight Marian of OPUS-MT's size with its CTranslate2 conversion; returns the CT2 folder."""
-    import torch
-    from transformers import MarianConfig, MarianMTModel
-
-    from rerank.recipes.tiny_models import DEFAULT_TEXT, convert_ct2, read_text, train_tokenizer
+    """A random-weight Marian of OPUS-MT's size (tiny_models.build_marian at 512-d, 6 layers, 8 heads,
+    FFN 2048) with its CTranslate2 conversion; returns the CT2 folder."""
+    from rerank.recipes.tiny_models import DEFAULT_TEXT, build_marian, convert_ct2, read_text, train_tokenizer
 
     tokenizer = train_tokenizer(read_text(DEFAULT_TEXT), vocab_size=8000)
-    pad, eos = tokenizer.pad_token_id, tokenizer.eos_token_id
-    config = MarianConfig(vocab_size=len(tokenizer), d_model=512, encoder_layers=6, decoder_layers=6,
-                          encoder_attention_heads=8, decoder_attention_heads=8, encoder_ffn_dim=2048,
-                          decoder_ffn_dim=2048, max_position_embeddings=512, pad_token_id=pad, eos_token_id=eos,
-                          decoder_start_token_id=pad, forced_eos_token_id=eos)
-    torch.manual_seed(0)
-    model = MarianMTModel(config).eval()
-    model.generation_config.bad_words_ids = [[pad]]
-    hf = os.path.join(out, "marian-hf")
-    model.save_pretrained(hf)
-    tokenizer.save_pretrained(hf)
+    hf = build_marian(os.path.join(out, "marian-hf"), tokenizer, d_model=512, layers=6, heads=8, ffn=2048)
     return convert_ct2(hf, os.path.join(out, "marian-ct2"))
 
 
@@ -152,6 +140,16 @@ def ranks(model_dir: str, source: str, folder: str, n: int, max_length: int, bat
             "ratio": round(seconds["two"] / seconds["one"], 3), "same_bytes": same}
 
 
+def emit(figures: dict, path: str | None) -> int:
+    """Print the figures as JSON, and write them to `path` when given."""
+    print(json.dumps(figures, indent=1))
+    if path:
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump(figures, f, indent=1)
+            f.write("\n")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sentences", type=int, default=100)
@@ -180,12 +178,7 @@ def main(argv: list[str] | None = None) -> int:
         figures = {"sentences": len(lines), "n": args.n, "max_length": args.max_length, "loadavg_before": load_before,
                    **ranks(model_dir, source, folder, args.n, args.max_length, args.batch_tokens),
                    "loadavg_after": os.getloadavg(), "cpus": os.cpu_count()}
-        print(json.dumps(figures, indent=1))
-        if args.json:
-            with open(args.json, "w", encoding="utf-8") as f:
-                json.dump(figures, f, indent=1)
-                f.write("\n")
-        return 0
+        return emit(figures, args.json)
     refs, owns, mine = [], [], []
     for k in range(args.repeats):
         refs.append(reference(model_dir, lines, args.n, args.max_length, args.threads, args.batch_tokens, False))
@@ -205,12 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     import ctranslate2
 
     figures["ctranslate2"] = ctranslate2.__version__
-    print(json.dumps(figures, indent=1))
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump(figures, f, indent=1)
-            f.write("\n")
-    return 0
+    return emit(figures, args.json)
 
 
 if __name__ == "__main__":

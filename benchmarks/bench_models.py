@@ -35,23 +35,10 @@ SHIPPED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "rerank
 
 
 def build_small_marian(out: str) -> str:
-    import torch
-    from transformers import MarianConfig, MarianMTModel
-
-    from rerank.recipes.tiny_models import DEFAULT_TEXT, read_text, train_tokenizer
+    from rerank.recipes.tiny_models import DEFAULT_TEXT, build_marian, read_text, train_tokenizer
 
     tokenizer = train_tokenizer(read_text(DEFAULT_TEXT), vocab_size=8000)
-    pad, eos = tokenizer.pad_token_id, tokenizer.eos_token_id
-    config = MarianConfig(vocab_size=len(tokenizer), d_model=256, encoder_layers=3, decoder_layers=3,
-                          encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=1024,
-                          decoder_ffn_dim=1024, max_position_embeddings=256, pad_token_id=pad, eos_token_id=eos,
-                          decoder_start_token_id=pad, forced_eos_token_id=eos)
-    torch.manual_seed(0)
-    model = MarianMTModel(config).eval()
-    model.generation_config.bad_words_ids = [[pad]]
-    model.save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    return out
+    return build_marian(out, tokenizer, d_model=256, layers=3, heads=4, ffn=1024)
 
 
 def plain_loop(model_dir: str, inputs: list[str], outputs: list[str]) -> np.ndarray:
