@@ -345,7 +345,7 @@ def _generate(cls: type[Backend], source: str, output: str, model: str, outputs:
               progress: Progress, meta: dict | None) -> Generated:
     """`generate` from its checks on, on every torchrun rank: the lock and the writing on rank 0."""
     from rerank import distributed
-    from rerank.io import output_lock
+    from rerank.io import file_digest, output_lock
 
     main = distributed.is_main()
     progress = progress if main else False
@@ -357,7 +357,7 @@ def _generate(cls: type[Backend], source: str, output: str, model: str, outputs:
         lengths[first:end] = backend.lengths(lines[first:end])
         blocks = plan_blocks(lengths, first, end, o)
         first_block = first // o.block
-        store = BlockStore(output, {**o.settings(), "model": os.path.abspath(model), "source": digest_of(source)})
+        store = BlockStore(output, {**o.settings(), "model": os.path.abspath(model), "source": file_digest(source)})
         finished = distributed.on_main(lambda: store.finished(first_block, len(blocks)))
         if finished and main:
             log.warning("note: %d of %d blocks read back from %s (an earlier run with these settings)", len(finished),
@@ -398,17 +398,6 @@ def _generate(cls: type[Backend], source: str, output: str, model: str, outputs:
         if main:
             store.remove()
     return Generated(paths, first, end, nbest.n_hyps, config)
-
-
-def digest_of(path: str) -> str:
-    """The SHA-256 of a file's bytes (the resumption key's source)."""
-    import hashlib
-
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 class BlockStore:
