@@ -117,8 +117,8 @@ def pro(data: TuningData, w0: np.ndarray | None = None, *, seed: int = 1, sample
         raise InputError(f"PRO smoothing {smoothing!r}: not one of {', '.join(SMOOTHINGS)}")
     if smoothing == "moses":
         if data.metric.sentence is not None or not getattr(data.metric.scorer, "bleu_statistics", False):
-            raise InputError(f"PRO smoothing moses is a sentence BLEU: it needs --metric bleu, not "
-                             f"{data.metric.display}")
+            raise InputError(f"PRO smoothing moses is a sentence BLEU: it needs the metric bleu (metric), not "
+                             f"{data.metric.display}", option="metric")
         sbleu = moses_sentence_bleu(data.stats)
     else:
         sbleu = data.sentence_objectives()  # higher is better (-TER for TER): j beats j' when sbleu[j] > sbleu[j']

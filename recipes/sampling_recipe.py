@@ -86,7 +86,6 @@ class Recipe:
 
     def log(self, text: str) -> None:
         logger.info(text)
-        print(f"[sampling] {text}", file=sys.stderr, flush=True)
 
     def path(self, name: str) -> str:
         return os.path.join(self.a.out, name)
@@ -237,8 +236,10 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.tiny:
         args.n, args.beam, args.qe_k, args.ar, args.bootstrap, args.metrics = 8, 2, 4, 200, 50, ["bleu", "chrf"]
-    logging.basicConfig(level=logging.WARNING)
-    Recipe(args).run()
+    from rerank.cliargs import stderr_log
+
+    with stderr_log(logging.INFO):
+        Recipe(args).run()
     return 0
 
 

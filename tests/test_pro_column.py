@@ -135,5 +135,5 @@ def test_pro_takes_moses_smoothing_for_bleu_only():
     res = pro(data, seed=2, smoothing="moses")
     j1, _ = sample_pairs(moses_sentence_bleu(data.stats), data.offsets, np.random.default_rng(2))
     assert res.n_pairs == len(j1)   # the pairs are those of Moses' sentence BLEU
-    with pytest.raises(InputError, match="needs --metric bleu"):
+    with pytest.raises(InputError, match=r"needs the metric bleu \(metric\)"):
         pro(prepare(linear_column(0, n=5), None, metric="column:q"), smoothing="moses")
