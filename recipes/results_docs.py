@@ -167,12 +167,40 @@ def selection_study(docs: str) -> str:
     return report(study["lists"], study["command"])
 
 
+def sampling_results(docs: str) -> str:
+    """Issue 48's recipe (recipes.sampling_recipe) from sampling/sampling.json and its config."""
+    table = _load(docs, os.path.join("sampling", "sampling.json"))
+    config = _load(docs, os.path.join("sampling", "sampling.config.json"))
+    cells = {(r["system"], r["metric"]): r for r in table["results"]}
+    metrics = table["metrics"]
+    lines = ["| system | " + " | ".join(f"{m} | p (AR) | bootstrap p" for m in metrics) + " |",
+             "|---|" + "---|---|---|" * len(metrics)]
+    for system in table["systems"]:
+        row = []
+        for m in metrics:
+            c = cells[(system, m)]
+            row += [f"{c['score']:.2f}{' ' + c['marks'] if c['marks'] else ''}",
+                    "-" if c["p"] is None else f"{c['p']:.1e}", "-" if c["bs_p"] is None else f"{c['bs_p']:.1e}"]
+        lines.append(f"| {system} | " + " | ".join(row) + " |")
+    steps = config["steps"]
+    timing = "; ".join(f"{name} {step['seconds']:.1f} s" + (f" at load {step['load']:.2f}" if step.get("load") else "")
+                       for name, step in steps.items())
+    s = config["sampling"]
+    return ("\n".join(lines) + "\n\n"
+            f"- candidates: {s['n']} epsilon samples a sentence (epsilon {s['epsilon']}, seed {s['seed']}), "
+            f"{steps['samples']['rows']} distinct rows over the test set; baseline: beam {config['beam']['n']}'s 1-best\n"
+            f"- significance: approximate randomisation ({config['eval']['ar']} trials) and paired bootstrap "
+            f"({config['eval']['bootstrap']} resamples) against the beam 1-best; † both below the level\n"
+            f"- seconds (wall, {config['machine']['cpus']} cores, {config['threads']} threads): {timing}\n")
+
+
 RENDER = {
     "README.md": {"baselines": baselines, "embedding": embedding_model,
                   "gains": lambda docs: gains(_load(docs, "results.json")["experiments"])},
     "stronger.md": {"tables": stronger_tables, "models": stronger_models, "summary": stronger_summary,
                     "mbr-study": mbr_study, "marian-channel": marian_channel, "selection-study": selection_study},
     "embeddings.md": {"embeddings": embedding_study},
+    "sampling.md": {"sampling": sampling_results},
 }
 
 
