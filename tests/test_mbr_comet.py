@@ -192,8 +192,10 @@ def test_comets_matrix_is_read_for_its_model_and_sources_alone(tmp_path, monkeyp
 
     expected = run(temperature=0.5)
     np.testing.assert_array_equal(run(matrix=folder), run())
-    # c2f's pairs from the exact method's estimator, not from its own embeddings: equal to rounding
-    np.testing.assert_allclose(run(method="c2f", c2f_k=2, matrix=folder), run(method="c2f", c2f_k=2), atol=1e-9)
+    # c2f's pairs from the exact method's estimator, not from its own embeddings: equal to float32
+    # rounding (the estimator runs in float32 on other batches; scores are x100: 1.1e-7 relative seen)
+    np.testing.assert_allclose(run(method="c2f", c2f_k=2, matrix=folder), run(method="c2f", c2f_k=2),
+                               rtol=1e-6, atol=1e-9)
     monkeypatch.setattr(comet.MBRUtility, "model", lambda self: (_ for _ in ()).throw(AssertionError("ran")))
     np.testing.assert_array_equal(run(temperature=0.5, matrix=folder), expected)
     with pytest.raises(InputError, match="list 1's texts are not those of the utility matrix"):
