@@ -38,7 +38,7 @@ def add_parser(subparsers) -> None:
 
 
 def _add_train(verbs) -> None:
-    from rerank.embeddings.config import PRESETS
+    from rerank.embeddings.config import MODES, PRESETS
 
     t = verbs.add_parser("train", help="train (or resume) a model",
                          description="Train on Multi30k (comparable task2 and/or translated task1). Without "
@@ -54,7 +54,7 @@ def _add_train(verbs) -> None:
     t.add_argument("--languages", help="comma-separated, e.g. en,de (default: the config's, else en,de)")
     t.add_argument("--sources", help="comma-separated: task2 (comparable), task1 (translated) "
                    "(default: the config's, else task2,task1)")
-    t.add_argument("--contrastive", choices=["random", "sum", "max"], help="(default: the config's, else random)")
+    t.add_argument("--contrastive", choices=list(MODES), help="(default: the config's, else random)")
     t.add_argument("--train-features", help="image features for the train split (.npy/.npz; default: none, "
                    "text-only)")
     t.add_argument("--val-features", help="image features for the val split (.npy/.npz; default: none)")

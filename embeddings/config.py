@@ -2,7 +2,7 @@
 
 Config keys (JSON; any omitted key takes its DEFAULTS value, `preset` sets the sizes word_dim,
 hidden_dim, joint_dim): languages, sources (task1 translated / task2 comparable Multi30k),
-image_features {train, val}, beta, margin, contrastive (random|sum|max), negatives (for random),
+image_features {train, val}, beta, margin, contrastive (random|sum|max|infonce), temperature (for infonce), negatives (for random),
 lr, batch_size, grad_clip, max_epochs, patience, min_freq, seed, max_minutes (wall-clock budget
 of one invocation, spent in whole epochs: see rerank.budget), checkpoint_minutes, ...
 Issue 14 keys: comparable_pairs (index: caption j with caption j of an image, 5 tuples; all: every
@@ -14,6 +14,8 @@ identity; identity: W = I), pseudo_pairs (a list of {file, src_lang, tgt_lang}: 
 disjoint_halves (the disjoint setting of Kadar et al. 2019 simulated on Multi30k: the first
 language's captions of the first half of the training images, the second language's of the other
 half; embeddings.data.languages_kept) and aligned_images (K: the first K images keep both).
+subword (None: words seen min_freq times; bpe or unigram: SentencePiece pieces of the Moses
+tokens, learnt on the training text) and subword_size (pieces per language, the specials included).
 Unknown keys, and numbers out of their range, are errors naming the key.
 """
 
@@ -24,11 +26,12 @@ from typing import Any
 
 from rerank.errors import InputError
 
-MODES = ("random", "sum", "max")
+MODES = ("random", "sum", "max", "infonce")
 COMPARABLE_PAIRS = ("index", "all")       # task2 caption pairs per image: j-j (5) or every pair (25)
 ALIGN_LOSSES = ("rcsls",)                 # word-embedding alignment objectives (embeddings.align)
 ALIGN_MAPS = ("linear", "identity")          # contrastive sampling of the hinge losses (embeddings.losses)
 LANGUAGES = ("en", "de", "fr", "cs")      # Moses tokeniser languages (embeddings.tokenize)
+SUBWORDS = ("bpe", "unigram")             # SentencePiece models of the vocabularies (embeddings.vocab)
 
 # Network sizes (the same words as `rerank nmt train --preset`); no torch here, so the command
 # line can offer them without loading it.
@@ -42,12 +45,13 @@ PRESETS = {
 DEFAULTS: dict[str, Any] = {
     "preset": "cpu", "languages": ["en", "de"], "sources": ["task2", "task1"], "comparable_per_image": 5,
     "image_features": {"train": None, "val": None}, "min_freq": 2, "max_vocab": None, "max_len": 50,
-    "dropout": 0.5, "init_std": 0.01, "beta": 0.5, "margin": 0.2, "contrastive": "random", "negatives": 5,
+    "dropout": 0.5, "init_std": 0.01, "beta": 0.5, "margin": 0.2, "contrastive": "random", "temperature": 0.05, "negatives": 5,
     "lr": 2e-4, "batch_size": 128, "grad_clip": 2.0, "max_epochs": 30, "patience": 5, "seed": 1234,
     "max_minutes": None, "max_steps": None, "checkpoint_minutes": 10.0, "train_limit": None, "validate": True, "select_images": 500,
     "comparable_pairs": "index", "align_loss": None, "dictionary": None, "align_weight": 1.0, "align_knn": 10,
     "align_batch": 1024, "align_neighbours": None, "align_languages": None, "align_map": "linear",
     "pseudo_pairs": [], "init": None, "disjoint_halves": False, "aligned_images": 0,
+    "subword": None, "subword_size": 8000,
 }
 
 
@@ -87,6 +91,7 @@ def _choice(cfg: dict, key: str, choices: tuple, optional: bool = False) -> None
 def _check_extras(cfg: dict) -> None:
     """The keys of word alignment, pseudo-pairs, fine-tuning and c2c pairs (issue 14)."""
     _choice(cfg, "comparable_pairs", COMPARABLE_PAIRS)
+    _choice(cfg, "subword", SUBWORDS, optional=True)
     _choice(cfg, "align_loss", ALIGN_LOSSES, optional=True)
     _choice(cfg, "align_map", ALIGN_MAPS)
     for key in ("dictionary", "init"):
@@ -128,8 +133,10 @@ _NUMBERS = (
      ("batch_size", "max_epochs", "patience", "negatives", "max_len", "min_freq", "word_dim", "hidden_dim",
       "joint_dim", "comparable_per_image", "select_images", "max_vocab", "max_steps", "train_limit", "align_knn",
       "align_batch", "align_neighbours")),
+    ("an integer >= 300 (256 byte pieces, the specials and some more)", lambda v: _int(v) and v >= 300,
+     ("subword_size",)),
     ("an integer >= 0", lambda v: _int(v) and v >= 0, ("seed", "aligned_images")),
-    ("a number > 0", lambda v: _number(v) and v > 0, ("lr", "checkpoint_minutes", "max_minutes")),
+    ("a number > 0", lambda v: _number(v) and v > 0, ("lr", "checkpoint_minutes", "max_minutes", "temperature")),
     ("a number >= 0", lambda v: _number(v) and v >= 0, ("margin", "grad_clip", "init_std", "align_weight")),
     ("a number in [0, 1)", lambda v: _number(v) and 0 <= v < 1, ("dropout",)),
     ("a number in [0, 1]", lambda v: _number(v) and 0 <= v <= 1, ("beta",)),

@@ -143,8 +143,9 @@ class Pools:
         self.unit_sample.append(sample)
 
     def only_complete(self) -> int:
-        """Keep only the units with a caption in every language; returns how many were dropped."""
-        full = [u for u, c in enumerate(self.unit_cands) if len(c) == len(self.languages)]
+        """Keep only the units with captions in at least two languages (a caption-caption pair for
+        R_ML: every language when there are two); returns how many were dropped."""
+        full = [u for u, c in enumerate(self.unit_cands) if len(c) >= min(2, len(self.languages))]
         dropped = len(self.unit_cands) - len(full)
         self.unit_image = [self.unit_image[u] for u in full]
         self.unit_cands = [self.unit_cands[u] for u in full]
@@ -202,12 +203,15 @@ class PoolOptions:
     limit: int | None = None
     disjoint_halves: bool = False
     aligned_images: int = 0
+    subword: str | None = None       # None (words), "bpe" or "unigram" (SentencePiece pieces)
+    subword_size: int = 8000
+    seed: int = 1234
 
     @classmethod
     def from_config(cls, cfg: dict) -> PoolOptions:
         """The options of a checked training config (rerank.embeddings.config)."""
         keys = ("comparable_per_image", "comparable_pairs", "max_len", "min_freq", "max_vocab", "disjoint_halves",
-                "aligned_images")
+                "aligned_images", "subword", "subword_size", "seed")
         return cls(**{key: cfg[key] for key in keys}, limit=cfg["train_limit"])
 
 
@@ -223,10 +227,11 @@ def build_pools(data_dir: str, split: str, languages: list[str], sources: list[s
     image number of its own past the split's images (never a negative of itself, no features).
     `options` (`PoolOptions`; None: the defaults): `limit` keeps only the first `limit` images
     (small experiments and tests); sentences are cut at `max_len` tokens; the vocabularies keep
-    words seen `min_freq` times, at most `max_vocab`. With `disjoint_halves` an image keeps only
+    words seen `min_freq` times, at most `max_vocab`, or with `subword` are SentencePiece models
+    of `subword_size` pieces learnt on the tokens. With `disjoint_halves` an image keeps only
     the captions of the languages `languages_kept` gives it (its tuples lack the others; the
     vocabularies see only the kept captions)."""
-    from rerank.embeddings.vocab import Vocab
+    from rerank.embeddings.vocab import SubwordVocab, Vocab
 
     o = PoolOptions() if options is None else options
     for lang in languages:
@@ -249,12 +254,16 @@ def build_pools(data_dir: str, split: str, languages: list[str], sources: list[s
         for i, kept in enumerate(keep):
             pools.add(i, {lang: [idx[lang][i]] for lang in kept}, False)
     if "task2" in sources:
-        missing = [lang for lang in languages if lang not in TASK2_LANGS]
-        if missing:
-            raise InputError(f"comparable Multi30k (task2) has only en and de captions, not {missing}; drop task2 or the language")
-        comparable = load_comparable(data_dir, split, languages)
-        _add_comparable(pools, {lang: [add(lang, col) for col in comparable[lang]] for lang in languages}, keep,
-                        o.comparable_per_image, o.comparable_pairs)
+        # task2 has English and German only: with more languages (fr, cs of task1) its tuples hold
+        # just those two, and the terms of the other languages leave them out (in-batch modes)
+        t2 = [lang for lang in languages if lang in TASK2_LANGS]
+        if len(t2) < 2:
+            raise InputError(f"comparable Multi30k (task2) has only en and de captions, and languages {languages} "
+                             "do not hold both; drop task2 or add the language")
+        comparable = load_comparable(data_dir, split, t2)
+        _add_comparable(pools, {lang: [add(lang, col) for col in comparable[lang]] for lang in t2},
+                        [tuple(lang for lang in langs if lang in TASK2_LANGS) for langs in keep], o.comparable_per_image,
+                        o.comparable_pairs)
     if extra_pairs:
         first = n
         for a, b, rows in extra_pairs:
@@ -265,7 +274,10 @@ def build_pools(data_dir: str, split: str, languages: list[str], sources: list[s
     if not pools.unit_image:
         raise InputError(f"no training data: sources {sources} gave no tuples")
     if vocabs is None:
-        vocabs = {lang: Vocab.build(tokens[lang], o.min_freq, o.max_vocab) for lang in languages}
+        if o.subword:   # pieces learnt from this split's tokens (the training text) alone
+            vocabs = {lang: SubwordVocab.build(tokens[lang], o.subword_size, o.subword, o.seed) for lang in languages}
+        else:
+            vocabs = {lang: Vocab.build(tokens[lang], o.min_freq, o.max_vocab) for lang in languages}
     for lang in languages:
         v = vocabs[lang]
         pools.sentences[lang] = [np.asarray(v.ids(t) or [1], dtype=np.int64) for t in tokens[lang]]

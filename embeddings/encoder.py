@@ -27,7 +27,7 @@ from rerank.embeddings.model import MLMME, ModelConfig
 from rerank.embeddings.modelfile import FORMAT, locate, model_paths, token_ids
 from rerank.embeddings.modelfile import read_meta as _read_meta
 from rerank.embeddings.modelfile import read_vocabs as _read_vocabs
-from rerank.embeddings.vocab import Vocab
+from rerank.embeddings.vocab import AnyVocab
 from rerank.device import load_tensors, load_weights, resolve_device
 from rerank.errors import InputError
 from rerank.io import atomic_write
@@ -36,7 +36,7 @@ from rerank.progress import Progress, track
 TABLE_LIMIT_BYTES = 512 * 2**20
 
 
-def save_model(path: str, model: MLMME, vocabs: dict[str, Vocab], info: dict, half: bool = False) -> tuple[str, str]:
+def save_model(path: str, model: MLMME, vocabs: dict[str, AnyVocab], info: dict, half: bool = False) -> tuple[str, str]:
     """Write NAME.pt (state_dict, optionally fp16) and NAME.json (config + vocab + info)."""
     pt, js = model_paths(path)
     state = {k: (v.detach().to("cpu").half() if half and v.is_floating_point() else v.detach().to("cpu").clone())
@@ -44,7 +44,7 @@ def save_model(path: str, model: MLMME, vocabs: dict[str, Vocab], info: dict, ha
     with atomic_write(pt, "wb") as f:
         torch.save(state, f)
     meta = {"format": FORMAT, "version": 1, "dtype": "float16" if half else "float32",
-            "model": model.cfg.to_dict(), "vocab": {lang: vocabs[lang].to_list() for lang in model.cfg.languages}, **info}
+            "model": model.cfg.to_dict(), "vocab": {lang: vocabs[lang].to_data() for lang in model.cfg.languages}, **info}
     with atomic_write(js) as f:
         json.dump(meta, f, ensure_ascii=False, indent=1)
     return pt, js
@@ -56,7 +56,7 @@ class Encoder:
 
     backend = "torch"
 
-    def __init__(self, model: MLMME, vocabs: dict[str, Vocab], meta: dict | None = None):
+    def __init__(self, model: MLMME, vocabs: dict[str, AnyVocab], meta: dict | None = None):
         self.model = model.eval()
         self.vocabs = vocabs
         self.meta = meta or {}

@@ -3,7 +3,10 @@ contrastive examples:
 
 - "sum": every other item in the batch (VSE, Kiros et al. 2014);
 - "max": only the hardest in-batch negative (VSE++ max-violation, Faghri et al. 2017);
-- "random": given negatives, resampled from the training set each epoch (the paper).
+- "random": given negatives, resampled from the training set each epoch (the paper);
+- "infonce": not a hinge but the softmax cross-entropy of each positive against every in-batch
+  item at a temperature (InfoNCE, the contrastive loss of CLIP and of LaBSE's translation
+  ranking), both directions; `margin` is unused.
 
 All vectors are assumed L2-normalised, so dot products are cosines. Every loss is summed over
 contrastive examples and both directions, and averaged over the positive pairs.
@@ -20,7 +23,7 @@ from rerank.embeddings.config import MODES  # the contrastive modes
 
 def pair_loss(a: torch.Tensor, b: torch.Tensor, margin: float, mode: str,
               neg_a: torch.Tensor | None = None, neg_b: torch.Tensor | None = None,
-              groups: torch.Tensor | None = None) -> torch.Tensor:
+              groups: torch.Tensor | None = None, temperature: float = 0.05) -> torch.Tensor:
     """Hinge loss for positive pairs (a_i, b_i), both directions.
 
     a, b: (B, d). For mode "random", neg_a / neg_b: (B, m, d) contrastive items for a_i's partner
@@ -41,6 +44,12 @@ def pair_loss(a: torch.Tensor, b: torch.Tensor, margin: float, mode: str,
     if groups is None:
         groups = torch.arange(a.shape[0], device=a.device)
     same = groups[:, None] == groups[None, :]
+    if mode == "infonce":
+        # the other items of a positive's own group are not wrong matches: left out of its softmax
+        logits = (scores / temperature).masked_fill(same & ~torch.eye(len(a), dtype=torch.bool, device=a.device),
+                                                    float("-inf"))
+        target = torch.arange(len(a), device=a.device)
+        return torch.nn.functional.cross_entropy(logits, target) + torch.nn.functional.cross_entropy(logits.t(), target)
     cost_b = (margin - pos[:, None] + scores).clamp(min=0).masked_fill(same, 0.0)  # a_i vs b_j
     cost_a = (margin - pos[None, :] + scores).clamp(min=0).masked_fill(same, 0.0)  # a_j vs b_i
     if mode == "sum":
@@ -66,7 +75,8 @@ def _rows(a: str, b: str, vectors: dict, groups, mode: str, masks: list) -> tupl
 
 def mlmme_loss(vectors: dict, languages: list[str], beta: float, margin: float, mode: str,
                negatives: dict | None = None, groups: torch.Tensor | None = None,
-               with_image: torch.Tensor | None = None, present: dict | None = None) -> tuple[torch.Tensor, dict]:
+               with_image: torch.Tensor | None = None, present: dict | None = None,
+               temperature: float = 0.05) -> tuple[torch.Tensor, dict]:
     """beta * R_MM + (1 - beta) * R_ML.
 
     R_MM sums pair_loss(image, sentence_k) over languages; R_ML sums pair_loss(v_k, v_l) over
@@ -75,7 +85,7 @@ def mlmme_loss(vectors: dict, languages: list[str], beta: float, margin: float, 
     have an image (caption-caption rows such as pseudo-pairs have none): R_MM uses only them
     (in-batch modes). `present` maps a language to the (B,) bool rows that have a caption in it
     (disjoint halves): each term uses only the rows that have both of its sides; a term without
-    rows is 0. Returns (loss, {"mm":..., "ml":...}).
+    rows is 0. `temperature` is that of mode "infonce". Returns (loss, {"mm":..., "ml":...}).
     """
     zero = next(iter(vectors.values())).new_zeros(())
     neg, present = negatives or {}, present or {}
@@ -86,12 +96,12 @@ def mlmme_loss(vectors: dict, languages: list[str], beta: float, margin: float, 
         for lang in languages:
             img, sent, g = _rows("image", lang, vectors, groups, mode, [with_image, present.get(lang)])
             if len(img):
-                r_mm = r_mm + pair_loss(img, sent, margin, mode, neg.get("image"), neg.get(lang), g)
+                r_mm = r_mm + pair_loss(img, sent, margin, mode, neg.get("image"), neg.get(lang), g, temperature)
     r_ml = zero
     if beta < 1:
         for k, l in itertools.combinations(languages, 2):
             a, b, g = _rows(k, l, vectors, groups, mode, [present.get(k), present.get(l)])
             if len(a):
-                r_ml = r_ml + pair_loss(a, b, margin, mode, neg.get(k), neg.get(l), g)
+                r_ml = r_ml + pair_loss(a, b, margin, mode, neg.get(k), neg.get(l), g, temperature)
     loss = beta * r_mm + (1 - beta) * r_ml
     return loss, {"mm": float(r_mm.detach()), "ml": float(r_ml.detach())}

@@ -14,7 +14,7 @@ import os
 from typing import Protocol
 
 from rerank.embeddings.tokenize import tokenize
-from rerank.embeddings.vocab import Vocab
+from rerank.embeddings.vocab import AnyVocab, vocab_from_data
 from rerank.errors import InputError
 
 FORMAT = "mlmme-rerank-embeddings"
@@ -75,23 +75,24 @@ def read_meta(js: str) -> dict:
     return meta
 
 
-def read_vocabs(meta: dict, cfg: Sizes, js: str) -> dict[str, Vocab]:
+def read_vocabs(meta: dict, cfg: Sizes, js: str) -> dict[str, AnyVocab]:
     """Every language's vocabulary from the JSON, of the size the model was built with."""
     vocabs = {}
     for lang in cfg.languages:
-        tokens = meta["vocab"].get(lang)
-        if not isinstance(tokens, list) or not all(isinstance(t, str) for t in tokens):
-            raise InputError(f"the {lang!r} vocabulary is missing or not a list of words", js)
-        if len(set(tokens)) != len(tokens):
-            raise InputError(f"the {lang!r} vocabulary repeats words", js)
-        vocabs[lang] = Vocab(tokens)
+        data = meta["vocab"].get(lang)
+        if data is None:
+            raise InputError(f"the {lang!r} vocabulary is missing", js)
+        try:
+            vocabs[lang] = vocab_from_data(data)
+        except ValueError as exc:
+            raise InputError(f"the {lang!r} vocabulary: {exc}", js) from None
         if len(vocabs[lang]) != cfg.vocab_sizes[lang]:
             raise InputError(f"the {lang!r} vocabulary has {len(vocabs[lang])} entries, the model was built with "
                              f"{cfg.vocab_sizes[lang]}: it does not belong to this model", js)
     return vocabs
 
 
-def token_ids(vocabs: dict[str, Vocab], sentences: list[str], lang: str, empty: str = "error") -> list[list[int]]:
+def token_ids(vocabs: dict[str, AnyVocab], sentences: list[str], lang: str, empty: str = "error") -> list[list[int]]:
     """Word ids of raw sentences in `lang` (embeddings.tokenize, then the language's vocabulary);
     an unknown language, a sentence that is not a str, or (empty="error") one without tokens is
     an InputError."""

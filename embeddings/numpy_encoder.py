@@ -53,7 +53,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rerank.embeddings.modelfile import locate, read_meta, read_vocabs, token_ids
-from rerank.embeddings.vocab import Vocab
+from rerank.embeddings.vocab import AnyVocab
 from rerank.embeddings.weights_reader import LegacyFormat, read_state_dict
 from rerank.errors import InputError
 from rerank.progress import Progress, track
@@ -266,7 +266,7 @@ class NumpyEncoder:
 
     backend = "numpy"
 
-    def __init__(self, spec: ModelSpec, state: dict[str, np.ndarray], vocabs: dict[str, Vocab],
+    def __init__(self, spec: ModelSpec, state: dict[str, np.ndarray], vocabs: dict[str, AnyVocab],
                  meta: dict | None = None, threads: int = 1):
         self.spec, self.vocabs, self.meta, self.threads = spec, vocabs, meta or {}, threads
         self._state = state

@@ -20,7 +20,7 @@ from torch.nn.parallel import DistributedDataParallel
 from rerank.embeddings import distributed as D
 from rerank.embeddings.align import Aligner
 from rerank.embeddings.config import DEFAULTS, resolve_config
-from rerank.embeddings.data import (PoolOptions, build_pools, epoch_tuples, image_list, load_features, pad_batch,
+from rerank.embeddings.data import (TASK2_LANGS, PoolOptions, build_pools, epoch_tuples, image_list, load_features, pad_batch,
                                      sample_negatives)
 from rerank.embeddings.encoder import Encoder, save_model
 from rerank.embeddings.evaluate import selection_score
@@ -28,7 +28,7 @@ from rerank.embeddings.losses import mlmme_loss
 from rerank.embeddings.finetune import check_image_dim, init_settings, load_init_weights
 from rerank.embeddings.model import MLMME, ModelConfig
 from rerank.embeddings.pseudopairs import load_pseudo_sources
-from rerank.embeddings.vocab import Vocab
+from rerank.embeddings.vocab import AnyVocab, vocab_from_data
 from rerank.budget import EpochBudget
 from rerank.progress import Progress, progress_bar
 from rerank.device import load_tensors, load_weights, resolve_device
@@ -42,16 +42,19 @@ TEXT_ONLY_NOTE = "no image features: text-only model (beta = 0, R_ML only)"
 _NO_CAPTION = np.ones(1, dtype=np.int64)   # stands in for a tuple's missing language (masked in the loss)
 
 
-def _read_vocabs(path: str, languages: list[str]) -> dict[str, Vocab]:
-    """The run's vocab.json (resuming): a word list per language."""
+def _read_vocabs(path: str, languages: list[str]) -> dict[str, AnyVocab]:
+    """The run's vocab.json (resuming): a word list or a SentencePiece model per language."""
     try:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise InputError(f"cannot read the run's vocabularies: {exc}", path) from None
-    if not isinstance(data, dict) or not all(isinstance(data.get(lang), list) for lang in languages):
-        raise InputError(f"not the vocabularies of this run (a word list for each of {languages})", path)
-    return {lang: Vocab(data[lang]) for lang in languages}
+    if not isinstance(data, dict) or not all(lang in data for lang in languages):
+        raise InputError(f"not the vocabularies of this run (one for each of {languages})", path)
+    try:
+        return {lang: vocab_from_data(data[lang]) for lang in languages}
+    except ValueError as exc:
+        raise InputError(f"not the vocabularies of this run: {exc}", path) from None
 
 
 class Trainer:
@@ -99,7 +102,7 @@ class Trainer:
                                               PoolOptions.from_config(c), load_pseudo_sources(c["pseudo_pairs"]))
         if self.main and not os.path.exists(self.ckpt_path):
             with atomic_write(vocab_path) as f:
-                json.dump({k: v.to_list() for k, v in self.vocabs.items()}, f, ensure_ascii=False)
+                json.dump({k: v.to_data() for k, v in self.vocabs.items()}, f, ensure_ascii=False)
         feats = c["image_features"]
         self.features = None
         if feats.get("train"):
@@ -108,6 +111,9 @@ class Trainer:
             if feats.get("val"):
                 load_features(feats["val"], len(image_list(self.data_dir, "val")), self.features.shape[1])
         self.text_only = self.features is None
+        if "task2" in c["sources"] and c["contrastive"] == "random" and not set(c["languages"]) <= set(TASK2_LANGS):
+            raise InputError(f"task2 has no {', '.join(x for x in c['languages'] if x not in TASK2_LANGS)} captions, so its "
+                             "tuples lack those languages: train them with contrastive sum, max or infonce")
         if self.text_only:
             c["beta"] = 0.0
             if len(c["languages"]) < 2:
@@ -214,7 +220,7 @@ class Trainer:
         with_image = None if self.features is None else groups < len(self.features)
         present = {lang: torch.from_numpy(sents[lang][pos] >= 0).to(self.device) for lang in c["languages"]}
         loss, _ = mlmme_loss(pos_vec, c["languages"], c["beta"], c["margin"], c["contrastive"], neg_vec, groups, with_image,
-                             present)
+                             present, c["temperature"])
         if self.aligner is not None:
             loss = loss + c["align_weight"] * self.aligner.loss(self.model, c["seed"], self.state["step"])
         self.opt.zero_grad(set_to_none=True)

@@ -88,7 +88,8 @@ class Study:
                   "estimated_minutes": variant.get("estimated_minutes"), "stages": records,
                   "minutes": round(sum(r["minutes"] for r in records), 1), "model": os.path.relpath(model, self.out),
                   "fp16_mb": _fp16_mb(model), "translation_retrieval": report["translation_retrieval"],
-                  "sts": report["sts"], "alignment": report.get("alignment"), "threads": self.threads}
+                  "translation_retrieval_val": report.get("translation_retrieval_val") or {}, "sts": report["sts"],
+                  "alignment": report.get("alignment"), "threads": self.threads}
         with atomic_write(os.path.join(self.out, name, "result.json")) as f:
             json.dump(result, f, indent=1)
         return result
@@ -163,7 +164,7 @@ class Study:
 
         stem = os.path.join(self.out, variant, "eval")
         settings = {"data_dir": os.path.abspath(self.m30k), "sts_dir": os.path.abspath(self.sts),
-                    "dictionary": os.path.abspath(self.dictionary)}
+                    "dictionary": os.path.abspath(self.dictionary), "retrieval": ["val", "test_2016"]}
         label = f"{variant}: evaluation"
         if not self.steps.is_done(label, stem + ".json", [model], settings):
             started = self.steps.start(label, stem + ".json", settings)
@@ -221,13 +222,15 @@ def _recalls(r: dict | None) -> str:
 
 def table(results: dict) -> str:
     """The Markdown table of a results.json: one row per variant."""
-    lines = ["| variant | stages | steps | minutes | en→de R@1/5/10 | de→en R@1/5/10 | STS 2014 | STS 2015 "
-             "| alignment ratio % | fp16 MB |", "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| variant | stages | steps | minutes | val en→de R@1/5/10 | val de→en R@1/5/10 | test_2016 en→de R@1/5/10 "
+             "| test_2016 de→en R@1/5/10 | STS 2014 | STS 2015 | alignment ratio % | fp16 MB |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, v in results["variants"].items():
         tr, sts, al = v["translation_retrieval"], v["sts"], v.get("alignment") or {}
+        val = v.get("translation_retrieval_val") or {}
         steps = sum(s.get("steps") or 0 for s in v["stages"] if s["kind"] == "train")
         cells = [name, " → ".join(s["name"] for s in v["stages"]), str(steps), f"{v['minutes']:.1f}",
-                 _recalls(tr.get("en->de")), _recalls(tr.get("de->en")),
+                 _recalls(val.get("en->de")), _recalls(val.get("de->en")), _recalls(tr.get("en->de")), _recalls(tr.get("de->en")),
                  *(f"{sts[k]['pearson']:.3f}" if k in sts else "–" for k in ("sts2014-images", "sts2015-images")),
                  f"{al['mean']:.2f}" if "mean" in al else "–", f"{v['fp16_mb']:.1f}"]
         lines.append("| " + " | ".join(cells) + " |")

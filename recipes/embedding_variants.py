@@ -34,9 +34,13 @@ from rerank.errors import InputError
 from rerank.io import read_json_object
 
 CONFIGS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "configs", "embeddings")
-ORDER = ("aligned-sum", "aligned-max", "aligned-sum-max", "c2c-all", "ame", "disjoint", "disjoint-aligned-slice",
-         "disjoint-pseudo-scratch", "disjoint-pseudo-finetune", "default")
-GROUPS = {"all": "every variant", "study": "every variant but default"}
+ISSUE14 = ("aligned-sum", "aligned-max", "aligned-sum-max", "c2c-all", "ame", "disjoint", "disjoint-aligned-slice",
+           "disjoint-pseudo-scratch", "disjoint-pseudo-finetune")
+# the text-side levers of issue 49, each against its baseline (infonce: the loss; the rest one change each)
+LEVERS = ("infonce", "infonce-t0.02", "infonce-t0.1", "infonce-16", "infonce-task1", "infonce-4lang", "infonce-bpe",
+          "wide-sum-max", "bpe-sum-max")
+ORDER = ISSUE14 + LEVERS + ("default",)
+GROUPS = {"all": "every variant", "study": "every variant but default", "levers": "the text-side levers (issue 49)"}
 STAGE_KEYS = {"train": {"name", "kind", "config", "init", "pseudo_pairs"},
               "pseudopairs": {"name", "kind", "model", "src_lang", "tgt_lang", "filter"}}
 NAME = re.compile(r"[A-Za-z0-9][\w-]*")
@@ -55,7 +59,9 @@ def select(spec: str | None, configs: str = CONFIGS) -> list[str]:
     names, chosen = available(configs), []
     for word in (spec or "all").split(","):
         word = word.strip()
-        if word in GROUPS:
+        if word == "levers":
+            chosen += [n for n in names if n in LEVERS]
+        elif word in GROUPS:
             chosen += [n for n in names if word == "all" or n != "default"]
         elif word in names:
             chosen.append(word)

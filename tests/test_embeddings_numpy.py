@@ -19,7 +19,7 @@ from rerank.embeddings.features import MLMMEMBRUtility
 from rerank.embeddings.model import MLMME, ModelConfig
 from rerank.embeddings.numpy_encoder import SPEC_KEYS, NumpyEncoder, UnsupportedModel, load_encoder
 from rerank.embeddings.tokenize import tokenize
-from rerank.embeddings.vocab import Vocab
+from rerank.embeddings.vocab import SubwordVocab, Vocab
 from rerank.embeddings.weights_reader import LegacyFormat, WeightsError, read_state_dict
 from rerank.errors import InputError
 from rerank.formats import read_nbest
@@ -39,9 +39,14 @@ TEXT = {"en": ["A man rides a bike.", "Two dogs play in the snow!", "A girl, in 
 
 
 def build(tmp_path, languages=("en", "de"), word=8, hidden=24, joint=16, image_dim=0, align=(), std=0.3, half=False,
-          seed=0, name="m"):
-    """A test model saved by save_model (random weights spread by `std`) and its torch Encoder."""
-    vocabs = {lang: Vocab.build(tokenize(s, lang) for s in TEXT[lang]) for lang in languages}
+          seed=0, name="m", subword=None):
+    """A test model saved by save_model (random weights spread by `std`) and its torch Encoder;
+    `subword` (bpe, unigram): SentencePiece vocabularies of 300 pieces learnt on TEXT (the 256
+    byte pieces and the pieces the text gives)."""
+    if subword:
+        vocabs = {lang: SubwordVocab.build([tokenize(s, lang) for s in TEXT[lang]], 300, subword) for lang in languages}
+    else:
+        vocabs = {lang: Vocab.build(tokenize(s, lang) for s in TEXT[lang]) for lang in languages}
     cfg = ModelConfig(languages=list(languages), vocab_sizes={k: len(v) for k, v in vocabs.items()}, word_dim=word,
                       hidden_dim=hidden, joint_dim=joint, image_dim=image_dim, init_std=std,
                       align_pairs=[list(p) for p in align])
@@ -67,7 +72,8 @@ def sentences(lang, n=120, seed=1):
 
 
 # every config embeddings.model's ModelConfig allows: languages (K = 1..4), a projection or none,
-# images or none, AME word maps (align_pairs), fp16 storage, the presets' shapes at small sizes
+# images or none, AME word maps (align_pairs), fp16 storage, the presets' shapes at small sizes,
+# word or SentencePiece vocabularies
 VARIANTS = {
     "projected": {},
     "no projection": {"hidden": 16, "joint": 16},
@@ -78,6 +84,8 @@ VARIANTS = {
     "fp16": {"half": True},
     "tiny preset": {"word": 32, "hidden": 32, "joint": 32, "std": 0.1},
     "wide": {"word": 40, "hidden": 96, "joint": 64, "std": 0.15},
+    "bpe pieces": {"subword": "bpe"},
+    "unigram pieces, four languages": {"subword": "unigram", "languages": ("en", "de", "fr", "cs")},
     # the other tests' models: tests/test_features.py's (weights N(0, 0.5)), tests/edges_helpers.py's
     "test_features": {"hidden": 12, "joint": 6, "std": 0.5},
     "edges_helpers": {"hidden": 8, "joint": 6, "image_dim": 5, "std": 0.01},

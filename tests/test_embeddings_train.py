@@ -156,3 +156,29 @@ def test_bad_config_and_language(tmp_path):
         train({**TINY, "languages": ["en", "fr"]}, DATA, str(tmp_path / "y"), quiet=True)
     with pytest.raises(InputError, match=r"languages \['en', 'xx'\]: each must be one of en, de, fr, cs"):
         train({**TINY, "languages": ["en", "xx"], "sources": ["task1"]}, DATA, str(tmp_path / "z"), quiet=True)
+
+
+def test_more_languages_than_task2_has(tmp_path):
+    """K = 3 (en, de, fr) with task2: its tuples hold only en and de, task1's all three; the
+    in-batch InfoNCE loss leaves the missing French out and still learns every pair."""
+    from rerank.embeddings.data import PoolOptions, build_pools, load_translated
+
+    pools, _ = build_pools(DATA, "train", ["en", "de", "fr"], ["task1", "task2"], options=PoolOptions(min_freq=1))
+    n = len(load_translated(DATA, "train", ["en"])["en"])
+    langs = [tuple(sorted(c)) for c in pools.unit_cands]
+    assert langs.count(("de", "en", "fr")) == n and langs.count(("de", "en")) == len(langs) - n > 0
+    cfg = {**TINY, "languages": ["en", "de", "fr"], "dropout": 0.0, "init_std": 0.1, "lr": 0.01,
+           "contrastive": "infonce", "temperature": 0.1, "max_epochs": 30, "patience": 1000, "validate": False}
+    torch.manual_seed(0)
+    enc = Encoder.load(train(cfg, DATA, str(tmp_path / "run"), quiet=True))
+    cap = load_translated(DATA, "train", ["en", "de", "fr"])
+    v = {lang: enc.encode(cap[lang], lang) for lang in cap}
+    for a, b in (("en", "fr"), ("de", "fr"), ("en", "de")):
+        assert (paired_ranks(v[a], v[b]) == 1).mean() > 0.9
+    with pytest.raises(InputError, match="task2 has no fr captions"):
+        train({**cfg, "contrastive": "random", "negatives": 2}, DATA, str(tmp_path / "r"), quiet=True)
+    report = evaluate(enc, DATA, select_images=20)
+    n_val = len(load_translated(DATA, "val", ["en"])["en"])
+    assert set(report["translation_retrieval_val"]) == {f"{a}->{b}" for a in "en de fr".split()
+                                                        for b in "en de fr".split() if a != b}
+    assert report["translation_retrieval_val"]["fr->de"]["n"] == n_val
