@@ -1,5 +1,6 @@
-"""The stronger reranker on the shipped Multi30k lists: the NMT features, + s_s (MLMME), + mbr
-(consensus), + channel + lm, and everything together, each tuned by k-best MIRA (R runs) on val
+"""The stronger reranker on the shipped Multi30k lists: the NMT features, + s_s (MLMME), + the
+MLMME cosine against the other hypotheses (the mlmme MBR utility, mbr_mlmme) alone and with s_s,
++ mbr (consensus), + channel + lm, and everything together, each tuned by k-best MIRA (R runs) on val
 and scored on test_2016 with BLEU, METEOR and TER († vs the NMT 1-best, ‡ vs MIRA on the NMT
 features), for every flavour and list size. Resumable: every featured list and experiment
 writes a DONE marker (recipes.steps).
@@ -45,13 +46,18 @@ SPLIT_FILES = {"val": "val", "test_2016": "test_2016_flickr"}
 SYSTEMS = [
     SystemSpec("MIRA: NMT features", BASE_FEATURES),
     SystemSpec("+ s_s", BASE_FEATURES + ["s_s"]),
+    # the paper's s_s of the hypothesis against the other hypotheses: the expected cosine under the
+    # NMT posterior (the mlmme MBR utility), alone and beside s_s(source, hyp)
+    SystemSpec("+ s_s mbr", BASE_FEATURES + ["mbr_mlmme"]),
+    SystemSpec("+ s_s + s_s mbr", BASE_FEATURES + ["s_s", "mbr_mlmme"]),
     SystemSpec("+ mbr", BASE_FEATURES + ["mbr"]),
     SystemSpec("+ channel + lm", BASE_FEATURES + MODEL_FEATURES),
     SystemSpec("all", BASE_FEATURES + ["s_s", "mbr"] + MODEL_FEATURES),
 ]
 
 
-COMPUTED = {"s_s": ["s_s"], "mbr": ["mbr"], "channel": ["channel", "channel_norm"], "lm": ["lm", "lm_norm"]}
+COMPUTED = {"s_s": ["s_s"], "mbr": ["mbr"], "s_s_mbr": ["mbr_mlmme"], "channel": ["channel", "channel_norm"],
+            "lm": ["lm", "lm_norm"]}
 COLUMNS = [c for group in COMPUTED.values() for c in group]  # every column add_features makes, in its order
 
 
@@ -61,7 +67,7 @@ def reusable(nbest, reuse: bool) -> list[str]:
 
 
 def add_features(nbest, sources: list[str], models: dict, device: str = "cpu", keep=()):
-    """s_s, mbr, channel(_norm), lm(_norm) columns for one n-best list; the groups named in `keep`
+    """s_s, mbr, mbr_mlmme, channel(_norm), lm(_norm) columns for one n-best list; the groups named in `keep`
     (keys of COMPUTED, e.g. "channel") are the list's own columns, not computed. The columns come
     out in one order whatever was kept: the list's other columns, then COLUMNS."""
     progress = terminal_bars()
@@ -80,6 +86,13 @@ def add_features(nbest, sources: list[str], models: dict, device: str = "cpu", k
         from rerank.consensus import mbr_scores
 
         nbest = nbest.with_feature("mbr", mbr_scores(nbest, nbest.column("nmt")))
+    if "s_s_mbr" not in keep:
+        from rerank.consensus import MBROptions, make_utility, mbr_scores
+        from rerank.features import FeatureContext
+
+        utility = make_utility("mlmme", models["embedding"], None, FeatureContext(tgt_lang="de", device=device))
+        nbest = nbest.with_feature("mbr_mlmme", mbr_scores(nbest, nbest.column("nmt"), MBROptions(utility="mlmme"),
+                                                           model=utility))
     if "channel" not in keep:
         from rerank.nmt.scoring import channel_scores, distinct_pairs
 
@@ -112,7 +125,7 @@ class Stronger:
 
     def model_files(self, keep=()) -> list[str]:
         """The model files behind the columns that are computed (not in `keep`)."""
-        files = {"s_s": self.models["embedding"],
+        files = {"s_s": self.models["embedding"], "s_s_mbr": self.models["embedding"],
                  "channel": self.models["channel"] and os.path.join(self.models["channel"], "best.pt"),
                  "lm": self.models["lm"] and os.path.join(self.models["lm"], "best.pt")}
         missing = [g for g, f in files.items() if g not in keep and not f]
@@ -128,7 +141,7 @@ class Stronger:
         nbest = read_nbest(path)
         keep = reusable(nbest, self.args.reuse_columns)
         inputs, step = [path, source] + self.model_files(keep), f"features {flavour} {split} {n}"
-        config = {"features": ["s_s", "mbr"] + MODEL_FEATURES, "sentences": self.args.sentences}
+        config = {"features": ["s_s", "mbr", "mbr_mlmme"] + MODEL_FEATURES, "sentences": self.args.sentences}
         if keep:  # (absent otherwise: the markers of runs without --reuse-columns stay valid)
             config["reused"] = [c for g in keep for c in COMPUTED[g]]
         if self.steps.is_done(step, out, inputs, config):

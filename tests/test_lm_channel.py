@@ -3,6 +3,7 @@ trained on a toy language, scoring n-best hypotheses."""
 
 import gzip
 import json
+import os
 import random
 
 import numpy as np
@@ -134,12 +135,21 @@ def test_the_stronger_reranker_experiment_runs_and_resumes(toy, tmp_path):
     results = saved["experiments"]["optimised.20best"]
     assert saved["command"].startswith("python -m rerank.recipes.stronger --lm-model")
     assert saved["models"]["channel"]["epochs"] >= 1 and saved["models"]["embedding"] == "mlmme-small.pt"
-    assert results["systems"] == ["NMT 1-best", "MIRA: NMT features", "+ s_s", "+ mbr", "+ channel + lm", "all"]
+    assert results["systems"] == ["NMT 1-best", "MIRA: NMT features", "+ s_s", "+ s_s mbr", "+ s_s + s_s mbr", "+ mbr",
+                                  "+ channel + lm", "all"]
     assert set(results["weights"]["all"][0]) == {"nmt", "nmt_norm", "len", "s_s", "mbr", "channel", "channel_norm",
                                                  "lm", "lm_norm"}
     featured = read_nbest(str(tmp_path / "run" / "features" / "optimised.test_2016.20best.feat.gz"))
     sums, counts = LanguageModel.load(str(toy / "lm")).score(list(featured.hyps))
     np.testing.assert_allclose(featured.column("lm"), sums, atol=1e-5)
+    # mbr_mlmme is what `rerank features --which mbr --mbr-utility mlmme` gives (the API's feature)
+    from rerank.api import add_features as api_features
+    from rerank.recipes.demo import data_dir
+
+    shipped_model = os.path.join(data_dir(), "models", "mlmme-small.pt")
+    expected = api_features(featured.select_features(["nmt"]), "mbr", mbr_utility="mlmme", model=shipped_model,
+                            tgt_lang="de")
+    np.testing.assert_allclose(featured.column("mbr_mlmme"), expected.column("mbr"), atol=1e-4)
     table = (tmp_path / "run" / "stronger.md").read_text()
     base = next(r["score"] for r in results["results"] if r["system"] == "NMT 1-best" and r["metric"] == "bleu")
     mbr = next(r["score"] for r in results["results"] if r["system"] == "+ mbr" and r["metric"] == "bleu")

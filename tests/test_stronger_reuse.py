@@ -24,13 +24,14 @@ def test_reuse_columns_takes_channel_and_lm_from_the_lists(tmp_path):
     assert stronger.main(args) == 0
     shipped = read_nbest(shipped_lists()[("optimised", 20)]["test_2016"]).select_sentences(range(12))
     featured = read_nbest(str(tmp_path / "run" / "features" / "optimised.test_2016.20best.feat.gz"))
-    assert featured.feature_names == ["nmt", "nmt_norm", "len", "s_s", "mbr", "channel", "channel_norm", "lm", "lm_norm"]
+    assert featured.feature_names == ["nmt", "nmt_norm", "len", "s_s", "mbr", "mbr_mlmme", "channel", "channel_norm",
+                                      "lm", "lm_norm"]
     assert list(featured.hyps) == list(shipped.hyps)
     for name in ("nmt", "channel", "channel_norm", "lm", "lm_norm"):
         np.testing.assert_array_equal(featured.column(name), shipped.column(name))
     assert np.ptp(featured.column("s_s")) > 0 and np.ptp(featured.column("mbr")) > 0  # computed here
     log = (tmp_path / "run" / "stronger.log").read_text()
-    assert "computing s_s, mbr; taking channel, channel_norm, lm, lm_norm from" in log
+    assert "computing s_s, mbr, s_s_mbr; taking channel, channel_norm, lm, lm_norm from" in log
     saved = json.loads((tmp_path / "run" / "results.json").read_text())
     assert saved["models"]["lm"] == RECORD["lm"] and saved["models"]["channel"] == RECORD["channel"]
     assert saved["models"]["reused_from"]["record"] == str(tmp_path / "published.json")
