@@ -10,7 +10,8 @@ its checkpoint, and variants sharing a stage train it once. Each final model is 
 (translation retrieval R@1/5/10 both ways on test_2016, STS 2014/2015 images, the alignment ratio
 over the MUSE dictionary) into OUT/VARIANT/eval.{json,md}; OUT/VARIANT/result.json adds its
 stages and training minutes; OUT/results.json and OUT/results.md gather every finished variant.
---publish copies results.json to docs/results/embeddings.json and renders the numbers block of
+--publish merges results.json into docs/results/embeddings.json (a variant this run did not make
+keeps its published row) and renders the numbers block of
 docs/results/embeddings.md from it (recipes.results_docs).
 """
 
@@ -23,10 +24,10 @@ import os
 import sys
 import time
 
-from rerank.recipes.embedding_variants import CONFIGS, GROUPS, available, load_variant, select
+from rerank.recipes.embedding_variants import CONFIGS, GROUPS, ORDER, available, load_variant, select
 from rerank.recipes.steps import Steps, marker_path, read_marker
 from rerank.errors import InputError
-from rerank.io import atomic_copy, atomic_write
+from rerank.io import atomic_write
 from rerank.cliargs import terminal_bars
 
 logger = logging.getLogger(__name__)
@@ -237,15 +238,37 @@ def table(results: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def merged(published: dict | None, new: dict) -> dict:
+    """The published results with the new run's variants added or replaced: the study is run a few
+    variants at a time (and on other machines), so a variant this run did not make keeps its
+    published row, and the commands that made the kept rows are listed (`earlier_commands`)."""
+    if not published:
+        return new
+    variants = {**published["variants"], **new["variants"]}
+    kept = [n for n in published["variants"] if n not in new["variants"]]
+    earlier = [c for c in [*published.get("earlier_commands", []), published["command"]] if c != new["command"]]
+    return {"command": new["command"], "earlier_commands": earlier if kept else [],
+            "variants": {n: variants[n] for n in sorted(variants, key=lambda n: (ORDER.index(n) if n in ORDER
+                                                                              else len(ORDER), n))}}
+
+
 def publish(out: str, docs: str = DOCS) -> list[str]:
-    """OUT/results.json to DOCS/embeddings.json, and the numbers block of DOCS/embeddings.md rendered from it."""
+    """OUT/results.json merged into DOCS/embeddings.json (`merged`), and the numbers block of
+    DOCS/embeddings.md rendered from it."""
     from rerank.recipes.results_docs import RENDER, render
 
     src = os.path.join(out, "results.json")
     if not os.path.isfile(src):
         raise InputError("no results.json: run the study first", out)
     dst, page = os.path.join(docs, "embeddings.json"), os.path.join(docs, "embeddings.md")
-    atomic_copy(src, dst)
+    with open(src, encoding="utf-8") as f:
+        new = json.load(f)
+    published = None
+    if os.path.isfile(dst):
+        with open(dst, encoding="utf-8") as f:
+            published = json.load(f)
+    with atomic_write(dst) as f:
+        json.dump(merged(published, new), f, indent=1)
     if not os.path.isfile(page):
         return [dst]
     text = render(page, RENDER["embeddings.md"], docs)

@@ -38,7 +38,7 @@ ISSUE14 = ("aligned-sum", "aligned-max", "aligned-sum-max", "c2c-all", "ame", "d
            "disjoint-pseudo-scratch", "disjoint-pseudo-finetune")
 # the text-side levers of issue 49, each against its baseline (infonce: the loss; the rest one change each)
 LEVERS = ("infonce", "infonce-t0.02", "infonce-t0.1", "infonce-16", "infonce-task1", "infonce-4lang", "infonce-bpe",
-          "wide-sum-max", "bpe-sum-max")
+          "infonce-bpe-max", "wide-sum-max", "bpe-sum-max")
 ORDER = ISSUE14 + LEVERS + ("default",)
 GROUPS = {"all": "every variant", "study": "every variant but default", "levers": "the text-side levers (issue 49)"}
 STAGE_KEYS = {"train": {"name", "kind", "config", "init", "pseudo_pairs"},

@@ -114,6 +114,24 @@ def test_publish_renders_the_block(study, tmp_path):
     assert RENDER["embeddings.md"]["embeddings"](str(tmp_path / "none")).startswith("Pending:")
 
 
+def test_publishing_a_few_variants_keeps_the_published_others(study, tmp_path):
+    from rerank.recipes.embedding_study import merged
+
+    root, _ = study
+    run = json.loads((root / "run" / "results.json").read_text())
+    (name, row), = list(run["variants"].items())[:1]
+    other = next(n for n in ORDER if n not in run["variants"])
+    published = {"command": "old", "variants": {other: {"old": 1}, name: {"old": 2}}}
+    both = merged(published, run)
+    assert both["variants"][name] == row and both["variants"][other] == {"old": 1}
+    assert both["command"] == run["command"] and both["earlier_commands"] == ["old"]
+    assert list(both["variants"]) == sorted(both["variants"], key=lambda n: ORDER.index(n) if n in ORDER else 99)
+    again = merged(both, {"command": "newer", "variants": {other: {"new": 3}}})
+    assert again["variants"][other] == {"new": 3} and again["earlier_commands"] == ["old", run["command"]]
+    assert merged({"command": "old", "variants": {name: {}}}, run)["earlier_commands"] == []   # nothing kept
+    assert merged(None, run) == run
+
+
 @pytest.mark.parametrize("text,message", [
     ('{"stages": [\n oops]}', ":2: not JSON"),
     ('{"stages": []}', 'a non-empty list "stages"'),
