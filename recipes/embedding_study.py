@@ -221,6 +221,21 @@ def _recalls(r: dict | None) -> str:
     return " / ".join(f"{r[k]:.1f}" for k in ("r1", "r5", "r10")) if r else "–"
 
 
+def val_r1(variant: dict) -> float | None:
+    """The study's choice criterion: mean R@1 of translation retrieval both ways (en-de) on all of
+    task1 val; None for a row made before val was evaluated."""
+    val = variant.get("translation_retrieval_val") or {}
+    if not all(d in val for d in ("en->de", "de->en")):
+        return None
+    return (val["en->de"]["r1"] + val["de->en"]["r1"]) / 2
+
+
+def best_on_val(results: dict) -> str | None:
+    """The variant with the highest val_r1 (ties: the earlier in the table), None if none has one."""
+    scored = [(val_r1(v), -i, name) for i, (name, v) in enumerate(results["variants"].items()) if val_r1(v) is not None]
+    return max(scored)[2] if scored else None
+
+
 def table(results: dict) -> str:
     """The Markdown table of a results.json: one row per variant."""
     lines = ["| variant | stages | steps | minutes | val en→de R@1/5/10 | val de→en R@1/5/10 | test_2016 en→de R@1/5/10 "
@@ -235,6 +250,10 @@ def table(results: dict) -> str:
                  *(f"{sts[k]['pearson']:.3f}" if k in sts else "–" for k in ("sts2014-images", "sts2015-images")),
                  f"{al['mean']:.2f}" if "mean" in al else "–", f"{v['fp16_mb']:.1f}"]
         lines.append("| " + " | ".join(cells) + " |")
+    best = best_on_val(results)
+    if best:
+        lines += ["", f"Best on val (mean R@1 of en→de and de→en on all of task1 val, {val_r1(results['variants'][best]):.2f}): "
+                  f"`{best}`. Rows with – in the val columns were made before the study evaluated val."]
     return "\n".join(lines) + "\n"
 
 

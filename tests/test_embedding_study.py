@@ -132,6 +132,26 @@ def test_publishing_a_few_variants_keeps_the_published_others(study, tmp_path):
     assert merged(None, run) == run
 
 
+def test_the_choice_is_the_best_mean_val_r1():
+    from rerank.recipes.embedding_study import best_on_val, table
+
+    def row(val, test):
+        r = lambda x: {"r1": x, "r5": x, "r10": x}  # noqa: E731
+        out = {"stages": [], "minutes": 1.0, "fp16_mb": 1.0, "sts": {}, "translation_retrieval": {"en->de": r(test),
+               "de->en": r(test)}}
+        if val is not None:
+            out["translation_retrieval_val"] = {"en->de": r(val), "de->en": r(val - 2)}
+        return out
+
+    # chosen on val, whatever test says; a row without val (an older run) is never chosen
+    results = {"variants": {"a": row(90, 99), "b": row(93, 80), "c": row(None, 100), "d": row(93, 70)}}
+    assert best_on_val(results) == "b"
+    text = table(results)
+    assert "Best on val (mean R@1 of en→de and de→en on all of task1 val, 92.00): `b`" in text
+    assert "| c |  | 0 | 1.0 | – | – | 100.0 / 100.0 / 100.0 |" in text
+    assert best_on_val({"variants": {"c": row(None, 100)}}) is None
+
+
 @pytest.mark.parametrize("text,message", [
     ('{"stages": [\n oops]}', ":2: not JSON"),
     ('{"stages": []}', 'a non-empty list "stages"'),
