@@ -55,8 +55,13 @@ def shipped_lists(root: str | None = None) -> dict[tuple[str, int], dict[str, st
     return {key: splits for key, splits in found.items() if {"val", "test_2016"} <= set(splits)}
 
 
+SHIPPED_MODEL = "mlmme-bpe"   # the shipped embedding model, rerank/data/models/NAME.{pt,json} (issue 49)
+
+
 def default_model() -> str:
-    return os.path.join(data_dir(), "models", "mlmme-small.pt")
+    """The shipped embedding model: the reproduction's embedding step (recipes/configs/embedding.json).
+    (mlmme-small.pt, the model before it, still ships: the results made with it name it.)"""
+    return os.path.join(data_dir(), "models", SHIPPED_MODEL + ".pt")
 
 
 def add_embedding_feature(nbest, sources, model_path: str, name: str = "s_s", device: str = "cpu"):

@@ -43,7 +43,7 @@ def add_parser(subparsers):
                         help="bootstrap samples for s_sel and CIs; 0: none (default: %(default)s)")
     parser.add_argument("--metrics", default="bleu,meteor,ter", help="comma-separated metrics (default: %(default)s)")
     parser.add_argument("--model", help="embedding model to use instead of the shipped one (default: the shipped "
-                        "mlmme-small)")
+                        "mlmme-bpe)")
     parser.add_argument("--sentences", type=positive_int,
                         help="use only the first N sentences of val and test, a quick look (default: all)")
     parser.add_argument("--seed", type=nonnegative_int, default=1, help="(default: %(default)s)")

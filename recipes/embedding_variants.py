@@ -37,8 +37,8 @@ CONFIGS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "configs", "e
 ISSUE14 = ("aligned-sum", "aligned-max", "aligned-sum-max", "c2c-all", "ame", "disjoint", "disjoint-aligned-slice",
            "disjoint-pseudo-scratch", "disjoint-pseudo-finetune")
 # the text-side levers of issue 49, each against its baseline (infonce: the loss; the rest one change each)
-LEVERS = ("infonce", "infonce-t0.02", "infonce-t0.1", "infonce-16", "infonce-task1", "infonce-4lang", "infonce-bpe",
-          "infonce-bpe-max", "wide-sum-max", "bpe-sum-max")
+LEVERS = ("infonce", "infonce-t0.02", "infonce-task1", "infonce-4lang", "infonce-bpe", "infonce-bpe-max", "wide-sum-max",
+          "bpe-sum-max", "infonce-4lang-bpe-max")
 ORDER = ISSUE14 + LEVERS + ("default",)
 GROUPS = {"all": "every variant", "study": "every variant but default", "levers": "the text-side levers (issue 49)"}
 STAGE_KEYS = {"train": {"name", "kind", "config", "init", "pseudo_pairs"},

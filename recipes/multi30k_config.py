@@ -40,7 +40,7 @@ class RecipeConfig:
     embedding_config: dict = option({}, "embedding training settings: keys of embeddings/config.py DEFAULTS, e.g. "
                                     "{\"dropout\": 0.0}; recorded with every model", cli=False)
     embedding_model: str | None = option(None, "use this trained text-only embedding model for s_s instead of "
-                                         "training one (e.g. the shipped rerank/data/models/mlmme-small.pt)",
+                                         "training one (e.g. the shipped rerank/data/models/mlmme-bpe.pt)",
                                          check=PATH, metavar="MODEL", default_text="train")
     nmt_config: dict = option({}, "NMT training settings: fields of nmt/train.py TrainConfig, e.g. "
                               "{\"subword\": \"bpe\"}; recorded with every run", cli=False)

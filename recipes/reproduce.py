@@ -1,9 +1,9 @@
 """`rerank recipe reproduce`: every model, n-best list, table and figure behind docs/results, from
 the data alone, in order, with the committed configurations (recipes/configs/*.json):
 
-1. the text-only embedding model (configs/embedding.json: trained with the sum loss, then
-   fine-tuned with max-violation as its "finetune" key says), exported in fp16 with its
-   evaluation (the shipped rerank/data/models/mlmme-small.{pt,json} is this step's model: it was
+1. the text-only embedding model (configs/embedding.json: trained with the InfoNCE loss over
+   SentencePiece BPE vocabularies, then fine-tuned with max-violation as its "finetune" key says), exported in fp16 with its
+   evaluation (the shipped rerank/data/models/mlmme-bpe.{pt,json} is this step's model: it was
    made by the embedding study's `default` variant, whose stages a test keeps equal to this config);
 2. `recipe multi30k` with configs/nmt.json: the three NMT flavours, their 20-/50-best lists for
    val and test_2016, s_s, MIRA runs, significance tables, oracle curve;
@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from rerank.recipes.demo import SHIPPED_MODEL
 from rerank.recipes.steps import Steps
 from rerank.errors import InputError
 from rerank.formats import read_nbest, write_nbest
@@ -80,7 +81,7 @@ class Reproduction:
         if finetune:
             model = self.train_embedding("embedding fine-tuning", {**config, **finetune, "init": model},
                                          self.path("embedding", "finetune"), inputs=[model])
-        exported = self.path("embedding", "mlmme-small.pt")
+        exported = self.path("embedding", SHIPPED_MODEL + ".pt")
         inputs = [model]
         if not self.steps.is_done("embedding export", exported, inputs, {"dtype": "float16"}):
             started = self.steps.start("embedding export", exported, {"dtype": "float16"})
@@ -175,7 +176,8 @@ def export_embedding(model_path: str, exported: str, m30k: str, sts_dir: str, de
     report = evaluate(encoder, m30k, sts_dir, device=device)
     info = {"training": encoder.meta.get("training", {}), "exported_from": os.path.abspath(model_path),
             "note": "text-only (R_ML) en+de model; fp16 weights, loaded as float32",
-            "evaluation": {"translation_retrieval_test_2016": report["translation_retrieval"], "sts": report["sts"],
+            "evaluation": {"translation_retrieval_test_2016": report["translation_retrieval"],
+                           "translation_retrieval_val": report["translation_retrieval_val"], "sts": report["sts"],
                            "uses_images": False}}
     save_model(exported, encoder.model, encoder.vocabs, info, half=True)
 
@@ -201,7 +203,7 @@ def publish(out: str, docs: str = os.path.join(ROOT, "docs", "results"),
     pairs = result_pairs(out, docs, flavours, sizes)
     pairs.append((os.path.join(out, "nmt_results.json"), os.path.join(docs, "nmt_results.json")))
     pairs.append((os.path.join(out, "nmt_results.json"), os.path.join(package, "multi30k", "nmt_results.json")))
-    pairs += [(os.path.join(out, "embedding", "mlmme-small" + ext), os.path.join(package, "models", "mlmme-small" + ext))
+    pairs += [(os.path.join(out, "embedding", SHIPPED_MODEL + ext), os.path.join(package, "models", SHIPPED_MODEL + ext))
               for ext in (".pt", ".json")]
     lists = [(os.path.join(out, "stronger", "features", f"{flavour}.{split}.{n}best.feat.gz"),
               os.path.join(out, "recipe", "nbest", f"{flavour}.{split}.{n}best.gz"),
@@ -216,7 +218,7 @@ def publish(out: str, docs: str = os.path.join(ROOT, "docs", "results"),
     for nbest, dst in checked:
         os.makedirs(os.path.dirname(dst), exist_ok=True)
         written += write_nbest(nbest, dst)
-    with open(os.path.join(out, "embedding", "mlmme-small.json"), encoding="utf-8") as f:
+    with open(os.path.join(out, "embedding", SHIPPED_MODEL + ".json"), encoding="utf-8") as f:
         model = {k: v for k, v in json.load(f).items() if k != "vocab"}
     with atomic_write(os.path.join(docs, "embedding-model.json")) as f:
         json.dump(model, f, indent=1)

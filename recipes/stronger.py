@@ -30,7 +30,7 @@ import os
 import sys
 import time
 
-from rerank.recipes.demo import BASE_FEATURES, MODEL_FEATURES, data_dir, shipped_lists
+from rerank.recipes.demo import BASE_FEATURES, MODEL_FEATURES, data_dir, default_model, shipped_lists
 from rerank.api import EvalOptions
 from rerank.recipes.experiment import SystemSpec, leading_references, mira, run_experiment
 from rerank.recipes.steps import Steps
@@ -253,7 +253,7 @@ def _main(argv=None) -> int:
     ap.add_argument("--models-record", metavar="RESULTS_JSON", help="with --reuse-columns and no --lm-model/"
                     "--channel-model: the stronger results.json of the run whose models made the reused columns; its "
                     "record of the models is kept in this run's results.json")
-    ap.add_argument("--embedding-model", default=os.path.join(data_dir(), "models", "mlmme-small.pt"),
+    ap.add_argument("--embedding-model", default=default_model(),
                     help="MLMME model for s_s (default: the shipped one)")
     ap.add_argument("--out", required=True, help="run directory")
     ap.add_argument("--text-dir", help="sources and references {val,test_2016_flickr}.{en,de}.gz, e.g. "

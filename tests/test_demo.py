@@ -22,7 +22,7 @@ def test_shipped_assets_are_complete():
         assert read_nbest(paths["val"]).n_sentences == 1014
         # the NMT columns; with the channel and LM columns once `recipe reproduce --publish` wrote them
         assert test.feature_names in (BASE_FEATURES, BASE_FEATURES + MODEL_FEATURES), (flavour, n)
-    assert os.path.exists(os.path.join(data_dir(), "models", "mlmme-small.pt"))
+    assert os.path.exists(os.path.join(data_dir(), "models", "mlmme-bpe.pt"))
 
 
 @pytest.mark.neural

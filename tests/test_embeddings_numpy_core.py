@@ -23,7 +23,8 @@ def embedding(module: str):
     return importlib.import_module(f"rerank.embeddings.{module}")
 
 
-SHIPPED = ROOT / "rerank" / "data" / "models" / "mlmme-small.pt"
+MODELS = ROOT / "rerank" / "data" / "models"
+SHIPPED = MODELS / "mlmme-bpe.pt"   # SentencePiece vocabularies: sentencepiece is a core dependency
 NO_TORCH = "import sys\nsys.meta_path.insert(0, type('B', (), {'find_spec': staticmethod(lambda n, p=None, t=None: " \
            "(_ for _ in ()).throw(ModuleNotFoundError(n, name=n)) if n.split('.')[0] in ('torch', 'sklearn') " \
            "else None)})())\n"
@@ -37,7 +38,8 @@ def run_without_torch(code: str, *args):
                           env={**os.environ, "PYTHONSAFEPATH": "1"})
 
 
-def test_s_s_and_the_mbr_utility_run_without_torch(tmp_path):
+@pytest.mark.parametrize("model", [SHIPPED, MODELS / "mlmme-small.pt"], ids=["shipped", "word-vocabulary"])
+def test_s_s_and_the_mbr_utility_run_without_torch(tmp_path, model):
     nbest = read_nbest(str(ROOT / "rerank" / "data" / "multi30k" / "optimised.test_2016.20best.gz")).select_sentences(
         range(5))
     from rerank.formats import write_nbest
@@ -50,11 +52,11 @@ def test_s_s_and_the_mbr_utility_run_without_torch(tmp_path):
             "assert main(['features', sys.argv[1], '--src', sys.argv[2], '-m', sys.argv[3], '--which', 's_s,mbr', "
             "'--mbr-utility', 'mlmme', '--mbr-model', sys.argv[3], '--quiet', '-o', sys.argv[4]]) == 0\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'torch'))")
-    result = run_without_torch(code, tmp_path / "in.nbest", tmp_path / "src.en", SHIPPED, tmp_path / "out.nbest")
+    result = run_without_torch(code, tmp_path / "in.nbest", tmp_path / "src.en", model, tmp_path / "out.nbest")
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
     out = read_nbest(str(tmp_path / "out.nbest"))
-    enc = embedding("numpy_encoder").NumpyEncoder.load(str(SHIPPED))
+    enc = embedding("numpy_encoder").NumpyEncoder.load(str(model))
     hyps, src = enc.encode(list(nbest.hyps), "de", empty="zero"), enc.encode(sources, "en")
     want = (hyps.astype(np.float64) * src[nbest.sentence_of_hyp].astype(np.float64)).sum(1)
     np.testing.assert_allclose(out.column("s_s"), want, rtol=0, atol=1e-6)

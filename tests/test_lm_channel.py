@@ -3,7 +3,6 @@ trained on a toy language, scoring n-best hypotheses."""
 
 import gzip
 import json
-import os
 import random
 
 import numpy as np
@@ -134,7 +133,7 @@ def test_the_stronger_reranker_experiment_runs_and_resumes(toy, tmp_path):
     saved = json.loads((tmp_path / "run" / "results.json").read_text())
     results = saved["experiments"]["optimised.20best"]
     assert saved["command"].startswith("python -m rerank.recipes.stronger --lm-model")
-    assert saved["models"]["channel"]["epochs"] >= 1 and saved["models"]["embedding"] == "mlmme-small.pt"
+    assert saved["models"]["channel"]["epochs"] >= 1 and saved["models"]["embedding"] == "mlmme-bpe.pt"
     assert results["systems"] == ["NMT 1-best", "MIRA: NMT features", "+ s_s", "+ s_s mbr", "+ s_s + s_s mbr", "+ mbr",
                                   "+ channel + lm", "all"]
     assert set(results["weights"]["all"][0]) == {"nmt", "nmt_norm", "len", "s_s", "mbr", "channel", "channel_norm",
@@ -144,9 +143,9 @@ def test_the_stronger_reranker_experiment_runs_and_resumes(toy, tmp_path):
     np.testing.assert_allclose(featured.column("lm"), sums, atol=1e-5)
     # mbr_mlmme is what `rerank features --which mbr --mbr-utility mlmme` gives (the API's feature)
     from rerank.api import add_features as api_features
-    from rerank.recipes.demo import data_dir
+    from rerank.recipes.demo import default_model
 
-    shipped_model = os.path.join(data_dir(), "models", "mlmme-small.pt")
+    shipped_model = default_model()
     expected = api_features(featured.select_features(["nmt"]), "mbr", mbr_utility="mlmme", model=shipped_model,
                             tgt_lang="de")
     np.testing.assert_allclose(featured.column("mbr_mlmme"), expected.column("mbr"), atol=1e-4)

@@ -60,7 +60,7 @@ def reproduced(mini_multi30k, tmp_path_factory):
 def test_every_step_writes_its_output(reproduced):
     root, _ = reproduced
     run = root / "run"
-    exported = json.loads((run / "embedding" / "mlmme-small.json").read_text())
+    exported = json.loads((run / "embedding" / "mlmme-bpe.json").read_text())
     assert exported["dtype"] == "float16" and exported["training"]["config"]["seed"] == 3
     # the exported model is the fine-tuned one: max-violation, started from the first run's model
     assert exported["training"]["config"]["contrastive"] == "max"
@@ -96,7 +96,7 @@ def test_publish_copies_and_renders_the_pages(reproduced, tmp_path):
     (docs / "README.md").write_text(PAGE)
     written = publish(str(root / "run"), str(docs), str(package), str(root / "configs"))
     assert (package / "multi30k" / "optimised.val.3best.gz").exists()
-    assert (package / "models" / "mlmme-small.pt").exists() and (docs / "stronger" / "results.json").exists()
+    assert (package / "models" / "mlmme-bpe.pt").exists() and (docs / "stronger" / "results.json").exists()
     page = (docs / "README.md").read_text()
     nmt = json.loads((docs / "nmt_results.json").read_text())
     bleu = nmt["optimised"]["lists"]["test_2016.3best"]["bleu"]
