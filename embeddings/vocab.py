@@ -2,9 +2,10 @@
 subwords over the same Moses tokens (`SubwordVocab`, config key `subword`). Index 0 is padding,
 1 the unknown word (piece) in both.
 
-Why subwords: with words seen at least three times, 30% of the German val sentences hold a word
-the model does not know (mostly compounds), and those are where retrieval fails
-(docs/results/embeddings.md). Pieces, with bytes for unseen characters, leave nothing unknown. The SentencePiece model is
+Why subwords: with the words seen at least three times, many German sentences hold a word the
+model does not know (mostly compounds), and translation retrieval fails mostly on those; pieces,
+with bytes for unseen characters, leave nothing unknown (docs/results/embeddings.md measures the
+lever). The SentencePiece model is
 learnt on the training text alone and stored in the model's JSON (base64), so a model file is
 still its state_dict plus a JSON config.
 """

@@ -168,7 +168,8 @@ def test_more_languages_than_task2_has(tmp_path):
     langs = [tuple(sorted(c)) for c in pools.unit_cands]
     assert langs.count(("de", "en", "fr")) == n and langs.count(("de", "en")) == len(langs) - n > 0
     cfg = {**TINY, "languages": ["en", "de", "fr"], "dropout": 0.0, "init_std": 0.1, "lr": 0.01,
-           "contrastive": "infonce", "temperature": 0.1, "max_epochs": 30, "patience": 1000, "validate": False}
+           "contrastive": "infonce", "temperature": 0.1, "max_epochs": 24, "patience": 1000, "validate": False,
+           "comparable_per_image": 1}
     torch.manual_seed(0)
     enc = Encoder.load(train(cfg, DATA, str(tmp_path / "run"), quiet=True))
     cap = load_translated(DATA, "train", ["en", "de", "fr"])
