@@ -97,16 +97,21 @@ def embedding_model(docs: str) -> str:
     """The embedding model behind s_s: translation retrieval on test_2016 and STS."""
     model = _load(docs, "embedding-model.json")
     ev = model["evaluation"]
-    lines = ["| test_2016 translation retrieval | R@1 | R@5 | R@10 |", "|---|---|---|---|"]
-    for direction, r in ev["translation_retrieval_test_2016"].items():
-        lines.append(f"| {direction} | {r['r1']:.1f} | {r['r5']:.1f} | {r['r10']:.1f} |")
+    lines: list[str] = []
+    for split, key in (("test_2016", "translation_retrieval_test_2016"), ("val", "translation_retrieval_val")):
+        if key in ev:   # (models exported before val was evaluated have no val rows)
+            lines += [""] * bool(lines) + [f"| {split} translation retrieval | R@1 | R@5 | R@10 |", "|---|---|---|---|"]
+            lines += [f"| {direction} | {r['r1']:.1f} | {r['r5']:.1f} | {r['r10']:.1f} |" for direction, r in ev[key].items()
+                      if direction in ("en->de", "de->en")]   # s_s's pair (a model of more languages has more)
     lines += ["", "| STS (Pearson r of 5·cos) | pairs | r |", "|---|---|---|"]
     lines += [f"| {name} | {r['n']} | {r['pearson']:.3f} |" for name, r in ev["sts"].items()]
     training = model["training"]
     cfg = training.get("config", {})
     start = (f", fine-tuned from `{os.path.join(*cfg['init'].split(os.sep)[-2:])}`" if cfg.get("init") else "")
     status = training.get("stopped") or training.get("final_status") or training.get("status")
-    lines += ["", f"Training: preset {cfg.get('preset')}, contrastive {cfg.get('contrastive')}{start}, dropout "
+    vocab = f"SentencePiece {cfg['subword']} ({cfg.get('subword_size')} pieces)" if cfg.get("subword") else "words"
+    lines += ["", f"Training: preset {cfg.get('preset')}, languages {', '.join(cfg.get('languages', []))}, "
+              f"vocabularies {vocab}, contrastive {cfg.get('contrastive')}{start}, dropout "
               f"{cfg.get('dropout')}, sources {', '.join(cfg.get('sources', []))}; best epoch "
               f"{training.get('epoch')} ({status})."]
     return "\n".join(lines) + "\n"

@@ -190,12 +190,18 @@ if __name__ == "__main__":
     raise SystemExit(main(sys.argv[1:]))
 
 
+def studied(records: list[dict]) -> list[str]:
+    """The feature sets of recipes.stronger.SYSTEMS that the study's records hold, in its order ("all"
+    last): a study made before a system was added to the stronger reranker has no row for it."""
+    from rerank.recipes.stronger import SYSTEMS
+
+    return [s.name for s in SYSTEMS if all(s.name in rec["systems"] for rec in records)]
+
+
 def report(records: list[dict], command: str) -> str:
     """Markdown: per list, each feature set's test scores under the three arms with the pairwise
     significance, the choices, the cost ratios, and the weight-averaging measurements."""
-    from rerank.recipes.stronger import SYSTEMS
-
-    names = [s.name for s in SYSTEMS]
+    names = studied(records)
 
     def mark(pairs: dict, key: str, metric: str) -> str:
         found = pairs.get(key)
@@ -243,9 +249,7 @@ def report(records: list[dict], command: str) -> str:
 
 def summary(records: list[dict]) -> list[str]:
     """The issue's targets, the cost and the weight averaging, over the lists measured."""
-    from rerank.recipes.stronger import SYSTEMS
-
-    names = [s.name for s in SYSTEMS]
+    names = studied(records)
     lines = [f"**Over the {len(records)} lists measured** ({', '.join(r['list'] for r in records)}):", ""]
     for arm, label in (("plain", "plain MIRA"), ("cv", "`--select cv:5`"), ("features", "`--select-features`")):
         never = sum(not any(r["significance"]["pairs"][f"{arm}: all vs {n}"]["bleu"]["p"] < 0.05

@@ -221,7 +221,7 @@ def test_the_default_variant_is_the_reproduction_s_embedding_config():
     finetune = config.pop("finetune")
     assert resolve_config(base["config"]) == resolve_config(config)
     assert resolve_config(tuned["config"]) == resolve_config({**config, **finetune}) and tuned["init"] == base["name"]
-    assert load_variant("default")["stages"] == load_variant("infonce-bpe-max")["stages"]   # one run serves both variants
+    assert load_variant("default")["stages"] == load_variant("infonce-4lang-bpe-max")["stages"]   # one run serves both
 
 
 def test_a_tab_in_a_caption_becomes_a_space_in_the_pairs(study, tmp_path):

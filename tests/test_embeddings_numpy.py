@@ -110,10 +110,12 @@ def test_the_numpy_vectors_are_the_torch_vectors(tmp_path, variant):
         np.testing.assert_allclose(fast.encode_images(feats), torch_encoder.encode_images(feats), rtol=0, atol=1e-6)
 
 
-def test_the_shipped_model_gives_the_torch_vectors_on_the_shipped_lists():
+@pytest.mark.parametrize("model", ["mlmme-bpe.pt", "mlmme-small.pt"])
+def test_the_shipped_models_give_the_torch_vectors_on_the_shipped_lists(model):
     nbest = read_nbest(str(NBEST)).select_sentences(range(60))
     sources = read_lines(str(SOURCES))[:60]
-    fast, reference = NumpyEncoder.load(str(SHIPPED)), Encoder.load(str(SHIPPED))
+    path = SHIPPED.parent / model
+    fast, reference = NumpyEncoder.load(str(path)), Encoder.load(str(path))
     for texts, lang in ((list(nbest.hyps), "de"), (sources, "en")):
         np.testing.assert_allclose(fast.encode(texts, lang, empty="zero"), reference.encode(texts, lang, empty="zero"),
                                    rtol=0, atol=1e-6)
