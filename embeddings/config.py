@@ -31,6 +31,7 @@ COMPARABLE_PAIRS = ("index", "all")       # task2 caption pairs per image: j-j (
 ALIGN_LOSSES = ("rcsls",)                 # word-embedding alignment objectives (embeddings.align)
 ALIGN_MAPS = ("linear", "identity")          # contrastive sampling of the hinge losses (embeddings.losses)
 LANGUAGES = ("en", "de", "fr", "cs")      # Moses tokeniser languages (embeddings.tokenize)
+TASK2_LANGS = ("en", "de")                # the languages of comparable Multi30k (task2) captions
 SUBWORDS = ("bpe", "unigram")             # SentencePiece models of the vocabularies (embeddings.vocab)
 
 # Network sizes (the same words as `rerank nmt train --preset`); no torch here, so the command
@@ -103,6 +104,11 @@ def _check_extras(cfg: dict) -> None:
         raise InputError(f"config key disjoint_halves must be true or false, got {cfg['disjoint_halves']!r}")
     if cfg["disjoint_halves"] and len(cfg["languages"]) != 2:
         raise InputError(f"config key disjoint_halves needs exactly two languages, got {cfg['languages']}")
+    beyond = [x for x in cfg["languages"] if x not in TASK2_LANGS]
+    if "task2" in cfg["sources"] and cfg["contrastive"] == "random" and beyond and set(TASK2_LANGS) <= set(cfg["languages"]):
+        # (without both task2 languages, the data's own error says that task2 cannot serve)
+        raise InputError(f"task2 has no {', '.join(beyond)} captions, so its tuples lack those languages: train them "
+                         "with contrastive sum, max or infonce")
     if cfg["aligned_images"] and not cfg["disjoint_halves"]:
         raise InputError("config key aligned_images needs disjoint_halves: true (without it every image is aligned)")
     pair = cfg["align_languages"]

@@ -15,12 +15,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from rerank.embeddings.config import TASK2_LANGS
 from rerank.embeddings.tokenize import check_language, tokenize
 from rerank.errors import InputError
 from rerank.io import iter_lines, read_lines
 
 TASK1_SPLIT = {"train": "train", "val": "val", "test_2016": "test_2016_flickr"}
-TASK2_LANGS = ("en", "de")
 
 
 def _find(path: str) -> str | None:

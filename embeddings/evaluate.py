@@ -80,14 +80,19 @@ def sts_pearson(encoder, path: str, lang: str = "en", device: str = "cpu") -> di
     return {"pearson": float(pearsonr(pred, gold)[0]), "n": int(len(gold))}
 
 
-def translation_retrieval(encoder, data_dir: str, split: str, src: str, tgt: str, limit: slice | None = None,
-                          device: str = "cpu") -> dict:
-    cap = load_translated(data_dir, split, [src, tgt])
-    a, b = cap[src], cap[tgt]
-    if limit is not None:
-        a, b = a[limit], b[limit]
-    va, vb = encoder.encode(a, src, device=device, empty="zero"), encoder.encode(b, tgt, device=device, empty="zero")
-    return recall_summary(paired_ranks(va, vb))
+def retrieval_both_ways(encoder, data_dir: str, split: str, languages: list[str], limit: slice | None = None,
+                        device: str = "cpu") -> dict:
+    """{"a->b": recall_summary} for every ordered pair of `languages` on task1 `split`, each
+    language's captions read and encoded once (a pair's two directions share the vectors)."""
+    cap = load_translated(data_dir, split, languages)
+    vectors = {lang: encoder.encode(cap[lang] if limit is None else cap[lang][limit], lang, device=device, empty="zero")
+               for lang in languages}
+    out = {}
+    for i, src in enumerate(languages):
+        for tgt in languages[i + 1:]:
+            for a, b in ((src, tgt), (tgt, src)):
+                out[f"{a}->{b}"] = recall_summary(paired_ranks(vectors[a], vectors[b]))
+    return out
 
 
 def image_sentence(encoder, data_dir: str, features: str, lang: str, images: slice, device: str = "cpu") -> dict:
@@ -113,12 +118,9 @@ def selection_score(encoder, data_dir: str, languages: list[str], val_features: 
             r = image_sentence(encoder, data_dir, val_features, lang, first, device)
             parts[f"img-{lang}"] = r
             score += sum(r[d][k] for d in ("i2t", "t2i") for k in ("r1", "r5", "r10"))
-    for i, src in enumerate(languages):
-        for tgt in languages[i + 1:]:
-            for a, b in ((src, tgt), (tgt, src)):
-                r = translation_retrieval(encoder, data_dir, "val", a, b, first, device)
-                parts[f"{a}->{b}"] = r
-                score += r["r1"] + r["r5"] + r["r10"]
+    for key, r in retrieval_both_ways(encoder, data_dir, "val", languages, first, device).items():
+        parts[key] = r
+        score += r["r1"] + r["r5"] + r["r10"]
     return score, parts
 
 
@@ -156,11 +158,8 @@ def evaluate(encoder, data_dir: str | None, sts_dir: str | None = None, image_fe
         else:
             report["image_sentence_note"] = ("not evaluated: text-only model" if not encoder.has_images
                                              else "not evaluated: no val image features given")
-        for i, src in enumerate(langs):
-            for tgt in langs[i + 1:]:
-                for a, b in ((src, tgt), (tgt, src)):
-                    report["translation_retrieval"][f"{a}->{b}"] = translation_retrieval(encoder, data_dir, "test_2016", a, b, None, device)
-                    report["translation_retrieval_val"][f"{a}->{b}"] = translation_retrieval(encoder, data_dir, "val", a, b, None, device)
+        report["translation_retrieval"] = retrieval_both_ways(encoder, data_dir, "test_2016", langs, None, device)
+        report["translation_retrieval_val"] = retrieval_both_ways(encoder, data_dir, "val", langs, None, device)
     if sts_dir and "en" in langs:
         for name, fname in STS_FILES.items():
             path = os.path.join(sts_dir, fname)

@@ -20,7 +20,7 @@ from torch.nn.parallel import DistributedDataParallel
 from rerank.embeddings import distributed as D
 from rerank.embeddings.align import Aligner
 from rerank.embeddings.config import DEFAULTS, resolve_config
-from rerank.embeddings.data import (TASK2_LANGS, PoolOptions, build_pools, epoch_tuples, image_list, load_features, pad_batch,
+from rerank.embeddings.data import (PoolOptions, build_pools, epoch_tuples, image_list, load_features, pad_batch,
                                      sample_negatives)
 from rerank.embeddings.encoder import Encoder, save_model
 from rerank.embeddings.evaluate import selection_score
@@ -111,9 +111,6 @@ class Trainer:
             if feats.get("val"):
                 load_features(feats["val"], len(image_list(self.data_dir, "val")), self.features.shape[1])
         self.text_only = self.features is None
-        if "task2" in c["sources"] and c["contrastive"] == "random" and not set(c["languages"]) <= set(TASK2_LANGS):
-            raise InputError(f"task2 has no {', '.join(x for x in c['languages'] if x not in TASK2_LANGS)} captions, so its "
-                             "tuples lack those languages: train them with contrastive sum, max or infonce")
         if self.text_only:
             c["beta"] = 0.0
             if len(c["languages"]) < 2:
