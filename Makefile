@@ -13,9 +13,9 @@ TORCH_SPEC ?= torch==2.13.0
 
 .PHONY: install demo test test-core test-compat test-faults lint reproduce bench clean
 
-# The C kernel of TER (rerank/metrics/_ter.c) is compiled by the editable install (`pip install -e`),
-# so a change to it re-installs like a change to pyproject.toml does.
-TER_C := rerank/metrics/_ter.c
+# The C kernels (TER's rerank/metrics/_ter.c, MIRA's mira/_kbmira.c) are compiled by the editable
+# install (`pip install -e`), so a change to one re-installs like a change to pyproject.toml does.
+TER_C := rerank/metrics/_ter.c mira/_kbmira.c
 
 # The last step indexes Meteor's paraphrase table (pycocoevalcap's) into the user's cache, so that
 # the first METEOR run does not (about 15 s; it says so and succeeds when there is no table).

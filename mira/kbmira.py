@@ -28,20 +28,35 @@ All statistics and features are precomputed per sentence as contiguous arrays. A
 (`KBMira.epoch`) visits the sentences with about twenty numpy calls each, into work arrays made
 once per list length: the background BLEU is exp(v . log(K + bg) - max(R / H - 1, 0)) with
 v = (1/4, 1/4, 1/4, 1/4, -1/4, -1/4, -1/4, -1/4, 1), the length scaling R folded into the
-log-domain dot product (the same number as the formula above, to rounding). `hope_fear` and
-`visit` are the same rules one sentence at a time (what the hand-worked tests read).
+log-domain dot product (the same number as the formula above, to rounding). Where the package was
+built with a C compiler, the epoch runs in the kernel `rerank.mira._kbmira` (mira/_kbmira.c): the
+same loop without the per-call cost, the weights equal to rounding (tests/test_kbmira_kernel.py);
+RERANK_MIRA_BACKEND=python selects the numpy loop. `hope_fear` and `visit` are the same rules one
+sentence at a time (what the hand-worked tests read).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from rerank.dedup import distinct_rows
 from rerank.metrics.bleu import CORRECT, REF_LEN, TOTAL
 from rerank.tuning import TuningData
 from rerank.progress import Progress, track
+
+try:
+    from rerank.mira import _kbmira as _kernel
+except ImportError:  # built without a C compiler: the numpy loop
+    _kernel = None  # type: ignore[assignment]
+
+
+def backend() -> str:
+    """'c' when the epochs run in the compiled kernel, else 'python' (also when RERANK_MIRA_BACKEND=python)."""
+    return "c" if _kernel is not None and os.environ.get("RERANK_MIRA_BACKEND", "") != "python" else "python"
 
 # mean over the 4 orders of log(matches) - log(counts): a dot product with this vector
 _LOG_PREC = np.array([0.25] * 4 + [-0.25] * 4)
@@ -103,11 +118,23 @@ class KBMira:
         bounds = data.offsets.tolist()
         self.F = [np.ascontiguousarray(data.features[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
         self.gains = None
+        # the same rows whole, as the C kernel reads them
+        self._all = {"F": np.ascontiguousarray(data.features, dtype=np.float64),
+                     "offsets": np.ascontiguousarray(data.offsets, dtype=np.int64),
+                     "U": None, "stat_of": None, "uoff": None, "gains": None}
         if getattr(data.metric.scorer, "bleu_statistics", False):  # BLEU: the background BLEU of its statistics
             K = kbmira_stats(data.stats)
             self.Kt = [np.ascontiguousarray(K[a:b].T) for a, b in zip(bounds[:-1], bounds[1:])]
+            # each list's distinct statistics rows, numbered list by list (the kernel's BLEU runs once per row)
+            stat_of, leads = distinct_rows(K, salt=data.nbest.sentence_of_hyp)
+            self._all.update(U=np.ascontiguousarray(K[leads], dtype=np.float64),
+                             stat_of=np.ascontiguousarray(stat_of, dtype=np.int64),
+                             uoff=np.searchsorted(data.nbest.sentence_of_hyp[leads], np.arange(len(bounds)),
+                                                  side="left").astype(np.int64))
         else:
             self.gains = fixed_gains(data)
+            self._all["gains"] = np.ascontiguousarray(np.concatenate(self.gains) if self.gains else np.zeros(0),
+                                                      dtype=np.float64)
 
     def epoch(self, order) -> float:
         """Visit the sentences in `order` (lists of one hypothesis are skipped) by the rules of
@@ -116,6 +143,8 @@ class KBMira:
         w, total, bg = self.w, self.total, self.bg
         if w.base is not None or not w.flags.writeable or not w.flags.c_contiguous:  # updated in place below
             w = self.w = np.array(w, dtype=np.float64)
+        if backend() == "c":
+            return self._epoch_c(order)
         bg_col = bg[:, None]
         C, decay, model_bg, gains, Fs = self.C, self.decay, self.model_bg, self.gains, self.F
         Kts = getattr(self, "Kt", None)
@@ -170,6 +199,20 @@ class KBMira:
                 bg += Kts[i][:, int(model.argmax()) if model_bg else hope]   # type: ignore[index]
         self.n_updates = n_updates
         return loss_sum
+
+    def _epoch_c(self, order) -> float:
+        """`epoch` in the C kernel: w, total and bg updated in place."""
+        for name in ("total", "bg"):
+            a = getattr(self, name)
+            if a.dtype != np.float64 or not a.flags.writeable or not a.flags.c_contiguous:
+                setattr(self, name, np.array(a, dtype=np.float64))
+        mask = None if self.tuned is None else np.ascontiguousarray(self.tuned, dtype=np.float64)
+        a = self._all
+        loss, updates = _kernel.epoch(a["F"], a["offsets"], np.asarray(order, dtype=np.int64).reshape(-1), self.w,
+                                      self.total, self.bg, a["U"], a["stat_of"], a["uoff"], a["gains"], mask,
+                                      float(self.C), float(self.decay), bool(self.model_bg))
+        self.n_updates += updates
+        return loss
 
     def gain(self, i: int) -> np.ndarray:
         return _bleu_bg_t(self.Kt[i], self.bg) if self.gains is None else self.gains[i]

@@ -28,15 +28,23 @@ from rerank.weights import best_rows
 log = logging.getLogger(__name__)
 
 
-def merge_duplicates(nbest: NBestList) -> np.ndarray:
+def merge_duplicates(nbest: NBestList, strings: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
     """Rows to keep: the first of every group of hypotheses of one sentence that share both the
     string and the whole feature vector (such rows are indistinguishable to every tuner).
 
     Hypotheses that share only the string, or only the features, all stay. Rows are compared by
-    their bytes (rerank.dedup), so -0.0 and 0.0 are different features.
+    their bytes (rerank.dedup), so -0.0 and 0.0 are different features. `strings`: the list's
+    `unique_strings`, when the caller has them.
     """
-    _, pair = unique_strings(nbest)
+    _, pair = unique_strings(nbest) if strings is None else strings
     return distinct_rows(nbest.features, salt=pair)[1]
+
+
+def kept_strings(strings: tuple[np.ndarray, np.ndarray], kept: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`unique_strings` of the list cut to the rows `kept` (ascending, holding the first row of every
+    distinct string, as `merge_duplicates` keeps them), from the whole list's: the same numbers."""
+    leads, ids = strings
+    return np.searchsorted(kept, leads), ids[kept]
 
 
 @dataclass
@@ -129,13 +137,14 @@ def bleu_metric(nbest: NBestList, refs: Sequence[Sequence[str]], tokenize: str =
 
 
 def named_metric(name: str, nbest: NBestList, refs: Sequence[Sequence[str]], tokenize: str = "13a", lowercase: bool = False,
-                 lang: str = "en", progress: Progress = False) -> TuningMetric:
+                 lang: str = "en", progress: Progress = False,
+                 strings: tuple[np.ndarray, np.ndarray] | None = None) -> TuningMetric:
     """Any metric of `rerank.metrics` (BLEU, TER, chrF, chrF++, METEOR, a plug-in), per hypothesis
-    (`row_stats`), its objective oriented by its direction and its value its exact corpus score
-    (`Metric.corpus_from_stats`: sacrebleu's own formula for BLEU)."""
+    (`row_stats`, `strings` its distinct strings if known), its objective oriented by its direction
+    and its value its exact corpus score (`Metric.corpus_from_stats`: sacrebleu's own formula for BLEU)."""
     metric = make_metric(name, lang=lang, tokenize=tokenize, lowercase=lowercase)  # bad names: InputError
     info = metric.info
-    return TuningMetric(name, row_stats(metric, nbest, refs, progress),
+    return TuningMetric(name, row_stats(metric, nbest, refs, progress, strings),
                         lambda s: objective(metric.score_from_stats(s), info), exact=metric.corpus_from_stats,
                         info=info, scorer=metric)
 
@@ -185,7 +194,7 @@ def check_objective_column(nbest: NBestList, name: str) -> None:
 
 def objective_metric(spec: str, nbest: NBestList, refs: Sequence[Sequence[str]] | None, *,
                      lower_better: Sequence[str] = (), tokenize: str = "13a", lowercase: bool = False, lang: str = "en",
-                     progress: Progress = False) -> TuningMetric:
+                     progress: Progress = False, strings: tuple[np.ndarray, np.ndarray] | None = None) -> TuningMetric:
     """The tuning metric of an objective (`rerank.metrics.registry.parse_interpolation`): a built-in
     metric (`named_metric`), a column `column:NAME` (`column_metric`, lower is better for the names
     in `lower_better`), or an interpolation `bleu=0.5,column:comet=0.5`, as Moses' interpolated
@@ -193,14 +202,14 @@ def objective_metric(spec: str, nbest: NBestList, refs: Sequence[Sequence[str]] 
     (each oriented by its own direction, on its own scale: BLEU 0-100, a column as it is), higher is
     better, and its value is that objective; the sentence-level objective is sum_k w_k times the
     component's on the scale of its corpus value (`TuningMetric.sentence_scores`: BLEU+1 in points
-    for BLEU, -TER for TER, a column as it is)."""
+    for BLEU, -TER for TER, a column as it is). `strings`: `unique_strings` of `nbest`, if known."""
     from rerank.metrics.registry import check_objective_options, parse_interpolation
 
     components = parse_interpolation(spec)
     columns = check_objective_options(spec, lower_better=lower_better)
     if any(kind == "metric" for _, kind, _ in components) and refs is None:
         raise InputError(f"refs are needed for the metric {spec!r} (only column:NAME needs none)", option="refs")
-    parts = [named_metric(name, nbest, refs or [], tokenize, lowercase, lang, progress) if kind == "metric"
+    parts = [named_metric(name, nbest, refs or [], tokenize, lowercase, lang, progress, strings) if kind == "metric"
              else column_metric(nbest, name, name in lower_better) for _, kind, name in components]
     if len(components) == 1 and "=" not in spec:
         return parts[0]
@@ -227,11 +236,12 @@ def objective_metric(spec: str, nbest: NBestList, refs: Sequence[Sequence[str]] 
                         scale=float(scale))
 
 
-def row_stats(metric: Metric, nbest: NBestList, refs: Sequence[Sequence[str]], progress: Progress = False) -> np.ndarray:
+def row_stats(metric: Metric, nbest: NBestList, refs: Sequence[Sequence[str]], progress: Progress = False,
+              strings: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
     """A `rerank.metrics.Metric`'s statistics (n_hyps x k, float64) of every hypothesis against its
     sentence's references (`Metric.hypothesis_stats`), computed once per distinct (sentence, string)
-    pair (`unique_strings`)."""
-    rows, inverse = unique_strings(nbest)
+    pair (`unique_strings`; `strings`: those, when the caller has them)."""
+    rows, inverse = unique_strings(nbest) if strings is None else strings
     offsets = np.searchsorted(nbest.sentence_of_hyp[rows], np.arange(nbest.n_sentences + 1), side="left")
     stats = metric.hypothesis_stats([nbest.hyps[int(r)] for r in rows], offsets, refs, progress)
     return np.asarray(stats, dtype=np.float64)[inverse]
@@ -335,7 +345,8 @@ def prepare(nbest: NBestList, refs: Sequence[Sequence[str]] | None, *, metric: s
     if not tuned.any():
         raise InputError("no feature left to tune (every feature is fixed)")
 
-    kept = merge_duplicates(nbest)
+    strings = unique_strings(nbest)
+    kept = merge_duplicates(nbest, strings)
     merged = nbest if len(kept) == nbest.n_hyps else _take_rows(nbest, kept)
     tuned_list = merged.select_features(names) if columns else merged  # the objective's columns are no features
     if merged.sizes.max() < 2:
@@ -349,7 +360,8 @@ def prepare(nbest: NBestList, refs: Sequence[Sequence[str]] | None, *, metric: s
     if useless:
         log.warning("warning: %s: features constant within every list (their weights cannot matter): %s",
                     source, ", ".join(useless))
-    stats_metric = objective_metric(metric, merged, refs, progress=progress, **scoring)
+    stats_metric = objective_metric(metric, merged, refs, progress=progress, strings=kept_strings(strings, kept),
+                                    **scoring)
     return TuningData(tuned_list, kept, stats_metric, tuned, nbest.n_hyps)
 
 

@@ -56,6 +56,19 @@ def test_same_as_the_loops(nbest):
     assert np.array_equal(tuning.merge_duplicates(nbest), merge_duplicates_loop(nbest))
 
 
+@settings(max_examples=200, deadline=None)
+@given(nbest=lists())
+def test_the_merged_lists_strings_come_from_the_whole_lists(nbest):
+    """prepare reuses the input's distinct strings for the merged list (kept_strings): the same as
+    computing them again on the merged list."""
+    strings = tuning.unique_strings(nbest)
+    kept = tuning.merge_duplicates(nbest, strings)
+    merged = tuning._take_rows(nbest, kept)
+    rows, inverse = tuning.kept_strings(strings, kept)
+    loop_rows, loop_inverse = unique_strings_loop(merged)
+    assert np.array_equal(rows, loop_rows) and np.array_equal(inverse, loop_inverse)
+
+
 @settings(max_examples=50, deadline=None)
 @given(nbest=lists())
 def test_hash_collisions_change_nothing(nbest):
