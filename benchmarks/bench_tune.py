@@ -154,8 +154,11 @@ def pro_column(path: str, seeds=(0, 1)) -> list[dict]:
     from rerank.nbest import segment_argmax
 
     nbest = read_nbest(path)
-    settings: dict[str, dict[str, Any]] = {"defaults": {}, "keep 200": {"keep": 200},
-                                           "keep 200, threshold 0": {"keep": 200, "threshold": 0.0}}
+    settings: dict[str, dict[str, Any]] = {
+        "defaults (largest gaps, threshold 0.05 x spread)": {},
+        "keep 200": {"keep": 200},
+        "keep 200, threshold 0": {"keep": 200, "threshold": 0.0},
+        "pick random, threshold 0": {"pick": "random", "threshold": 0.0}}
     rows = []
     for seed in seeds:
         w = np.random.default_rng(seed).normal(size=nbest.features.shape[1])
@@ -175,6 +178,47 @@ def pro_column(path: str, seeds=(0, 1)) -> list[dict]:
     return rows
 
 
+def pro_heldout(seeds=(1, 2, 3)) -> list[dict]:
+    """PRO toward a noisy real column, each hypothesis's sentence chrF against its reference, tuned on
+    each shipped val list and read on its test_2016 list: the mean test chrF of the model 1-best with a
+    defaults (largest gaps, threshold 0.05 of the spread) and with `--pro-pick random --pro-threshold 0`
+    (what an exact column wants), mean and sd over the PRO seeds."""
+    import gzip
+
+    from sacrebleu.metrics import CHRF
+
+    from rerank.mira.pro import pro
+    from rerank.nbest import segment_argmax
+
+    data_dir = os.path.dirname(SHIPPED_20BEST)
+    chrf = CHRF()
+
+    def with_chrf(name: str, refs_file: str) -> NBestList:
+        nbest = read_nbest(os.path.join(data_dir, name))
+        with gzip.open(os.path.join(data_dir, refs_file), "rt", encoding="utf-8") as f:
+            refs = f.read().splitlines()
+        values = [chrf.sentence_score(h, [refs[i]]).score for h, i in zip(nbest.hyps, nbest.sentence_of_hyp.tolist())]
+        return nbest.with_feature("c", np.array(values))
+
+    rows = []
+    settings: dict[str, dict[str, Any]] = {"defaults": {}, "random, threshold 0": {"threshold": 0.0, "pick": "random"}}
+    for kind in ("weak", "regular", "optimised"):
+        for size in (20, 50):
+            val = with_chrf(f"{kind}.val.{size}best.gz", "val.de.gz")
+            test = with_chrf(f"{kind}.test_2016.{size}best.gz", "test_2016_flickr.de.gz")
+            data = prepare(val, None, metric="column:c")
+            X, c = test.select_features(data.feature_names).features, test.column("c")
+            row: dict[str, Any] = {"list": f"{kind} {size}-best"}
+            for name, options in settings.items():
+                means = [float(c[segment_argmax(X @ pro(data, seed=seed, **options).weights, test.offsets)].mean())
+                         for seed in seeds]
+                row[name] = {"mean": float(np.mean(means)), "sd": float(np.std(means)), "runs": means}
+            rows.append(row)
+            print(f"{row['list']}: " + " | ".join(f"{n} {row[n]['mean']:.2f} (sd {row[n]['sd']:.2f})" for n in settings),
+                  flush=True)
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data-dir", default="/work/shared/data/nbest/joshua-bn-en")
@@ -189,7 +233,16 @@ def main() -> None:
     ap.add_argument("--pro-column", nargs="?", const=SHIPPED_20BEST, metavar="NBEST",
                     help="instead: PRO (and MIRA) toward a planted linear column of this list (default: the shipped "
                          "regular 20-best val list), the share of sentences where each picks the column's best")
+    ap.add_argument("--pro-heldout", action="store_true",
+                    help="instead: PRO toward sentence chrF on each shipped val list, read on its test list, at the "
+                         "defaults and with --pro-pick random --pro-threshold 0")
     args = ap.parse_args()
+    if args.pro_heldout:
+        rows = pro_heldout()
+        if args.json:
+            with atomic_write(args.json) as out:
+                json.dump({"benchmark": "bench_tune --pro-heldout", "rows": rows}, out, indent=2)
+        return
     if args.pro_column:
         rows = pro_column(args.pro_column)
         if args.json:

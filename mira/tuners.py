@@ -47,6 +47,9 @@ class ProOptions:
                        check=at_most(POSITIVE_INT, 10_000))
     threshold: float = option(0.05, "minimum sentence-level difference of a pair, as a fraction of the objective's scale "
                               "(1 for a metric, a column's 1st-99th percentile spread)", check=NONNEGATIVE)
+    pick: str = option("largest", "which of a sentence's pairs above the threshold are kept: largest (the keep largest "
+                       "gaps, Hopkins & May) or random (keep of them, uniformly; with threshold 0, for an exact "
+                       "column: docs/tuning.md)", choices=("largest", "random"))
     C: float = option(1.0, "the logistic regression minimises sum(log-loss over all 2 x kept pairs) + |w|^2 / (2 C): "
                       "C = 1 / lambda of MegaM as Moses runs it (1, Moses' default); more pairs weaken the L2 term",
                       check=POSITIVE)

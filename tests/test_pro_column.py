@@ -47,11 +47,15 @@ def test_pro_finds_a_linear_columns_argmax_where_its_pairs_cover_the_lists(lower
 
 
 @pytest.mark.parametrize("lower", [False, True])
-def test_on_a_shipped_list_too(lower):
+@pytest.mark.parametrize("options", [{"threshold": 0.0, "keep": 200}, {"threshold": 0.0, "pick": "random"}],
+                         ids=["limit", "random-pick"])
+def test_on_a_shipped_list_too(lower, options):
     """The same on 200 lists of a shipped 20-best list (seven decoder, channel and LM scores, nearly
-    collinear through the length) with a planted column q = f . w: >= 95% at the limit. (At the
-    defaults, keep 50 and threshold 0.05 of the spread, it is 87-95%: the 50 largest gaps of a list
-    leave out the close pairs that decide its best; docs/tuning.md.)"""
+    collinear through the length) with a planted column q = f . w: >= 95% at the limit, and with 50
+    pairs drawn uniformly at threshold 0 (`--pro-pick random --pro-threshold 0`). At the defaults,
+    the 50 largest gaps above 0.05 of the spread, it is 87-95%: those are a list's extreme pairs,
+    and the close pairs that decide its best are left out (docs/tuning.md; the defaults stay, being
+    better on a noisy real column)."""
     import os
 
     from rerank.formats import read_nbest
@@ -60,7 +64,27 @@ def test_on_a_shipped_list_too(lower):
     nbest = read_nbest(path).select_sentences(range(200))
     w = np.random.default_rng(0).normal(size=nbest.features.shape[1])
     planted = nbest.with_feature("q", nbest.features @ w)
-    assert argmax_share(planted, lower, threshold=0.0, keep=200) >= 0.95
+    assert argmax_share(planted, lower, **options) >= 0.95
+
+
+def test_random_pick_is_a_uniform_sample_of_the_passing_pairs():
+    """pick="random" keeps `keep` distinct pairs above the threshold, each as often as the others
+    over seeds (15 pairs of a 6-best list, 14 above the threshold, 4 kept: 2/7 each)."""
+    scores = np.array([0.0, 0.1, 0.3, 0.35, 0.7, 1.0])
+    passing = {(a, b) for a in range(6) for b in range(a + 1, 6) if abs(scores[a] - scores[b]) > 0.06}
+    counts = dict.fromkeys(passing, 0)
+    runs = 3000
+    for seed in range(runs):
+        j1, j2 = sample_pairs(scores, np.array([0, 6]), np.random.default_rng(seed), samples=60, keep=4,
+                              threshold=0.06, pick="random")
+        pairs = [(int(min(a, b)), int(max(a, b))) for a, b in zip(j1, j2)]
+        assert len(set(pairs)) == len(pairs) <= 4 and set(pairs) <= passing
+        for pair in pairs:
+            counts[pair] += 1
+    share = np.array(list(counts.values())) / runs
+    assert len(passing) == 14
+    # 60 draws find 4 passing pairs almost always; each pair's share is 4/14, its sd over 3000 runs 0.008
+    np.testing.assert_allclose(share, 4 / 14, atol=0.04)
 
 
 def test_pro_tuned_toward_lower_is_better_is_the_mirror_of_higher():
