@@ -5,7 +5,7 @@ choice, and corpus BLEU / chrF (sacrebleu) of the chosen outputs against the ref
 
     OMP_NUM_THREADS=1 RAYON_NUM_THREADS=1 PYTHONPATH=SCRATCH/mbrs_pkgs .venv/bin/python \\
         benchmarks/bench_mbr_frontier.py --candidates samples.jsonl.gz --sentences 50 \\
-        --mlmme-model rerank/data/models/mlmme-small.pt --out RUN_DIR --report docs/benchmarks/mbr_frontier
+        --mlmme-model rerank/data/models/mlmme-bpe.pt --out RUN_DIR --report docs/benchmarks/mbr_frontier
 
 (mbrs in a scratch folder, as benchmarks/bench_mbr_decoders.py installs it; without it the script
 runs ours alone and says so in every mbrs column.) `--tiny` is the seconds-long check that the
@@ -86,7 +86,7 @@ ROOT = os.path.join(HERE, "..")
 sys.path.insert(0, ROOT)
 sys.path.insert(0, HERE)
 DATA = os.path.join(ROOT, "rerank", "data", "multi30k")
-MLMME_SMALL = os.path.join(ROOT, "rerank", "data", "models", "mlmme-small.pt")
+MLMME_SHIPPED = os.path.join(ROOT, "rerank", "data", "models", "mlmme-bpe.pt")  # the shipped default model
 
 from bench_mbr_comet import loadavg  # noqa: E402  (stdlib alone at its import)
 
@@ -808,7 +808,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sizes", default="16,64,256,1024")
     parser.add_argument("--utilities", default="bleu,chrf,ter,mlmme")
     parser.add_argument("--decoders", default=",".join(DECODERS))
-    parser.add_argument("--mlmme-model", default=MLMME_SMALL)
+    parser.add_argument("--mlmme-model", default=MLMME_SHIPPED)
     parser.add_argument("--order", choices=("shuffle", "file"), default=None,
                         help="candidates' order (default: shuffle with a count column, else file)")
     parser.add_argument("--posterior", choices=("uniform", "nmt"), default="uniform")

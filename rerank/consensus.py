@@ -516,6 +516,8 @@ def block_scores(texts: list[str], offsets: np.ndarray, p: np.ndarray, utility, 
     if (hasattr(utility, "rows_scorer") and not getattr(utility, "holds_matrix", False)
             and int((np.diff(offsets) ** 2).sum()) > ROW_SLAB_PAIRS):   # a long list, its rows a slab at a time
         return rows_expected_utility(utility.rows_scorer(texts, offsets), p, candidates, ROW_SLAB_PAIRS)
+    if hasattr(utility, "expected_exact"):   # a utility's own sum over its pairs (a matrix folder's, too)
+        return utility.expected_exact(sources, texts, offsets, p)
     I, J, _ = pair_index(offsets)
     if candidates is not None or not np.all(p > 0):
         keep = (p[J] > 0) & (np.ones(len(I), dtype=bool) if candidates is None else candidates[I])
@@ -622,6 +624,25 @@ def gram_values(vectors: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     return np.concatenate([part.ravel() for part in parts]) if parts else np.zeros(0)
 
 
+def matrix_expected(values: np.ndarray, offsets: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """sum_j p_j U_ij of every row from the lists' utility matrices in pair_index's layout (`values`:
+    each list's n x n matrix, row-major, the lists in order): one batched matrix-vector product
+    when the lists are of one size, else one per list. A utility matrix folder
+    (rerank.mbr_matrix) answers through it too, so that its values give the same bits."""
+    sizes = np.diff(offsets)
+    if len(sizes) and (sizes == sizes[0]).all():
+        n = int(sizes[0])
+        return np.matmul(values.reshape(len(sizes), n, n), p[offsets[0]:offsets[-1]].reshape(len(sizes), n, 1)).ravel()
+    out = np.zeros(len(p))
+    start = 0
+    for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist()):
+        n = b - a
+        if n:
+            out[a:b] = values[start:start + n * n].reshape(n, n) @ p[a:b]
+        start += n * n
+    return out
+
+
 class VectorUtility:
     """An MBR utility that is the dot product of unit vectors, U(h_i, h_j) = v_i . v_j (a plug-in
     gives `vectors(texts)`, float64, one row per text). Exact MBR, sum_j p_j v_i . v_j, equals
@@ -641,6 +662,13 @@ class VectorUtility:
         copies of the vectors (issue 47: 31-84x faster on random unit vectors, d 300-1024)."""
         vectors = self.block_vectors(texts)
         return every_pair(lambda offsets, _I, _J, _pair_offsets: gram_values(vectors, offsets), group, I, J)
+
+    def expected_exact(self, sources, texts, offsets: np.ndarray, p: np.ndarray) -> np.ndarray:
+        """Exact MBR's sum_j p_j v_i . v_j of every row: each list's Gram matrix times its posterior
+        (`matrix_expected`), without the pair indices and gathers of the generic path (`block_scores`:
+        pair_index, `exact`, expected_utility), which cost more than the products at n = 1,024
+        (issue 47's frontier). The same sums, to rounding (tests/test_mbr_decoders.py)."""
+        return matrix_expected(gram_values(self.block_vectors(texts), offsets), offsets, p)
 
     def aggregate(self, sources, texts, group, p) -> np.ndarray:
         vectors = self.block_vectors(texts)

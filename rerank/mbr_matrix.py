@@ -239,6 +239,22 @@ class StoredUtility:
     def __getattr__(self, name: str):
         return getattr(self._utility, name)
 
+    @property
+    def expected_exact(self):
+        """The utility's own exact sum (consensus.VectorUtility.expected_exact), from the folder's
+        matrices through the same `matrix_expected`: the bits of a run without the folder. Absent
+        (AttributeError) when the utility has none, so that exact MBR takes the pairs."""
+        if not hasattr(self._utility, "expected_exact"):
+            raise AttributeError("expected_exact")
+        return self._expected_exact
+
+    def _expected_exact(self, sources, texts, offsets, p) -> np.ndarray:
+        from rerank.consensus import list_of_row, matrix_expected
+
+        self.exact(sources, texts, list_of_row(self._offsets), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+        assert self._values is not None   # exact filled it
+        return matrix_expected(self._values, self._offsets, p)
+
     def exact(self, sources, texts, group, I, J) -> np.ndarray:
         offsets = self._offsets
         sizes = np.diff(offsets)

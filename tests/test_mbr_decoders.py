@@ -313,3 +313,18 @@ def test_the_pair_scorer_gives_the_utilitys_own_values_in_tiles_or_not(utility):
             assert tiles[0] < int((np.diff(offsets) ** 2).sum())   # the tiles cost less than the lists' squares
     sparse = rng.random(len(every_I)) < 0.1   # scattered pairs: the rows they hold
     np.testing.assert_array_equal(scorer(every_I[sparse], every_J[sparse]), every[sparse])
+
+
+@pytest.mark.parametrize("sizes", [(5, 5, 5), (1, 6, 3, 0, 4)], ids=["one-size", "mixed"])
+def test_a_vector_utilitys_exact_sum_is_the_sum_over_its_pairs(fixed, sizes):
+    """Exact MBR with a vector utility reads each list's Gram matrix times its posterior
+    (VectorUtility.expected_exact) instead of the generic pairs: the same sums, to rounding, with
+    posteriors that are 0 for some rows (no pseudo-references)."""
+    nb = make_lists(sizes=[s for s in sizes if s], seed=4)
+    offsets = np.asarray(nb.offsets, dtype=np.int64)
+    texts = list(nb.hyps)
+    p = C.posterior(nb.column("nmt"), offsets, 1.0)
+    p[::3] = 0.0
+    I, J, _ = C.pair_index(offsets)
+    generic = C.expected_utility(fixed.exact(None, texts, C.list_of_row(offsets), I, J), I, p[J], len(texts))
+    np.testing.assert_allclose(fixed.expected_exact(None, texts, offsets, p), generic, rtol=1e-12, atol=1e-14)
