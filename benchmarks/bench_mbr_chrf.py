@@ -106,8 +106,8 @@ def cell(args, n: int, tmp: str) -> dict:
 
 
 def markdown(record: dict) -> str:
-    lines = [f"Made by `{record['command']}` on {record['date']} ({record['cpus']} CPUs, shared with other agents' "
-             f"jobs: load average (1/5/15 min) {record['load_start']} at the start, {record['load_end']} at the end; "
+    lines = [f"Made by `{record['command']}` on {record['date']} ({record['cpus']} CPUs; "
+             f"load average (1/5/15 min) {record['load_start']} at the start, {record['load_end']} at the end; "
              f"{record['minutes']:.1f} minutes).", "",
              "Seconds of the MBR computation (the lists in memory), peak resident MB of the process (the lists "
              "included; in brackets the increase over the loaded lists), max abs difference of the values (chrF "
