@@ -289,14 +289,18 @@ def weighted_kmeans(X: np.ndarray, w: np.ndarray, k: int, rng: np.random.Generat
         nearest = np.minimum(nearest, squared_distances(X, X[centres[-1:]])[:, 0])
     C = X[centres].copy()
     assign = np.full(n, -1)
+    weighted = w[:, None] * X
+    members = np.zeros((len(C), n))   # row c: the weights of centre c's members (a one-hot product sums them)
+    rows = np.arange(n)
     for _ in range(KMEANS_ITERATIONS):
-        new = squared_distances(X, C).argmin(1)
+        new = (-2.0 * X @ C.T + (C * C).sum(1)[None, :]).argmin(1)   # |x|^2 is the same for every centre
         if np.array_equal(new, assign):
             break
         assign = new
         mass = np.bincount(assign, weights=w, minlength=len(C))
-        sums = np.zeros_like(C)
-        np.add.at(sums, assign, w[:, None] * X)
+        members[:] = 0.0
+        members[assign, rows] = 1.0
+        sums = members @ weighted
         filled = mass > 0
         C[filled] = sums[filled] / mass[filled, None]
     mass = np.bincount(assign, weights=w, minlength=len(C))
