@@ -328,3 +328,17 @@ def test_a_vector_utilitys_exact_sum_is_the_sum_over_its_pairs(fixed, sizes):
     I, J, _ = C.pair_index(offsets)
     generic = C.expected_utility(fixed.exact(None, texts, C.list_of_row(offsets), I, J), I, p[J], len(texts))
     np.testing.assert_allclose(fixed.expected_exact(None, texts, offsets, p), generic, rtol=1e-12, atol=1e-14)
+
+
+def test_a_vector_utilitys_pairs_against_references_are_their_dot_products(fixed):
+    """VectorUtility.against takes one product per list of the pairs' rows: the dot product of
+    every pair (I, K) asked, in any order, repeats and pairs across lists included."""
+    rng = np.random.default_rng(7)
+    vectors = rng.normal(size=(30, 6))
+    references = rng.normal(size=(9, 6))
+    group = np.repeat(np.arange(4), [5, 10, 1, 14])
+    I = rng.integers(0, 30, size=200)
+    K = rng.integers(0, 9, size=200)
+    expected = np.einsum("ij,ij->i", vectors[I], references[K])
+    np.testing.assert_allclose(fixed.against(None, group, vectors, I, references, K), expected, rtol=1e-12, atol=1e-14)
+    assert fixed.against(None, group, vectors, I[:0], references, K[:0]).shape == (0,)
