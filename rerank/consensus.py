@@ -69,7 +69,7 @@ from rerank.metrics.registry import objective
 from rerank.nbest import NBestList
 from rerank.mbr_decoders import DECODERS, check_method, decode
 from rerank.mbr_matrix import matrix_store
-from rerank.options import NONNEGATIVE_INT, PATH, POSITIVE, POSITIVE_INT, float_check, list_of, option
+from rerank.options import NONNEGATIVE_INT, PATH, POSITIVE, POSITIVE_INT, at_most, float_check, list_of, option
 from rerank.metrics.ngrams import (NgramCounter, clipped_counts, integer_sequences, sentence_blocks, token_sequences,
                                    tokenize_many)
 from rerank.plugins import PluginError, Registry
@@ -203,6 +203,16 @@ def chrf_utility(texts: Sequence[str], offsets: np.ndarray, I, J, pair_offsets, 
     return CHRFPairs(texts, offsets, word_order).rows(np.arange(len(texts), dtype=np.int64), I, J)
 
 
+def chrf_words(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """(ids, bounds) of the words of chrF++'s word n-grams, split as sacrebleu splits them
+    (`CHRF._remove_punctuation`: whitespace, then one punctuation mark off the end, else off the
+    start, of every word longer than one character)."""
+    from sacrebleu.metrics.chrf import CHRF
+
+    split = CHRF(word_order=2)._remove_punctuation
+    return integer_sequences([split(t) for t in texts])
+
+
 class CHRFPairs:
     """chrF of the pairs of a block's texts (lists from `offsets`), the n-grams counted once:
     `rows(asked)` scores every pair (i, j) of an asked row i and a text j of its list, row-major,
@@ -223,7 +233,7 @@ class CHRFPairs:
         self.records: list[NgramRecords] = []
         units = [(char_sequences(texts), CHRF_CHAR_ORDER)]
         if word_order:
-            units.append((integer_sequences([t.split() for t in texts]), word_order))
+            units.append((chrf_words(texts), word_order))
         for (ids, bounds), unit_orders in units:
             counter = NgramCounter(ids, bounds, self.group)
             for n in range(1, unit_orders + 1):
@@ -420,12 +430,14 @@ class BLEUUtility(TextUtility):
 class CHRFUtility(TextUtility):
     """Sentence chrF (sacrebleu's formula: character 1-6-grams without whitespace), in [0, 1],
     exact and against the aggregate reference of expected character n-gram counts and totals
-    (`word_order` > 0: chrF++'s word n-grams too; not an MBR option)."""
+    (`chrf_word_order` > 0, `--mbr-chrf-word-order`: word n-grams too, 2 = sacrebleu's chrF++,
+    its words split as sacrebleu splits them, `chrf_words`)."""
 
     scores_every_pair = True   # `exact` counts every pair of a list in one product (rerank.mbr_decoders.PairScorer)
+    options = ("chrf_word_order",)
 
-    def __init__(self, word_order: int = 0):
-        self.word_order = word_order
+    def __init__(self, chrf_word_order: int = 0):
+        self.word_order = chrf_word_order
 
     def exact(self, sources, texts, group, I, J):
         return every_pair(lambda offsets, I, J, pair_offsets: chrf_utility(texts, offsets, I, J, pair_offsets,
@@ -442,7 +454,7 @@ class CHRFUtility(TextUtility):
         columns: list[np.ndarray] = []
         units = [(char_sequences(texts), CHRF_CHAR_ORDER)]
         if self.word_order:
-            units.append((integer_sequences([t.split() for t in texts]), self.word_order))
+            units.append((chrf_words(texts), self.word_order))
         for (ids, bounds), orders in units:
             counter = NgramCounter(ids, bounds, group)
             for n in range(1, orders + 1):
@@ -556,6 +568,9 @@ def mbr_scores(nbest: NBestList, scores: np.ndarray, options: MBROptions | None 
     if "bleu_smooth" not in takes and (bleu_smooth != "add-k" or bleu_smooth_value is not None):
         raise InputError(f"the BLEU smoothing (bleu_smooth) is the bleu utility's; the {utility} utility has none",
                          option="bleu_smooth")
+    if "chrf_word_order" not in takes and options.chrf_word_order:
+        raise InputError(f"chrf_word_order is the chrf utility's; the {utility} utility has no word n-grams",
+                         option="chrf_word_order")
     if bleu_smooth_value is not None and (bleu_smooth not in ("add-k", "floor") or not bleu_smooth_value > 0):
         raise InputError(f"bleu_smooth_value is a number > 0 for add-k or floor, got {bleu_smooth_value!r} "
                          f"with bleu_smooth {bleu_smooth}", option="bleu_smooth_value", mentions=("bleu_smooth",))
@@ -568,7 +583,8 @@ def mbr_scores(nbest: NBestList, scores: np.ndarray, options: MBROptions | None 
         raise InputError(f"the {utility} MBR utility needs its model (model)" if model is None else
                          f"a model (model) is for a model utility; the {utility} utility has none", option="model")
     if model is None:
-        given = {"tokenize": options.tokenize, "bleu_smooth": bleu_smooth, "bleu_smooth_value": bleu_smooth_value}
+        given = {"tokenize": options.tokenize, "bleu_smooth": bleu_smooth, "bleu_smooth_value": bleu_smooth_value,
+                 "chrf_word_order": options.chrf_word_order}
         model = cls(**{name: value for name, value in given.items() if name in takes})
     if getattr(model, "needs_sources", True) and (sources is None or len(sources) != nbest.n_sentences):
         raise InputError(f"the {utility} MBR utility needs one source sentence per list (sources)", option="sources")
@@ -779,7 +795,7 @@ POSTERIORS = ("softmax", "uniform", "counts")
 @dataclass(frozen=True)
 class MBROptions:
     """Options of the mbr feature (flags of `rerank features`: --mbr-utility, --mbr-temperature,
-    --mbr-score-feature, --mbr-tokenize, --mbr-method, --mbr-bleu-smooth, --mbr-bleu-smooth-value,
+    --mbr-score-feature, --mbr-tokenize, --mbr-chrf-word-order, --mbr-method, --mbr-bleu-smooth, --mbr-bleu-smooth-value,
     --mbr-candidates, --mbr-references, --mbr-matrix (rerank.mbr_matrix), and the decoders'
     --mbr-centroids, --mbr-sample-ratio, --mbr-rank, --mbr-pruning-schedule, --mbr-pruning-alpha,
     --mbr-c2f-k, --mbr-seed: rerank.mbr_decoders)."""
@@ -802,6 +818,9 @@ class MBROptions:
                                    default_text="counts for a list `rerank generate` sampled (its OUT.config.json "
                                    "says so), else softmax")
     tokenize: str = option("13a", "BLEU tokeniser for the bleu utility")
+    chrf_word_order: int = option(0, "word n-gram orders of the chrf utility besides its 6 character orders: 0 is "
+                                  "chrF, 2 is chrF++ (sacrebleu's word_order; at most 6)",
+                                  check=at_most(NONNEGATIVE_INT, 6))
     method: str = option("exact", "exact: every pair of each list (quadratic in the list size); aggregate: each "
                          "hypothesis against one aggregate reference per list (linear; bleu, chrf, comet, sim, "
                          "mlmme); centroid: against the k-means centroids of the pseudo-references' embeddings "
