@@ -69,7 +69,7 @@ from rerank.metrics.registry import objective
 from rerank.nbest import NBestList
 from rerank.mbr_decoders import DECODERS, check_method, decode
 from rerank.mbr_matrix import matrix_store
-from rerank.options import NONNEGATIVE_INT, PATH, POSITIVE, POSITIVE_INT, at_most, float_check, list_of, option
+from rerank.options import NONNEGATIVE_INT, PATH, POSITIVE, POSITIVE_INT, float_check, list_of, option
 from rerank.metrics.ngrams import (NgramCounter, clipped_counts, integer_sequences, sentence_blocks, token_sequences,
                                    tokenize_many)
 from rerank.plugins import PluginError, Registry
@@ -819,8 +819,7 @@ class MBROptions:
                                    "says so), else softmax")
     tokenize: str = option("13a", "BLEU tokeniser for the bleu utility")
     chrf_word_order: int = option(0, "word n-gram orders of the chrf utility besides its 6 character orders: 0 is "
-                                  "chrF, 2 is chrF++ (sacrebleu's word_order; at most 6)",
-                                  check=at_most(NONNEGATIVE_INT, 6))
+                                  "chrF, 2 is chrF++ (sacrebleu's word_order)", choices=tuple(range(7)))
     method: str = option("exact", "exact: every pair of each list (quadratic in the list size); aggregate: each "
                          "hypothesis against one aggregate reference per list (linear; bleu, chrf, comet, sim, "
                          "mlmme); centroid: against the k-means centroids of the pseudo-references' embeddings "
