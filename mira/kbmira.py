@@ -40,6 +40,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 
@@ -115,26 +116,41 @@ class KBMira:
         self.bg = np.ones(9)
         self.C, self.decay, self.model_bg = C, decay, model_bg
         self.tuned = None if data.tuned.all() else data.tuned
-        bounds = data.offsets.tolist()
-        self.F = [np.ascontiguousarray(data.features[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
-        self.gains = None
-        # the same rows whole, as the C kernel reads them
-        self._all = {"F": np.ascontiguousarray(data.features, dtype=np.float64),
-                     "offsets": np.ascontiguousarray(data.offsets, dtype=np.int64),
-                     "U": None, "stat_of": None, "uoff": None, "gains": None}
-        if getattr(data.metric.scorer, "bleu_statistics", False):  # BLEU: the background BLEU of its statistics
-            K = kbmira_stats(data.stats)
-            self.Kt = [np.ascontiguousarray(K[a:b].T) for a, b in zip(bounds[:-1], bounds[1:])]
-            # each list's distinct statistics rows, numbered list by list (the kernel's BLEU runs once per row)
-            stat_of, leads = distinct_rows(K, salt=data.nbest.sentence_of_hyp)
-            self._all.update(U=np.ascontiguousarray(K[leads], dtype=np.float64),
-                             stat_of=np.ascontiguousarray(stat_of, dtype=np.int64),
-                             uoff=np.searchsorted(data.nbest.sentence_of_hyp[leads], np.arange(len(bounds)),
-                                                  side="left").astype(np.int64))
-        else:
-            self.gains = fixed_gains(data)
-            self._all["gains"] = np.ascontiguousarray(np.concatenate(self.gains) if self.gains else np.zeros(0),
-                                                      dtype=np.float64)
+        # the rows whole, as the C kernel reads them; the numpy loop's per-list copies (F, Kt) and the
+        # kernel's distinct statistics rows (_kernel_inputs) are made from them when first used
+        self._features = np.ascontiguousarray(data.features, dtype=np.float64)
+        self._offsets = np.ascontiguousarray(data.offsets, dtype=np.int64)
+        self._sentence_of_hyp = data.nbest.sentence_of_hyp
+        self.n_lists = len(self._offsets) - 1
+        bleu = bool(getattr(data.metric.scorer, "bleu_statistics", False))  # BLEU: the background BLEU of its stats
+        self._K = kbmira_stats(data.stats) if bleu else None
+        self.gains = None if bleu else fixed_gains(data)
+
+    def _lists(self, rows: np.ndarray) -> list[np.ndarray]:
+        bounds = self._offsets.tolist()
+        return [np.ascontiguousarray(rows[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
+
+    @cached_property
+    def F(self) -> list[np.ndarray]:
+        """Each list's feature rows (the numpy loop's, `hope_fear`'s and `visit`'s)."""
+        return self._lists(self._features)
+
+    @cached_property
+    def Kt(self) -> list[np.ndarray] | None:
+        """Each list's kbmira statistics, transposed (9, k); None without BLEU."""
+        return None if self._K is None else [np.ascontiguousarray(k.T) for k in self._lists(self._K)]
+
+    @cached_property
+    def _kernel_inputs(self) -> dict:
+        """The C kernel's U, stat_of, uoff (each list's distinct statistics rows, numbered list by list:
+        its BLEU runs once per row) or gains (concatenated)."""
+        if self._K is None:
+            gains = np.concatenate(self.gains) if self.gains else np.zeros(0)
+            return {"U": None, "stat_of": None, "uoff": None, "gains": np.ascontiguousarray(gains, dtype=np.float64)}
+        stat_of, leads = distinct_rows(self._K, salt=self._sentence_of_hyp)
+        uoff = np.searchsorted(self._sentence_of_hyp[leads], np.arange(self.n_lists + 1), side="left")
+        return {"U": np.ascontiguousarray(self._K[leads], dtype=np.float64), "stat_of": np.ascontiguousarray(stat_of,
+                dtype=np.int64), "uoff": uoff.astype(np.int64), "gains": None}
 
     def epoch(self, order) -> float:
         """Visit the sentences in `order` (lists of one hypothesis are skipped) by the rules of
@@ -147,7 +163,7 @@ class KBMira:
             return self._epoch_c(order)
         bg_col = bg[:, None]
         C, decay, model_bg, gains, Fs = self.C, self.decay, self.model_bg, self.gains, self.F
-        Kts = getattr(self, "Kt", None)
+        Kts = self.Kt
         mask = None if self.tuned is None else self.tuned.astype(np.float64)
         d = np.empty_like(w)
         work: dict[int, tuple] = {}
@@ -207,15 +223,15 @@ class KBMira:
             if a.dtype != np.float64 or not a.flags.writeable or not a.flags.c_contiguous:
                 setattr(self, name, np.array(a, dtype=np.float64))
         mask = None if self.tuned is None else np.ascontiguousarray(self.tuned, dtype=np.float64)
-        a = self._all
-        loss, updates = _kernel.epoch(a["F"], a["offsets"], np.asarray(order, dtype=np.int64).reshape(-1), self.w,
-                                      self.total, self.bg, a["U"], a["stat_of"], a["uoff"], a["gains"], mask,
+        a = self._kernel_inputs
+        loss, updates = _kernel.epoch(self._features, self._offsets, np.asarray(order, dtype=np.int64).reshape(-1),
+                                      self.w, self.total, self.bg, a["U"], a["stat_of"], a["uoff"], a["gains"], mask,
                                       float(self.C), float(self.decay), bool(self.model_bg))
         self.n_updates += updates
         return loss
 
     def gain(self, i: int) -> np.ndarray:
-        return _bleu_bg_t(self.Kt[i], self.bg) if self.gains is None else self.gains[i]
+        return _bleu_bg_t(self.Kt[i], self.bg) if self.gains is None else self.gains[i]   # type: ignore[index]
 
     def hope_fear(self, i: int) -> tuple[int, int, int, np.ndarray, np.ndarray]:
         """(hope, fear, model) positions in sentence i's list, its background BLEU and model scores."""
@@ -241,7 +257,7 @@ class KBMira:
             self.n_updates += 1
         if self.gains is None:
             self.bg *= self.decay
-            self.bg += self.Kt[i][:, best if self.model_bg else hope]
+            self.bg += self.Kt[i][:, best if self.model_bg else hope]   # type: ignore[index]
         return max(loss, 0.0)
 
     def average(self) -> np.ndarray:
@@ -254,7 +270,7 @@ def kbmira(data: TuningData, w0: np.ndarray | None = None, *, C: float = 0.01, e
            progress: Progress = False, on_epoch: Callable[[dict], None] | None = None) -> MiraResult:
     """Tune the weights of `data` (BLEU statistics) with k-best batch MIRA; see the module doc."""
     state = KBMira(data, w0, C=C, decay=decay, model_bg=model_bg)
-    n_sent = len(state.F)
+    n_sent = state.n_lists
     rng = np.random.default_rng(seed)
     initial = data.evaluate(state.w)
     best_score, best_w, best_epoch = None, state.w.copy(), 0

@@ -251,27 +251,32 @@ class StoredUtility:
     def _expected_exact(self, sources, texts, offsets, p) -> np.ndarray:
         from rerank.consensus import list_of_row, matrix_expected
 
-        self.exact(sources, texts, list_of_row(self._offsets), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
-        assert self._values is not None   # exact filled it
-        return matrix_expected(self._values, self._offsets, p)
+        return matrix_expected(self.matrices(sources, texts, list_of_row(self._offsets)), self._offsets, p)
 
-    def exact(self, sources, texts, group, I, J) -> np.ndarray:
-        offsets = self._offsets
-        sizes = np.diff(offsets)
-        pair_offsets = np.concatenate([[0], np.cumsum(sizes ** 2)]).astype(np.int64)
+    def matrices(self, sources, texts, group) -> np.ndarray:
+        """The block's lists' full matrices in pair_index's layout: read from the folder, or the
+        utility's own `exact` on every pair of the block once, saved."""
         if self._values is None:
+            from rerank.consensus import pair_index
+
+            offsets = self._offsets
+            sizes = np.diff(offsets)
             reads = getattr(self._utility, "needs_sources", True)
             digests = [list_digest(texts[offsets[k]:offsets[k + 1]], sources[k] if reads and sources else None)
                        for k in range(len(sizes))]
             if self._store.reading:
                 self._values = self._store.read(self._first, sizes, digests)
             else:
-                lists = np.repeat(np.arange(len(sizes), dtype=np.int64), sizes ** 2)
-                local = np.arange(pair_offsets[-1], dtype=np.int64) - pair_offsets[lists]
-                n = np.maximum(sizes[lists], 1)
-                every_I, every_J = offsets[lists] + local // n, offsets[lists] + local % n
+                every_I, every_J, _ = pair_index(offsets)
                 self._values = np.asarray(self._utility.exact(sources, texts, group, every_I, every_J),
                                           dtype=np.float64)
                 self._store.write(self._first, sizes, digests, self._values)
+        return self._values
+
+    def exact(self, sources, texts, group, I, J) -> np.ndarray:
+        offsets = self._offsets
+        sizes = np.diff(offsets)
+        pair_offsets = np.concatenate([[0], np.cumsum(sizes ** 2)]).astype(np.int64)
+        values = self.matrices(sources, texts, group)
         g = np.asarray(group)[I]
-        return self._values[pair_offsets[g] + (I - offsets[g]) * sizes[g] + (J - offsets[g])]
+        return values[pair_offsets[g] + (I - offsets[g]) * sizes[g] + (J - offsets[g])]
