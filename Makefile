@@ -70,7 +70,7 @@ test-faults: $(VENV)/.installed
 # The users'-model backends under transformers 4 (and the COMET qe feature, which needs it), and
 # models saved by each transformers major scored under the other (tests/cross_version.py).
 test-compat: $(VENV)/.installed $(COMPAT_VENV)/.installed
-	$(COMPAT_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/test_model_backends.py tests/test_metricx.py $(wildcard tests/test_comet_qe.py tests/test_comet_ref.py tests/test_mbr_comet.py)
+	$(COMPAT_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/test_model_backends.py tests/test_metricx.py tests/test_bleurt_port.py $(wildcard tests/test_comet_qe.py tests/test_comet_ref.py tests/test_mbr_comet.py)
 	rm -rf build/cross-version && mkdir -p build/cross-version
 	$(PY) tests/cross_version.py build build/cross-version/new
 	$(COMPAT_VENV)/bin/python tests/cross_version.py build build/cross-version/old

@@ -24,7 +24,7 @@ random weights (the timings are those of the real model; the scores mean nothing
 - bleurt: BLEURT-20's RemBERT (32 layers, 1152 wide, 18 heads, ffn 4608, input embeddings 256,
   vocabulary 250,300, 512 positions) with the linear head, in this toolkit's checkpoint format.
   Ours: rerank.metrics.pair_models.cached_pair_scores of a BLEURTModel (length-sorted batches of
-  at most 64 pairs and 8,192 padded tokens); theirs: the PyTorch port's forward as
+  at most 64 pairs and 8,192 padded tokens, with its padding bound); theirs: the PyTorch port's forward as
   tests/test_bertscore_bleurt.py restates it (BleurtForSequenceClassification: RemBERT's pooled
   output, the head) called as its README calls it, `tokenizer(references, candidates,
   padding="longest")`, in batches of `--reference-batch` pairs in input order.
@@ -414,7 +414,8 @@ def bench_bleurt(tmp: str, rows, args) -> dict:
     return {"model": "BLEURT-20 architecture: RemBERT (32 layers) with the linear head (random weights)",
             "parameters": params, "build_s": round(build_s, 1), "load_s": round(load_s, 1),
             "tokens": {"pair": counts}, "batch": f"ours: length-sorted, at most {pair_models.MAX_ROWS} pairs and "
-            f"{pair_models.MAX_TOKENS} padded tokens; theirs: {', '.join(map(str, args.reference_batch))} pairs per "
+            f"{pair_models.MAX_TOKENS} padded tokens, cut where padding passes {pair_models.PAD_SLACK} of a batch of "
+            f"{pair_models.PAD_FLOOR} padded tokens or more; theirs: {', '.join(map(str, args.reference_batch))} pairs per "
             "forward, padded to the longest, input order",
             "theirs": "the PyTorch port's forward (tests/test_bertscore_bleurt.py's restatement)",
             "score_std": float(np.std(values)), **table}

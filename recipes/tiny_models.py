@@ -330,6 +330,101 @@ def build_bleurt(out: str, lines: list[str], seed: int = 0, layers: int = 2, *, 
     return out
 
 
+def spm_tokenizer_model(lines: list[str], vocab_size: int = 300) -> bytes:
+    """A sentencepiece unigram model of `lines` with BERT's special pieces ([PAD] 0, [UNK] 1,
+    [CLS], [SEP], [MASK]), as BLEURT-20's spm.model has them."""
+    import io
+
+    import sentencepiece as spm
+
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(lines), model_writer=model, vocab_size=vocab_size,
+                                   model_type="unigram", pad_id=0, unk_id=1, bos_id=-1, eos_id=-1, pad_piece="[PAD]",
+                                   unk_piece="[UNK]", user_defined_symbols=["[CLS]", "[SEP]", "[MASK]"],
+                                   minloglevel=2, num_threads=1)
+    return model.getvalue()
+
+
+def build_bleurt_port(out: str, lines: list[str], seed: int = 0, layers: int = 2, *, hidden: int = 32,
+                      embedding: int | None = 16, heads: int = 2, ffn: int = 64, max_length: int = 256,
+                      weights: str = "model.safetensors", pieces: int = 300, vocab: int | None = None,
+                      tokenizer: str = "spm") -> str:
+    """A tiny BLEURT with random weights in the PyTorch port's layout, as its save_pretrained
+    writes lucadiliello/BLEURT-20 (bleurt-pytorch): config.json of model_type "bleurt" (without
+    `embedding_size` when `embedding` is None: the port then has no input projection), the
+    BleurtForSequenceClassification state_dict (`weights`: model.safetensors or pytorch_model.bin),
+    spm.model (of `pieces` pieces) with BleurtSPTokenizer's tokenizer_config.json, or with
+    `tokenizer="wordpiece"` a WordPiece vocab.txt as BleurtTokenizerFast saves it (the older BLEURT
+    checkpoints'); the embedding table has `vocab` rows (None: the vocabulary's). Written without
+    the port."""
+    import json
+
+    import torch
+    from safetensors.torch import save_file
+
+    from rerank.metrics.bleurt import FORMAT, build_model
+
+    os.makedirs(out, exist_ok=True)
+    special = {"bos_token": "[CLS]", "cls_token": "[CLS]", "eos_token": "[SEP]", "mask_token": "[MASK]",
+               "pad_token": "[PAD]", "sep_token": "[SEP]", "unk_token": "[UNK]"}
+    if tokenizer == "wordpiece":
+        wordpiece = wordpiece_tokenizer(lines)
+        wordpiece.save_pretrained(out)
+        with open(os.path.join(out, "vocab.txt"), "w", encoding="utf-8") as f:   # as transformers 4 saves it (5: not)
+            f.writelines(token + "\n" for token, _ in sorted(wordpiece.get_vocab().items(), key=lambda kv: kv[1]))
+        with open(os.path.join(out, "tokenizer_config.json"), encoding="utf-8") as f:
+            settings = json.load(f)
+        with open(os.path.join(out, "tokenizer_config.json"), "w", encoding="utf-8") as f:
+            json.dump({**settings, "tokenizer_class": "BleurtTokenizer"}, f, indent=2)
+        vocab = vocab or len(wordpiece)
+    else:
+        with open(os.path.join(out, "spm.model"), "wb") as f:
+            f.write(spm_tokenizer_model(lines, pieces))
+        import sentencepiece as spm
+
+        vocab = vocab or spm.SentencePieceProcessor(model_file=os.path.join(out, "spm.model")).get_piece_size()
+        with open(os.path.join(out, "tokenizer_config.json"), "w", encoding="utf-8") as f:
+            json.dump({**special, "do_lower_case": False, "split_by_punct": False, "sp_model_kwargs": {},
+                       "tokenizer_class": "BleurtSPTokenizer"}, f, indent=2)
+        with open(os.path.join(out, "special_tokens_map.json"), "w", encoding="utf-8") as f:
+            json.dump(special, f, indent=2)
+    port = {"model_type": "bleurt", "architectures": ["BleurtForSequenceClassification"], "vocab_size": vocab,
+            "hidden_size": hidden, "num_hidden_layers": layers, "num_attention_heads": heads, "intermediate_size": ffn,
+            "hidden_act": "gelu", "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,
+            "max_position_embeddings": max_length, "type_vocab_size": 2, "initializer_range": 0.02,
+            "layer_norm_eps": 1e-12, "pad_token_id": 0, "num_labels": 1, "id2label": {"0": "LABEL_0"},
+            "label2id": {"LABEL_0": 0}}
+    if embedding is not None:
+        port["embedding_size"] = embedding
+    width = hidden if embedding is None else embedding
+    encoder = {**{k: port[k] for k in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                                       "intermediate_size", "max_position_embeddings", "type_vocab_size",
+                                       "pad_token_id")},
+               "input_embedding_size": width, "output_embedding_size": width, "bos_token_id": None,
+               "eos_token_id": None}
+    torch.manual_seed(seed)
+    model, head = build_model({"format": FORMAT, "max_length": max_length, "encoder": encoder})
+    with torch.no_grad():   # as build_bleurt: spread the pooled output and the score
+        model.pooler.dense.weight.normal_(0.0, 0.5)
+        head.weight.normal_(0.0, 1.0)
+    state = {}
+    for name, tensor in model.state_dict().items():
+        if name.startswith("encoder.embedding_hidden_mapping_in."):
+            if embedding is None:
+                continue
+            name = "encoder.embedding_projection." + name.rsplit(".", 1)[1]
+        state["bleurt." + name] = tensor.contiguous()
+    state["bleurt.embeddings.position_ids"] = torch.arange(max_length).expand((1, -1)).contiguous()   # persisted
+    state.update({f"classifier.{k}": v.contiguous() for k, v in head.state_dict().items()})
+    if weights == "model.safetensors":
+        save_file(state, os.path.join(out, weights), metadata={"format": "pt"})
+    else:
+        torch.save(state, os.path.join(out, weights))
+    with open(os.path.join(out, "config.json"), "w", encoding="utf-8") as f:
+        json.dump(port, f, indent=2)
+    return out
+
+
 def convert_ct2(model_dir: str, out: str) -> str:
     """CTranslate2's own converter on a transformers directory, tokenizer files copied beside model.bin."""
     from ctranslate2.converters import TransformersConverter
@@ -372,6 +467,7 @@ def _build_all(out, text, seed, ct2, st, comet, bertscore_bleurt=False) -> dict[
     if bertscore_bleurt:
         paths["bertscore"] = build_bertscore(os.path.join(out, "bertscore-tiny"), lines, seed)
         paths["bleurt"] = build_bleurt(os.path.join(out, "bleurt-tiny"), lines, seed)
+        paths["bleurt_port"] = build_bleurt_port(os.path.join(out, "bleurt-port-tiny"), lines, seed)
     if comet:
         paths["comet"] = build_comet_qe(os.path.join(out, "cometkiwi-tiny"), lines, seed)
         paths["comet_ref"] = build_comet(os.path.join(out, "comet22-tiny"), lines, seed, "regression")
@@ -386,7 +482,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--comet", action="store_true", help="also COMET models, reference-free and reference-based "
                         "(needs the [comet] extra)")
     parser.add_argument("--bertscore-bleurt", action="store_true", help="also a BERT for BERTScore and a "
-                        "BLEURT-20-style RemBERT")
+                        "BLEURT-20-style RemBERT (in this toolkit's format and in the PyTorch port's layout)")
     args = parser.parse_args(argv)
     import logging
 

@@ -48,7 +48,7 @@ class NeedsOption(InputError):
 NEURAL_MODULES = frozenset({"torch", "torchvision", "sklearn", "sentencepiece", "sacremoses", "PIL"})
 EXTRA_OF_MODULE = {**{module: "neural" for module in NEURAL_MODULES}, "transformers": "hf", "tokenizers": "hf",
                    "safetensors": "hf", "ctranslate2": "ct2", "sentence_transformers": "st", "comet": "comet",
-                   "bert_score": "neural"}
+                   "bert_score": "neural", "protobuf": "hf"}
 
 
 def install_line(module: str) -> str:

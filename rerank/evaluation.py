@@ -340,8 +340,8 @@ class EvalOptions:
                                        "segment scores; needs --src", check=PATH, metavar="DIR", group=METRICX_GROUP)
     metricx_batch_tokens: int | None = option(None, "MetricX padded input tokens per batch", check=POSITIVE_INT,
                                               metavar="N", default_text="4096", group=METRICX_GROUP)
-    bleurt_model: str | None = option(None, "a BLEURT model directory (bleurt_config.json, model.safetensors, "
-                                      "tokenizer: docs/models.md): adds the metric bleurt", check=PATH, metavar="DIR",
+    bleurt_model: str | None = option(None, "a BLEURT model directory (this toolkit's format or the PyTorch "
+                                      "port's: docs/models.md): adds the metric bleurt", check=PATH, metavar="DIR",
                                       group=PAIR_GROUP)
     device: str | None = option(None, "cpu, cuda or cuda:N, for COMET", cli=False)   # rerank.device.add_device_option
     score_cache: str | bool | None = option(None, "score cache of users' models, shared with `rerank features`",

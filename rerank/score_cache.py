@@ -221,21 +221,30 @@ def score_in_blocks(batches: Sequence[Sequence[int]], score: Callable[[Sequence[
     return values
 
 
-def token_batches(lengths: Sequence[int], budget: int, max_rows: int | None = None) -> list[list[int]]:
+def token_batches(lengths: Sequence[int], budget: int, max_rows: int | None = None,
+                  slack: float | None = None, floor: int = 0) -> list[list[int]]:
     """Indices sorted by length (longest first), cut into batches whose padded size
     (count x longest) stays within `budget` tokens, and of at most `max_rows` items (None: no
-    cap); a single longer item is a batch of its own."""
+    cap); a single longer item is a batch of its own. With `slack`, a batch is also cut before its
+    padded size exceeds (1 + slack) x its real tokens, once it holds `floor` padded tokens: on a
+    CPU a token costs about the same in a batch of a few hundred tokens as in one of thousands, so
+    past such a floor padding is the cost to bound (a few pairs of spread lengths would otherwise
+    all be padded to the longest), while below it each forward's own overhead counts; a long
+    sorted run of near-equal lengths still fills whole batches."""
     order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
     batches: list[list[int]] = []
     batch: list[int] = []
-    longest = 0
+    longest = real = 0
     for i in order:
         longest_if = max(longest, lengths[i])
-        if batch and (longest_if * (len(batch) + 1) > budget or (max_rows is not None and len(batch) >= max_rows)):
+        padded = longest_if * (len(batch) + 1)
+        if batch and (padded > budget or (max_rows is not None and len(batch) >= max_rows)
+                      or (slack is not None and longest * len(batch) >= floor
+                          and padded > (1 + slack) * (real + lengths[i]))):
             batches.append(batch)
-            batch, longest_if = [], lengths[i]
+            batch, longest_if, real = [], lengths[i], 0
         batch.append(i)
-        longest = longest_if
+        longest, real = longest_if, real + lengths[i]
     if batch:
         batches.append(batch)
     return batches

@@ -18,6 +18,8 @@ import os
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 import torch
 
 from rerank import api
@@ -203,6 +205,28 @@ def test_token_batches_are_sorted_and_bounded():
     for b in batches:
         assert len(b) <= 3 and (len(b) == 1 or len(b) * max(lengths[k] for k in b) <= 60)
     assert token_batches(lengths, 60) == token_batches(lengths, 60, max_rows=None)
+
+
+@given(st.lists(st.integers(1, 80), min_size=1, max_size=60), st.sampled_from([0.0, 0.1, 0.5]),
+       st.sampled_from([0, 50, 256]))
+@settings(max_examples=200, deadline=None)
+def test_token_batches_with_slack_bound_the_padding_past_the_floor_and_keep_the_order(lengths, slack, floor):
+    from rerank.score_cache import token_batches
+
+    batches = token_batches(lengths, 10**6, 64, slack, floor)
+    assert [lengths[k] for b in batches for k in b] == sorted(lengths, reverse=True)
+    assert sorted(k for b in batches for k in b) == list(range(len(lengths)))
+    for b in batches:   # within the bound, or taken in while the batch was below the floor
+        padded, real = len(b) * max(lengths[k] for k in b), sum(lengths[k] for k in b)
+        assert len(b) == 1 or padded <= (1 + slack) * real + 1e-9 or (len(b) - 1) * lengths[b[0]] < floor
+    for a, b in zip(batches, batches[1:]):   # a batch is cut only where the next item would break the bound
+        grown = [*a, b[0]]
+        assert len(a) == 64 or (len(grown) * lengths[a[0]] > (1 + slack) * sum(lengths[k] for k in grown) - 1e-9
+                                and len(a) * lengths[a[0]] >= floor)
+    assert token_batches(lengths, 10**6, 64, 10**6) == token_batches(lengths, 10**6, 64)   # the limit: no bound
+    assert token_batches(lengths, 10**6, 64, 0.0, 10**6) == token_batches(lengths, 10**6, 64)   # nor below the floor
+    equal = token_batches([7] * 130, 10**6, 64, 0.0, floor)   # a run of equal lengths still fills whole batches
+    assert [len(b) for b in equal] == [64, 64, 2]
 
 
 @pytest.mark.parametrize("name", ["bertscore", "bleurt"])

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from rerank.errors import InputError, needs_neural
-from rerank.metrics.pair_models import (MAX_TOKENS, Pair, PairModel, PairModelFeature, PairModelMetric,
+from rerank.metrics.pair_models import (MAX_TOKENS, PAD_FLOOR, PAD_SLACK, Pair, PairModel, PairModelFeature, PairModelMetric,
                                         PairModelUtility, Store, loading_failed, model_directory)
 from rerank.options import NONNEGATIVE_INT, PATH, POSITIVE_INT, option
 from rerank.progress import transformers_bars_off
@@ -150,7 +150,7 @@ class BERTScoreModel(PairModel):
         ids = [token_ids(tokenizer, t) for t in todo]
         special = {tokenizer.cls_token_id, tokenizer.sep_token_id}
         device = next(model.parameters()).device
-        for batch in token_batches([len(x) for x in ids], MAX_TOKENS, self.max_rows):
+        for batch in token_batches([len(x) for x in ids], MAX_TOKENS, self.max_rows, PAD_SLACK, PAD_FLOOR):
             width = max(len(ids[k]) for k in batch)
             padded = torch.full((len(batch), width), tokenizer.pad_token_id or 0, dtype=torch.long)
             mask = torch.zeros((len(batch), width), dtype=torch.long)

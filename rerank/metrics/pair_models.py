@@ -37,6 +37,11 @@ Store = Callable[[list[int], np.ndarray], None]
 
 MAX_TOKENS = 8192   # padded tokens (rows x longest row) per batch (rerank.score_cache.token_batches)
 MAX_ROWS = 64       # rows per batch
+# a batch's padded tokens at most (1 + PAD_SLACK) x its real ones, once it holds PAD_FLOOR padded
+# tokens (token_batches' slack and floor; below the floor a forward's own overhead counts): chosen
+# on BLEURT-20's size, docs/benchmarks/bleurt_port.md
+PAD_SLACK = 0.1
+PAD_FLOOR = 256
 
 
 def model_directory(path: str, what: str, needs: Sequence[str] = ("config.json",)) -> str:
