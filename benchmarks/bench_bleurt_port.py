@@ -51,7 +51,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import numpy as np
 
-from bench_model_sizes import loadavg, race, segments, shipped_text  # benchmarks/ is this script's folder
+from bench_model_sizes import cpu_name, loadavg, race, segments, shipped_text, write_json  # benchmarks/ is this script's folder
 
 SIZES = {
     "tiny": dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64, embedding_size=16,
@@ -237,9 +237,7 @@ def main(argv=None) -> int:
                                    *(argv if argv is not None else sys.argv[1:])]),
               "port": "bleurt-pytorch 0.0.1", "transformers": transformers.__version__, "torch": torch.__version__,
               "python": platform.python_version(), "threads": args.threads,
-              "cpu": next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo", encoding="utf-8")
-                           if line.startswith("model name")), platform.processor()),
-              "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "load_start": loadavg(), "sizes": {}}
+              "cpu": cpu_name(), "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "load_start": loadavg(), "sizes": {}}
     with tempfile.TemporaryDirectory(prefix="bench-bleurt-port-") as tmp:
         for size in args.sizes.split(","):
             print(f"{size} ...", flush=True)
@@ -249,10 +247,7 @@ def main(argv=None) -> int:
             shutil.rmtree(os.path.join(tmp, size))
     record["load_end"] = loadavg()
     if args.json:
-        from rerank.io import atomic_write
-
-        with atomic_write(args.json) as f:
-            f.write(json.dumps(record, indent=1) + "\n")
+        write_json(args.json, record)
     return 0
 
 

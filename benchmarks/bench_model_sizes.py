@@ -97,6 +97,19 @@ def loadavg() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
+def cpu_name() -> str:
+    return next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo", encoding="utf-8")
+                 if line.startswith("model name")), platform.processor())
+
+
+def write_json(path: str, record: dict) -> None:
+    """`record` as indented JSON at `path`, atomically."""
+    from rerank.io import atomic_write
+
+    with atomic_write(path) as f:
+        f.write(json.dumps(record, indent=1) + "\n")
+
+
 def shipped_text() -> list[str]:
     from rerank.io import read_lines
 
@@ -460,17 +473,12 @@ def main(argv=None) -> int:
                      size=args.size, segments=len(rows), threads=torch.get_num_threads(), dtype="float32", device="cpu",
                      load_average={"start": start, "end": loadavg()}, torch=torch.__version__,
                      transformers=transformers.__version__, python=platform.python_version(),
-                     cpu=next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo", encoding="utf-8")
-                               if line.startswith("model name")), platform.processor()),
-                     when=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+                     cpu=cpu_name(), when=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
         record["models"][name] = entry
         print(json.dumps(entry, indent=1), flush=True)
         gc.collect()
         if args.json:
-            from rerank.io import atomic_write
-
-            with atomic_write(args.json) as f:
-                f.write(json.dumps(record, indent=1) + "\n")
+            write_json(args.json, record)
     return 0
 
 
