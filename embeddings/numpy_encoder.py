@@ -30,7 +30,10 @@ says.
 **Batch independence.** A vector is bitwise the same whichever sentences are encoded with it
 (sharded feature runs depend on this, as on the torch path): every GEMM has the same shape
 whatever the batch holds (BLOCK rows, unused rows zero, a table block always its TABLE_BLOCK
-vocabulary rows), numpy's element-wise tanh rounds alike on its vector and scalar paths (tested)
+vocabulary rows), a row's product does not depend on its place in the block (`_gemm`: BLAS where
+a probe of the weights at first use shows it so; OpenBLAS's Haswell kernels, as on AMD EPYC, sum
+a row in an order that depends on its place, and there numpy's own einsum loop, several times
+slower, takes the products instead), numpy's element-wise tanh rounds alike on its vector and scalar paths (tested)
 and the norms are summed per row in float64. Unlike the torch path, the vectors do not depend on
 `batch_size` either (it is accepted for the same signature and ignored).
 
@@ -190,7 +193,7 @@ class _Language:
             part = self.embed[lo:lo + TABLE_BLOCK]
             rows = np.zeros((TABLE_BLOCK, part.shape[1]), dtype=np.float32)   # fp16 -> fp32 is exact
             rows[: len(part)] = part
-            self.table[lo:lo + len(part)] = (rows @ self.w_ih_t + self.b_ih)[: len(part)]
+            self.table[lo:lo + len(part)] = (_gemm(rows, self.w_ih_t) + self.b_ih)[: len(part)]
             self.done[b] = True
 
     def inputs(self, words: np.ndarray) -> np.ndarray:
@@ -205,9 +208,34 @@ class _Language:
             return x
         rows = np.zeros((BLOCK, self.embed.shape[1]), dtype=np.float32)
         rows[:k] = self.embed[words]
-        x = rows @ self.w_ih_t
+        x = _gemm(rows, self.w_ih_t)
         x += self.b_ih
         return x
+
+
+_ROWS_APART: dict[tuple[int, int, int], bool] = {}   # (k, n, BLAS threads) -> BLAS keeps rows apart
+
+
+def rows_apart(w: np.ndarray, threads: int = 1) -> bool:
+    """Whether float32 BLAS on `threads` threads gives each row of a BLOCK-row product with `w`
+    the same bits wherever the row stands in the block (probed once per shape and thread count:
+    random rows, their product and that of the rows shuffled)."""
+    key = (w.shape[0], w.shape[1], threads)
+    if key not in _ROWS_APART:
+        rng = np.random.default_rng(0)
+        a = rng.standard_normal((BLOCK, w.shape[0])).astype(np.float32)
+        order = rng.permutation(BLOCK)
+        with _blas_threads(threads):
+            _ROWS_APART[key] = bool(np.array_equal((a @ w)[order], a[order] @ w))
+    return _ROWS_APART[key]
+
+
+def _gemm(a: np.ndarray, w: np.ndarray, threads: int = 1) -> np.ndarray:
+    """a @ w, each row's result independent of its place in `a`: BLAS where it is so
+    (`rows_apart`), else numpy's einsum loop (no BLAS: each element summed over k in one order)."""
+    if rows_apart(w, threads):
+        return a @ w
+    return np.einsum("ik,kn->in", a, w, optimize=False)
 
 
 def _step_block(lang: _Language, parents: np.ndarray, words: np.ndarray, out: np.ndarray) -> None:
@@ -219,7 +247,7 @@ def _step_block(lang: _Language, parents: np.ndarray, words: np.ndarray, out: np
         h = np.zeros((BLOCK, H), dtype=np.float32)
         h[:k] = parents
     xb = lang.inputs(words)
-    g = h @ lang.w_hh_t
+    g = _gemm(h, lang.w_hh_t)
     rz = g[:, : 2 * H]
     rz += xb[:, : 2 * H]
     np.tanh(rz, out=rz)
@@ -244,14 +272,16 @@ def _normalise(v: np.ndarray) -> np.ndarray:
     return (wide / np.maximum(norms, 1e-12)).astype(np.float32)
 
 
-def _blocks_of(matrix: np.ndarray, weights_t: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
-    """matrix @ weights_t (+ bias) in GEMMs of exactly BLOCK rows (the last one padded)."""
+def _blocks_of(matrix: np.ndarray, weights_t: np.ndarray, bias: np.ndarray | None = None,
+               threads: int = 1) -> np.ndarray:
+    """matrix @ weights_t (+ bias) in GEMMs of exactly BLOCK rows (the last one padded), BLAS on
+    `threads` threads."""
     out = np.empty((len(matrix), weights_t.shape[1]), dtype=np.float32)
     for s in range(0, len(matrix), BLOCK):
         part = matrix[s:s + BLOCK]
         rows = np.zeros((BLOCK, matrix.shape[1]), dtype=np.float32)
         rows[: len(part)] = part
-        y = rows @ weights_t
+        y = _gemm(rows, weights_t, threads)
         if bias is not None:
             y += bias
         out[s:s + BLOCK] = y[: len(part)]
@@ -337,6 +367,9 @@ class NumpyEncoder:
         if len(rows) == 0:
             return out
         weights = self._language(lang)
+        for w in (weights.w_hh_t, weights.w_ih_t, weights.proj_t):   # probed before any thread runs
+            if w is not None:
+                rows_apart(w)
         with _blas_threads(1):   # threads > 1: this module's threads share the blocks
             states = self._last_states(weights, [ids[i] for i in rows], progress, f"encode {lang}")
             if weights.proj_t is not None:
@@ -405,7 +438,7 @@ class NumpyEncoder:
         if feats.ndim != 2 or feats.shape[1] != self.image_dim:
             raise InputError(f"image features of shape {feats.shape}, but the model expects (N, {self.image_dim})")
         with _blas_threads(self.threads):
-            return _normalise(_blocks_of(feats, *self._image))
+            return _normalise(_blocks_of(feats, *self._image, threads=self.threads))
 
 
 def _check_cpu(device) -> None:

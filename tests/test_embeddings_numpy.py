@@ -132,9 +132,13 @@ def test_without_the_input_table_the_vectors_are_the_same(tmp_path, monkeypatch)
     np.testing.assert_allclose(with_table, torch_encoder.encode(sents, "en"), rtol=0, atol=1e-6)
 
 
-def test_a_vector_does_not_depend_on_the_other_sentences_nor_on_threads(tmp_path):
+@pytest.mark.parametrize("products", ["as probed", "einsum"])
+def test_a_vector_does_not_depend_on_the_other_sentences_nor_on_threads(tmp_path, monkeypatch, products):
     # bitwise, as the torch path: sharded `rerank features` runs rely on it; 600 sentences take
-    # several blocks per depth, so two threads share them
+    # several blocks per depth, so two threads share them. "einsum": the products of a BLAS whose
+    # rows depend on their place in the block (the probe failing), whatever this machine's BLAS does
+    if products == "einsum":
+        monkeypatch.setattr(numpy_encoder, "rows_apart", lambda w, threads=1: False)
     path, _ = build(tmp_path, image_dim=6)
     sents = sentences("en", n=600, seed=4)
     full = NumpyEncoder.load(path).encode(sents, "en")
@@ -147,6 +151,21 @@ def test_a_vector_does_not_depend_on_the_other_sentences_nor_on_threads(tmp_path
     feats = rng.normal(size=(300, 6)).astype(np.float32)
     images = NumpyEncoder.load(path).encode_images(feats)
     np.testing.assert_array_equal(NumpyEncoder.load(path).encode_images(feats[[7, 3]]), images[[7, 3]])
+
+
+def test_the_probe_tells_a_blas_that_keeps_rows_apart_from_one_that_does_not(monkeypatch):
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((24, 72)).astype(np.float32)
+    a = rng.standard_normal((numpy_encoder.BLOCK, 24)).astype(np.float32)
+    np.testing.assert_allclose(numpy_encoder._gemm(a, w), a @ w, rtol=1e-5, atol=1e-5)
+    monkeypatch.setattr(numpy_encoder, "_ROWS_APART", {})
+
+    class PlaceDependent(np.ndarray):   # a product whose row i is off by i ulps: rows not apart
+        def __rmatmul__(self, other):
+            out = np.asarray(other) @ np.asarray(self)
+            return out + np.arange(len(out), dtype=np.float32)[:, None] * np.finfo(np.float32).eps
+
+    assert numpy_encoder.rows_apart(w.view(PlaceDependent), threads=2) is False
 
 
 def test_prefixes_and_repeats_share_states_without_changing_them(tmp_path):

@@ -43,8 +43,8 @@ from typing import Any
 import numpy as np
 
 from rerank.errors import InputError, needs_neural
-from rerank.metrics.pair_models import (MAX_TOKENS, PAD_FLOOR, PAD_SLACK, Pair, PairModel, PairModelFeature, PairModelMetric,
-                                        PairModelUtility, Store, loading_failed, model_directory)
+from rerank.metrics.pair_models import (MAX_TOKENS, PAD_FLOOR, PAD_SLACK, Pair, PairModel, PairModelFeature,
+                                        PairModelMetric, PairModelUtility, Store, loading_failed, model_directory)
 from rerank.options import PATH, POSITIVE_INT, option
 from rerank.progress import transformers_bars_off
 
