@@ -178,9 +178,24 @@ NEURAL_DOCS = {"README.md", "docs/embeddings.md", "docs/formats.md",
                "docs/models.md", "docs/nmt.md", "docs/quickstart.md", "docs/tuning.md"}
 
 
-@pytest.mark.parametrize("name", [pytest.param(name, marks=pytest.mark.neural) if name in NEURAL_DOCS else name
-                                  for name in markdown_files()])
+# The docs whose blocks take longest (about half of this file's time) run in tests/test_docs_heavy.py,
+# so that `make test`'s `--dist loadfile` can give them a worker of their own.
+HEAVY_DOCS = ("docs/models.md", "docs/formats.md", "docs/embeddings.md")
+
+
+def doc_params(names) -> list:
+    """The docs as test parameters, those of NEURAL_DOCS marked `neural`."""
+    return [pytest.param(name, marks=pytest.mark.neural) if name in NEURAL_DOCS else name for name in names]
+
+
+@pytest.mark.parametrize("name", doc_params(n for n in markdown_files() if n not in HEAVY_DOCS))
 def test_doc_shell_blocks_run(name, shipped, tmp_path):
+    check_doc_blocks(name, shipped, tmp_path)
+
+
+def check_doc_blocks(name: str, shipped: Path, tmp_path: Path) -> None:
+    """Every runnable block of the doc `name` runs, in order, in a folder like the repository root
+    with the cut shipped data; no command hides outside a block; nothing is left untracked."""
     markdown = (ROOT / name).read_text(encoding="utf-8")
     (tmp_path / shipped.name).symlink_to(shipped, target_is_directory=True)
     env, failures = block_env(), []
