@@ -296,6 +296,21 @@ def build_bertscore(out: str, lines: list[str], seed: int = 0, layers: int = 2) 
     return out
 
 
+def random_bleurt(config: dict, seed: int):
+    """(RemBertModel, head) of a bleurt_config.json's contents with seeded random weights, the
+    pooler and head spread: RemBERT's init (std 0.02) leaves the pooled output and the score near 0."""
+    import torch
+
+    from rerank.metrics.bleurt import build_model
+
+    torch.manual_seed(seed)
+    model, head = build_model(config)
+    with torch.no_grad():
+        model.pooler.dense.weight.normal_(0.0, 0.5)
+        head.weight.normal_(0.0, 1.0)
+    return model, head
+
+
 def build_bleurt(out: str, lines: list[str], seed: int = 0, layers: int = 2, *, hidden: int = 32,
                  embedding: int = 16, heads: int = 2, ffn: int = 64, max_length: int = 256) -> str:
     """A BLEURT-20-style model (RemBERT encoder, input embeddings narrower than the hidden states
@@ -303,10 +318,9 @@ def build_bleurt(out: str, lines: list[str], seed: int = 0, layers: int = 2, *, 
     format of rerank.metrics.bleurt: bleurt_config.json, model.safetensors, its tokenizer."""
     import json
 
-    import torch
     from safetensors.torch import save_file
 
-    from rerank.metrics.bleurt import CONFIG, FORMAT, build_model
+    from rerank.metrics.bleurt import CONFIG, FORMAT
 
     tokenizer = wordpiece_tokenizer(lines)
     encoder = {"vocab_size": len(tokenizer), "hidden_size": hidden, "num_hidden_layers": layers,
@@ -315,11 +329,7 @@ def build_bleurt(out: str, lines: list[str], seed: int = 0, layers: int = 2, *, 
                "pad_token_id": tokenizer.pad_token_id, "bos_token_id": tokenizer.cls_token_id,
                "eos_token_id": tokenizer.sep_token_id}
     config = {"format": FORMAT, "max_length": max_length, "encoder": encoder}
-    torch.manual_seed(seed)
-    model, head = build_model(config)
-    with torch.no_grad():   # RemBERT's init (std 0.02) leaves the pooled output and the score near 0: spread them
-        model.pooler.dense.weight.normal_(0.0, 0.5)
-        head.weight.normal_(0.0, 1.0)
+    model, head = random_bleurt(config, seed)
     os.makedirs(out, exist_ok=True)
     state = {f"encoder.{k}": v.contiguous() for k, v in model.state_dict().items()}
     state.update({f"head.{k}": v.contiguous() for k, v in head.state_dict().items()})
@@ -362,7 +372,7 @@ def build_bleurt_port(out: str, lines: list[str], seed: int = 0, layers: int = 2
     import torch
     from safetensors.torch import save_file
 
-    from rerank.metrics.bleurt import FORMAT, build_model
+    from rerank.metrics.bleurt import FORMAT
 
     os.makedirs(out, exist_ok=True)
     special = {"bos_token": "[CLS]", "cls_token": "[CLS]", "eos_token": "[SEP]", "mask_token": "[MASK]",
@@ -402,11 +412,7 @@ def build_bleurt_port(out: str, lines: list[str], seed: int = 0, layers: int = 2
                                        "pad_token_id")},
                "input_embedding_size": width, "output_embedding_size": width, "bos_token_id": None,
                "eos_token_id": None}
-    torch.manual_seed(seed)
-    model, head = build_model({"format": FORMAT, "max_length": max_length, "encoder": encoder})
-    with torch.no_grad():   # as build_bleurt: spread the pooled output and the score
-        model.pooler.dense.weight.normal_(0.0, 0.5)
-        head.weight.normal_(0.0, 1.0)
+    model, head = random_bleurt({"format": FORMAT, "max_length": max_length, "encoder": encoder}, seed)
     state = {}
     for name, tensor in model.state_dict().items():
         if name.startswith("encoder.embedding_hidden_mapping_in."):

@@ -32,8 +32,8 @@ from typing import Any
 import numpy as np
 
 from rerank.errors import InputError, needs_neural
-from rerank.metrics.pair_models import (MAX_TOKENS, PAD_FLOOR, PAD_SLACK, Pair, PairModel, PairModelFeature,
-                                        PairModelMetric, PairModelUtility, Store, loading_failed, model_directory)
+from rerank.metrics.pair_models import (MAX_TOKENS, Pair, PairModel, PairModelFeature, PairModelMetric,
+                                        PairModelUtility, Store, loading_failed, model_directory, pair_batches)
 from rerank.options import NONNEGATIVE_INT, PATH, POSITIVE_INT, option
 from rerank.progress import transformers_bars_off
 
@@ -143,14 +143,12 @@ class BERTScoreModel(PairModel):
         """The unit-norm token embeddings and token weights of every text of `texts` not yet held."""
         import torch
 
-        from rerank.score_cache import token_batches
-
         tokenizer, model = self.load()
         todo = [t for t in dict.fromkeys(texts) if t not in self._embeddings]
         ids = [token_ids(tokenizer, t) for t in todo]
         special = {tokenizer.cls_token_id, tokenizer.sep_token_id}
         device = next(model.parameters()).device
-        for batch in token_batches([len(x) for x in ids], MAX_TOKENS, self.max_rows, PAD_SLACK, PAD_FLOOR):
+        for batch in pair_batches([len(x) for x in ids], self.max_rows):
             width = max(len(ids[k]) for k in batch)
             padded = torch.full((len(batch), width), tokenizer.pad_token_id or 0, dtype=torch.long)
             mask = torch.zeros((len(batch), width), dtype=torch.long)

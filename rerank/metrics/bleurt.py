@@ -43,8 +43,8 @@ from typing import Any
 import numpy as np
 
 from rerank.errors import InputError, needs_neural
-from rerank.metrics.pair_models import (MAX_TOKENS, PAD_FLOOR, PAD_SLACK, Pair, PairModel, PairModelFeature,
-                                        PairModelMetric, PairModelUtility, Store, loading_failed, model_directory)
+from rerank.metrics.pair_models import (Pair, PairModel, PairModelFeature, PairModelMetric,
+                                        PairModelUtility, Store, loading_failed, model_directory, pair_batches)
 from rerank.options import PATH, POSITIVE_INT, option
 from rerank.progress import transformers_bars_off
 
@@ -160,7 +160,8 @@ def read_weights(path: str, config: dict | None = None) -> dict:
 
     from rerank.device import TORCH_LOAD_ERRORS
 
-    names = PORT_WEIGHTS if config is not None and config.get("layout") == PORT else WEIGHTS
+    port = config is not None and config.get("layout") == PORT
+    names = PORT_WEIGHTS if port else WEIGHTS
     file = next((os.path.join(path, n) for n in names if os.path.isfile(os.path.join(path, n))),
                 os.path.join(path, names[0]))
     if file.endswith(".safetensors"):
@@ -181,7 +182,7 @@ def read_weights(path: str, config: dict | None = None) -> dict:
             raise InputError(f"cannot read the BLEURT weights: {' '.join(str(exc).split())[:200]}", file) from exc
         if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
             raise InputError("the BLEURT weights file is not a state_dict (names to tensors)", file)
-    return port_state(state, config) if config is not None and config.get("layout") == PORT else state
+    return port_state(state, config) if port and config is not None else state
 
 
 def port_tokenizer(path: str):
@@ -300,12 +301,11 @@ class BLEURTModel(PairModel):
         """BLEURT of each distinct pair, length-sorted batches of at most MAX_TOKENS padded tokens."""
         import torch
 
-        from rerank.score_cache import score_in_blocks, token_batches
+        from rerank.score_cache import score_in_blocks
 
         tokenizer, encoder, head = self.load()
         rows = self.inputs(pairs)
-        batches = token_batches([len(row["input_ids"]) for row in rows], MAX_TOKENS, self.max_rows, PAD_SLACK,
-                                PAD_FLOOR)
+        batches = pair_batches([len(row["input_ids"]) for row in rows], self.max_rows)
         pad = tokenizer.pad_token_id or 0
 
         def batch_scores(some: Sequence[Sequence[int]]) -> np.ndarray:

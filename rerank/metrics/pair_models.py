@@ -44,6 +44,14 @@ PAD_SLACK = 0.1
 PAD_FLOOR = 256
 
 
+def pair_batches(lengths: Sequence[int], max_rows: int) -> list[list[int]]:
+    """The pair models' batches of items of these token lengths: rerank.score_cache.token_batches
+    within MAX_TOKENS, `max_rows` and the padding bound (PAD_SLACK past PAD_FLOOR)."""
+    from rerank.score_cache import token_batches
+
+    return token_batches(lengths, MAX_TOKENS, max_rows, PAD_SLACK, PAD_FLOOR)
+
+
 def model_directory(path: str, what: str, needs: Sequence[str] = ("config.json",)) -> str:
     """`path` when it is a directory holding the files `needs`, else an InputError in one line."""
     if not os.path.isdir(path):
