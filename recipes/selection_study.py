@@ -5,7 +5,12 @@ tuning k-best MIRA on val, each refit with 3 runs (seeds 1-3):
 
 - plain: the current defaults (`rerank tune --runs 3`);
 - cv: `--select cv:5` (MIRA's declared grid, C x epochs, chosen by 5-fold CV, refit on all of val);
-- features: `--select-features --keep nmt,nmt_norm,len` (forward selection by the same CV).
+- features: `--select-features --keep nmt,nmt_norm,len` (forward selection by the same CV, the
+  fold-sd rule);
+- backward: `--select-features --select-direction backward --select-rule paired --keep
+  nmt,nmt_norm,len` (backward elimination from every column of the set, a column staying only when
+  the paired test of the pooled held-out outputs says it helps, at 0.05). This arm was fixed from
+  the val folds alone, before it was run on test_2016 (docs/results/stronger.md says why).
 
 Every output is scored on test_2016 with BLEU, chrF and METEOR (German, exact+stem), means over the
 3 runs, with the paired approximate randomisation test (each system's runs averaged per sentence)
@@ -13,7 +18,7 @@ between the arms of each feature set and between "all" and every subset within a
 averaging (issue 50 item 3) is measured beside: the mean of the 3 runs' weights (plain, cv) and the
 mean of the chosen setting's 5 fold fits (cv).
 
-The CV of the feature arm is shared by the feature sets of one list (rerank.selection.CrossValidation
+The CV of each feature arm is shared by the feature sets of one list (rerank.selection.CrossValidation
 remembers every (settings, columns) fit), so a subset's evaluations are not repeated; the cv arm
 has its own. CPU seconds (time.process_time) of each arm are recorded per feature set: the cost
 ratio of selection over plain tuning, free of the other jobs on the machine.
@@ -35,7 +40,8 @@ import numpy as np
 from rerank.io import atomic_write
 
 logger = logging.getLogger(__name__)
-ARMS = ("plain", "cv", "features")
+ARMS = ("plain", "cv", "features", "backward")
+LABELS = {"plain": "plain", "cv": "cv:5", "features": "sel.", "backward": "back."}
 
 
 def _load() -> str:
@@ -67,6 +73,8 @@ def study_list(flavour: str, n: int, args, log) -> dict:
     names = data.feature_names
     cv_grid = CrossValidation(data, tuner, args.folds, args.seed)
     cv_feat = CrossValidation(data, tuner, args.folds, args.seed)
+    cv_back = CrossValidation(data, tuner, args.folds, args.seed)
+    shared = {"cv": cv_grid, "features": cv_feat, "backward": cv_back}
     outputs: dict[str, dict[str, list[np.ndarray]]] = {a: {} for a in ARMS}
     averaged: dict[str, np.ndarray] = {}
     record: dict = {"list": f"{flavour}.{n}best", "prepare_cpu_s": prepare_cpu, "systems": {}}
@@ -79,11 +87,13 @@ def study_list(flavour: str, n: int, args, log) -> dict:
             t0, wall = time.process_time(), time.time()
             chosen_settings, sel, tuned_data = settings, None, sys_data
             if arm != "plain":
-                asked = replace(settings, select=f"cv:{args.folds}") if arm == "cv" else \
-                    replace(settings, select_features=True, keep=tuple(BASE_FEATURES))
+                asked = {"cv": replace(settings, select=f"cv:{args.folds}"),
+                         "features": replace(settings, select_features=True, keep=tuple(BASE_FEATURES)),
+                         "backward": replace(settings, select_features=True, keep=tuple(BASE_FEATURES),
+                                             select_direction="backward", select_rule="paired")}[arm]
                 plan = check_selection(asked, tuner)
                 tuned_data, options, sel = run_selection(sys_data, tuner, plan, asked, None, lambda _: None,
-                                                         cv=cv_grid if arm == "cv" else cv_feat)
+                                                         cv=shared[arm])
                 chosen_settings = TuneSettings.make(asked, tuner_options=options)
             result = tune_runs(tuned_data, tuner, chosen_settings, verbose=lambda _: None)
             cpu, wall = time.process_time() - t0, time.time() - wall
@@ -135,14 +145,15 @@ def study_list(flavour: str, n: int, args, log) -> dict:
 
     pairs = {}
     for spec in SYSTEMS:
-        for a, b in (("plain", "cv"), ("plain", "features"), ("cv", "features")):
+        for a, b in (("plain", "cv"), ("plain", "features"), ("cv", "features"), ("plain", "backward"),
+                     ("features", "backward"), ("cv", "backward")):
             pairs[f"{spec.name}: {b} vs {a}"] = test_pair(all_stats[a][spec.name], all_stats[b][spec.name])
     for arm in ARMS:
         for spec in SYSTEMS[:-1]:
             pairs[f"{arm}: all vs {spec.name}"] = test_pair(all_stats[arm][spec.name], all_stats[arm]["all"])
     record["significance"] = {"test": f"paired approximate randomisation, {args.ar} trials, runs averaged per sentence",
                               "pairs": pairs}
-    record["fold_fits"] = {"cv": cv_grid.fits, "features": cv_feat.fits}
+    record["fold_fits"] = {arm: cv.fits for arm, cv in shared.items()}
     return record
 
 
@@ -198,10 +209,17 @@ def studied(records: list[dict]) -> list[str]:
     return [s.name for s in SYSTEMS if all(s.name in rec["systems"] for rec in records)]
 
 
+def arms_of(records: list[dict]) -> list[str]:
+    """The arms of ARMS that every record holds (a study made before an arm was added has none of it)."""
+    return [a for a in ARMS if all(a in rec["test"] for rec in records)]
+
+
 def report(records: list[dict], command: str) -> str:
-    """Markdown: per list, each feature set's test scores under the three arms with the pairwise
+    """Markdown: per list, each feature set's test scores under the arms with the pairwise
     significance, the choices, the cost ratios, and the weight-averaging measurements."""
-    names = studied(records)
+    names, arms = studied(records), arms_of(records)
+    # the second mark of an arm: significantly above/below another selection arm
+    against = {"features": ("cv", "ᶜ", "ᵥ"), "backward": ("features", "ˢ", "ₛ")}
 
     def mark(pairs: dict, key: str, metric: str) -> str:
         found = pairs.get(key)
@@ -212,33 +230,33 @@ def report(records: list[dict], command: str) -> str:
 
     lines = [f"Made by `{command}`, on the lists of `recipes/stronger.py`'s features step (the shipped lists "
              "with s_s, mbr and their own channel/lm columns).", ""]
+    head = [f"{LABELS[a]} {m}" for m in ("BLEU", "chrF", "METEOR") for a in arms]
     for rec in records:
         pairs = rec["significance"]["pairs"]
-        lines += [f"### {rec['list']}", "",
-                  "| features | plain BLEU | cv:5 BLEU | sel. BLEU | plain chrF | cv:5 chrF | sel. chrF "
-                  "| plain METEOR | cv:5 METEOR | sel. METEOR |",
-                  "|---|---|---|---|---|---|---|---|---|---|"]
+        lines += [f"### {rec['list']}", "", "| features | " + " | ".join(head) + " |",
+                  "|---|" + "---|" * len(head)]
         for name in names:
             cells = []
             for metric in ("bleu", "chrf", "meteor"):
-                for arm in ("plain", "cv", "features"):
+                for arm in arms:
                     score = rec["test"][arm][name][metric]
                     sig = "" if arm == "plain" else mark(pairs, f"{name}: {arm} vs plain", metric)
-                    if arm == "features":
-                        sig += {"▲": "ᶜ", "▼": "ᵥ"}.get(mark(pairs, f"{name}: features vs cv", metric), "")
+                    if arm in against and against[arm][0] in arms:
+                        other, up, down = against[arm]
+                        sig += {"▲": up, "▼": down}.get(mark(pairs, f"{name}: {arm} vs {other}", metric), "")
                     cells.append(f"{score:.2f}{sig}")
             lines.append(f"| {name} | " + " | ".join(cells) + " |")
         lines.append("")
-        chosen = []
         for name in names:
             sel = rec["systems"][name]
             cv = sel["cv"]["selection"]["settings"]["chosen"]
-            cols = sel["features"]["selection"]["features"]["selected"]
             ratio = (sel["cv"]["cpu_s"] + rec["prepare_cpu_s"]) / (sel["plain"]["cpu_s"] + rec["prepare_cpu_s"])
-            chosen.append(f"{name}: cv:5 chose C={cv['C']:g}, epochs={cv['epochs']} ({ratio:.1f}x plain's CPU); "
-                          f"selection kept {', '.join(cols)}")
-        lines += [f"- {c}" for c in chosen]
-        worse = [(arm, n) for arm in ("plain", "cv", "features") for n in names[:-1]
+            kept = [f"{'backward selection' if arm == 'backward' else 'selection'} kept "
+                    f"{', '.join(sel[arm]['selection']['features']['selected'])}" for arm in ("features", "backward")
+                    if arm in arms]
+            lines.append(f"- {name}: cv:5 chose C={cv['C']:g}, epochs={cv['epochs']} ({ratio:.1f}x plain's CPU); "
+                         + "; ".join(kept))
+        worse = [(arm, n) for arm in arms for n in names[:-1]
                  if pairs[f"{arm}: all vs {n}"]["bleu"]["p"] < 0.05 and pairs[f"{arm}: all vs {n}"]["bleu"]["diff"] < 0]
         lines.append("- \"all\" significantly below a subset in BLEU: " +
                      (", ".join(f"{a}: {n}" for a, n in worse) if worse else "never"))
@@ -247,11 +265,15 @@ def report(records: list[dict], command: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+ARM_TEXT = {"plain": "plain MIRA", "cv": "`--select cv:5`", "features": "`--select-features`",
+            "backward": "`--select-features --select-direction backward --select-rule paired`"}
+
+
 def summary(records: list[dict]) -> list[str]:
     """The issue's targets, the cost and the weight averaging, over the lists measured."""
-    names = studied(records)
+    names, arms = studied(records), arms_of(records)
     lines = [f"**Over the {len(records)} lists measured** ({', '.join(r['list'] for r in records)}):", ""]
-    for arm, label in (("plain", "plain MIRA"), ("cv", "`--select cv:5`"), ("features", "`--select-features`")):
+    for arm in arms:
         never = sum(not any(r["significance"]["pairs"][f"{arm}: all vs {n}"]["bleu"]["p"] < 0.05
                             and r["significance"]["pairs"][f"{arm}: all vs {n}"]["bleu"]["diff"] < 0 for n in names[:-1])
                     for r in records)
@@ -259,20 +281,23 @@ def summary(records: list[dict]) -> list[str]:
                        for r in records)
         same = sum(r["test"][arm]["all"]["bleu"] >= r["test"][arm]["+ channel + lm"]["bleu"] - 1e-9 for r in records)
         gaps = [r["test"][arm]["all"]["bleu"] - r["test"]["plain"]["+ channel + lm"]["bleu"] for r in records]
-        lines.append(f"- {label}: \"all\" never significantly below a subset (BLEU) on {never} of {len(records)} lists; "
-                     f"its test BLEU at least plain \"+ channel + lm\"'s on {at_least} of {len(records)} "
+        lines.append(f"- {ARM_TEXT[arm]}: \"all\" never significantly below a subset (BLEU) on {never} of {len(records)} "
+                     f"lists; its test BLEU at least plain \"+ channel + lm\"'s on {at_least} of {len(records)} "
                      f"(all minus plain + channel + lm: {min(gaps):+.2f} to {max(gaps):+.2f}), at least its own arm's "
                      f"\"+ channel + lm\" on {same}")
-    ratios = [(r["systems"][n][arm]["cpu_s"] + r["prepare_cpu_s"]) / (r["systems"][n]["plain"]["cpu_s"] + r["prepare_cpu_s"])
-              for r in records for n in names for arm in ("cv",)]
-    fratios = [(r["systems"][n]["features"]["cpu_s"] + r["prepare_cpu_s"])
-               / (r["systems"][n]["plain"]["cpu_s"] + r["prepare_cpu_s"]) for r in records for n in names]
-    loads = [float(r["systems"][n][a]["load"].split()[0]) for r in records for n in names for a in ("plain", "cv", "features")]
-    lines.append(f"- cost (CPU seconds, this process, statistics included, list reading not): `--select cv:5` with "
-                 f"`--runs 3` {min(ratios):.1f}x to {max(ratios):.1f}x plain `--runs 3` (median {np.median(ratios):.1f}x); "
-                 f"`--select-features` {min(fratios):.1f}x to {max(fratios):.1f}x (its CV shared by the feature sets "
-                 f"of a list); 1-minute load average {min(loads):.1f} to {max(loads):.1f} on the two cores, so wall times "
-                 "are not comparable, CPU times are")
+
+    def ratios(arm: str) -> list[float]:
+        return [(r["systems"][n][arm]["cpu_s"] + r["prepare_cpu_s"]) / (r["systems"][n]["plain"]["cpu_s"] + r["prepare_cpu_s"])
+                for r in records for n in names]
+
+    loads = [float(r["systems"][n][a]["load"].split()[0]) for r in records for n in names for a in arms]
+    cost = [f"`--select cv:5` with `--runs 3` {min(ratios('cv')):.1f}x to {max(ratios('cv')):.1f}x plain `--runs 3` "
+            f"(median {np.median(ratios('cv')):.1f}x)"]
+    cost += [f"{ARM_TEXT[a]} {min(ratios(a)):.1f}x to {max(ratios(a)):.1f}x (median {np.median(ratios(a)):.1f}x)"
+             for a in ("features", "backward") if a in arms]
+    lines.append("- cost (CPU seconds, this process, statistics included, list reading not): " + "; ".join(cost)
+                 + f" (a selection's CV shared by the feature sets of a list); 1-minute load average {min(loads):.1f} "
+                 f"to {max(loads):.1f} on the two cores, so wall times are not comparable, CPU times are")
     for arm, how, label in (("plain", "runs", "plain MIRA, the mean of the 3 runs' weights"),
                             ("cv", "runs", "cv:5, the mean of the 3 refits' weights"),
                             ("cv", "folds", "cv:5, the mean of the chosen point's 5 fold fits")):

@@ -29,9 +29,9 @@ from rerank.errors import InputError
 from rerank.metrics.base import MetricInfo
 from rerank.nbest import NBestList
 from rerank.metrics.registry import MetricLike, best_index, metric_info, metric_names
-from rerank.options import ANY, MAX_RUNS, NAMES, NONNEGATIVE_INT, POSITIVE_INT, at_most, check_options, option
+from rerank.options import ANY, MAX_RUNS, NAMES, NONNEGATIVE_INT, POSITIVE_INT, PROBABILITY, at_most, check_options, option
 from rerank.progress import Progress
-from rerank.selection import parse_select, selection_summary
+from rerank.selection import DIRECTIONS, RULES, parse_select, selection_summary
 from rerank.tuning import Tuner, TuningData, degenerate, normalize as rescale, weight_shares
 from rerank.weights import read_weights, write_weights
 
@@ -85,10 +85,20 @@ class TuneSettings:
     grid: tuple[str, ...] = option((), "the values of one tuner option for --select to search (repeat for several "
                                    "options; replaces the tuner's declared values of KEY)", many=True,
                                    metavar="KEY=V1,V2", default_text="the tuner's declared grid", group="selection")
-    select_features: bool = option(False, "forward selection of the tuned columns by the same cross-validation (the "
-                                   "folds of --select, else cv:5): a column joins only when its mean gain over the "
-                                   "folds is larger than the gain's sd over the folds", default_text="tune every column",
+    select_features: bool = option(False, "selection of the tuned columns by the same cross-validation (the "
+                                   "folds of --select, else cv:5; --select-direction, --select-rule)",
+                                   default_text="tune every column", group="selection")
+    select_direction: str = option("forward", "with --select-features: forward (from --keep, a column joins when it "
+                                   "passes the rule) or backward (from every column, a column goes unless it passes "
+                                   "the rule; sees columns that help only together)", choices=DIRECTIONS,
                                    group="selection")
+    select_rule: str = option("fold-sd", "with --select-features: when a column passes; fold-sd: its mean gain over "
+                              "the folds is larger than the gain's sd over the folds; paired: the pooled held-out "
+                              "outputs (each dev sentence picked by the fold fit that did not see it) score higher "
+                              "with it, by the paired approximate randomisation test at --select-alpha",
+                              choices=RULES, group="selection")
+    select_alpha: float = option(0.05, "the level of --select-rule paired (two-sided p below it)", check=PROBABILITY, metavar="A",
+                                 group="selection")
     keep: tuple[str, ...] = option((), "with --select-features: the columns always tuned (the decoder's own scores), "
                                    "where the selection starts", check=NAMES, metavar="F1,F2", default_text="none",
                                    group="selection")
@@ -97,7 +107,8 @@ class TuneSettings:
     # What a run's result depends on: a run file is reused only when these match (and the inputs,
     # the start weights and the package version). `runs` is not among them: run r of 3 is run r of 5.
     REUSE = ("tuner", "metric", "seed", "tokenize", "lowercase", "lang", "tune_features", "fix", "normalize",
-             "tuner_options", "lower_better", "select", "grid", "select_features", "keep")
+             "tuner_options", "lower_better", "select", "grid", "select_features", "keep", "select_direction",
+             "select_rule", "select_alpha")
 
     def __post_init__(self) -> None:
         from rerank.metrics.bleu import make_bleu

@@ -16,11 +16,23 @@ pair already scored is not fitted again.
 - Settings (`select_settings`): every point of the tuner's declared grid (`Tuner.grid`, or the
   `--grid KEY=V1,V2` given) is scored; the best mean in the metric's direction wins, the first of
   equal ones (the grid's order).
-- Columns (`select_features`): forward selection from the `keep` columns. At each step every
-  remaining candidate is added in turn, the best by CV mean is taken, and it joins only when its
-  gain beats the noise: the per-fold gains d_k (its folds' scores minus the current set's, oriented
-  so that higher is better) must have mean(d) > sd(d) (ddof 1), i.e. the gain is larger than its own
-  fold-to-fold spread (t > sqrt(K)). Selection stops at the first step whose best candidate fails.
+- Columns (`select_features`), `direction` "forward": from the `keep` columns, at each step every
+  remaining candidate is added in turn, the best by CV mean is taken, and it joins only when the
+  set with it beats the set without it by the rule. Selection stops at the first step whose best
+  candidate fails. "backward": from `keep` plus every candidate, at each step every candidate still
+  in is removed in turn, the removal with the best CV mean is taken, and the column goes unless the
+  set with it beats the set without it by the rule; selection stops at the first column that stays.
+  Backward sees columns that help only together (a channel model beside a language model), which
+  forward misses when neither helps alone.
+- The rule (`rule`), oriented so that higher is better, "with" against "without":
+  - "fold-sd": the per-fold gains d_k (with's fold scores minus without's) have mean(d) > sd(d)
+    (ddof 1): the gain is larger than its own fold-to-fold spread (t > sqrt(K));
+  - "paired": the pooled held-out outputs (each dev sentence's pick by the weights of the fit that
+    did not see it, so one output per sentence over the whole dev set) are compared by the paired
+    approximate randomisation test (rerank.significance, PAIRED_TRIALS trials, the call's seed): the
+    pooled corpus score of "with" is higher and the two-sided p < `alpha`. Its false-positive rate is
+    that of the test: a column without signal joins (forward) or stays (backward) in about alpha/2
+    of cases.
 
 Every fold fit is one run with the call's first seed; `--runs` applies to the refit on the whole
 dev set with the choice (rerank.multirun.tune_runs). This module is of the core: it knows tuners
@@ -40,17 +52,22 @@ from typing import Any
 import numpy as np
 
 from rerank.errors import InputError
+from rerank.metrics.base import Metric
 from rerank.options import _check_of
 from rerank.progress import Progress, progress_bar
+from rerank.significance import approximate_randomization
 from rerank.tuning import Tuner, TuningData
 
 log = logging.getLogger(__name__)
 
 __all__ = ["parse_select", "parse_grid", "grid_points", "fold_ids", "subset", "CrossValidation", "FoldScores",
-           "select_settings", "select_features", "check_selection", "run_selection", "selection_summary"]
+           "FeatureRule", "select_settings", "select_features", "check_selection", "run_selection", "selection_summary"]
 
 _SELECT = re.compile(r"^cv:(\d+)$")
 DEFAULT_FOLDS = 5   # --select-features without --select
+DIRECTIONS = ("forward", "backward")
+RULES = ("fold-sd", "paired")
+PAIRED_TRIALS = 2000   # the paired rule's randomisation trials (p's Monte Carlo sd about 0.005 at p = 0.05)
 
 
 def parse_select(text: str | None) -> int | None:
@@ -139,6 +156,7 @@ class FoldScores:
     scores: np.ndarray        # (K,)
     weights: np.ndarray       # (K, F)
     sign: float = 1.0         # +1 when higher is better (an oriented score is sign * value)
+    pooled: np.ndarray | None = None   # (n_sentences, k): each dev sentence's held-out pick's statistics
 
     @property
     def mean(self) -> float:
@@ -189,6 +207,7 @@ class CrossValidation:
         if key in self._seen:
             return self._seen[key]
         scores, weights = np.zeros(self.k), np.zeros((self.k, len(self.w0)))
+        pooled = np.zeros((self.data.nbest.n_sentences, self.data.stats.shape[1]))
         with progress_bar(self.progress if tuned.any() else False, "cross-validation", self.k, unit="fold") as bar:
             for f in range(self.k):
                 held = self.held[f]
@@ -199,9 +218,11 @@ class CrossValidation:
                     self.fits += 1
                 else:
                     w = self.w0
-                weights[f], scores[f] = w, held.evaluate(w)
+                rows = held.best_rows(w)
+                weights[f], scores[f] = w, held.metric.value(held.stats[rows].sum(axis=0))
+                pooled[self.folds == f] = held.stats[rows]   # held's sentences are in dev order
                 bar.update(1)
-        found = FoldScores(scores, weights, self.sign)
+        found = FoldScores(scores, weights, self.sign, pooled)
         self._seen[key] = found
         return found
 
@@ -242,6 +263,58 @@ def select_settings(cv: CrossValidation, base: Any, grid: Mapping[str, Sequence]
     return GridChoice({k: tuple(v) for k, v in grid.items()}, points, found, best)
 
 
+class _Objective(Metric):
+    """The tuning objective as a Metric (its `score_from_stats`), for the paired test: higher is better."""
+
+    name = "objective"
+
+    def __init__(self, objective: Callable[[np.ndarray], np.ndarray]):
+        self._objective = objective
+
+    def score_from_stats(self, stats: np.ndarray) -> np.ndarray | float:
+        return self._objective(stats)
+
+
+@dataclass(frozen=True)
+class FeatureRule:
+    """How `select_features` searches and when a column counts (module doc): `direction` forward or
+    backward, `rule` fold-sd or paired, `alpha` the paired rule's level, `seed` its randomisation's."""
+
+    direction: str = "forward"
+    rule: str = "fold-sd"
+    alpha: float = 0.05
+    seed: int = 1
+
+    def __post_init__(self) -> None:
+        if self.direction not in DIRECTIONS or self.rule not in RULES or not 0 < self.alpha < 1:
+            raise ValueError(f"a FeatureRule of {self.direction!r}, {self.rule!r}, alpha {self.alpha}")
+
+    def describe(self) -> str:
+        if self.rule == "fold-sd":
+            test = "mean(per-fold gain) > sd(per-fold gain)"
+        else:
+            test = (f"pooled held-out gain > 0 and paired approximate randomisation p < {self.alpha:g} "
+                    f"({PAIRED_TRIALS} trials, seed {self.seed})")
+        return f"{self.direction}: a column counts when {test}"
+
+    def beats(self, cv: CrossValidation, with_: FoldScores, without: FoldScores) -> dict:
+        """Whether the set `with_` beats `without` by the rule, with the numbers it went by."""
+        gain = with_.oriented - without.oriented
+        mean, sd = float(gain.mean()), float(gain.std(ddof=1))
+        found: dict[str, Any] = {"gain_mean": mean, "gain_sd": sd}
+        if self.rule == "fold-sd":
+            found["beats"] = bool(mean > sd and mean > 0)
+            return found
+        assert with_.pooled is not None and without.pooled is not None
+        metric = cv.data.metric
+        pooled = cv.sign * (metric.value(with_.pooled.sum(axis=0)) - metric.value(without.pooled.sum(axis=0)))
+        test = approximate_randomization(_Objective(metric.objective), without.pooled, with_.pooled,
+                                         trials=PAIRED_TRIALS, seed=self.seed)
+        found.update(pooled_gain=float(pooled), p=float(test.p_value),
+                     beats=bool(pooled > 0 and test.p_value < self.alpha))
+        return found
+
+
 @dataclass
 class FeatureChoice:
     """`select_features`' result: the columns kept, and each step's candidates with their CV scores."""
@@ -249,17 +322,20 @@ class FeatureChoice:
     selected: list[str]
     steps: list[dict] = field(default_factory=list)
     scores: FoldScores | None = None   # the CV scores of the final set
+    rule: FeatureRule = field(default_factory=FeatureRule)
 
     def record(self) -> dict:
-        return {"method": "forward", "rule": "join when mean(per-fold gain) > sd(per-fold gain)",
+        return {"method": self.rule.direction, "rule": self.rule.describe(), "test": self.rule.rule,
                 "selected": self.selected, "steps": self.steps,
                 "fold_weights": None if self.scores is None else self.scores.weights.tolist()}
 
 
 def select_features(cv: CrossValidation, options: Any, keep: Sequence[str], candidates: Sequence[str],
-                    fixed: np.ndarray) -> FeatureChoice:
-    """Forward selection (module doc) from the `keep` columns over `candidates`, tuning with
-    `options`; `fixed`: the mask of the columns held at their start weights whatever is chosen."""
+                    fixed: np.ndarray, rule: FeatureRule | None = None) -> FeatureChoice:
+    """Forward or backward selection (module doc, `rule`) from the `keep` columns over `candidates`,
+    tuning with `options`; `fixed`: the mask of the columns held at their start weights whatever is
+    chosen."""
+    rule = rule or FeatureRule()
     names = cv.data.feature_names
     index = {n: i for i, n in enumerate(names)}
 
@@ -268,27 +344,44 @@ def select_features(cv: CrossValidation, options: Any, keep: Sequence[str], cand
         m[[index[c] for c in columns]] = True
         return m & ~fixed
 
-    chosen, left = list(keep), [c for c in candidates if c not in keep]
+    left = [c for c in candidates if c not in keep]
+    chosen = list(keep) + (left if rule.direction == "backward" else [])
+    if rule.direction == "backward":
+        left = []
     current = cv.score(options, mask(chosen))
     steps: list[dict] = []
     cv._say(f"features {', '.join(chosen) or '(none tuned)'}: {current.mean:.2f} (sd {current.sd:.2f})")
-    while left:
-        tried = {c: cv.score(options, mask(chosen + [c])) for c in left}
-        best = left[cv.data.metric.best_index([tried[c].mean for c in left])]
-        gain = tried[best].oriented - current.oriented
-        mean, sd = float(gain.mean()), float(gain.std(ddof=1))
-        joins = bool(mean > sd and mean > 0)
-        steps.append({"base": list(chosen), "base_score": current.record(),
-                      "candidates": {c: s.record() for c, s in tried.items()}, "best": best,
-                      "gain_mean": mean, "gain_sd": sd, "joined": joins})
-        cv._say(f"+ {best}: {tried[best].mean:.2f} (gain {mean:+.2f}, sd {sd:.2f}): "
-                + ("joins" if joins else "left out; selection stops"))
-        if not joins:
+    best_of = cv.data.metric.best_index
+    while True:
+        movable = left if rule.direction == "forward" else [c for c in chosen if c not in keep]
+        if not movable:
             break
-        chosen.append(best)
-        left.remove(best)
+        if rule.direction == "forward":
+            tried = {c: cv.score(options, mask(chosen + [c])) for c in movable}
+        else:
+            tried = {c: cv.score(options, mask([x for x in chosen if x != c])) for c in movable}
+        best = movable[best_of([tried[c].mean for c in movable])]
+        with_, without = (tried[best], current) if rule.direction == "forward" else (current, tried[best])
+        verdict = rule.beats(cv, with_, without)
+        change = verdict["beats"] if rule.direction == "forward" else not verdict["beats"]
+        steps.append({"base": list(chosen), "base_score": current.record(),
+                      "candidates": {c: s.record() for c, s in tried.items()}, "best": best, **verdict,
+                      ("joined" if rule.direction == "forward" else "removed"): change})
+        test = f", p {verdict['p']:.3f}" if "p" in verdict else ""
+        sign = "+" if rule.direction == "forward" else "-"
+        cv._say(f"{sign} {best}: {tried[best].mean:.2f} (gain with it {verdict['gain_mean']:+.2f}, sd "
+                f"{verdict['gain_sd']:.2f}{test}): "
+                + ({"forward": "joins", "backward": "goes"}[rule.direction] if change else
+                   {"forward": "left out", "backward": "stays"}[rule.direction] + "; selection stops"))
+        if not change:
+            break
+        if rule.direction == "forward":
+            chosen.append(best)
+            left.remove(best)
+        else:
+            chosen.remove(best)
         current = tried[best]
-    return FeatureChoice(chosen, steps, current)
+    return FeatureChoice(chosen, steps, current, rule)
 
 
 @dataclass
@@ -299,6 +392,7 @@ class SelectionPlan:
     grid: dict[str, tuple]   # the grid searched (empty without --select)
     features: bool           # --select-features
     keep: tuple[str, ...]
+    rule: FeatureRule = field(default_factory=FeatureRule)   # how --select-features searches and decides
 
     @property
     def active(self) -> bool:
@@ -318,6 +412,14 @@ def check_selection(settings: Any, tuner: Tuner) -> SelectionPlan:
     if settings.keep and not settings.select_features:
         raise InputError("keep names the columns select_features starts from; give select_features too",
                          option="keep", mentions=("select_features",))
+    how = {"select_direction": "forward", "select_rule": "fold-sd", "select_alpha": 0.05}
+    asked = [k for k, default in how.items() if getattr(settings, k) != default]
+    if asked and not settings.select_features:
+        raise InputError(f"{asked[0]} says how select_features searches; give select_features too",
+                         option=asked[0], mentions=("select_features",))
+    if settings.select_alpha != 0.05 and settings.select_rule != "paired":
+        raise InputError("select_alpha is the level of the paired rule; give select_rule paired too",
+                         option="select_alpha", mentions=("select_rule",))
     both = [n for n in settings.keep if n in settings.fix]
     if both:
         raise InputError(f"keep {', '.join(both)}: a kept column is tuned, a fixed one is not (fix names it too)",
@@ -329,7 +431,8 @@ def check_selection(settings: Any, tuner: Tuner) -> SelectionPlan:
     base = tuner.make_options(settings.tuner_options)
     for point in grid_points(grid):   # every point is a valid set of options
         tuner.make_options({**json.loads(_options_key(base)), **point})
-    return SelectionPlan(folds, grid, bool(settings.select_features), tuple(settings.keep))
+    rule = FeatureRule(settings.select_direction, settings.select_rule, settings.select_alpha, settings.seed)
+    return SelectionPlan(folds, grid, bool(settings.select_features), tuple(settings.keep), rule)
 
 
 def run_selection(data: TuningData, tuner: Tuner, plan: SelectionPlan, settings: Any, w0: np.ndarray | None,
@@ -364,10 +467,10 @@ def run_selection(data: TuningData, tuner: Tuner, plan: SelectionPlan, settings:
                               "score": "the held-out fold's corpus metric, mean and sd (ddof 1) over the folds"}
     if plan.features:
         candidates = [n for n, t in zip(data.feature_names, data.tuned) if t]
-        choice = select_features(cv, options, plan.keep, candidates, ~data.tuned)
+        choice = select_features(cv, options, plan.keep, candidates, ~data.tuned, plan.rule)
         tuned = np.array([n in choice.selected for n in data.feature_names]) & data.tuned
         if not tuned.any():
-            raise InputError("select_features kept no column to tune (none beat its fold-to-fold noise); give keep "
+            raise InputError(f"select_features kept no column to tune (none passed the rule: {plan.rule.describe()}); give keep "
                              "F1,F2 for the columns always tuned", option="select_features", mentions=("keep",))
         record["features"] = {**choice.record(), "keep": list(plan.keep)}
     if plan.folds is not None:

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import os
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -14,8 +16,8 @@ import rerank
 from rerank.errors import InputError
 from rerank.multirun import TuneSettings
 from rerank.nbest import NBestList, StringColumn
-from rerank.selection import (CrossValidation, check_selection, fold_ids, grid_points, parse_grid, parse_select,
-                              run_selection, select_features, subset)
+from rerank.selection import (CrossValidation, FeatureRule, check_selection, fold_ids, grid_points, parse_grid,
+                              parse_select, run_selection, select_features, subset)
 from rerank.tunejob import tuner_for
 from rerank.tuning import prepare
 from tests.cli_helpers import run
@@ -83,21 +85,74 @@ def _planted(seed: int, n: int = 80, k: int = 8):
     return prepare(nbest, [refs])
 
 
-def test_the_noise_rule_on_planted_columns():
+RULES = [FeatureRule(d, r) for d in ("forward", "backward") for r in ("fold-sd", "paired")]
+
+
+@pytest.mark.parametrize("rule", RULES, ids=lambda r: f"{r.direction}-{r.rule}")
+def test_the_noise_rule_on_planted_columns(rule):
     """Over 20 seeds: a pure-noise column is left out in at least 19, a column equal to the sentence
-    metric is taken in all (the rule of docs/tuning.md: mean gain over the folds > its sd)."""
+    metric is taken in all (docs/tuning.md's rules, either direction)."""
     tuner = tuner_for(TuneSettings())
     options = tuner.make_options({"epochs": 5})
     noise_alone, noise_beside, metric_in = 0, 0, 0
     for seed in range(20):
         data = _planted(seed)
         cv = CrossValidation(data, tuner, 5, seed=seed)
-        choice = select_features(cv, options, ["base"], ["noise", "metric"], np.zeros(3, bool))
+        seeded = FeatureRule(rule.direction, rule.rule, rule.alpha, seed)
+        choice = select_features(cv, options, ["base"], ["noise", "metric"], np.zeros(3, bool), seeded)
         metric_in += "metric" in choice.selected
         noise_beside += "noise" in choice.selected
-        noise_alone += "noise" in select_features(cv, options, ["base"], ["noise"], np.zeros(3, bool)).selected
+        noise_alone += "noise" in select_features(cv, options, ["base"], ["noise"], np.zeros(3, bool), seeded).selected
     assert metric_in == 20
     assert noise_alone <= 1 and noise_beside <= 1
+
+
+def _halves(seed: int):
+    """The planted list of `_planted` with a weak decoder column `base` (the sentence metric plus
+    noise three times its spread) and two columns that carry the metric only together: `a` = metric
+    + z, `b` = -z for a per-hypothesis z five times the metric's spread."""
+    data = _planted(seed)
+    rng = np.random.default_rng(1000 + seed)
+    metric = data.features[:, data.feature_names.index("metric")]
+    z = rng.normal(scale=5 * metric.std(), size=len(metric))
+    base = metric + rng.normal(scale=3 * metric.std(), size=len(metric))
+    nbest = data.nbest.select_features([]).with_feature("base", base).with_feature("a", metric + z).with_feature("b", -z)
+    return replace(data, nbest=nbest, tuned=np.ones(3, bool))
+
+
+@pytest.mark.parametrize("test", ["fold-sd", "paired"])
+def test_backward_keeps_columns_that_help_only_together(test):
+    """Neither half helps alone, so forward selection takes neither; backward, which starts from both
+    and drops one only when the set loses nothing by it, keeps both on every seed."""
+    tuner = tuner_for(TuneSettings())
+    options = tuner.make_options({"epochs": 20})
+    forward = backward = 0
+    for seed in range(10):
+        cv = CrossValidation(_halves(seed), tuner, 5, seed=seed)
+        pick = {d: select_features(cv, options, ["base"], ["a", "b"], np.zeros(3, bool),
+                                   FeatureRule(d, test, seed=seed)).selected for d in ("forward", "backward")}
+        forward += set(pick["forward"]) >= {"a", "b"}
+        backward += set(pick["backward"]) >= {"a", "b"}
+    assert backward == 10 and forward == 0
+
+
+def test_the_paired_rule_tests_the_pooled_held_out_outputs():
+    """The pooled outputs are each sentence's pick by the fit that did not see it: their corpus score
+    is the one the rule compares, and their sum over a fold is that fold's held-out statistics."""
+    data = _planted(3)
+    tuner = tuner_for(TuneSettings())
+    cv = CrossValidation(data, tuner, 4, seed=3)
+    found = cv.score(tuner.make_options({"epochs": 3}), np.ones(3, bool))
+    for f in range(4):
+        held = cv.held[f]
+        rows = held.best_rows(found.weights[f])
+        assert np.array_equal(found.pooled[cv.folds == f], held.stats[rows])
+        assert found.scores[f] == pytest.approx(held.metric.value(found.pooled[cv.folds == f].sum(axis=0)))
+    base = cv.score(tuner.make_options({"epochs": 3}), np.array([True, False, False]))
+    verdict = FeatureRule(rule="paired", seed=3).beats(cv, found, base)
+    value = data.metric.value
+    assert verdict["pooled_gain"] == pytest.approx(value(found.pooled.sum(axis=0)) - value(base.pooled.sum(axis=0)))
+    assert 0 < verdict["p"] <= 1 and verdict["beats"] == (verdict["pooled_gain"] > 0 and verdict["p"] < 0.05)
 
 
 def test_cv_remembers_fits_and_refits_on_all():
@@ -151,6 +206,8 @@ def test_select_features_keeps_and_fixes(tmp_path):
     (["--select", "cv:3", "--grid", "Cee=1"], "unknown grid key"),
     (["--grid", "C=1"], "give --select too"),
     (["--keep", "x"], "give --select-features too"),
+    (["--select-direction", "backward"], "give --select-features too"),
+    (["--select-features", "--select-alpha", "0.1"], "give --select-rule paired too"),
 ])
 def test_bad_selection_options_exit_2_and_write_nothing(tmp_path, capsys, flags, message):
     out = tmp_path / "w.json"
