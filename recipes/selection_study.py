@@ -5,8 +5,9 @@ tuning k-best MIRA on val, each refit with 3 runs (seeds 1-3):
 
 - plain: the current defaults (`rerank tune --runs 3`);
 - cv: `--select cv:5` (MIRA's declared grid, C x epochs, chosen by 5-fold CV, refit on all of val);
-- features: `--select-features --keep nmt,nmt_norm,len` (forward selection by the same CV, the
-  fold-sd rule);
+- features: `--select-features --keep nmt,nmt_norm,len --select-direction forward --select-rule
+  fold-sd` (forward selection by the same CV, the fold-sd rule: `--select-features`' defaults until
+  this study);
 - backward: `--select-features --select-direction backward --select-rule paired --keep
   nmt,nmt_norm,len` (backward elimination from every column of the set, a column staying only when
   the paired test of the pooled held-out outputs says it helps, at 0.05). This arm was fixed from
@@ -88,7 +89,8 @@ def study_list(flavour: str, n: int, args, log) -> dict:
             chosen_settings, sel, tuned_data = settings, None, sys_data
             if arm != "plain":
                 asked = {"cv": replace(settings, select=f"cv:{args.folds}"),
-                         "features": replace(settings, select_features=True, keep=tuple(BASE_FEATURES)),
+                         "features": replace(settings, select_features=True, keep=tuple(BASE_FEATURES),
+                                             select_direction="forward", select_rule="fold-sd"),
                          "backward": replace(settings, select_features=True, keep=tuple(BASE_FEATURES),
                                              select_direction="backward", select_rule="paired")}[arm]
                 plan = check_selection(asked, tuner)
@@ -151,6 +153,9 @@ def study_list(flavour: str, n: int, args, log) -> dict:
     for arm in ARMS:
         for spec in SYSTEMS[:-1]:
             pairs[f"{arm}: all vs {spec.name}"] = test_pair(all_stats[arm][spec.name], all_stats[arm]["all"])
+    for arm in ARMS[1:]:   # the issue's second target: "all" under selection against plain "+ channel + lm"
+        pairs[f"{arm}: all vs plain + channel + lm"] = test_pair(all_stats["plain"]["+ channel + lm"],
+                                                                all_stats[arm]["all"])
     record["significance"] = {"test": f"paired approximate randomisation, {args.ar} trials, runs averaged per sentence",
                               "pairs": pairs}
     record["fold_fits"] = {arm: cv.fits for arm, cv in shared.items()}
@@ -256,6 +261,7 @@ def report(records: list[dict], command: str) -> str:
                     if arm in arms]
             lines.append(f"- {name}: cv:5 chose C={cv['C']:g}, epochs={cv['epochs']} ({ratio:.1f}x plain's CPU); "
                          + "; ".join(kept))
+        lines += steps_of(rec, arms)
         worse = [(arm, n) for arm in arms for n in names[:-1]
                  if pairs[f"{arm}: all vs {n}"]["bleu"]["p"] < 0.05 and pairs[f"{arm}: all vs {n}"]["bleu"]["diff"] < 0]
         lines.append("- \"all\" significantly below a subset in BLEU: " +
@@ -265,8 +271,28 @@ def report(records: list[dict], command: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-ARM_TEXT = {"plain": "plain MIRA", "cv": "`--select cv:5`", "features": "`--select-features`",
-            "backward": "`--select-features --select-direction backward --select-rule paired`"}
+def steps_of(rec: dict, arms: list[str]) -> list[str]:
+    """The feature arms' steps on "all" (val only: CV means, the rule's numbers), a line per arm."""
+    lines = []
+    for arm in ("features", "backward"):
+        if arm not in arms:
+            continue
+        found = rec["systems"]["all"][arm]["selection"]["features"]
+        parts = []
+        for step in found["steps"]:
+            moved = step["joined"] if "joined" in step else step["removed"]
+            sign = "+" if "joined" in step else "-"
+            how = (f"pooled gain with it {step['pooled_gain']:+.2f}, p {step['p']:.3f}" if "p" in step else
+                   f"gain with it {step['gain_mean']:+.2f}, fold sd {step['gain_sd']:.2f}")
+            verdict = ("joins" if sign == "+" else "goes") if moved else ("left out" if sign == "+" else "stays")
+            parts.append(f"{sign} {step['best']} ({how}): {verdict}")
+        lines.append(f"- {LABELS[arm]} on \"all\", its steps on val: " + "; ".join(parts or ["none"]))
+    return lines
+
+
+ARM_TEXT = {"plain": "plain MIRA", "cv": "`--select cv:5`",
+            "features": "`--select-features --select-direction forward --select-rule fold-sd`",
+            "backward": "`--select-features --select-direction backward --select-rule paired` (now the defaults)"}
 
 
 def summary(records: list[dict]) -> list[str]:
@@ -281,10 +307,14 @@ def summary(records: list[dict]) -> list[str]:
                        for r in records)
         same = sum(r["test"][arm]["all"]["bleu"] >= r["test"][arm]["+ channel + lm"]["bleu"] - 1e-9 for r in records)
         gaps = [r["test"][arm]["all"]["bleu"] - r["test"]["plain"]["+ channel + lm"]["bleu"] for r in records]
+        target = [r["significance"]["pairs"].get(f"{arm}: all vs plain + channel + lm") for r in records]
+        below = ("" if arm == "plain" or None in target else
+                 f", significantly below it on {sum(t['bleu']['p'] < 0.05 and t['bleu']['diff'] < 0 for t in target)}"
+                 " (per list: " + ", ".join(f"{t['bleu']['diff']:+.2f} p {t['bleu']['p']:.3f}" for t in target) + ")")
         lines.append(f"- {ARM_TEXT[arm]}: \"all\" never significantly below a subset (BLEU) on {never} of {len(records)} "
                      f"lists; its test BLEU at least plain \"+ channel + lm\"'s on {at_least} of {len(records)} "
-                     f"(all minus plain + channel + lm: {min(gaps):+.2f} to {max(gaps):+.2f}), at least its own arm's "
-                     f"\"+ channel + lm\" on {same}")
+                     f"(all minus plain + channel + lm: {min(gaps):+.2f} to {max(gaps):+.2f}){below}, at least its own "
+                     f"arm's \"+ channel + lm\" on {same}")
 
     def ratios(arm: str) -> list[float]:
         return [(r["systems"][n][arm]["cpu_s"] + r["prepare_cpu_s"]) / (r["systems"][n]["plain"]["cpu_s"] + r["prepare_cpu_s"])

@@ -88,14 +88,14 @@ class TuneSettings:
     select_features: bool = option(False, "selection of the tuned columns by the same cross-validation (the "
                                    "folds of --select, else cv:5; --select-direction, --select-rule)",
                                    default_text="tune every column", group="selection")
-    select_direction: str = option("forward", "with --select-features: forward (from --keep, a column joins when it "
-                                   "passes the rule) or backward (from every column, a column goes unless it passes "
-                                   "the rule; sees columns that help only together)", choices=DIRECTIONS,
+    select_direction: str = option("backward", "with --select-features: backward (from every column, a column goes "
+                                   "unless it passes the rule; sees columns that help only together) or forward (from "
+                                   "--keep, a column joins when it passes the rule)", choices=DIRECTIONS,
                                    group="selection")
-    select_rule: str = option("fold-sd", "with --select-features: when a column passes; fold-sd: its mean gain over "
-                              "the folds is larger than the gain's sd over the folds; paired: the pooled held-out "
+    select_rule: str = option("paired", "with --select-features: when a column passes; paired: the pooled held-out "
                               "outputs (each dev sentence picked by the fold fit that did not see it) score higher "
-                              "with it, by the paired approximate randomisation test at --select-alpha",
+                              "with it, by the paired approximate randomisation test at --select-alpha; fold-sd: its "
+                              "mean gain over the folds is larger than the gain's sd over the folds",
                               choices=RULES, group="selection")
     select_alpha: float = option(0.05, "the level of --select-rule paired (two-sided p below it)", check=PROBABILITY, metavar="A",
                                  group="selection")

@@ -16,7 +16,7 @@ pair already scored is not fitted again.
 - Settings (`select_settings`): every point of the tuner's declared grid (`Tuner.grid`, or the
   `--grid KEY=V1,V2` given) is scored; the best mean in the metric's direction wins, the first of
   equal ones (the grid's order).
-- Columns (`select_features`), `direction` "forward": from the `keep` columns, at each step every
+- Columns (`select_features`), `direction` "backward" (the default) or "forward". "forward": from the `keep` columns, at each step every
   remaining candidate is added in turn, the best by CV mean is taken, and it joins only when the
   set with it beats the set without it by the rule. Selection stops at the first step whose best
   candidate fails. "backward": from `keep` plus every candidate, at each step every candidate still
@@ -24,7 +24,7 @@ pair already scored is not fitted again.
   set with it beats the set without it by the rule; selection stops at the first column that stays.
   Backward sees columns that help only together (a channel model beside a language model), which
   forward misses when neither helps alone.
-- The rule (`rule`), oriented so that higher is better, "with" against "without":
+- The rule (`rule`, default "paired"), oriented so that higher is better, "with" against "without":
   - "fold-sd": the per-fold gains d_k (with's fold scores minus without's) have mean(d) > sd(d)
     (ddof 1): the gain is larger than its own fold-to-fold spread (t > sqrt(K));
   - "paired": the pooled held-out outputs (each dev sentence's pick by the weights of the fit that
@@ -280,8 +280,8 @@ class FeatureRule:
     """How `select_features` searches and when a column counts (module doc): `direction` forward or
     backward, `rule` fold-sd or paired, `alpha` the paired rule's level, `seed` its randomisation's."""
 
-    direction: str = "forward"
-    rule: str = "fold-sd"
+    direction: str = "backward"
+    rule: str = "paired"
     alpha: float = 0.05
     seed: int = 1
 
@@ -367,12 +367,12 @@ def select_features(cv: CrossValidation, options: Any, keep: Sequence[str], cand
         steps.append({"base": list(chosen), "base_score": current.record(),
                       "candidates": {c: s.record() for c, s in tried.items()}, "best": best, **verdict,
                       ("joined" if rule.direction == "forward" else "removed"): change})
-        test = f", p {verdict['p']:.3f}" if "p" in verdict else ""
-        sign = "+" if rule.direction == "forward" else "-"
-        cv._say(f"{sign} {best}: {tried[best].mean:.2f} (gain with it {verdict['gain_mean']:+.2f}, sd "
-                f"{verdict['gain_sd']:.2f}{test}): "
-                + ({"forward": "joins", "backward": "goes"}[rule.direction] if change else
-                   {"forward": "left out", "backward": "stays"}[rule.direction] + "; selection stops"))
+        evidence = (f"pooled gain with it {verdict['pooled_gain']:+.2f}, p {verdict['p']:.3f}" if "p" in verdict else
+                    f"gain with it {verdict['gain_mean']:+.2f}, sd {verdict['gain_sd']:.2f} over the folds")
+        forward = rule.direction == "forward"
+        cv._say(f"{'+' if forward else '-'} {best}: {'with' if forward else 'without'} it {tried[best].mean:.2f} "
+                f"({evidence}): " + (("joins" if forward else "goes") if change else
+                                     ("left out" if forward else "stays") + "; selection stops"))
         if not change:
             break
         if rule.direction == "forward":
@@ -412,12 +412,12 @@ def check_selection(settings: Any, tuner: Tuner) -> SelectionPlan:
     if settings.keep and not settings.select_features:
         raise InputError("keep names the columns select_features starts from; give select_features too",
                          option="keep", mentions=("select_features",))
-    how = {"select_direction": "forward", "select_rule": "fold-sd", "select_alpha": 0.05}
-    asked = [k for k, default in how.items() if getattr(settings, k) != default]
+    defaults = {f.name: f.default for f in fields(settings)}
+    asked = [k for k in ("select_direction", "select_rule", "select_alpha") if getattr(settings, k) != defaults[k]]
     if asked and not settings.select_features:
         raise InputError(f"{asked[0]} says how select_features searches; give select_features too",
                          option=asked[0], mentions=("select_features",))
-    if settings.select_alpha != 0.05 and settings.select_rule != "paired":
+    if settings.select_alpha != defaults["select_alpha"] and settings.select_rule != "paired":
         raise InputError("select_alpha is the level of the paired rule; give select_rule paired too",
                          option="select_alpha", mentions=("select_rule",))
     both = [n for n in settings.keep if n in settings.fix]

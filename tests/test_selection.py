@@ -206,8 +206,8 @@ def test_select_features_keeps_and_fixes(tmp_path):
     (["--select", "cv:3", "--grid", "Cee=1"], "unknown grid key"),
     (["--grid", "C=1"], "give --select too"),
     (["--keep", "x"], "give --select-features too"),
-    (["--select-direction", "backward"], "give --select-features too"),
-    (["--select-features", "--select-alpha", "0.1"], "give --select-rule paired too"),
+    (["--select-direction", "forward"], "give --select-features too"),
+    (["--select-features", "--select-rule", "fold-sd", "--select-alpha", "0.1"], "give --select-rule paired too"),
 ])
 def test_bad_selection_options_exit_2_and_write_nothing(tmp_path, capsys, flags, message):
     out = tmp_path / "w.json"
