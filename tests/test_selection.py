@@ -64,9 +64,10 @@ def test_folds_slice_the_statistics_without_recomputing():
     assert np.allclose(parts[0].stats, fresh.stats)
 
 
-def _planted(seed: int, n: int = 80, k: int = 8):
-    """A list whose `base` column is the decoder's (sentence BLEU+1 plus much noise), `metric` equals
-    each hypothesis's sentence BLEU+1 and `noise` is pure noise, with its tuning data."""
+def _planted(seed: int, n: int = 80, k: int = 8, metric: str = "bleu"):
+    """A list whose `base` column is the decoder's (the sentence metric plus much noise), `metric`
+    equals each hypothesis's sentence metric oriented so that higher is better (BLEU+1, or -TER for
+    `metric` "ter") and `noise` is pure noise, with its tuning data for `metric`."""
     rng = np.random.default_rng(seed)
     words = [f"w{i}" for i in range(30)]
     refs, hyps = [], []
@@ -79,10 +80,11 @@ def _planted(seed: int, n: int = 80, k: int = 8):
     offsets = np.arange(0, n * k + 1, k)
     texts = StringColumn.from_strings(hyps)
     plain = NBestList(offsets, texts, np.zeros((n * k, 1)), ["zero"])
-    bleu1 = prepare(plain.with_feature("x", rng.normal(size=n * k)), [refs]).metric.sentence_scores(fraction=True)
-    feats = np.column_stack([bleu1 + rng.normal(scale=0.3, size=n * k), bleu1, rng.normal(scale=0.3, size=n * k)])
+    x = plain.with_feature("x", rng.normal(size=n * k))
+    own = prepare(x, [refs], metric=metric).metric.sentence_scores(fraction=True)
+    feats = np.column_stack([own + rng.normal(scale=0.3, size=n * k), own, rng.normal(scale=0.3, size=n * k)])
     nbest = NBestList(offsets, texts, feats, ["base", "metric", "noise"])
-    return prepare(nbest, [refs])
+    return prepare(nbest, [refs], metric=metric)
 
 
 RULES = [FeatureRule(d, r) for d in ("forward", "backward") for r in ("fold-sd", "paired")]
@@ -105,6 +107,22 @@ def test_the_noise_rule_on_planted_columns(rule):
         noise_alone += "noise" in select_features(cv, options, ["base"], ["noise"], np.zeros(3, bool), seeded).selected
     assert metric_in == 20
     assert noise_alone <= 1 and noise_beside <= 1
+
+
+@pytest.mark.parametrize("direction", ["forward", "backward"])
+def test_the_paired_rule_follows_a_lower_is_better_metric(direction):
+    """Tuned toward TER, the column equal to each hypothesis's -TER is taken and pure noise is not:
+    the rule's gain is oriented by the metric's direction (TER is minimised)."""
+    tuner = tuner_for(TuneSettings(metric="ter"))
+    options = tuner.make_options({"epochs": 5})
+    for seed in range(5):
+        data = _planted(seed, metric="ter")
+        cv = CrossValidation(data, tuner, 5, seed=seed)
+        choice = select_features(cv, options, ["base"], ["noise", "metric"], np.zeros(3, bool),
+                                 FeatureRule(direction, "paired", seed=seed))
+        assert choice.selected[0] == "base" and "metric" in choice.selected and "noise" not in choice.selected
+        step = next(s for s in choice.steps if s["best"] == "metric")
+        assert step["pooled_gain"] > 0 and step["p"] < 0.05   # lower TER with it, oriented as a gain
 
 
 def _halves(seed: int):
